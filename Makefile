@@ -1,0 +1,33 @@
+# gpuroute: the two commands of the README.
+#   make demo   - make .venv, install the package, route on the shipped NY network
+#   make test   - make .venv, install with test extras, compile every .cu with nvcc (if present), run the suite
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+
+.PHONY: demo test lint cu-check clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/gpuroute route
+
+cu-check:
+	@bash .ci/compile_cu.sh
+
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check src tests benchmarks
+
+test: $(VENV)/.installed-dev cu-check
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -1,0 +1,22 @@
+"""Tunables in one place (STYLE.md: tests patch these small so tiny inputs hit multi-block paths)."""
+from __future__ import annotations
+
+#: Threads per block of the node-parallel GPU kernels.
+THREADS_PER_BLOCK = 256
+#: Phases captured in one CUDA graph by the device-side-terminating loops; the host reads the
+#: termination flag once per graph replay.
+PHASES_PER_GRAPH = 64
+#: Upper bound on phases of any Bellman-Ford style loop, as a multiple of n_nodes (a proven bound is
+#: n_nodes - 1 phases for Bellman-Ford; this is a guard against bugs, never reached on valid input).
+MAX_PHASE_FACTOR = 1
+#: Adaptive thread creation (seed 001, Alg. 4): thresholds in microseconds on the mean of this and
+#: the previous phase time. None = calibrate on the device at first use.
+ADAPTIVE_UP_US = None
+ADAPTIVE_DOWN_US = None
+#: Adaptive switching on the device-side frontier count: go all-node when the frontier exceeds this
+#: fraction of n_nodes.
+ADAPTIVE_FRONTIER_FRACTION = 0.05
+#: Delta-stepping bucket width as a multiple of the mean arc weight (None = auto).
+DELTA_FACTOR = None
+#: Number of sources processed together by the batched GPU mode.
+BATCH_SOURCES = 64

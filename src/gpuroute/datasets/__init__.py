@@ -1,0 +1,58 @@
+"""Shipped real road networks (see ATTRIBUTION.md) and ``tile()`` for scale proxies."""
+from __future__ import annotations
+
+import os
+
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+
+#: name -> (loader kind, file, description)
+DATASETS = {
+    "ny": ("dimacs", "USA-road-d.NY.gr.gz", "USA-road-d.NY: New York City, distance (DIMACS 9, TIGER/Line)"),
+    "ny-time": ("dimacs", "USA-road-t.NY.gr.gz", "USA-road-t.NY: New York City, travel time (DIMACS 9)"),
+    "monaco": ("osm", "monaco.osm.pbf", "Monaco OpenStreetMap extract (2016-03-05), car profile, ODbL"),
+}
+
+
+def names():
+    """Names accepted by :func:`load`."""
+    return list(DATASETS)
+
+
+def path_of(name):
+    """Absolute path of a shipped dataset's main file. Raises KeyError for an unknown name."""
+    if name not in DATASETS:
+        raise KeyError(f"unknown dataset {name!r}; shipped datasets: {names()}")
+    return os.path.join(DATA_DIR, DATASETS[name][1])
+
+
+def load(name):
+    """Load a shipped road network.
+
+    Parameters
+    ----------
+    name : {"ny", "ny-time", "monaco"}
+
+    Returns
+    -------
+    RoadGraph
+        ``ny``: 264,346 nodes, 730,100 arcs after dropping 3,746 parallel arcs, weight ``distance`` in
+        DIMACS units (~0.1 m), lon/lat coordinates. ``ny-time``: same network, weight ``travel_time``
+        (DIMACS time units). ``monaco``: OSM car profile, ``distance`` (m) and ``travel_time`` (ds).
+
+    Raises
+    ------
+    KeyError
+        Unknown name (the message lists the shipped ones).
+    """
+    kind, fname, _ = DATASETS[name] if name in DATASETS else (None, None, None)
+    path = path_of(name)
+    if kind == "dimacs":
+        from ..io.dimacs import load_dimacs
+
+        g = load_dimacs(path)
+    else:
+        from ..io.osm import load_osm
+
+        g = load_osm(path)
+    g.name = name
+    return g
