@@ -88,7 +88,7 @@ KERNEL_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @functools.lru_cache(maxsize=None)
-def load_cuda_module(relpath: str, options: tuple = ()):
+def load_cuda_module(relpath: str, options: tuple = (), cooperative: bool = False):
     """Compile (once per process) a ``.cu`` file of the package with ``cupy.RawModule``.
 
     Parameters
@@ -97,6 +97,9 @@ def load_cuda_module(relpath: str, options: tuple = ()):
         Path relative to the package root, e.g. ``"sssp/bellman_ford.cu"``.
     options : tuple of str
         Extra NVRTC options.
+    cooperative : bool
+        Compile for cooperative launches (``cuLaunchCooperativeKernel``: every block resident), as the
+        persistent kernels with a grid-wide barrier need.
 
     Returns
     -------
@@ -115,4 +118,5 @@ def load_cuda_module(relpath: str, options: tuple = ()):
     path = os.path.join(KERNEL_DIR, relpath)
     with open(path) as f:
         code = f.read()
-    return cupy.RawModule(code=code, options=("-std=c++17",) + tuple(options))
+    return cupy.RawModule(code=code, options=("-std=c++17",) + tuple(options),
+                          enable_cooperative_groups=cooperative)

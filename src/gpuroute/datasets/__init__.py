@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import os
 
+from .tile import tile
+
+__all__ = ["DATASETS", "DATA_DIR", "names", "path_of", "load", "tile"]
+
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 #: name -> (loader kind, file, description)

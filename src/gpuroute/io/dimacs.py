@@ -47,7 +47,10 @@ def _parse_records(path, data: bytes, tag: bytes, header_re: bytes, n_fields: in
     body = marker.join([lines[i][1:] for i in rec_idx]) + marker if rec_idx else b""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        vals = np.fromstring(body, dtype=np.int64, sep=" ") if rec_idx else np.zeros(0, np.int64)
+        try:
+            vals = np.fromstring(body, dtype=np.int64, sep=" ") if rec_idx else np.zeros(0, np.int64)
+        except ValueError:  # numpy >= 2.3 raises on a token that is not an integer (older: warns, stops)
+            vals = np.zeros(0, np.int64)
     ok = vals.size == (n_fields + 1) * len(rec_idx)
     if ok and rec_idx:
         vals = vals.reshape(-1, n_fields + 1)
@@ -64,6 +67,8 @@ def _parse_records(path, data: bytes, tag: bytes, header_re: bytes, n_fields: in
                     rows[r, j] = int(t)
                 except ValueError:
                     raise ParseError(path, i + 1, f"field {j + 1} is {t.decode(errors='replace')!r}, not an integer") from None
+                except OverflowError:
+                    raise ParseError(path, i + 1, f"field {j + 1} is {t.decode(errors='replace')!r}, too large") from None
         return header, np.asarray(rec_idx), rows
     return header, np.asarray(rec_idx), np.ascontiguousarray(vals.reshape(-1, n_fields + 1)[:, :n_fields])
 

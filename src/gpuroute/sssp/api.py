@@ -72,26 +72,120 @@ def _conventional_cpu(graph, weight, sources, want_pred, variant, **opts):
     return dist, pred, {"phases": np.asarray(phases)}
 
 
-def _conventional_gpu(graph, weight, sources, want_pred, variant, mode="graph", **opts):
+def _solver(graph, cls, weight, *args, **kw):
+    """Build (once per graph, weight and parameters) a GPU solver object; reused across calls."""
+    cache = graph.__dict__.setdefault("_solver_cache", {})
+    key = (cls.__name__, weight, args, tuple(sorted(kw.items())))
+    if key not in cache:
+        cache[key] = cls(graph, weight, *args, **kw)
+    return cache[key]
+
+
+def _stack_gpu(results, want_pred):
     import cupy as cp
 
+    dist = cp.stack([r[0] for r in results])
+    pred = cp.stack([r[1] for r in results]) if want_pred else None
+    stats = {"phases": np.asarray([r[2]["phases"] for r in results])}
+    for key in ("updated", "times_us", "selection_phase"):
+        if key in results[0][2]:
+            stats[key] = [r[2][key] for r in results]
+    for key in ("delta", "up_us", "down_us", "cooperative"):
+        if key in results[0][2]:
+            stats[key] = results[0][2][key]
+    return dist, pred, stats
+
+
+def _conventional_gpu(graph, weight, sources, want_pred, variant, mode="graph", **opts):
     from ._cuda import ConventionalGPU
 
-    solver = ConventionalGPU(graph, weight, want_pred)
-    dists, preds, phases = [], [], []
+    solver = _solver(graph, ConventionalGPU, weight, want_pred)
+    res = []
     for s in sources:
         d, p, ph = solver.run(int(s), mode=mode)
+        res.append((d, p, {"phases": ph}))
+    return _stack_gpu(res, want_pred)
+
+
+def _gpu_method(cls, **fixed):
+    def run(graph, weight, sources, want_pred, variant, phase_times=False, **opts):
+        from . import _cuda_frontier as cf
+
+        kw = dict(fixed)
+        if variant is not None and cls in ("DijkstraFrontierGPU",):
+            kw["variant"] = variant
+        kw.update(opts)
+        solver = _solver(graph, getattr(cf, cls), weight, **kw)
+        return _stack_gpu([solver.run(int(s), want_pred, phase_times) for s in sources], want_pred)
+
+    return run
+
+
+def _adaptive_gpu(graph, weight, sources, want_pred, variant, phase_times=False, **opts):
+    from . import _cuda_frontier as cf
+
+    if variant in (None, "time"):
+        solver = _solver(graph, cf.AdaptiveTimeGPU, weight, **opts)
+    else:
+        solver = _solver(graph, cf.SelectionGPU, weight, adaptive=True, **opts)
+    return _stack_gpu([solver.run(int(s), want_pred, phase_times) for s in sources], want_pred)
+
+
+def _near_far_gpu(graph, weight, sources, want_pred, variant, phase_times=False, loop="persistent", delta=None,
+                  batch=None, **opts):
+    import cupy as cp
+
+    from .. import config
+    from . import _cuda_frontier as cf
+
+    if loop == "graph" or phase_times:
+        solver = _solver(graph, cf.NearFarGPU, weight, delta=delta)
+        return _stack_gpu([solver.run(int(s), want_pred, phase_times) for s in sources], want_pred)
+    if loop != "persistent":
+        raise ValueError(f"loop must be 'persistent' or 'graph', got {loop!r}")
+    batch = int(batch or (1 if sources.size == 1 else config.BATCH_SOURCES))
+    solver = _solver(graph, cf.NearFarPersistentGPU, weight, delta=delta, max_sources=batch)
+    dists, preds, phases = [], [], []
+    for i in range(0, sources.size, batch):
+        d, p, st = solver.run_many([int(s) for s in sources[i:i + batch]], want_pred)
         dists.append(d)
         preds.append(p)
-        phases.append(ph)
-    dist = cp.stack(dists)
-    pred = cp.stack(preds) if want_pred else None
-    return dist, pred, {"phases": np.asarray(phases)}
+        phases.append(st["phases"])
+    dist = cp.concatenate(dists)
+    pred = cp.concatenate(preds) if want_pred else None
+    return dist, pred, {"phases": np.asarray(phases), "delta": st["delta"], "cooperative": st["cooperative"],
+                        "batch": batch}
+
+
+def _cpu_frontier(name):
+    def run(graph, weight, sources, want_pred, variant, **opts):
+        from . import _cpu_frontier
+
+        return getattr(_cpu_frontier, name)(graph, weight, sources, want_pred, variant, **opts)
+
+    return run
 
 
 register(Algorithm("dijkstra", _dijkstra_cpu, None, doc="binary-heap Dijkstra (CPU, numba)"))
 register(Algorithm("conventional", _conventional_cpu, _conventional_gpu,
                    doc="Harish & Narayanan Bellman-Ford, seed 001 Alg. 1-3"), "bellman-ford", "harish")
+register(Algorithm("selection", _cpu_frontier("selection_cpu"), _gpu_method("SelectionGPU"),
+                   doc="updated-node threads with a duplicate-free device queue, seed 001 Alg. 5-6"))
+register(Algorithm("adaptive", _cpu_frontier("adaptive_cpu"), _adaptive_gpu, variants=(None, "time", "count"),
+                   doc="adaptive thread creation, seed 001 Alg. 4: switch by measured phase time "
+                       "(variant 'time', the seed's) or by the device-side frontier count ('count')"))
+_SP = (None, "successor", "predecessor")
+register(Algorithm("martin", _cpu_frontier("martin_cpu"), _gpu_method("DijkstraFrontierGPU", kind=0), variants=_SP,
+                   doc="Martin et al.: frontier = unsettled nodes at the minimum distance, seed 002 sec. IV-D/E"))
+register(Algorithm("crauser", _cpu_frontier("crauser_cpu"), _gpu_method("DijkstraFrontierGPU", kind=1),
+                   variants=_SP, doc="Crauser et al. general variant, seed 002 sec. IV-A/B"))
+register(Algorithm("crauser-economic", _cpu_frontier("crauser_economic_cpu"),
+                   _gpu_method("DijkstraFrontierGPU", kind=2), variants=_SP,
+                   doc="Crauser et al. economic variant, seed 002 sec. IV-C"))
+register(Algorithm("near-far", _cpu_frontier("near_far_cpu"), _near_far_gpu,
+                   doc="near-far (Davidson et al. 2014): persistent kernel, batched over many sources"))
+register(Algorithm("delta-stepping", _cpu_frontier("delta_stepping_cpu"), None,
+                   doc="delta-stepping (Meyer & Sanders 2003), CPU twin"))
 
 
 def _check_sources(graph, sources):
@@ -120,7 +214,7 @@ def sssp_full(graph, sources, *, weight=None, algorithm="auto", variant=None, re
     graph.weight(weight)  # KeyError naming the weights if unknown
     dev = resolve_device(device)
     if algorithm == "auto":
-        algorithm = "dijkstra" if dev == "cpu" else "conventional"
+        algorithm = "dijkstra" if dev == "cpu" else "near-far"
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; choose from {sorted(ALGORITHMS)}")
     alg = ALGORITHMS[algorithm]

@@ -16,7 +16,6 @@
 // sets done and every later kernel returns at once, so a CUDA graph of many phases can be replayed and
 // the host reads `done` once per replay instead of once per phase.
 
-#include <cstdint>
 
 #define KEY_INF64 0xFFFFFFFFFFFFFFFFull
 #define DIST_LIMIT 0xFFFFFFFFull  // distances must stay strictly below this

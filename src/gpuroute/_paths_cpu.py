@@ -1,0 +1,305 @@
+"""numba kernels behind :mod:`gpuroute.paths`: point-to-point searches, great-circle lengths, path walks.
+
+Every search takes plain CSR arrays (``first_out`` int32 (n+1,), ``head`` int32 (m,), ``weight`` int32
+(m,)), writes int64 distances (``INF`` = not reached) and the id of the arc that last improved each node
+(``-1`` = none) into caller-allocated arrays, and returns statistics. Paths are traced from those arc
+ids, so the arcs of a returned path sum exactly to its distance.
+
+The binary heap (lazy deletion) is the one of :mod:`gpuroute.sssp._cpu`; here it grows by doubling, so
+a query on a graph of tens of millions of arcs does not allocate ``m`` heap slots up front.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .graph.constants import INF
+from .sssp._cpu import _heap_pop, _heap_push
+
+_INF = INF
+#: Mean Earth radius in metres (IUGG), used by every great-circle length in gpuroute.
+EARTH_RADIUS_M = 6371008.8
+_HEAP_START = 1024
+
+
+@njit(cache=True, inline="always")
+def _push(hd, hn, size, d, v):
+    """Push onto a heap that doubles its arrays when full; returns (hd, hn, size)."""
+    if size == hd.shape[0]:
+        hd2 = np.empty(2 * size, dtype=hd.dtype)
+        hn2 = np.empty(2 * size, dtype=hn.dtype)
+        hd2[:size] = hd
+        hn2[:size] = hn
+        hd = hd2
+        hn = hn2
+    size = _heap_push(hd, hn, size, d, v)
+    return hd, hn, size
+
+
+@njit(cache=True)
+def gc_metres(lon1, lat1, lon2, lat2):
+    """Great-circle distance in metres between two lon/lat points in degrees (haversine formula)."""
+    p1 = math.radians(lat1)
+    p2 = math.radians(lat2)
+    dp = p2 - p1
+    dl = math.radians(lon2 - lon1)
+    a = math.sin(0.5 * dp) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(0.5 * dl) ** 2
+    if a > 1.0:
+        a = 1.0
+    return 2.0 * EARTH_RADIUS_M * math.asin(math.sqrt(a))
+
+
+@njit(cache=True, inline="always")
+def _point_distance(x1, y1, x2, y2, planar):
+    if planar:
+        return math.hypot(x2 - x1, y2 - y1)
+    return gc_metres(x1, y1, x2, y2)
+
+
+@njit(cache=True)
+def arc_lengths(tail, head, x, y, planar):
+    """Straight-line length of every arc, float64 (m,): great-circle metres, or planar units."""
+    m = tail.shape[0]
+    out = np.empty(m, dtype=np.float64)
+    for a in range(m):
+        u = tail[a]
+        v = head[a]
+        out[a] = _point_distance(x[u], y[u], x[v], y[v], planar)
+    return out
+
+
+@njit(cache=True)
+def min_weight_per_length(tail, head, weight, x, y, planar):
+    """``min over arcs with length > 0 of weight / length`` (float64; ``inf`` if no such arc)."""
+    best = np.inf
+    for a in range(tail.shape[0]):
+        u = tail[a]
+        v = head[a]
+        d = _point_distance(x[u], y[u], x[v], y[v], planar)
+        if d > 0.0:
+            r = weight[a] / d
+            if r < best:
+                best = r
+    return best
+
+
+@njit(cache=True)
+def dijkstra_pp(first_out, head, weight, source, target, dist, pred_arc):
+    """Unidirectional Dijkstra from ``source`` that stops once ``target`` is settled.
+
+    ``dist`` (int64 (n,)) must be filled with INF and ``pred_arc`` (int32 (n,)) with -1. Returns the
+    number of settled nodes.
+    """
+    hd = np.empty(_HEAP_START, dtype=np.int64)
+    hn = np.empty(_HEAP_START, dtype=np.int32)
+    dist[source] = 0
+    hd, hn, size = _push(hd, hn, 0, 0, source)
+    settled = 0
+    while size > 0:
+        d, u, size = _heap_pop(hd, hn, size)
+        if d > dist[u]:
+            continue
+        settled += 1
+        if u == target:
+            break
+        for a in range(first_out[u], first_out[u + 1]):
+            v = head[a]
+            nd = d + weight[a]
+            if nd < dist[v]:
+                dist[v] = nd
+                pred_arc[v] = a
+                hd, hn, size = _push(hd, hn, size, nd, v)
+    return settled
+
+
+@njit(cache=True)
+def bidirectional_pp(first_out, head, weight, rev_first_out, rev_tail, rev_arc, source, target,
+                     dist_f, dist_b, arc_f, arc_b):
+    """Bidirectional Dijkstra (Pohl 1971) with the stopping rule of Goldberg & Harrelson (2005).
+
+    The forward search runs on the forward CSR, the backward search on the reverse CSR; each step
+    advances the side whose queue minimum is smaller. Whenever an arc relaxation labels a node ``v``
+    that the other side has labelled too, ``mu = min(mu, dist_f[v] + dist_b[v])``. The search stops
+    when ``min_f + min_b >= mu`` (or a queue runs empty): no path through an unsettled node can then
+    be shorter than ``mu``.
+
+    ``arc_f[v]`` is the forward arc into ``v`` on the forward tree; ``arc_b[v]`` is the forward arc
+    *leaving* ``v`` on the backward tree. Returns ``(mu, meeting_node, settled)`` with ``mu = INF``
+    and ``meeting_node = -1`` when ``target`` cannot be reached.
+    """
+    hdf = np.empty(_HEAP_START, dtype=np.int64)
+    hnf = np.empty(_HEAP_START, dtype=np.int32)
+    hdb = np.empty(_HEAP_START, dtype=np.int64)
+    hnb = np.empty(_HEAP_START, dtype=np.int32)
+    dist_f[source] = 0
+    dist_b[target] = 0
+    hdf, hnf, sf = _push(hdf, hnf, 0, 0, source)
+    hdb, hnb, sb = _push(hdb, hnb, 0, 0, target)
+    best = _INF
+    meet = -1
+    settled = 0
+    while sf > 0 and sb > 0:
+        if hdf[0] + hdb[0] >= best:
+            break
+        if hdf[0] <= hdb[0]:
+            d, u, sf = _heap_pop(hdf, hnf, sf)
+            if d > dist_f[u]:
+                continue
+            settled += 1
+            for a in range(first_out[u], first_out[u + 1]):
+                v = head[a]
+                nd = d + weight[a]
+                if nd < dist_f[v]:
+                    dist_f[v] = nd
+                    arc_f[v] = a
+                    hdf, hnf, sf = _push(hdf, hnf, sf, nd, v)
+                if dist_b[v] != _INF and dist_f[v] + dist_b[v] < best:
+                    best = dist_f[v] + dist_b[v]
+                    meet = v
+        else:
+            d, u, sb = _heap_pop(hdb, hnb, sb)
+            if d > dist_b[u]:
+                continue
+            settled += 1
+            for j in range(rev_first_out[u], rev_first_out[u + 1]):
+                v = rev_tail[j]
+                a = rev_arc[j]
+                nd = d + weight[a]
+                if nd < dist_b[v]:
+                    dist_b[v] = nd
+                    arc_b[v] = a
+                    hdb, hnb, sb = _push(hdb, hnb, sb, nd, v)
+                if dist_f[v] != _INF and dist_f[v] + dist_b[v] < best:
+                    best = dist_f[v] + dist_b[v]
+                    meet = v
+    return best, meet, settled
+
+
+@njit(cache=True)
+def astar_pp(first_out, head, weight, x, y, planar, factor, source, target, dist, pred_arc, h):
+    """A* (Hart, Nilsson & Raphael 1968) with the potential ``h(v) = floor(factor * d(v, target))``.
+
+    ``d`` is the great-circle length in metres (``planar``: Euclidean length) and ``factor`` a lower
+    bound of ``weight / d`` over all arcs, so ``h`` is admissible and consistent (triangle inequality;
+    the floor keeps it consistent for integer weights). ``h`` (int64 (n,)) must be filled with -1 and
+    is computed lazily. A node whose distance improves after it was settled is pushed again, so the
+    result stays exact even if rounding broke consistency. Returns the number of settled nodes.
+    """
+    tx = x[target]
+    ty = y[target]
+    hd = np.empty(_HEAP_START, dtype=np.int64)
+    hn = np.empty(_HEAP_START, dtype=np.int32)
+    dist[source] = 0
+    hs = np.int64(math.floor(factor * _point_distance(x[source], y[source], tx, ty, planar)))
+    h[source] = hs
+    hd, hn, size = _push(hd, hn, 0, hs, source)
+    settled = 0
+    while size > 0:
+        key, u, size = _heap_pop(hd, hn, size)
+        d = key - h[u]
+        if d > dist[u]:
+            continue
+        settled += 1
+        if u == target:
+            break
+        for a in range(first_out[u], first_out[u + 1]):
+            v = head[a]
+            nd = d + weight[a]
+            if nd < dist[v]:
+                dist[v] = nd
+                pred_arc[v] = a
+                hv = h[v]
+                if hv < 0:
+                    hv = np.int64(math.floor(factor * _point_distance(x[v], y[v], tx, ty, planar)))
+                    h[v] = hv
+                hd, hn, size = _push(hd, hn, size, nd + hv, v)
+    return settled
+
+
+@njit(cache=True)
+def trace_back(pred_arc, tail, source, v, out):
+    """Write into ``out`` the arcs from ``source`` to ``v`` following ``pred_arc`` (tree into ``v``).
+
+    Returns the number of arcs, or -1 if the walk does not reach ``source`` within ``out.size`` arcs.
+    The arcs are written back to front and then reversed in place.
+    """
+    k = 0
+    while v != source:
+        if k >= out.shape[0]:
+            return -1
+        a = pred_arc[v]
+        if a < 0:
+            return -1
+        out[k] = a
+        k += 1
+        v = tail[a]
+    i = 0
+    j = k - 1
+    while i < j:
+        out[i], out[j] = out[j], out[i]
+        i += 1
+        j -= 1
+    return k
+
+
+@njit(cache=True)
+def trace_forward(succ_arc, head, v, target, out):
+    """Write into ``out`` the arcs from ``v`` to ``target`` following ``succ_arc`` (tree out of ``v``).
+
+    Returns the number of arcs, or -1 if ``target`` is not reached within ``out.size`` arcs.
+    """
+    k = 0
+    while v != target:
+        if k >= out.shape[0]:
+            return -1
+        a = succ_arc[v]
+        if a < 0:
+            return -1
+        out[k] = a
+        k += 1
+        v = head[a]
+    return k
+
+
+@njit(cache=True)
+def walk_predecessors(pred, source, target, out):
+    """Walk ``pred`` from ``target`` back to ``source``, writing nodes target..source into ``out``.
+
+    Returns the number of nodes written; ``-1`` if a step leaves ``[0, n)`` before reaching ``source``
+    (a dead end or a bad id) and ``-2`` if more than ``n`` steps are needed (a cycle).
+    """
+    n = pred.shape[0]
+    v = target
+    k = 0
+    while True:
+        if k >= n:
+            return -2
+        out[k] = v
+        k += 1
+        if v == source:
+            return k
+        v = pred[v]
+        if v < 0 or v >= n:
+            return -1
+
+
+@njit(cache=True)
+def arcs_between(first_out, head, weight, nodes, out):
+    """For each consecutive pair ``(nodes[i], nodes[i+1])`` the lightest arc joining them.
+
+    Writes ``len(nodes) - 1`` arc ids into ``out`` and returns -1, or returns the first ``i`` whose
+    pair is not joined by any arc.
+    """
+    for i in range(nodes.shape[0] - 1):
+        u = nodes[i]
+        v = nodes[i + 1]
+        best = -1
+        for a in range(first_out[u], first_out[u + 1]):
+            if head[a] == v and (best < 0 or weight[a] < weight[best]):
+                best = a
+        if best < 0:
+            return i
+        out[i] = best
+    return -1

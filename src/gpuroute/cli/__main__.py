@@ -1,0 +1,6 @@
+"""``python -m gpuroute.cli ...`` runs the ``gpuroute`` command line."""
+import sys
+
+from .main import main
+
+sys.exit(main())

@@ -1,0 +1,467 @@
+"""GPU launchers for the frontier-based methods in ``frontier.cu`` (CuPy).
+
+Each solver is built once per (graph, weight) and reused across sources; its phase loop is a CUDA
+graph of many phases replayed until the device sets the done flag (see :class:`._cuda.PhaseGraph`),
+except :class:`NearFarPersistentGPU` (one persistent cooperative launch for the whole search) and the
+seed-faithful host loops (``AdaptiveTimeGPU``, ``mode="host"``).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import config
+from ..backend import load_cuda_module
+from ..graph.constants import INF
+from ._cuda import (
+    FLAG_DONE,
+    FLAG_OVERFLOW,
+    FLAG_PHASES,
+    N_FLAGS,
+    PhaseGraph,
+    device_graph,
+    device_reverse_graph,
+)
+
+STATS_CAP = 1 << 20
+F_MODE, F_FARPAR = 5, 6
+DINF = 0xFFFFFFFF
+
+
+def _i32(x):
+    return np.int32(x)
+
+
+class _Base:
+    phases_per_graph = None
+
+    def __init__(self, graph, weight):
+        import cupy as cp
+
+        self.cp = cp
+        self.graph = graph
+        self.weight = weight
+        self.n = graph.n_nodes
+        self.fo, self.hd, self.w = device_graph(graph, weight)
+        self.mod = load_cuda_module("sssp/frontier.cu")
+        self.flags = cp.zeros(N_FLAGS, dtype=cp.int32)
+        self.stats = cp.zeros(STATS_CAP, dtype=cp.uint32)
+        self.tpb = config.THREADS_PER_BLOCK
+        self.grid_n = ((self.n + self.tpb - 1) // self.tpb,)
+        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        self.grid_q = (max(1, min(self.grid_n[0], sms * 8)),)
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        self._pg = None
+        self.k_pred = self.mod.get_function("canonical_pred")
+
+    def _phase_graph(self, launches):
+        if self._pg is None:
+            self._pg = PhaseGraph(self.stream, launches, self.phases_per_graph or config.PHASES_PER_GRAPH)
+        return self._pg
+
+    def _finish(self, host, phases, dist_dev, want_pred, sources_dev=None, k=1):
+        """Check flags, convert 32-bit distances to int64 (INF) and compute canonical predecessors."""
+        cp = self.cp
+        if host[FLAG_OVERFLOW] == 1:
+            raise OverflowError("a tentative distance reached 2^32-1: GPU distances are 32-bit; use device='cpu'")
+        if host[FLAG_OVERFLOW] == 2:
+            raise RuntimeError("persistent kernel hit its round bound (a bug: please report)")
+        with self.stream:
+            d64 = dist_dev.astype(cp.int64)
+            dist = cp.where(d64 == DINF, INF, d64)
+            pred = None
+            if want_pred:
+                rfo, rtl, rw = device_reverse_graph(self.graph, self.weight)
+                pred = cp.empty(dist_dev.size, dtype=cp.int32)
+                total = dist_dev.size
+                self.k_pred(((total + self.tpb - 1) // self.tpb,), (self.tpb,),
+                            (np.uint64(total), _i32(self.n), rfo, rtl, rw, dist_dev.ravel(), pred))
+                pred = pred.reshape(dist_dev.shape)
+            updated = self.stats[: min(phases, STATS_CAP)].get(stream=self.stream).astype(np.int64)
+        self.stream.synchronize()
+        return dist, pred, phases, updated
+
+    def run_phase_loop(self, launches, max_phases, time_phases=False):
+        """Run the loop: CUDA-graph replays (default) or, with ``time_phases``, one phase per step with
+        CUDA events around it (per-phase times in microseconds, as seed 001 Fig. 6 measures)."""
+        if not time_phases:
+            return self._phase_graph(launches).run(self.flags, max_phases) + (None,)
+        cp = self.cp
+        times = []
+        ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
+        p = 0
+        while True:
+            ev0.record(self.stream)
+            with self.stream:
+                for kern, grid, block, args_fn in launches:
+                    kern(grid, block, args_fn(p & 1))
+            ev1.record(self.stream)
+            ev1.synchronize()
+            host = self.flags.get(stream=self.stream)
+            if host[FLAG_DONE]:
+                return int(host[FLAG_PHASES]), host, np.asarray(times)
+            times.append(cp.cuda.get_elapsed_time(ev0, ev1) * 1e3)
+            p += 1
+            if p > max_phases + 2:
+                raise RuntimeError(f"phase loop did not converge within {max_phases} phases")
+
+
+class SelectionGPU(_Base):
+    """Selection (seed 001 Alg. 5-6) and adaptive-by-count (device-side switching on frontier size).
+
+    ``adaptive=True``: each phase the device picks the thread mapping for the next relax: one thread
+    per node (the conventional mapping) when the frontier exceeds ``frac * n``, else one thread per
+    queued node.
+    """
+
+    def __init__(self, graph, weight, adaptive=False, frac=None):
+        super().__init__(graph, weight)
+        cp = self.cp
+        conv = load_cuda_module("sssp/conventional.cu")
+        self.k_init = conv.get_function("init_k32")
+        self.k_relax = self.mod.get_function("sel_relax")
+        self.k_update = self.mod.get_function("sel_update")
+        self.k_all = self.mod.get_function("ad_relax_all")
+        self.adaptive = adaptive
+        self.frac = np.float32((config.ADAPTIVE_FRONTIER_FRACTION if frac is None else frac) if adaptive else 0.0)
+        n = self.n
+        self.ca = cp.empty(n, dtype=cp.uint32)
+        self.ua = cp.empty(n, dtype=cp.uint32)
+        self.ma = cp.empty(n, dtype=cp.uint8)
+        self.q0 = cp.empty(n, dtype=cp.uint32)
+        self.q1 = cp.empty(n, dtype=cp.uint32)
+        self.cnt = cp.zeros(4, dtype=cp.uint32)
+        self.sched = cp.zeros(n, dtype=cp.uint32)
+
+    def _a_relax(self, par):
+        return (_i32(self.n), self.fo, self.hd, self.w, self.ma, self.ca, self.ua, self.q0, self.q1, self.cnt,
+                self.sched, self.flags, self.stats, _i32(STATS_CAP), _i32(par))
+
+    def _a_update(self, par):
+        return (_i32(self.n), self.ma, self.ca, self.ua, self.q0, self.q1, self.cnt, self.sched, self.flags,
+                _i32(par), self.frac)
+
+    def launches(self):
+        ls = []
+        if self.adaptive:
+            ls.append((self.k_all, self.grid_n, (self.tpb,), self._a_relax))
+        ls += [(self.k_relax, self.grid_q, (self.tpb,), self._a_relax),
+               (self.k_update, self.grid_q, (self.tpb,), self._a_update)]
+        return ls
+
+    def init(self, source):
+        with self.stream:
+            self.k_init(self.grid_n, (self.tpb,), (_i32(self.n), self.ca, self.ua, self.ma, _i32(source)))
+            self.sched.fill(0)
+            self.flags.fill(0)
+            self.stats.fill(0)
+            self.q0[0:1].fill(source)
+            self.cnt.fill(0)
+            self.cnt[0:1].fill(1)
+
+    def run(self, source, want_pred=False, time_phases=False):
+        self.init(source)
+        phases, host, times = self.run_phase_loop(self.launches(), self.n + 1, time_phases)
+        d, p, ph, upd = self._finish(host, phases, self.ca, want_pred)
+        return d, p, {"phases": ph, "updated": upd, "times_us": times}
+
+
+class AdaptiveTimeGPU(SelectionGPU):
+    """Adaptive thread creation exactly as seed 001 Alg. 4: the host times every phase and switches
+    between selection phases and conventional all-node phases when the mean of this and the previous
+    phase time crosses ``up_us`` (selection -> all-node) or ``down_us`` (all-node -> selection).
+
+    The seed's thresholds (350/330 us on a Tesla K20c) do not transfer: by default both are calibrated
+    on the GPU at hand from the measured time of an all-node phase (``up = t_all``,
+    ``down = 0.94 * t_all``, the seed's ratio).
+    """
+
+    def __init__(self, graph, weight, up_us=None, down_us=None):
+        super().__init__(graph, weight)
+        conv = load_cuda_module("sssp/conventional.cu")
+        self.c_relax = conv.get_function("conv_relax_k32")
+        self.c_update = conv.get_function("conv_update_k32")
+        self.k_switch = self.mod.get_function("switch_build_queue")
+        up_us = config.ADAPTIVE_UP_US if up_us is None else up_us
+        down_us = config.ADAPTIVE_DOWN_US if down_us is None else down_us
+        if up_us is None or down_us is None:
+            t_all = self.calibrate()
+            up_us = t_all if up_us is None else up_us
+            down_us = 0.94 * t_all if down_us is None else down_us
+        self.up_us, self.down_us = float(up_us), float(down_us)
+
+    def _all_phase(self):
+        self.c_relax(self.grid_n, (self.tpb,), (_i32(self.n), self.fo, self.hd, self.w, self.ma, self.ca, self.ua,
+                                                 self.flags, _i32(-1)))
+        self.c_update(self.grid_n, (self.tpb,), (_i32(self.n), self.ma, self.ca, self.ua, self.flags, _i32(-1)))
+
+    def calibrate(self, reps=20):
+        """Median time (us) of one all-node phase (relax + update, empty mask) on this GPU."""
+        cp = self.cp
+        self.init(0)
+        with self.stream:
+            self.ma.fill(0)
+        ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
+        ts = []
+        for _ in range(reps):
+            ev0.record(self.stream)
+            with self.stream:
+                self._all_phase()
+            ev1.record(self.stream)
+            ev1.synchronize()
+            ts.append(cp.cuda.get_elapsed_time(ev0, ev1) * 1e3)
+        return float(np.median(ts))
+
+    def run(self, source, want_pred=False, time_phases=True):
+        cp = self.cp
+        self.init(source)
+        ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
+        sch, par, prev = True, 0, None
+        times, updated, modes = [], [], []
+        host_cnt = np.zeros(4, dtype=np.uint32)
+        for _ in range(self.n + 2):
+            ev0.record(self.stream)
+            with self.stream:
+                if sch:
+                    self.k_relax(self.grid_q, (self.tpb,), self._a_relax(par))
+                    self.k_update(self.grid_q, (self.tpb,), self._a_update(par))
+                else:
+                    self.flags[0:1].fill(0)
+                    self._all_phase()
+            ev1.record(self.stream)
+            ev1.synchronize()
+            dt = cp.cuda.get_elapsed_time(ev0, ev1) * 1e3
+            times.append(dt)
+            modes.append(1 if sch else 0)
+            if sch:
+                self.cnt.get(out=host_cnt, stream=self.stream)
+                self.stream.synchronize()
+                par ^= 1
+                cur = int(host_cnt[par])
+                updated.append(cur)
+                if cur == 0:
+                    break
+            else:
+                f = self.flags[0:1].get(stream=self.stream)
+                updated.append(-1)  # not counted in all-node phases (the seed's point)
+                if f[0] == 0:
+                    break
+            mean = dt if prev is None else 0.5 * (dt + prev)
+            prev = dt
+            if sch and mean > self.up_us:
+                sch = False
+            elif not sch and mean < self.down_us:
+                sch = True
+                with self.stream:
+                    self.cnt[par:par + 1].fill(0)
+                    self.k_switch(self.grid_n, (self.tpb,), (_i32(self.n), self.ma, self.q0 if par == 0 else self.q1,
+                                                             self.cnt[par:par + 1]))
+        else:
+            raise RuntimeError("adaptive loop did not converge within n + 2 phases")
+        host = self.flags.get(stream=self.stream)
+        d, p, _, _ = self._finish(host, 0, self.ca, want_pred)
+        return d, p, {"phases": len(times), "updated": np.asarray(updated), "times_us": np.asarray(times),
+                      "selection_phase": np.asarray(modes), "up_us": self.up_us, "down_us": self.down_us}
+
+
+class DijkstraFrontierGPU(_Base):
+    """Martin et al. (kind 0) and Crauser et al. general (1) / economic (2); successor or predecessor
+    variant (seed 002 sec. IV). A phase: relax from the frontier F, minimum reduction over the
+    unsettled set U, update (settle every node within the bound)."""
+
+    phases_per_graph = 256
+
+    def __init__(self, graph, weight, kind, variant="successor"):
+        super().__init__(graph, weight)
+        cp = self.cp
+        if variant not in ("successor", "predecessor"):
+            raise ValueError(f"variant must be 'successor' or 'predecessor', got {variant!r}")
+        self.kind, self.variant = kind, variant
+        n = self.n
+        self.dist = cp.empty(n, dtype=cp.uint32)
+        self.U = cp.empty(n, dtype=cp.uint8)
+        self.F = cp.empty(n, dtype=cp.uint8)
+        self.red = cp.empty(2, dtype=cp.uint32)
+        self.minw = cp.empty(n, dtype=cp.uint32)
+        self.mod.get_function("min_out_weight")(self.grid_n, (self.tpb,), (_i32(n), self.fo, self.w, self.minw))
+        self.gmin = np.uint32(int(graph.weight(weight).min()) if graph.n_arcs else 0)
+        self.k_init = self.mod.get_function("init_dist")
+        if variant == "successor":
+            self.k_relax = self.mod.get_function("dk_relax_succ")
+            self.rel_arrays = (self.fo, self.hd, self.w)
+        else:
+            self.k_relax = self.mod.get_function("dk_relax_pred")
+            self.rel_arrays = device_reverse_graph(graph, weight)
+        self.k_min = self.mod.get_function("dk_min")
+        self.k_update = self.mod.get_function("dk_update")
+        self.src = cp.zeros(1, dtype=cp.int32)
+
+    def launches(self):
+        n = _i32(self.n)
+        return [
+            (self.k_relax, self.grid_n, (self.tpb,),
+             lambda p: (n, *self.rel_arrays, self.U, self.F, self.dist, self.red, self.flags, _i32(p))),
+            (self.k_min, self.grid_n, (self.tpb,),
+             lambda p: (n, self.U, self.dist, self.minw, self.red, self.flags, _i32(p), _i32(self.kind))),
+            (self.k_update, self.grid_n, (self.tpb,),
+             lambda p: (n, self.U, self.F, self.dist, self.red, self.flags, self.stats, _i32(STATS_CAP), _i32(p),
+                        _i32(self.kind), self.gmin)),
+        ]
+
+    def run(self, source, want_pred=False, time_phases=False):
+        with self.stream:
+            self.src.fill(source)
+            self.k_init(self.grid_n, (self.tpb,), (np.uint64(self.n), self.dist, self.src, _i32(self.n)))
+            self.U.fill(1)
+            self.U[source:source + 1].fill(0)
+            self.F.fill(0)
+            self.F[source:source + 1].fill(1)
+            self.flags.fill(0)
+            self.stats.fill(0)
+        phases, host, times = self.run_phase_loop(self.launches(), self.n + 1, time_phases)
+        d, p, ph, upd = self._finish(host, phases, self.dist, want_pred)
+        return d, p, {"phases": ph, "updated": upd, "times_us": times}
+
+
+def default_delta(graph, weight, factor=None):
+    """Near-far bucket width: ``factor`` x the mean arc weight (``config.DELTA_FACTOR``, default 8)."""
+    f = config.DELTA_FACTOR if factor is None else factor
+    f = 8.0 if f is None else f
+    w = graph.weight(weight)
+    return max(1, int(round(float(w.mean()) * f))) if w.size else 1
+
+
+class NearFarGPU(_Base):
+    """Near-far (Davidson et al., IPDPS 2014) as a CUDA-graph phase loop with device-side piles."""
+
+    def __init__(self, graph, weight, delta=None):
+        super().__init__(graph, weight)
+        cp = self.cp
+        n = self.n
+        self.delta = np.uint32(default_delta(graph, weight) if delta is None else delta)
+        self.dist = cp.empty(n, dtype=cp.uint32)
+        self.near0 = cp.empty(n, dtype=cp.uint32)
+        self.near1 = cp.empty(n, dtype=cp.uint32)
+        self.far0 = cp.empty(n, dtype=cp.uint32)
+        self.far1 = cp.empty(n, dtype=cp.uint32)
+        self.cnt = cp.zeros(4, dtype=cp.uint32)
+        self.sched = cp.zeros(n, dtype=cp.uint32)
+        self.infar = cp.zeros(n, dtype=cp.uint32)
+        self.ctl = cp.zeros(2, dtype=cp.uint32)
+        self.src = cp.zeros(1, dtype=cp.int32)
+        self.k_init = self.mod.get_function("init_dist")
+        self.k_relax = self.mod.get_function("nf_relax")
+        self.k_split = self.mod.get_function("nf_split")
+        self.k_ctl = self.mod.get_function("nf_control")
+
+    def launches(self):
+        n = _i32(self.n)
+        piles = (self.dist, self.near0, self.near1, self.far0, self.far1, self.cnt, self.sched, self.infar, self.ctl)
+        return [
+            (self.k_relax, self.grid_q, (self.tpb,),
+             lambda p: (n, self.fo, self.hd, self.w, *piles, self.flags, self.stats, _i32(STATS_CAP), _i32(p))),
+            (self.k_split, self.grid_q, (self.tpb,), lambda p: (n, *piles, self.flags, self.delta, _i32(p))),
+            (self.k_ctl, (1,), (1,), lambda p: (self.cnt, self.ctl, self.flags, self.delta, _i32(p))),
+        ]
+
+    def run(self, source, want_pred=False, time_phases=False):
+        with self.stream:
+            self.src.fill(source)
+            self.k_init(self.grid_n, (self.tpb,), (np.uint64(self.n), self.dist, self.src, _i32(self.n)))
+            self.sched.fill(0)
+            self.infar.fill(0)
+            self.near0[0:1].fill(source)
+            self.cnt.fill(0)
+            self.cnt[0:1].fill(1)
+            self.ctl.fill(0)
+            self.ctl[0:1].fill(int(self.delta))
+            self.flags.fill(0)
+            self.stats.fill(0)
+        # bound: each split raises T by delta; between splits at most n + 1 phases (Bellman-Ford)
+        max_phases = (self.n + 2) * (int(self.graph.weight(self.weight).max()) * max(self.n - 1, 1) // int(self.delta) + 2)
+        phases, host, times = self.run_phase_loop(self.launches(), max_phases, time_phases)
+        d, p, ph, upd = self._finish(host, phases, self.dist, want_pred)
+        return d, p, {"phases": ph, "updated": upd, "times_us": times, "delta": int(self.delta)}
+
+
+class NearFarPersistentGPU(_Base):
+    """Near-far in one persistent launch (software grid barrier between rounds), batched over up to
+    ``max_sources`` sources: distances of ``k`` sources come from one pass (items ``s * n + v``).
+
+    The launch is cooperative (all blocks resident, so the barrier cannot deadlock); where CuPy cannot
+    launch cooperatively, the grid is one block per multiprocessor.
+    """
+
+    def __init__(self, graph, weight, delta=None, max_sources=1, threads=512):
+        super().__init__(graph, weight)
+        cp = self.cp
+        n = self.n
+        self.k_max = int(max_sources)
+        total = n * self.k_max
+        if total >= 2 ** 32 - 1:
+            raise ValueError(f"{self.k_max} sources x {n} nodes exceed the 32-bit item space; use fewer sources")
+        self.delta = np.uint32(default_delta(graph, weight) if delta is None else delta)
+        self.dist = cp.empty(total, dtype=cp.uint32)
+        self.near0 = cp.empty(total, dtype=cp.uint32)
+        self.near1 = cp.empty(total, dtype=cp.uint32)
+        self.far0 = cp.empty(total, dtype=cp.uint32)
+        self.far1 = cp.empty(total, dtype=cp.uint32)
+        self.cnt = cp.zeros(8, dtype=cp.uint32)
+        self.sched = cp.zeros(total, dtype=cp.uint32)
+        self.infar = cp.zeros(total, dtype=cp.uint32)
+        self.bar = cp.zeros(2, dtype=cp.uint32)
+        self.src = cp.zeros(self.k_max, dtype=cp.int32)
+        self.k_init = self.mod.get_function("init_dist")
+        self.threads = threads
+        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        try:
+            coop = load_cuda_module("sssp/frontier.cu", cooperative=True)
+            self.k_run = coop.get_function("nf_persistent")
+            self.grid = (sms * 2,)
+            self.cooperative = True
+        except Exception:  # cooperative launch not available through this CuPy: one block per SM
+            self.k_run = self.mod.get_function("nf_persistent")
+            self.grid = (sms,)
+            self.cooperative = False
+
+    def run_many(self, sources, want_pred=False):
+        cp = self.cp
+        k = len(sources)
+        if k > self.k_max:
+            raise ValueError(f"at most {self.k_max} sources per pass")
+        n = self.n
+        total = n * k
+        with self.stream:
+            self.src[:k].set(np.asarray(sources, dtype=np.int32), stream=self.stream)
+            d = self.dist[:total]
+            self.k_init(((total + self.tpb - 1) // self.tpb,), (self.tpb,), (np.uint64(total), d, self.src, _i32(n)))
+            self.sched[:total].fill(0)
+            self.infar[:total].fill(0)
+            self.near0[:k].set((np.arange(k, dtype=np.int64) * n + np.asarray(sources)).astype(np.uint32),
+                               stream=self.stream)
+            self.cnt.fill(0)
+            self.cnt[0:1].fill(k)
+            self.bar.fill(0)
+            self.flags.fill(0)
+            self.stats.fill(0)
+            wmax = int(self.graph.weight(self.weight).max()) if self.graph.n_arcs else 1
+            max_rounds = (n + 2) * (wmax * max(n - 1, 1) // int(self.delta) + 2) * 2
+            max_rounds = min(max_rounds, 2 ** 62)
+            self.k_run(self.grid, (self.threads,),
+                       (_i32(n), _i32(k), self.fo, self.hd, self.w, d, self.near0, self.near1, self.far0, self.far1,
+                        self.cnt, self.sched, self.infar, self.bar, self.flags, self.stats, _i32(STATS_CAP),
+                        self.delta, self.delta, np.int64(max_rounds)))
+        host = self.flags.get(stream=self.stream)
+        self.stream.synchronize()
+        dist, pred, phases, upd = self._finish(host, int(host[FLAG_PHASES]), d.reshape(k, n), want_pred)
+        return dist, pred, {"phases": phases, "updated": upd, "delta": int(self.delta),
+                            "cooperative": self.cooperative}
+
+    def run(self, source, want_pred=False, time_phases=False):
+        d, p, st = self.run_many([source], want_pred)
+        return d[0], (p[0] if p is not None else None), st
+
+
+def _now():
+    return time.perf_counter()

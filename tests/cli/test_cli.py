@@ -1,0 +1,313 @@
+"""Tests of the ``gpuroute`` command line (:mod:`gpuroute.cli.main`), called as ``main([...])``.
+
+Oracle: ``gpuroute.sssp(graph, source, device="cpu")`` on the nodes the CLI reports as snapped. Fast tests
+use a 4-node DIMACS pair written to ``tmp_path``; the tests marked ``slow`` load the shipped NY network
+(each ``main`` call loads it once, ~1-2 s).
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gpuroute
+from gpuroute import INF, datasets
+from gpuroute.backend import _probe_gpu
+from gpuroute.cli.main import LANDMARKS, main
+from gpuroute.paths import nearest_node
+
+NY_GR = Path(datasets.DATA_DIR) / "USA-road-d.NY.gr.gz"
+TIMES_SQUARE = "-73.9855,40.7580"
+BROOKLYN_BRIDGE = "-73.9969,40.7061"
+
+# ---------------------------------------------------------------------------------------------- helpers
+# A 4-node network near (2.0 E, 1.0 N): 1 <-> 2 <-> 3 -> 4, plus a self-loop at 1 and a heavier
+# parallel arc 1 -> 2 (both dropped at load). Node 4 reaches nothing; {1, 2, 3} is strongly connected.
+TINY_ARCS_D = [(1, 2, 100), (2, 1, 100), (2, 3, 120), (3, 2, 120), (3, 4, 90), (1, 1, 5), (1, 2, 150)]
+TINY_ARCS_T = [(1, 2, 30), (2, 1, 30), (2, 3, 50), (3, 2, 50), (3, 4, 20), (1, 1, 2), (1, 2, 10)]
+TINY_COORDS = [(2.000, 1.000), (2.001, 1.000), (2.002, 1.000), (2.002, 1.001)]
+
+
+def _lonlat(i):
+    """``--from``/``--to`` argument at tiny node ``i`` (1-based DIMACS id)."""
+    lon, lat = TINY_COORDS[i - 1]
+    return f"{lon},{lat}"
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """Paths of USA-road-d.TINY.gr and USA-road-t.TINY.gr (sharing USA-road-d.TINY.co)."""
+    def gr(arcs):
+        return "p sp 4 %d\n" % len(arcs) + "".join(f"a {u} {v} {w}\n" for u, v, w in arcs)
+
+    d = tmp_path / "USA-road-d.TINY.gr"
+    t = tmp_path / "USA-road-t.TINY.gr"
+    d.write_text("c tiny test graph\n" + gr(TINY_ARCS_D))
+    t.write_text(gr(TINY_ARCS_T))
+    co = "p aux sp co 4\n" + "".join(
+        f"v {i + 1} {round(lon * 1e6)} {round(lat * 1e6)}\n" for i, (lon, lat) in enumerate(TINY_COORDS))
+    (tmp_path / "USA-road-d.TINY.co").write_text(co)
+    return d, t
+
+
+@pytest.fixture(scope="module")
+def ny():
+    return datasets.load("ny")
+
+
+def run(capsys, argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def assert_one_line_error(rc, out, err, *needles):
+    assert rc == 2, (rc, out, err)
+    assert out == ""
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    for n in needles:
+        assert n.lower() in lines[0].lower(), (n, lines[0])
+    return lines[0]
+
+
+def snapped_nodes(text):
+    """Internal ids of the (source, target) nodes from the text output of ``route``."""
+    nodes = [int(x) for x in re.findall(r"-> node (\d+)", text)]
+    assert len(nodes) == 2, text
+    return nodes
+
+
+def field(text, name):
+    m = re.search(rf"^{name}\s+([\d,]+)", text, re.M)
+    assert m, (name, text)
+    return int(m.group(1).replace(",", ""))
+
+
+def linestring(fc):
+    lines = [f for f in fc["features"] if f["geometry"]["type"] == "LineString"]
+    assert len(lines) == 1
+    return lines[0]
+
+
+def check_geojson(fc):
+    """Structural GeoJSON (RFC 7946) checks on a route FeatureCollection."""
+    assert fc["type"] == "FeatureCollection"
+    for f in fc["features"]:
+        assert f["type"] == "Feature"
+        assert isinstance(f["properties"], dict)
+        g = f["geometry"]
+        if g["type"] == "Point":
+            assert len(g["coordinates"]) == 2
+        else:
+            assert g["type"] == "LineString"
+            assert len(g["coordinates"]) >= 2
+            assert all(len(p) == 2 for p in g["coordinates"])
+    points = [f for f in fc["features"] if f["geometry"]["type"] == "Point"]
+    assert [p["properties"]["role"] for p in points] == ["source", "target"]
+    return points
+
+
+# ---------------------------------------------------------------------------------------------- route on NY
+@pytest.mark.slow
+def test_route_ny_text_matches_sssp(ny, capsys):
+    rc, out, err = run(capsys, ["route", "--graph", "ny", "--from", TIMES_SQUARE, "--to", BROOKLYN_BRIDGE])
+    assert rc == 0, err
+    s, t = snapped_nodes(out)
+    assert (s, t) == (nearest_node(ny, -73.9855, 40.7580)[0],
+                      nearest_node(ny, -73.9969, 40.7061)[0])
+    assert field(out, "distance") == gpuroute.sssp(ny, s, device="cpu")[t]
+    assert "km" in out  # DIMACS ~0.1 m unit also shown as km
+    arcs = field(out, "arcs")
+    assert re.search(rf"^path\s+{arcs + 1:,} nodes", out, re.M)
+    assert f"DIMACS id {s + 1}" in out and f"DIMACS id {t + 1}" in out
+
+
+@pytest.mark.slow
+def test_route_ny_file_json_matches_sssp(ny, capsys):
+    rc, out, err = run(capsys, ["route", "--graph", NY_GR, "--from", TIMES_SQUARE, "--to", BROOKLYN_BRIDGE,
+                                "--json", "--method", "astar"])
+    assert rc == 0, err
+    fc = json.loads(out)
+    points = check_geojson(fc)
+    line = linestring(fc)
+    p = line["properties"]
+    s, t = p["source"], p["target"]
+    assert (points[0]["properties"]["node"], points[1]["properties"]["node"]) == (s, t)
+    assert p["distance"] == gpuroute.sssp(ny, s, device="cpu")[t]
+    assert p["unit"] == ny.units["distance"]
+    assert len(line["geometry"]["coordinates"]) == p["arcs"] + 1
+    np.testing.assert_allclose(line["geometry"]["coordinates"][0], ny.coords[s], atol=1e-6)
+    np.testing.assert_allclose(line["geometry"]["coordinates"][-1], ny.coords[t], atol=1e-6)
+    assert (p["source_id"], p["target_id"]) == (s + 1, t + 1)
+    assert set(p["time_ms"]) >= {"load", "snap", "query"}
+
+
+@pytest.mark.slow
+def test_route_without_arguments_uses_ny_landmarks(ny, capsys):
+    rc, out, err = run(capsys, ["route"])
+    assert rc == 0, err
+    for name, _, _ in LANDMARKS:
+        assert name in out
+    s, t = snapped_nodes(out)
+    d = field(out, "distance")
+    assert 0 < d == gpuroute.sssp(ny, s, device="cpu")[t]
+
+
+# ---------------------------------------------------------------------------------------------- route on a tiny graph
+def test_route_tiny_json_and_metrics(tiny, capsys):
+    d_path, _ = tiny
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(1), "--to", _lonlat(4), "--json"])
+    assert rc == 0, err
+    fc = json.loads(out)
+    check_geojson(fc)
+    p = linestring(fc)["properties"]
+    assert (p["source"], p["target"], p["distance"], p["arcs"]) == (0, 3, 100 + 120 + 90, 3)
+    assert len(linestring(fc)["geometry"]["coordinates"]) == p["arcs"] + 1
+    # --metric time on a USA-road-d file loads the USA-road-t file beside it (min over the parallel arcs)
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(1), "--to", _lonlat(4),
+                                "--metric", "time", "--method", "dijkstra"])
+    assert rc == 0, err
+    assert "USA-road-t.TINY" in out and "travel_time" in out
+    assert field(out, "distance") == 10 + 50 + 20
+
+
+def test_route_unreachable_exit_code_1(tiny, capsys):
+    d_path, _ = tiny
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(4), "--to", _lonlat(1)])
+    assert rc == 1
+    assert "no route" in err and "Traceback" not in err
+    assert "unreachable" in out
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(4), "--to", _lonlat(1), "--json"])
+    assert rc == 1
+    fc = json.loads(out)
+    check_geojson(fc)
+    assert not [f for f in fc["features"] if f["geometry"]["type"] == "LineString"]
+    assert fc["properties"]["reachable"] is False
+
+
+# ---------------------------------------------------------------------------------------------- errors
+def test_missing_file(tmp_path, capsys):
+    missing = tmp_path / "missing.gr"
+    rc, out, err = run(capsys, ["route", "--graph", missing, "--from", "2,1", "--to", "2.001,1"])
+    assert_one_line_error(rc, out, err, "missing.gr")
+    rc, out, err = run(capsys, ["info", missing])
+    assert_one_line_error(rc, out, err, "missing.gr")
+
+
+def test_unknown_graph_name_lists_shipped_names(capsys):
+    rc, out, err = run(capsys, ["info", "atlantis"])
+    assert_one_line_error(rc, out, err, "atlantis", *datasets.names())
+    rc, out, err = run(capsys, ["sssp", "atlantis", "--source", "0"])
+    assert_one_line_error(rc, out, err, "atlantis", *datasets.names())
+
+
+def test_point_outside_bbox(tiny, capsys):
+    d_path, _ = tiny
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", "10,10", "--to", _lonlat(2)])
+    assert_one_line_error(rc, out, err, "--from", "outside", "bounding box")
+    # LAT,LON instead of LON,LAT: say so
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(1), "--to", "1.0,2.001"])
+    assert_one_line_error(rc, out, err, "--to", "outside", "swap")
+
+
+@pytest.mark.parametrize("bad", ["abc", "1,2,3", "1;2", "-73.9", "200,10", "10,95", "nan,1", ""])
+def test_bad_lonlat_syntax(bad, capsys):
+    rc, out, err = run(capsys, ["route", "--from", bad, "--to", "-73.98,40.75"])
+    assert_one_line_error(rc, out, err, "--from")
+
+
+def test_from_without_to(capsys):
+    rc, out, err = run(capsys, ["route", "--from", "-73.98,40.75"])
+    assert_one_line_error(rc, out, err, "--to")
+
+
+def test_gpu_unavailable(tiny, capsys, monkeypatch):
+    d_path, _ = tiny
+    monkeypatch.setenv("GPUROUTE_DISABLE_GPU", "1")
+    _probe_gpu.cache_clear()
+    try:
+        rc, out, err = run(capsys, ["sssp", d_path, "--source", "0", "--device", "gpu"])
+        assert_one_line_error(rc, out, err, "gpu")
+        rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(1), "--to", _lonlat(2),
+                                    "--device", "gpu"])
+        assert_one_line_error(rc, out, err, "gpu")
+    finally:
+        monkeypatch.delenv("GPUROUTE_DISABLE_GPU")
+        _probe_gpu.cache_clear()
+
+
+def test_help_and_no_command(capsys):
+    assert main(["--help"]) == 0
+    assert "route" in capsys.readouterr().out
+    assert main([]) == 2
+    assert main(["frobnicate"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) >= 1
+
+
+# ---------------------------------------------------------------------------------------------- info
+@pytest.mark.slow
+def test_info_ny_counts(ny, capsys):
+    rc, out, err = run(capsys, ["info", "ny"])
+    assert rc == 0, err
+    assert field(out, "nodes") == ny.n_nodes
+    assert field(out, "arcs") == ny.n_arcs
+    assert f"{ny.meta['parallel_arcs_dropped']:,} parallel arcs" in out
+    assert re.search(r"^strongly connected\s+1 component, largest 264,346 nodes", out, re.M)
+
+
+def test_info_tiny(tiny, capsys):
+    d_path, _ = tiny
+    rc, out, err = run(capsys, ["info", d_path])
+    assert rc == 0, err
+    g = gpuroute.load_dimacs(d_path)
+    assert field(out, "nodes") == g.n_nodes == 4
+    assert field(out, "arcs") == g.n_arcs == 5
+    assert "1 self-loops, 1 parallel arcs" in out
+    assert "0: 1  1: 1  2: 2  3: 0  4: 0  5+: 0" in out
+    assert re.search(r"^strongly connected\s+2 components, largest 3 nodes", out, re.M)
+    assert re.search(r"^weakly connected\s+1 component, largest 4 nodes", out, re.M)
+    assert "min 90, median 100, mean 106.0, max 120" in out
+
+
+# ---------------------------------------------------------------------------------------------- sssp
+@pytest.mark.slow
+def test_sssp_output_ny(ny, tmp_path, capsys):
+    f = tmp_path / "dist.npy"
+    rc, out, err = run(capsys, ["sssp", "ny", "--source", "42", "--output", f])
+    assert rc == 0, err
+    got = np.load(f)
+    assert got.dtype == np.int64
+    expect = gpuroute.sssp(ny, 42, device="cpu")
+    np.testing.assert_array_equal(got, expect)
+    assert re.search(rf"^reached\s+{ny.n_nodes:,} of {ny.n_nodes:,}", out, re.M)
+    assert f"{int(expect.max()):,}" in out  # eccentricity
+    assert not list(tmp_path.glob(".gpuroute-*"))  # no temporary file left
+
+
+@pytest.mark.parametrize("algorithm", ["dijkstra", "bellman-ford"])
+def test_sssp_tiny_source_id_and_unreachable(tiny, tmp_path, capsys, algorithm):
+    d_path, _ = tiny
+    g = gpuroute.load_dimacs(d_path)
+    f = tmp_path / "d.npy"
+    rc, out, err = run(capsys, ["sssp", d_path, "--source-id", "1", "--algorithm", algorithm, "--device", "cpu",
+                                "--output", f])
+    assert rc == 0, err
+    np.testing.assert_array_equal(np.load(f), gpuroute.sssp(g, 0, device="cpu"))
+    np.testing.assert_array_equal(np.load(f), [0, 100, 220, 310])
+    rc, out, err = run(capsys, ["sssp", d_path, "--source", "3", "--output", f])
+    assert rc == 0, err
+    assert list(np.load(f)) == [INF, INF, INF, 0]
+    assert re.search(r"^reached\s+1 of 4", out, re.M)
+
+
+def test_sssp_bad_source(tiny, capsys):
+    d_path, _ = tiny
+    rc, out, err = run(capsys, ["sssp", d_path, "--source", "4"])
+    assert_one_line_error(rc, out, err, "--source 4")
+    rc, out, err = run(capsys, ["sssp", d_path, "--source-id", "99"])
+    assert_one_line_error(rc, out, err, "99")

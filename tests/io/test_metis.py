@@ -1,0 +1,162 @@
+"""METIS / DIMACS 10 loader: formats, weights from coordinates, errors naming file:line, real file."""
+import gzip
+import os
+
+import numpy as np
+import pytest
+
+from gpuroute.graph.errors import ParseError
+from gpuroute.io.metis import load_metis, read_metis, read_xyz
+
+LUX = "/work/shared/data/dimacs10/luxembourg.osm.graph.gz"
+
+# path 1-2-3 plus edge 1-3 and an isolated vertex 4
+UNWEIGHTED = """% a comment
+4 3
+2 3
+1 3
+% comment between vertex lines
+1 2
+
+"""
+XYZ = "0 0 0\n3 4 0\n0 0.2 0\n9 9 0\n"
+
+
+def write(tmp_path, name, text, gz=False):
+    p = tmp_path / name
+    data = text.encode()
+    p.write_bytes(gzip.compress(data) if gz else data)
+    return str(p)
+
+
+def arcs(g, w=None):
+    return {(int(g.tail[a]), int(g.head[a])): int(g.weight(w)[a]) for a in range(g.n_arcs)}
+
+
+def test_unweighted_with_xyz_gives_rounded_lengths(tmp_path):
+    p = write(tmp_path, "t.graph", UNWEIGHTED)
+    write(tmp_path, "t.xyz", XYZ)
+    g = load_metis(p)
+    assert g.n_nodes == 4 and g.n_arcs == 6
+    assert g.weight_names == ["length"] and g.units["length"] == "xyz"
+    assert g.coord_system == "planar"
+    assert arcs(g) == {(0, 1): 5, (1, 0): 5, (0, 2): 1, (2, 0): 1, (1, 2): 5, (2, 1): 5}  # 0.2 rounds up to 1
+    assert g.node_ids.tolist() == [1, 2, 3, 4]
+    assert g.out_degree()[3] == 0
+    np.testing.assert_allclose(g.coords[1], [3, 4])
+
+
+def test_length_scale(tmp_path):
+    p = write(tmp_path, "t.graph", UNWEIGHTED)
+    write(tmp_path, "t.xyz.gz", XYZ, gz=True)
+    g = load_metis(p, length_scale=10)
+    assert arcs(g)[(0, 1)] == 50 and arcs(g)[(0, 2)] == 2
+    assert g.units["length"] == "0.1 xyz"
+
+
+def test_unweighted_without_xyz_gives_hops(tmp_path):
+    p = write(tmp_path, "t.graph", UNWEIGHTED)
+    g = load_metis(p)
+    assert g.weight_names == ["hops"]
+    assert set(arcs(g).values()) == {1}
+    assert g.coords is None
+
+
+def test_edge_weights_fmt_001_and_vertex_weights_011(tmp_path):
+    p = write(tmp_path, "w.graph", "3 2 1\n2 7\n1 7 3 4\n2 4\n")
+    write(tmp_path, "w.xyz", "0 0\n1 1\n2 2\n")
+    g = load_metis(p)
+    assert g.weight_names == ["weight"]
+    assert arcs(g) == {(0, 1): 7, (1, 0): 7, (1, 2): 4, (2, 1): 4}
+    p2 = write(tmp_path, "v.graph", "3 2 011 2\n5 6 2 7\n1 1 1 7 3 4\n9 9 2 4\n")
+    g2 = load_metis(p2, xyz_path=None)
+    assert arcs(g2) == arcs(g)
+    n, tail, head, w, fmt = read_metis(p2)
+    assert fmt == "011" and w.tolist() == [7, 7, 4, 4]
+
+
+def test_crlf_and_gzip(tmp_path):
+    p = write(tmp_path, "c.graph.gz", UNWEIGHTED.replace("\n", "\r\n"), gz=True)
+    g = load_metis(p, xyz_path=None)
+    assert g.n_nodes == 4 and g.n_arcs == 6
+    assert g.name == "c"
+
+
+@pytest.mark.parametrize(
+    "text, line, match",
+    [
+        ("4 three\n", 1, "bad header"),
+        ("% nothing\n", None, "no header"),
+        ("3 2 2\n2\n1 3\n2\n", 1, "fmt '2'"),
+        ("3 3\n2\n1 3\n2\n", 1, "announces 3 edges"),
+        ("3 1\n2\n1 3\n2\n", 1, "announces 1 edges"),
+        ("3 2\n2\n1 4\n2\n", 3, "neighbour id 4 outside 1..3"),
+        ("3 2\n2\n1 0\n2\n", 3, "neighbour id 0 outside 1..3"),
+        ("3 2\n2\n1 3\n", 4, "announces 3 vertex lines but the file ends after 2"),
+        ("3 2\n2\n1 3\n2\n1\n", 5, "more vertex lines"),
+        ("3 2\n2\n1 3.5\n2\n", 3, "'3.5' is not a non-negative integer"),
+        ("3 2\n2\n1 -3\n2\n", 3, "'-3' is not a non-negative integer"),
+        ("3 2\n2\n2 3\n2\n", 3, "lists itself"),
+        ("3 2 1\n2 5\n1 5 3\n2 1\n", 3, "fields do not fit fmt '001'"),
+        ("3 2 1\n2 5\n1 5 3 0\n2 0\n", 3, "edge weight 0 is not a positive integer"),
+        # 1 lists 2 twice but 2 lists 1 once (4 lists 3 twice): degree sum is right, adjacency is not
+        ("4 4\n2 2\n1 3\n2 4\n3 3\n", 2, "vertex 1 lists neighbour 2 2 time\\(s\\), but vertex 2's line "
+                                         "\\(line 3\\) lists 1 1 time"),
+        ("3 2\n2 2\n1 3\n\n", 3, "vertex 2 lists neighbour 3, but vertex 3's line \\(line 4\\) does not list 2"),
+        ("3 2\n2 3\n1\n2\n", 2, "vertex 1 lists neighbour 3, but vertex 3's line \\(line 4\\) does not list 1"),
+        ("3 2 1\n2 5\n1 6 3 4\n2 4\n", 2, "edge 1-2 has weight 5 here, but vertex 2's line \\(line 3\\)"),
+    ],
+)
+def test_malformed_graph(tmp_path, text, line, match):
+    p = write(tmp_path, "bad.graph", text)
+    with pytest.raises(ParseError, match=match) as ei:
+        load_metis(p, xyz_path=None)
+    assert ei.value.path == p
+    assert ei.value.line == line
+
+
+def test_truncated_gzip(tmp_path):
+    data = gzip.compress(("100 99\n" + "\n".join(f"{i}" for i in range(1, 101)) + "\n").encode())
+    p = tmp_path / "cut.graph.gz"
+    p.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ParseError, match="truncated or corrupt gzip") as ei:
+        load_metis(str(p))
+    assert ei.value.path == str(p)
+
+
+@pytest.mark.parametrize(
+    "text, line, match",
+    [
+        ("0 0 0\n1 1 0\n", 3, "2 coordinate lines but the graph has 4"),
+        ("0 0 0\n1 1\n2 2 0\n3 3 0\n", 2, "expected 3 fields like line 1, got 2"),
+        ("0 0 0\n1 x 0\n2 2 0\n3 3 0\n", 2, "is not 3 numbers"),
+        ("0 0 0\n1 1 0\n2 inf 0\n3 3 0\n", 3, "finite"),
+        ("0\n1\n2\n3\n", 1, "expected 'x y \\[z\\]'"),
+    ],
+)
+def test_malformed_xyz(tmp_path, text, line, match):
+    p = write(tmp_path, "t.graph", UNWEIGHTED)
+    x = write(tmp_path, "t.xyz", text)
+    with pytest.raises(ParseError, match=match) as ei:
+        load_metis(p)
+    assert (ei.value.path, ei.value.line) == (x, line)
+
+
+def test_read_xyz_two_columns(tmp_path):
+    x = write(tmp_path, "p.xyz", "1 2\n3 4\n\n")
+    assert read_xyz(x).tolist() == [[1, 2], [3, 4]]
+
+
+@pytest.mark.skipif(not os.path.exists(LUX), reason="shared data absent")
+def test_luxembourg():
+    g = load_metis(LUX)
+    assert g.n_nodes == 114599
+    assert g.n_arcs == 2 * 119666  # no self-loops or parallel edges in the file
+    assert g.coords.shape == (114599, 2)
+    w = g.weight("length")
+    assert w.min() >= 1
+    # undirected: the arc set and its weights are symmetric
+    A = g.to_scipy("length")
+    assert (A != A.T).nnz == 0
+    # median street segment is tens of units long (units ~ 1e-5 degree), not 1 and not thousands
+    assert 5 < np.median(w) < 500

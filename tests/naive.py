@@ -1,0 +1,181 @@
+"""Oracles and generators for the tests (STYLE.md: naive reference implementations live here).
+
+- :func:`scipy_dijkstra`: scipy.sparse.csgraph on ``graph.to_scipy()``; correct because RoadGraph has
+  already reduced parallel arcs to the lightest (a csr_matrix built from raw arcs would sum them).
+- :func:`naive_dijkstra`: pure-Python heapq Dijkstra over a *raw* arc list (parallel arcs and
+  self-loops included), independent of every gpuroute data structure.
+- :func:`random_road_graph` and the hypothesis strategy :func:`graphs`: small random road-like graphs
+  with coordinates, one-way streets, parallel arcs and self-loops.
+"""
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+from hypothesis import strategies as st
+from scipy.sparse.csgraph import dijkstra as _sp_dijkstra
+
+from gpuroute import INF, RoadGraph
+
+#: Centre of the random graphs' coordinates (lon, lat degrees): Manhattan.
+CENTRE = (-73.98, 40.75)
+
+
+def scipy_dijkstra(graph, sources, weight=None):
+    """Distances from each source, int64 (k, n) with ``INF`` where unreachable (scipy oracle)."""
+    src = np.atleast_1d(np.asarray(sources, dtype=np.int64))
+    d = _sp_dijkstra(graph.to_scipy(weight), directed=True, indices=src)
+    out = np.full(d.shape, INF, dtype=np.int64)
+    fin = np.isfinite(d)
+    out[fin] = np.rint(d[fin]).astype(np.int64)
+    return out
+
+
+def naive_dijkstra(n, arcs, source):
+    """Textbook Dijkstra with ``heapq`` over a raw arc list.
+
+    Parameters
+    ----------
+    n : int
+    arcs : iterable of (u, v, w)
+        Raw arcs; parallel arcs and self-loops allowed (the minimum counts, loops never help).
+    source : int
+
+    Returns
+    -------
+    list of int, length n
+        Distances, ``INF`` where unreachable.
+    """
+    adj = [[] for _ in range(n)]
+    for u, v, w in arcs:
+        adj[int(u)].append((int(v), int(w)))
+    dist = [INF] * n
+    dist[source] = 0
+    heap = [(0, source)]
+    done = [False] * n
+    while heap:
+        d, u = heapq.heappop(heap)
+        if done[u]:
+            continue
+        done[u] = True
+        for v, w in adj[u]:
+            nd = d + w
+            if nd < dist[v]:
+                dist[v] = nd
+                heapq.heappush(heap, (nd, v))
+    return dist
+
+
+def random_road_graph(rng, n, *, neighbours=3, one_way=0.3, n_parallel=None, n_loops=None, n_long=None,
+                      max_noise=0.5, spread_deg=0.02, two_weights=True, planar=False):
+    """A small random road-like graph and its raw arcs.
+
+    Nodes get random lon/lat around :data:`CENTRE` (``spread_deg`` wide). Each node is joined to up to
+    ``neighbours`` nearest nodes, two-way or (with probability ``one_way``) one-way; some long random
+    arcs, parallel copies with other weights and self-loops are added. ``distance`` is the great-circle
+    length in decimetres times a random factor in ``[1, 1 + max_noise]`` (at least 1); ``travel_time``
+    (if ``two_weights``) is an unrelated positive integer.
+
+    Returns
+    -------
+    graph : RoadGraph
+        Built with ``RoadGraph.from_arcs`` (loops dropped, parallel arcs reduced).
+    raw : list of (u, v, {name: w})
+        Every arc as generated, before cleaning.
+    """
+    from gpuroute.paths import great_circle_m
+
+    n = int(n)
+    if planar:
+        xy = rng.uniform(0, 1000, size=(n, 2))
+    else:
+        xy = np.column_stack((CENTRE[0] + rng.uniform(-spread_deg, spread_deg, n),
+                              CENTRE[1] + rng.uniform(-spread_deg, spread_deg, n)))
+    # Round like DIMACS (micro-degrees) so that duplicate coordinates happen now and then.
+    xy = np.round(xy, 6 if not planar else 2)
+    tails, heads = [], []
+    if n > 1:
+        d2 = ((xy[:, None, :] - xy[None, :, :]) ** 2).sum(-1)
+        np.fill_diagonal(d2, np.inf)
+        near = np.argsort(d2, axis=1)[:, : min(neighbours, n - 1)]
+        for u in range(n):
+            for v in near[u]:
+                r = rng.random()
+                if r < one_way / 2:
+                    tails.append(u)
+                    heads.append(int(v))
+                elif r < one_way:
+                    tails.append(int(v))
+                    heads.append(u)
+                elif r < 0.95:
+                    tails += [u, int(v)]
+                    heads += [int(v), u]
+        n_long = int(rng.integers(0, 3)) if n_long is None else n_long
+        for _ in range(n_long):
+            u, v = (int(a) for a in rng.integers(0, n, 2))
+            tails.append(u)
+            heads.append(v)
+    n_par = int(rng.integers(0, 4)) if n_parallel is None else n_parallel
+    n_lp = int(rng.integers(0, 3)) if n_loops is None else n_loops
+    base = len(tails)
+    for _ in range(n_par if base else 0):
+        i = int(rng.integers(0, base))
+        tails.append(tails[i])
+        heads.append(heads[i])
+    for _ in range(n_lp):
+        u = int(rng.integers(0, n))
+        tails.append(u)
+        heads.append(u)
+    t = np.asarray(tails, dtype=np.int64)
+    h = np.asarray(heads, dtype=np.int64)
+    if planar:
+        length = np.hypot(*(xy[h] - xy[t]).T)
+    else:
+        length = great_circle_m(xy[t, 0], xy[t, 1], xy[h, 0], xy[h, 1]) * 10.0
+    dist = np.maximum(1, np.rint(length * (1 + max_noise * rng.random(t.size)))).astype(np.int64)
+    weights = {"distance": dist}
+    units = {"distance": "dm" if not planar else ""}
+    if two_weights:
+        weights["travel_time"] = rng.integers(1, 100, t.size)
+        units["travel_time"] = "ds"
+    g = RoadGraph.from_arcs(n, t, h, weights, units=units, coords=xy, name=f"random-{n}",
+                            coord_system="planar" if planar else "lonlat")
+    raw = [(int(t[i]), int(h[i]), {k: int(w[i]) for k, w in weights.items()}) for i in range(t.size)]
+    return g, raw
+
+
+def raw_arcs(raw, weight="distance"):
+    """``(u, v, w)`` triples of one weight from :func:`random_road_graph`'s raw arcs."""
+    return [(u, v, ws[weight]) for u, v, ws in raw]
+
+
+@st.composite
+def graphs(draw, min_nodes=1, max_nodes=40, planar=None):
+    """Hypothesis strategy: ``(graph, raw)`` from :func:`random_road_graph` with drawn parameters."""
+    n = draw(st.integers(min_nodes, max_nodes))
+    seed = draw(st.integers(0, 2**32 - 1))
+    neighbours = draw(st.integers(0, 4))
+    one_way = draw(st.sampled_from([0.0, 0.3, 0.8]))
+    pl = draw(st.booleans()) if planar is None else planar
+    rng = np.random.default_rng(seed)
+    return random_road_graph(rng, n, neighbours=neighbours, one_way=one_way, planar=pl)
+
+
+def canonical_predecessors(graph, dist, source, weight=None):
+    """The canonical predecessor of every node, int32 (n,), computed naively from all arcs.
+
+    ``pred[v]`` = the smallest ``u`` with an arc ``(u, v)`` and ``dist[u] + w(u, v) == dist[v]``;
+    -1 for ``source`` and unreachable nodes.
+    """
+    w = graph.weight(weight).astype(np.int64)
+    t = graph.tail.astype(np.int64)
+    h = graph.head.astype(np.int64)
+    dist = np.asarray(dist, dtype=np.int64)
+    ok = (dist[t] != INF) & (dist[h] != INF)
+    tight = ok.copy()
+    tight[ok] = dist[t[ok]] + w[ok] == dist[h[ok]]
+    best = np.full(graph.n_nodes, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(best, h[tight], t[tight])
+    pred = np.where(best == np.iinfo(np.int64).max, -1, best)
+    pred[source] = -1
+    return pred.astype(np.int32)

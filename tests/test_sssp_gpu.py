@@ -1,0 +1,142 @@
+"""Every GPU SSSP algorithm x variant against the CPU Dijkstra (distances and canonical predecessors).
+
+Carries the ``gpu`` marker: skipped cleanly where CuPy or a CUDA GPU is missing (CI), run on the H100.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gpuroute
+from gpuroute import INF, NO_PREDECESSOR, RoadGraph
+from gpuroute.backend import gpu_available
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a CUDA GPU")]
+
+# (algorithm, variant, options)
+GPU_CASES = [
+    ("conventional", None, {}),
+    ("conventional", None, {"mode": "host"}),
+    ("selection", None, {}),
+    ("adaptive", "time", {}),
+    ("adaptive", "count", {}),
+    ("martin", "successor", {}),
+    ("martin", "predecessor", {}),
+    ("crauser", "successor", {}),
+    ("crauser", "predecessor", {}),
+    ("crauser-economic", "successor", {}),
+    ("crauser-economic", "predecessor", {}),
+    ("near-far", None, {"loop": "graph"}),
+    ("near-far", None, {"loop": "persistent"}),
+]
+FAST_CASES = [c for c in GPU_CASES if c[0] not in ("martin",)]
+
+
+def _random_graph(seed, n=300, deg=3, wmax=20):
+    rng = np.random.default_rng(seed)
+    m = n * deg
+    tail = rng.integers(0, n, m)
+    head = rng.integers(0, n, m)
+    w = rng.integers(1, wmax + 1, m)
+    return RoadGraph.from_arcs(n, tail, head, {"distance": w})
+
+
+def _check(graph, sources, alg, variant, opts):
+    ref_d, ref_p = gpuroute.sssp(graph, sources, algorithm="dijkstra", device="cpu", return_predecessors=True)
+    d, p = gpuroute.sssp(graph, sources, algorithm=alg, variant=variant, device="gpu",
+                         return_predecessors=True, **opts)
+    assert d.dtype == np.int64 and p.dtype == np.int32
+    np.testing.assert_array_equal(d, ref_d, err_msg=f"{alg}/{variant}/{opts}: distances differ")
+    np.testing.assert_array_equal(p, ref_p, err_msg=f"{alg}/{variant}/{opts}: predecessors differ")
+
+
+@pytest.mark.parametrize("alg,variant,opts", GPU_CASES)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gpu_random_graphs(alg, variant, opts, seed, monkeypatch):
+    monkeypatch.setattr(gpuroute.config, "THREADS_PER_BLOCK", 64)  # several blocks even on tiny graphs
+    monkeypatch.setattr(gpuroute.config, "PHASES_PER_GRAPH", 4)  # several graph replays
+    g = _random_graph(seed)
+    _check(g, [0, 7, 150], alg, variant, opts)
+
+
+@pytest.mark.parametrize("alg,variant,opts", GPU_CASES)
+def test_gpu_unreachable_and_sentinels(alg, variant, opts):
+    # two components: 0->1->2 and 3<->4
+    g = RoadGraph.from_arcs(5, [0, 1, 3, 4], [1, 2, 4, 3], {"distance": [5, 7, 1, 1]})
+    d, p = gpuroute.sssp(g, 0, algorithm=alg, variant=variant, device="gpu", return_predecessors=True, **opts)
+    assert list(d) == [0, 5, 12, INF, INF]
+    assert list(p) == [NO_PREDECESSOR, 0, 1, NO_PREDECESSOR, NO_PREDECESSOR]
+
+
+@pytest.fixture(scope="module")
+def ny():
+    return gpuroute.datasets.load("ny")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alg,variant,opts", FAST_CASES)
+def test_gpu_ny(ny, alg, variant, opts):
+    _check(ny, [0, 123456], alg, variant, opts)
+
+
+@pytest.mark.slow
+def test_gpu_ny_martin(ny):
+    _check(ny, [4242], "martin", "successor", {})
+
+
+def _bay_path():
+    here = Path(__file__).resolve().parents[1]
+    for p in (here / "local_data" / "USA-road-d.BAY.gr.gz", here.parent / "shared/data/dimacs9/USA-road-d.BAY.gr.gz"):
+        if p.exists():
+            return p
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_bay_path() is None, reason="USA-road-d.BAY.gr.gz not present")
+@pytest.mark.parametrize("alg,variant,opts", [("conventional", None, {}), ("selection", None, {}),
+                                              ("near-far", None, {}), ("crauser", "successor", {})])
+def test_gpu_bay(alg, variant, opts):
+    g = gpuroute.load_dimacs(_bay_path())
+    _check(g, [0, 200000], alg, variant, opts)
+
+
+def test_gpu_batched_many_sources(ny):
+    rng = np.random.default_rng(5)
+    src = rng.integers(0, ny.n_nodes, 70)  # more than one batch of config.BATCH_SOURCES
+    ref = gpuroute.sssp(ny, src, device="cpu")
+    got = gpuroute.sssp(ny, src, algorithm="near-far", device="gpu")
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_gpu_cupy_in_cupy_out(ny):
+    import cupy as cp
+
+    d = gpuroute.sssp(ny, cp.asarray([0]), algorithm="selection", device="gpu")
+    assert isinstance(d, cp.ndarray) and d.shape == (1, ny.n_nodes)
+
+
+def test_gpu_overflow_is_an_error():
+    # a path whose length exceeds 2^32 - 2 cannot be represented by 32-bit device distances
+    n = 4
+    w = [2 ** 31 - 1] * 3
+    g = RoadGraph.from_arcs(n, [0, 1, 2], [1, 2, 3], {"distance": w})
+    with pytest.raises(OverflowError):
+        gpuroute.sssp(g, 0, algorithm="selection", device="gpu")
+
+
+def test_phase_statistics(ny):
+    res = gpuroute.sssp_full(ny, [0], algorithm="selection", device="gpu", phase_times=True)
+    upd = res.stats["updated"][0]
+    times = res.stats["times_us"][0]
+    assert res.stats["phases"][0] == len(upd) > 100
+    assert len(times) == len(upd) and np.all(times > 0)
+    assert upd.sum() >= ny.n_nodes * 0.9  # every reached node is updated at least once
+
+
+if os.environ.get("GPUROUTE_GPU_STRICT"):
+    def test_gpu_really_present():
+        assert gpu_available()
