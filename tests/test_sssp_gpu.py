@@ -29,7 +29,10 @@ GPU_CASES = [
     ("crauser", "predecessor", {}),
     ("crauser-economic", "successor", {}),
     ("crauser-economic", "predecessor", {}),
-    ("near-far", None, {"loop": "graph"}),
+    ("near-far", None, {}),
+    ("near-far", None, {"delta": float("inf")}),
+    ("near-far", None, {"frac": 0.0}),  # every phase one thread per node
+    ("near-far", None, {"frac": 0.01, "delta_factor": 2}),
     ("near-far", None, {"loop": "persistent"}),
 ]
 FAST_CASES = [c for c in GPU_CASES if c[0] not in ("martin",)]
@@ -104,12 +107,14 @@ def test_gpu_bay(alg, variant, opts):
     _check(g, [0, 200000], alg, variant, opts)
 
 
-def test_gpu_batched_many_sources(ny):
+@pytest.mark.parametrize("opts", [{}, {"frac": 0.02}, {"loop": "persistent"}, {"delta": float("inf")}])
+def test_gpu_batched_many_sources(ny, opts):
     rng = np.random.default_rng(5)
     src = rng.integers(0, ny.n_nodes, 70)  # more than one batch of config.BATCH_SOURCES
-    ref = gpuroute.sssp(ny, src, device="cpu")
-    got = gpuroute.sssp(ny, src, algorithm="near-far", device="gpu")
-    np.testing.assert_array_equal(got, ref)
+    ref_d, ref_p = gpuroute.sssp(ny, src, device="cpu", return_predecessors=True)
+    got_d, got_p = gpuroute.sssp(ny, src, algorithm="near-far", device="gpu", return_predecessors=True, **opts)
+    np.testing.assert_array_equal(got_d, ref_d)
+    np.testing.assert_array_equal(got_p, ref_p)
 
 
 def test_gpu_cupy_in_cupy_out(ny):

@@ -20,3 +20,8 @@ ADAPTIVE_FRONTIER_FRACTION = 0.05
 DELTA_FACTOR = None
 #: Number of sources processed together by the batched GPU mode.
 BATCH_SOURCES = 64
+#: Blocks per multiprocessor of the grid-stride queue kernels (selection, near-far).
+QUEUE_BLOCKS_PER_SM = 8
+#: Most (source, node) items one batched pass may hold. Passes of 2^27 items and more were seen to
+#: raise the overflow flag on an H200 (not yet explained), so batches are capped below that.
+MAX_BATCH_ITEMS = 1 << 26

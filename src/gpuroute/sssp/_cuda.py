@@ -58,7 +58,8 @@ def unpack_keys(keys, want_pred):
 
 
 class PhaseGraph:
-    """A CUDA graph of ``n_phases`` phases, each a list of ``(kernel, grid, block, args_fn(parity))``.
+    """A CUDA graph of ``n_phases`` phases, each a list of ``(kernel, grid, block, args_fn(parity))``
+    (or ``(kernel, grid, block, args_fn(phase_index), True)`` for kernels that rotate state mod 3).
 
     Replay it until ``flags[FLAG_DONE]`` is set; :meth:`run` bounds the number of replays so that a
     bug can never hang the host (the bound is passed by the caller from the algorithm's own proof).
@@ -72,8 +73,10 @@ class PhaseGraph:
         with stream:
             stream.begin_capture()
             for p in range(n_phases):
-                for kern, grid, block, args_fn in phase_launches:
-                    kern(grid, block, args_fn(p & 1))
+                for launch in phase_launches:
+                    kern, grid, block, args_fn = launch[:4]
+                    raw = len(launch) > 4 and launch[4]  # args_fn takes the phase index, not its parity
+                    kern(grid, block, args_fn(p if raw else p & 1))
             self.graph = stream.end_capture()
         self._cp = cp
 
@@ -85,6 +88,7 @@ class PhaseGraph:
         while True:
             self.graph.launch(self.stream)
             replays += 1
+            self.stream.synchronize()
             host = flags.get(stream=self.stream)  # one device->host read per replay
             if host[FLAG_DONE]:
                 return int(host[FLAG_PHASES]), host
@@ -166,8 +170,8 @@ class ConventionalGPU:
                     self.k_relax(self.grid, (self.tpb,), self._args_relax(-1))
                     self.k_update(self.grid, (self.tpb,), self._args_update(-1))
                     phases += 1
+                    self.stream.synchronize()  # the flag is read after this phase's kernels finished
                     self.flags[0:1].get(out=host_flag, stream=self.stream)
-                    self.stream.synchronize()
                     if host_flag[0] == 0 or phases > max_phases:
                         break
             host = self.flags.get(stream=self.stream)

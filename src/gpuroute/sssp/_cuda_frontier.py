@@ -50,7 +50,7 @@ class _Base:
         self.tpb = config.THREADS_PER_BLOCK
         self.grid_n = ((self.n + self.tpb - 1) // self.tpb,)
         sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-        self.grid_q = (max(1, min(self.grid_n[0], sms * 8)),)
+        self.grid_q = (max(1, min(self.grid_n[0], sms * config.QUEUE_BLOCKS_PER_SM)),)
         self.stream = cp.cuda.Stream(non_blocking=True)
         self._pg = None
         self.k_pred = self.mod.get_function("canonical_pred")
@@ -94,8 +94,9 @@ class _Base:
         while True:
             ev0.record(self.stream)
             with self.stream:
-                for kern, grid, block, args_fn in launches:
-                    kern(grid, block, args_fn(p & 1))
+                for launch in launches:
+                    kern, grid, block, args_fn = launch[:4]
+                    kern(grid, block, args_fn(p if len(launch) > 4 and launch[4] else p & 1))
             ev1.record(self.stream)
             ev1.synchronize()
             host = self.flags.get(stream=self.stream)
@@ -235,14 +236,15 @@ class AdaptiveTimeGPU(SelectionGPU):
             times.append(dt)
             modes.append(1 if sch else 0)
             if sch:
-                self.cnt.get(out=host_cnt, stream=self.stream)
                 self.stream.synchronize()
+                self.cnt.get(out=host_cnt, stream=self.stream)
                 par ^= 1
                 cur = int(host_cnt[par])
                 updated.append(cur)
                 if cur == 0:
                     break
             else:
+                self.stream.synchronize()
                 f = self.flags[0:1].get(stream=self.stream)
                 updated.append(-1)  # not counted in all-node phases (the seed's point)
                 if f[0] == 0:
@@ -333,56 +335,96 @@ def default_delta(graph, weight, factor=None):
 
 
 class NearFarGPU(_Base):
-    """Near-far (Davidson et al., IPDPS 2014) as a CUDA-graph phase loop with device-side piles."""
+    """Near-far (Davidson et al., IPDPS 2014) fused into ONE kernel per phase (``fq_step`` in
+    frontier.cu), replayed as a CUDA graph with device-side termination; batched over up to
+    ``max_sources`` sources per pass (items ``s * n + v``).
 
-    def __init__(self, graph, weight, delta=None):
+    Parameters
+    ----------
+    delta : int, float('inf') or None
+        Threshold step in weight units; None: :func:`default_delta`; inf: no far pile (a Bellman-Ford
+        work queue).
+    frac : float or None
+        Adaptive thread mapping: a phase whose frontier exceeds ``frac * k * n`` items runs one thread
+        per item (coalesced) instead of one per queued item; None disables it.
+    max_sources : int
+        Sources per pass (memory: ~24 bytes x n x max_sources).
+    """
+
+    phases_per_graph = 96  # a multiple of 6: queues alternate mod 2, counters rotate mod 3
+
+    def __init__(self, graph, weight, delta=None, frac=None, max_sources=1):
         super().__init__(graph, weight)
         cp = self.cp
         n = self.n
-        self.delta = np.uint32(default_delta(graph, weight) if delta is None else delta)
-        self.dist = cp.empty(n, dtype=cp.uint32)
-        self.near0 = cp.empty(n, dtype=cp.uint32)
-        self.near1 = cp.empty(n, dtype=cp.uint32)
-        self.far0 = cp.empty(n, dtype=cp.uint32)
-        self.far1 = cp.empty(n, dtype=cp.uint32)
-        self.cnt = cp.zeros(4, dtype=cp.uint32)
-        self.sched = cp.zeros(n, dtype=cp.uint32)
-        self.infar = cp.zeros(n, dtype=cp.uint32)
-        self.ctl = cp.zeros(2, dtype=cp.uint32)
-        self.src = cp.zeros(1, dtype=cp.int32)
+        self.k_max = int(max_sources)
+        total = n * self.k_max
+        if total > config.MAX_BATCH_ITEMS:
+            raise ValueError(f"{self.k_max} sources x {n} nodes exceed config.MAX_BATCH_ITEMS="
+                             f"{config.MAX_BATCH_ITEMS} items per pass; use a smaller batch")
+        if delta is None:
+            delta = default_delta(graph, weight)
+        self.delta = np.uint32(DINF if delta == float("inf") or delta >= DINF else max(1, int(delta)))
+        self.frac = frac
+        self.dist = cp.empty(total, dtype=cp.uint32)
+        self.near0 = cp.empty(total, dtype=cp.uint32)
+        self.near1 = cp.empty(total, dtype=cp.uint32)
+        self.fars = [cp.empty(total if self.delta != DINF else 1, dtype=cp.uint32) for _ in range(3)]
+        self.cnt = cp.zeros(8, dtype=cp.uint32)
+        self.sched = cp.zeros(total, dtype=cp.uint32)
+        self.infar = cp.zeros(total, dtype=cp.uint32)
+        self.st = cp.zeros(4, dtype=cp.uint32)
+        self.src = cp.zeros(self.k_max, dtype=cp.int32)
         self.k_init = self.mod.get_function("init_dist")
-        self.k_relax = self.mod.get_function("nf_relax")
-        self.k_split = self.mod.get_function("nf_split")
-        self.k_ctl = self.mod.get_function("nf_control")
+        self.k_step = self.mod.get_function("fq_step")
+        self._k = None
+        self._graphs = {}
 
-    def launches(self):
-        n = _i32(self.n)
-        piles = (self.dist, self.near0, self.near1, self.far0, self.far1, self.cnt, self.sched, self.infar, self.ctl)
-        return [
-            (self.k_relax, self.grid_q, (self.tpb,),
-             lambda p: (n, self.fo, self.hd, self.w, *piles, self.flags, self.stats, _i32(STATS_CAP), _i32(p))),
-            (self.k_split, self.grid_q, (self.tpb,), lambda p: (n, *piles, self.flags, self.delta, _i32(p))),
-            (self.k_ctl, (1,), (1,), lambda p: (self.cnt, self.ctl, self.flags, self.delta, _i32(p))),
-        ]
+    def _launches(self, k):
+        total = self.n * k
+        thr = np.uint32(DINF if self.frac is None else min(DINF, int(self.frac * total)))
+        args = (_i32(self.n), np.uint32(total), self.fo, self.hd, self.w, self.dist, self.near0, self.near1,
+                *self.fars, self.cnt, self.sched, self.infar, self.st, self.flags, self.stats, _i32(STATS_CAP),
+                self.delta, thr)
+        return [(self.k_step, self.grid_q, (self.tpb,), lambda p: args + (_i32(p & 1), _i32(p % 3)), True)]
 
-    def run(self, source, want_pred=False, time_phases=False):
+    def run_many(self, sources, want_pred=False, time_phases=False):
+        cp = self.cp
+        k = len(sources)
+        if k > self.k_max:
+            raise ValueError(f"at most {self.k_max} sources per pass")
+        n, total = self.n, self.n * len(sources)
         with self.stream:
-            self.src.fill(source)
-            self.k_init(self.grid_n, (self.tpb,), (np.uint64(self.n), self.dist, self.src, _i32(self.n)))
-            self.sched.fill(0)
-            self.infar.fill(0)
-            self.near0[0:1].fill(source)
+            self.src[:k].set(np.asarray(sources, dtype=np.int32), stream=self.stream)
+            d = self.dist[:total]
+            self.k_init(((total + self.tpb - 1) // self.tpb,), (self.tpb,), (np.uint64(total), d, self.src, _i32(n)))
+            self.sched[:total].fill(0)
+            self.infar[:total].fill(0)
+            items = (np.arange(k, dtype=np.int64) * n + np.asarray(sources)).astype(np.uint32)
+            self.near0[:k].set(items, stream=self.stream)
+            self.sched[cp.asarray(items)] = 1
             self.cnt.fill(0)
-            self.cnt[0:1].fill(1)
-            self.ctl.fill(0)
-            self.ctl[0:1].fill(int(self.delta))
+            self.cnt[0:1].fill(k)
+            self.st.set(np.array([self.delta, 0, self.delta, 0], dtype=np.uint32), stream=self.stream)
             self.flags.fill(0)
             self.stats.fill(0)
-        # bound: each split raises T by delta; between splits at most n + 1 phases (Bellman-Ford)
-        max_phases = (self.n + 2) * (int(self.graph.weight(self.weight).max()) * max(self.n - 1, 1) // int(self.delta) + 2)
-        phases, host, times = self.run_phase_loop(self.launches(), max_phases, time_phases)
-        d, p, ph, upd = self._finish(host, phases, self.dist, want_pred)
-        return d, p, {"phases": ph, "updated": upd, "times_us": times, "delta": int(self.delta)}
+        # Bound: the threshold rises by delta at each split (at most max_dist / delta + 1 splits) and
+        # between splits the near phases are Bellman-Ford rounds (at most n + 1 each).
+        wmax = int(self.graph.weight(self.weight).max()) if self.graph.n_arcs else 1
+        bands = 1 if self.delta == DINF else wmax * max(n - 1, 1) // int(self.delta) + 2
+        max_phases = min((n + 2) * (bands + 1), 2 ** 62)
+        if k not in self._graphs:
+            self._pg = None
+            self._graphs[k] = self._phase_graph(self._launches(k))
+        self._pg = self._graphs[k]
+        phases, host, times = self.run_phase_loop(self._launches(k), max_phases, time_phases)
+        dist, pred, phases, upd = self._finish(host, phases, d.reshape(k, n), want_pred)
+        return dist, pred, {"phases": phases, "updated": upd, "times_us": times,
+                            "delta": None if self.delta == DINF else int(self.delta)}
+
+    def run(self, source, want_pred=False, time_phases=False):
+        d, p, st = self.run_many([source], want_pred, time_phases)
+        return d[0], (p[0] if p is not None else None), st
 
 
 class NearFarPersistentGPU(_Base):

@@ -121,40 +121,55 @@ def _gpu_method(cls, **fixed):
     return run
 
 
-def _adaptive_gpu(graph, weight, sources, want_pred, variant, phase_times=False, **opts):
+def _adaptive_gpu(graph, weight, sources, want_pred, variant, phase_times=False, frac=None, **opts):
+    from .. import config
     from . import _cuda_frontier as cf
 
     if variant in (None, "time"):
         solver = _solver(graph, cf.AdaptiveTimeGPU, weight, **opts)
-    else:
-        solver = _solver(graph, cf.SelectionGPU, weight, adaptive=True, **opts)
-    return _stack_gpu([solver.run(int(s), want_pred, phase_times) for s in sources], want_pred)
+        return _stack_gpu([solver.run(int(s), want_pred, phase_times) for s in sources], want_pred)
+    # "count": the fused work-queue kernel (no far pile) that picks its thread mapping each phase from
+    # the frontier size counted on the device
+    frac = config.ADAPTIVE_FRONTIER_FRACTION if frac is None else frac
+    return _near_far_gpu(graph, weight, sources, want_pred, None, phase_times=phase_times, delta=float("inf"),
+                         frac=frac, **opts)
 
 
-def _near_far_gpu(graph, weight, sources, want_pred, variant, phase_times=False, loop="persistent", delta=None,
-                  batch=None, **opts):
+def _near_far_gpu(graph, weight, sources, want_pred, variant, phase_times=False, loop="graph", delta=None,
+                  frac=None, batch=None, delta_factor=None, **opts):
     import cupy as cp
 
     from .. import config
     from . import _cuda_frontier as cf
 
-    if loop == "graph" or phase_times:
-        solver = _solver(graph, cf.NearFarGPU, weight, delta=delta)
-        return _stack_gpu([solver.run(int(s), want_pred, phase_times) for s in sources], want_pred)
-    if loop != "persistent":
-        raise ValueError(f"loop must be 'persistent' or 'graph', got {loop!r}")
+    if opts:
+        raise TypeError(f"unknown option(s) for near-far: {sorted(opts)}")
     batch = int(batch or (1 if sources.size == 1 else config.BATCH_SOURCES))
-    solver = _solver(graph, cf.NearFarPersistentGPU, weight, delta=delta, max_sources=batch)
-    dists, preds, phases = [], [], []
+    batch = max(1, min(batch, config.MAX_BATCH_ITEMS // max(graph.n_nodes, 1)))
+    if delta is None and delta_factor is not None:
+        delta = float("inf") if delta_factor == float("inf") else cf.default_delta(graph, weight, delta_factor)
+    if loop == "graph":
+        solver = _solver(graph, cf.NearFarGPU, weight, delta=delta, frac=frac, max_sources=batch)
+    elif loop == "persistent":
+        solver = _solver(graph, cf.NearFarPersistentGPU, weight, delta=delta, max_sources=batch)
+    else:
+        raise ValueError(f"loop must be 'graph' or 'persistent', got {loop!r}")
+    dists, preds, phases, upd, times = [], [], [], [], []
     for i in range(0, sources.size, batch):
-        d, p, st = solver.run_many([int(s) for s in sources[i:i + batch]], want_pred)
+        chunk = [int(s) for s in sources[i:i + batch]]
+        if loop == "graph":
+            d, p, st = solver.run_many(chunk, want_pred, phase_times)
+        else:
+            d, p, st = solver.run_many(chunk, want_pred)
         dists.append(d)
         preds.append(p)
         phases.append(st["phases"])
+        upd.append(st.get("updated"))
+        times.append(st.get("times_us"))
     dist = cp.concatenate(dists)
     pred = cp.concatenate(preds) if want_pred else None
-    return dist, pred, {"phases": np.asarray(phases), "delta": st["delta"], "cooperative": st["cooperative"],
-                        "batch": batch}
+    return dist, pred, {"phases": np.asarray(phases), "updated": upd, "times_us": times, "delta": st["delta"],
+                        "batch": batch, "loop": loop}
 
 
 def _cpu_frontier(name):
