@@ -175,7 +175,8 @@ def main():
 
     methods = [
         ("conventional (seed host loop)", "conventional", None, {"mode": "host"}),
-        ("conventional (device loop)", "conventional", None, {}),
+        ("conventional (device loop)", "conventional", None, {"mode": "graph"}),
+        ("conventional (fused device loop)", "conventional", None, {"mode": "fused"}),
         ("selection", "selection", None, {}),
         ("adaptive (time, seed)", "adaptive", "time", {}),
         ("adaptive (count, device)", "adaptive", "count", {}),

@@ -18,8 +18,9 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="n
 
 # (algorithm, variant, options)
 GPU_CASES = [
-    ("conventional", None, {}),
-    ("conventional", None, {"mode": "host"}),
+    ("conventional", None, {}),  # fused device loop
+    ("conventional", None, {"mode": "graph"}),  # the seed's two kernels, device-side loop
+    ("conventional", None, {"mode": "host"}),  # the seed's loop: flag read back every phase
     ("selection", None, {}),
     ("adaptive", "time", {}),
     ("adaptive", "count", {}),
@@ -115,6 +116,15 @@ def test_gpu_batched_many_sources(ny, opts):
     got_d, got_p = gpuroute.sssp(ny, src, algorithm="near-far", device="gpu", return_predecessors=True, **opts)
     np.testing.assert_array_equal(got_d, ref_d)
     np.testing.assert_array_equal(got_p, ref_p)
+
+
+@pytest.mark.parametrize("mode", ["host", "graph", "fused"])
+def test_gpu_conventional_distances_only_large(mode):
+    # 32-bit keys (no predecessors) on a graph large enough that a read-back racing the kernels shows
+    g = _random_graph(11, n=400_000, deg=3, wmax=1000)
+    ref = gpuroute.sssp(g, [3], device="cpu")
+    got = gpuroute.sssp(g, [3], algorithm="conventional", device="gpu", mode=mode)
+    np.testing.assert_array_equal(got, ref)
 
 
 def test_gpu_cupy_in_cupy_out(ny):

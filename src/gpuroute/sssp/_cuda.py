@@ -163,7 +163,6 @@ class ConventionalGPU:
             phases, host = self._graph.run(self.flags, max_phases)
         elif mode == "host":
             phases = 0
-            host_flag = np.zeros(1, dtype=np.int32)
             with self.stream:
                 while True:
                     self.flags[0:1].fill(0)
@@ -171,7 +170,7 @@ class ConventionalGPU:
                     self.k_update(self.grid, (self.tpb,), self._args_update(-1))
                     phases += 1
                     self.stream.synchronize()  # the flag is read after this phase's kernels finished
-                    self.flags[0:1].get(out=host_flag, stream=self.stream)
+                    host_flag = self.flags[0:1].get(stream=self.stream)
                     if host_flag[0] == 0 or phases > max_phases:
                         break
             host = self.flags.get(stream=self.stream)

@@ -326,6 +326,47 @@ class DijkstraFrontierGPU(_Base):
         return d, p, {"phases": ph, "updated": upd, "times_us": times}
 
 
+class ConventionalFusedGPU(_Base):
+    """Harish & Narayanan (seed 001 Alg. 1-3) with UPDATE of phase p fused into RELAX of phase p + 1:
+    one kernel per phase (``fc_step``), one thread per 4 nodes, fire-and-forget atomicMin, replayed as
+    a CUDA graph with device-side termination. Same phases as the seed's loop, half the launches and
+    no read-back per phase."""
+
+    phases_per_graph = 96
+
+    def __init__(self, graph, weight):
+        super().__init__(graph, weight)
+        cp = self.cp
+        n = self.n
+        self.nq = (n + 3) // 4
+        self.ca = cp.empty(4 * self.nq, dtype=cp.uint32)
+        self.ua = cp.empty(4 * self.nq, dtype=cp.uint32)
+        self.changed = cp.zeros(3, dtype=cp.uint32)
+        self.pc = cp.zeros(2, dtype=cp.uint32)
+        self.k_step = self.mod.get_function("fc_step")
+        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        self.grid_f = (max(1, min((self.nq + self.tpb - 1) // self.tpb, sms * 16)),)
+
+    def launches(self):
+        args = (_i32(self.nq), self.fo, self.hd, self.w, self.ca, self.ua, self.changed, self.flags, self.pc,
+                self.stats, _i32(STATS_CAP))
+        return [(self.k_step, self.grid_f, (self.tpb,), lambda p: args + (_i32(p & 1), _i32(p % 3)), True)]
+
+    def run(self, source, want_pred=False, time_phases=False):
+        with self.stream:
+            self.ca.fill(DINF)
+            self.ua.fill(DINF)
+            self.ua[source:source + 1].fill(0)
+            self.changed.fill(0)
+            self.changed[2:3].fill(1)
+            self.pc.fill(0)
+            self.flags.fill(0)
+            self.stats.fill(0)
+        phases, host, times = self.run_phase_loop(self.launches(), self.n + 2, time_phases)
+        d, p, ph, upd = self._finish(host, phases, self.ca[: self.n], want_pred)
+        return d, p, {"phases": ph, "updated": upd, "times_us": times}
+
+
 def default_delta(graph, weight, factor=None):
     """Near-far bucket width: ``factor`` x the mean arc weight (``config.DELTA_FACTOR``, default 8)."""
     f = config.DELTA_FACTOR if factor is None else factor

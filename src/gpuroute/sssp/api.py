@@ -96,8 +96,14 @@ def _stack_gpu(results, want_pred):
     return dist, pred, stats
 
 
-def _conventional_gpu(graph, weight, sources, want_pred, variant, mode="graph", **opts):
+def _conventional_gpu(graph, weight, sources, want_pred, variant, mode="fused", phase_times=False, **opts):
     from ._cuda import ConventionalGPU
+
+    if mode == "fused":
+        from ._cuda_frontier import ConventionalFusedGPU
+
+        solver = _solver(graph, ConventionalFusedGPU, weight)
+        return _stack_gpu([solver.run(int(s), want_pred, phase_times) for s in sources], want_pred)
 
     solver = _solver(graph, ConventionalGPU, weight, want_pred)
     res = []

@@ -459,6 +459,52 @@ __global__ void nf_persistent(int n, int k, const int* __restrict__ fo, const in
 }
 
 // ----------------------------------------------------------------------------------------------
+// Fused conventional step: Harish & Narayanan's UPDATE_KERNEL of phase p and RELAX_KERNEL of phase
+// p + 1 in ONE kernel, one thread per 4 consecutive nodes (16-byte loads of Ca and Ua). A node with
+// Ua < Ca takes the new distance and relaxes its out-arcs into Ua with atomicMin whose result is unused
+// (fire-and-forget reductions, no round trip). Relaxations that land while the kernel runs are seen
+// either now or in the next phase, so the fixed point is the exact distance. changed[] rotates mod 3:
+// phase p reads changed[(p+2)%3] (phase p-1's), sets changed[p%3], zeroes changed[(p+1)%3].
+// pc[par] is this phase's index (for stats); the lead thread writes the next one into pc[par^1].
+__global__ void fc_step(int nq, const int* __restrict__ fo, const int* __restrict__ hd, const int* __restrict__ w,
+                        unsigned int* ca, unsigned int* ua, unsigned int* changed, int* flags, unsigned int* pc,
+                        unsigned int* stats, int stats_cap, int par, int p3) {
+    if (flags[F_DONE]) return;
+    if (changed[(p3 + 2) % 3] == 0) { if (lead()) flags[F_DONE] = 1; return; }
+    unsigned int ph = pc[par];
+    if (lead()) { changed[(p3 + 1) % 3] = 0; pc[par ^ 1] = ph + 1; flags[F_PHASES] = (int)ph + 1; }
+    __shared__ unsigned int block_act;
+    if (threadIdx.x == 0) block_act = 0;
+    __syncthreads();
+    unsigned int act = 0;
+    for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < nq; q += gridDim.x * blockDim.x) {
+        uint4 u4 = __ldcg(reinterpret_cast<const uint4*>(ua) + q);
+        uint4 c4 = __ldcg(reinterpret_cast<const uint4*>(ca) + q);
+        unsigned int uu[4] = {u4.x, u4.y, u4.z, u4.w};
+        unsigned int cc[4] = {c4.x, c4.y, c4.z, c4.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            if (uu[j] < cc[j]) {
+                int v = 4 * q + j;
+                ca[v] = uu[j];
+                ++act;
+                int a1 = fo[v + 1];
+                for (int a = fo[v]; a < a1; ++a) {
+                    unsigned int nd = sat_add(uu[j], w[a], flags);
+                    if (nd != DINF) atomicMin(&ua[hd[a]], nd);
+                }
+            }
+        }
+    }
+    if (act) {
+        changed[p3] = 1u;
+        if (ph < (unsigned int)stats_cap) atomicAdd(&block_act, act);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && block_act && ph < (unsigned int)stats_cap) atomicAdd(&stats[ph], block_act);
+}
+
+// ----------------------------------------------------------------------------------------------
 // Canonical predecessors (the CPU engine's rule): pred[v] = smallest tail u of a tight in-arc,
 // dist[u] + w(u,v) == dist[v]; -1 for sources and unreachable nodes. Batched over k*n items.
 __global__ void canonical_pred(unsigned long long total, int n, const int* __restrict__ rfo,
