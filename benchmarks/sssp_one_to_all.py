@@ -177,6 +177,7 @@ def main():
         ("conventional (seed host loop)", "conventional", None, {"mode": "host"}),
         ("conventional (device loop)", "conventional", None, {"mode": "graph"}),
         ("conventional (fused device loop)", "conventional", None, {"mode": "fused"}),
+        ("conventional (fused, 4 nodes/thread)", "conventional", None, {"mode": "fused", "nodes_per_thread": 4}),
         ("selection", "selection", None, {}),
         ("adaptive (time, seed)", "adaptive", "time", {}),
         ("adaptive (count, device)", "adaptive", "count", {}),

@@ -25,3 +25,5 @@ QUEUE_BLOCKS_PER_SM = 8
 #: Most (source, node) items one batched pass may hold. Passes of 2^27 items and more were seen to
 #: raise the overflow flag on an H200 (not yet explained), so batches are capped below that.
 MAX_BATCH_ITEMS = 1 << 26
+#: Nodes per thread of the fused conventional step (1 or 4; see BENCHMARKS.md).
+FUSED_NODES_PER_THREAD = 1

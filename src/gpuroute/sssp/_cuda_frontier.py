@@ -334,21 +334,25 @@ class ConventionalFusedGPU(_Base):
 
     phases_per_graph = 96
 
-    def __init__(self, graph, weight):
+    def __init__(self, graph, weight, nodes_per_thread=None):
         super().__init__(graph, weight)
         cp = self.cp
         n = self.n
+        self.npt = config.FUSED_NODES_PER_THREAD if nodes_per_thread is None else int(nodes_per_thread)
+        if self.npt not in (1, 4):
+            raise ValueError(f"nodes_per_thread must be 1 or 4, got {self.npt}")
         self.nq = (n + 3) // 4
         self.ca = cp.empty(4 * self.nq, dtype=cp.uint32)
         self.ua = cp.empty(4 * self.nq, dtype=cp.uint32)
         self.changed = cp.zeros(3, dtype=cp.uint32)
         self.pc = cp.zeros(2, dtype=cp.uint32)
-        self.k_step = self.mod.get_function("fc_step")
+        self.k_step = self.mod.get_function("fc_step" if self.npt == 4 else "fc_step1")
         sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-        self.grid_f = (max(1, min((self.nq + self.tpb - 1) // self.tpb, sms * 16)),)
+        items = self.nq if self.npt == 4 else n
+        self.grid_f = (max(1, min((items + self.tpb - 1) // self.tpb, sms * 16)),)
 
     def launches(self):
-        args = (_i32(self.nq), self.fo, self.hd, self.w, self.ca, self.ua, self.changed, self.flags, self.pc,
+        args = (_i32(self.nq if self.npt == 4 else self.n), self.fo, self.hd, self.w, self.ca, self.ua, self.changed, self.flags, self.pc,
                 self.stats, _i32(STATS_CAP))
         return [(self.k_step, self.grid_f, (self.tpb,), lambda p: args + (_i32(p & 1), _i32(p % 3)), True)]
 
@@ -430,10 +434,20 @@ class NearFarGPU(_Base):
         return [(self.k_step, self.grid_q, (self.tpb,), lambda p: args + (_i32(p & 1), _i32(p % 3)), True)]
 
     def run_many(self, sources, want_pred=False, time_phases=False):
+        """Distances from ``len(sources) <= max_sources`` sources in one pass (padded to max_sources
+        by repeating the last source, so one captured CUDA graph serves every pass)."""
+        k_req = len(sources)
+        if k_req > self.k_max:
+            raise ValueError(f"at most {self.k_max} sources per pass")
+        if k_req < self.k_max and self.k_max > 1:
+            sources = list(sources) + [sources[-1]] * (self.k_max - k_req)
+            d, p, st = self._run_many(sources, want_pred, time_phases)
+            return d[:k_req], (p[:k_req] if p is not None else None), st
+        return self._run_many(sources, want_pred, time_phases)
+
+    def _run_many(self, sources, want_pred=False, time_phases=False):
         cp = self.cp
         k = len(sources)
-        if k > self.k_max:
-            raise ValueError(f"at most {self.k_max} sources per pass")
         n, total = self.n, self.n * len(sources)
         with self.stream:
             self.src[:k].set(np.asarray(sources, dtype=np.int32), stream=self.stream)

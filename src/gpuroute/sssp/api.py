@@ -102,7 +102,7 @@ def _conventional_gpu(graph, weight, sources, want_pred, variant, mode="fused", 
     if mode == "fused":
         from ._cuda_frontier import ConventionalFusedGPU
 
-        solver = _solver(graph, ConventionalFusedGPU, weight)
+        solver = _solver(graph, ConventionalFusedGPU, weight, **opts)
         return _stack_gpu([solver.run(int(s), want_pred, phase_times) for s in sources], want_pred)
 
     solver = _solver(graph, ConventionalGPU, weight, want_pred)

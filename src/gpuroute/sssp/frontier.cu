@@ -504,6 +504,41 @@ __global__ void fc_step(int nq, const int* __restrict__ fo, const int* __restric
     if (threadIdx.x == 0 && block_act && ph < (unsigned int)stats_cap) atomicAdd(&stats[ph], block_act);
 }
 
+// The same fused step with one thread per node: every active node's round-trip chain (load Ua/Ca,
+// load offsets, load heads/weights, fire-and-forget atomicMin) runs in parallel with the others'
+// instead of four after one another in a thread. Measured faster on NY (BENCHMARKS.md).
+__global__ void fc_step1(int n, const int* __restrict__ fo, const int* __restrict__ hd, const int* __restrict__ w,
+                         unsigned int* ca, unsigned int* ua, unsigned int* changed, int* flags, unsigned int* pc,
+                         unsigned int* stats, int stats_cap, int par, int p3) {
+    if (flags[F_DONE]) return;
+    if (changed[(p3 + 2) % 3] == 0) { if (lead()) flags[F_DONE] = 1; return; }
+    unsigned int ph = pc[par];
+    if (lead()) { changed[(p3 + 1) % 3] = 0; pc[par ^ 1] = ph + 1; flags[F_PHASES] = (int)ph + 1; }
+    __shared__ unsigned int block_act;
+    if (threadIdx.x == 0) block_act = 0;
+    __syncthreads();
+    unsigned int act = 0;
+    for (int v = blockIdx.x * blockDim.x + threadIdx.x; v < n; v += gridDim.x * blockDim.x) {
+        unsigned int u = __ldcg(ua + v);
+        unsigned int c = __ldcg(ca + v);
+        if (u < c) {
+            ca[v] = u;
+            ++act;
+            int a0 = fo[v], a1 = fo[v + 1];
+            for (int a = a0; a < a1; ++a) {
+                unsigned int nd = sat_add(u, w[a], flags);
+                if (nd != DINF) atomicMin(&ua[hd[a]], nd);
+            }
+        }
+    }
+    if (act) {
+        changed[p3] = 1u;
+        if (ph < (unsigned int)stats_cap) atomicAdd(&block_act, act);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && block_act && ph < (unsigned int)stats_cap) atomicAdd(&stats[ph], block_act);
+}
+
 // ----------------------------------------------------------------------------------------------
 // Canonical predecessors (the CPU engine's rule): pred[v] = smallest tail u of a tight in-arc,
 // dist[u] + w(u,v) == dist[v]; -1 for sources and unreachable nodes. Batched over k*n items.
