@@ -26,6 +26,7 @@ def device_graph(graph, weight):
     key = ("fwd", weight)
     if key not in cache:
         cache[key] = (cp.asarray(graph.first_out), cp.asarray(graph.head), cp.asarray(graph.weight(weight)))
+        cp.cuda.Device().synchronize()
     return cache[key]
 
 
@@ -38,6 +39,7 @@ def device_reverse_graph(graph, weight):
     if key not in cache:
         w = graph.weight(weight)[graph.rev_arc]
         cache[key] = (cp.asarray(graph.rev_first_out), cp.asarray(graph.rev_tail), cp.asarray(w))
+        cp.cuda.Device().synchronize()
     return cache[key]
 
 
@@ -126,7 +128,7 @@ class ConventionalGPU:
         self.flags = cp.zeros(N_FLAGS, dtype=cp.int32)
         self.tpb = config.THREADS_PER_BLOCK
         self.grid = ((self.n + self.tpb - 1) // self.tpb,)
-        self.stream = cp.cuda.Stream(non_blocking=True)
+        self.stream = cp.cuda.Stream(non_blocking=False)  # orders with the legacy default stream (uploads, allocations)
         self._graph = None
 
     def _args_relax(self, parity):

@@ -51,7 +51,7 @@ class _Base:
         self.grid_n = ((self.n + self.tpb - 1) // self.tpb,)
         sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         self.grid_q = (max(1, min(self.grid_n[0], sms * config.QUEUE_BLOCKS_PER_SM)),)
-        self.stream = cp.cuda.Stream(non_blocking=True)
+        self.stream = cp.cuda.Stream(non_blocking=False)  # orders with the legacy default stream (uploads, allocations)
         self._pg = None
         self.k_pred = self.mod.get_function("canonical_pred")
 

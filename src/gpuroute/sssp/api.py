@@ -77,7 +77,12 @@ def _solver(graph, cls, weight, *args, **kw):
     cache = graph.__dict__.setdefault("_solver_cache", {})
     key = (cls.__name__, weight, args, tuple(sorted(kw.items())))
     if key not in cache:
+        import cupy as cp
+
         cache[key] = cls(graph, weight, *args, **kw)
+        # Buffers were allocated and zeroed on CuPy's default stream: make sure that work is done
+        # before the solver's own stream uses them (a race seen on first use of large buffers).
+        cp.cuda.Device().synchronize()
     return cache[key]
 
 
