@@ -20,6 +20,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="n
 GPU_CASES = [
     ("conventional", None, {}),  # fused device loop
     ("conventional", None, {"nodes_per_thread": 4}),
+    ("conventional", None, {"chase": 1}),
+    ("conventional", None, {"chase": 8}),
     ("conventional", None, {"mode": "graph"}),  # the seed's two kernels, device-side loop
     ("conventional", None, {"mode": "host"}),  # the seed's loop: flag read back every phase
     ("selection", None, {}),

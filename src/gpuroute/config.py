@@ -27,3 +27,5 @@ QUEUE_BLOCKS_PER_SM = 8
 MAX_BATCH_ITEMS = 1 << 26
 #: Nodes per thread of the fused conventional step (1 or 4; see BENCHMARKS.md).
 FUSED_NODES_PER_THREAD = 1
+#: Hops a thread of the fused conventional step follows at once after improving a head (0 = off).
+FUSED_CHASE_DEPTH = 0

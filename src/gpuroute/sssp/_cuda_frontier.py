@@ -334,8 +334,11 @@ class ConventionalFusedGPU(_Base):
 
     phases_per_graph = 96
 
-    def __init__(self, graph, weight, nodes_per_thread=None):
+    def __init__(self, graph, weight, nodes_per_thread=None, chase=None):
         super().__init__(graph, weight)
+        self.chase = int(config.FUSED_CHASE_DEPTH if chase is None else chase)
+        if self.chase < 0:
+            raise ValueError(f"chase must be >= 0, got {self.chase}")
         cp = self.cp
         n = self.n
         self.npt = config.FUSED_NODES_PER_THREAD if nodes_per_thread is None else int(nodes_per_thread)
@@ -354,7 +357,8 @@ class ConventionalFusedGPU(_Base):
     def launches(self):
         args = (_i32(self.nq if self.npt == 4 else self.n), self.fo, self.hd, self.w, self.ca, self.ua, self.changed, self.flags, self.pc,
                 self.stats, _i32(STATS_CAP))
-        return [(self.k_step, self.grid_f, (self.tpb,), lambda p: args + (_i32(p & 1), _i32(p % 3)), True)]
+        extra = () if self.npt == 4 else (_i32(self.chase),)
+        return [(self.k_step, self.grid_f, (self.tpb,), lambda p: args + (_i32(p & 1), _i32(p % 3)) + extra, True)]
 
     def run(self, source, want_pred=False, time_phases=False):
         with self.stream:

@@ -496,20 +496,30 @@ __global__ void fc_step(int nq, const int* __restrict__ fo, const int* __restric
             }
         }
     }
-    if (act) {
-        changed[p3] = 1u;
-        if (ph < (unsigned int)stats_cap) atomicAdd(&block_act, act);
-    }
+    // One "changed" store and one stats reduction per block: a store per active thread to the same
+    // word serialises at one L2 slice (ncu: ~13k cycles per NY phase before this change).
+    act = __reduce_add_sync(0xFFFFFFFFu, act);
+    if ((threadIdx.x & 31) == 0 && act) atomicAdd(&block_act, act);
     __syncthreads();
-    if (threadIdx.x == 0 && block_act && ph < (unsigned int)stats_cap) atomicAdd(&stats[ph], block_act);
+    if (threadIdx.x == 0 && block_act) {
+        changed[p3] = 1u;
+        if (ph < (unsigned int)stats_cap) atomicAdd(&stats[ph], block_act);
+    }
 }
 
 // The same fused step with one thread per node: every active node's round-trip chain (load Ua/Ca,
 // load offsets, load heads/weights, fire-and-forget atomicMin) runs in parallel with the others'
 // instead of four after one another in a thread. Measured faster on NY (BENCHMARKS.md).
+//
+// chase > 0: after relaxing node v, a thread follows the first head it improved and relaxes that
+// node at once, up to `chase` hops, instead of leaving it to the next phase (road networks are long
+// chains, and a phase costs a launch plus several memory round trips). The followed node's Ca is
+// lowered with atomicMin to the distance its arcs were relaxed with, so the invariant "Ua < Ca iff the
+// node is pending" still holds and the fixed point is exact; a stale store only causes a redundant
+// relaxation in the next phase.
 __global__ void fc_step1(int n, const int* __restrict__ fo, const int* __restrict__ hd, const int* __restrict__ w,
                          unsigned int* ca, unsigned int* ua, unsigned int* changed, int* flags, unsigned int* pc,
-                         unsigned int* stats, int stats_cap, int par, int p3) {
+                         unsigned int* stats, int stats_cap, int par, int p3, int chase) {
     if (flags[F_DONE]) return;
     if (changed[(p3 + 2) % 3] == 0) { if (lead()) flags[F_DONE] = 1; return; }
     unsigned int ph = pc[par];
@@ -522,21 +532,49 @@ __global__ void fc_step1(int n, const int* __restrict__ fo, const int* __restric
         unsigned int u = __ldcg(ua + v);
         unsigned int c = __ldcg(ca + v);
         if (u < c) {
-            ca[v] = u;
             ++act;
-            int a0 = fo[v], a1 = fo[v + 1];
-            for (int a = a0; a < a1; ++a) {
-                unsigned int nd = sat_add(u, w[a], flags);
-                if (nd != DINF) atomicMin(&ua[hd[a]], nd);
+            if (chase == 0) {
+                ca[v] = u;
+                int a0 = fo[v], a1 = fo[v + 1];
+                for (int a = a0; a < a1; ++a) {
+                    unsigned int nd = sat_add(u, w[a], flags);
+                    if (nd != DINF) atomicMin(&ua[hd[a]], nd);
+                }
+            } else {
+                atomicMin(&ca[v], u);
+                int x = v;
+                unsigned int dx = u;
+                for (int hop = 0; hop <= chase; ++hop) {
+                    int a0 = fo[x], a1 = fo[x + 1];
+                    int nx = -1;
+                    unsigned int ndx = 0;
+                    for (int a = a0; a < a1; ++a) {
+                        unsigned int nd = sat_add(dx, w[a], flags);
+                        if (nd == DINF) continue;
+                        int y = hd[a];
+                        if (nx < 0 && hop < chase) {
+                            if (nd < atomicMin(&ua[y], nd)) { nx = y; ndx = nd; }
+                        } else {
+                            atomicMin(&ua[y], nd);
+                        }
+                    }
+                    if (nx < 0) break;
+                    atomicMin(&ca[nx], ndx);
+                    x = nx;
+                    dx = ndx;
+                }
             }
         }
     }
-    if (act) {
-        changed[p3] = 1u;
-        if (ph < (unsigned int)stats_cap) atomicAdd(&block_act, act);
-    }
+    // One "changed" store and one stats reduction per block: a store per active thread to the same
+    // word serialises at one L2 slice (ncu: ~13k cycles per NY phase before this change).
+    act = __reduce_add_sync(0xFFFFFFFFu, act);
+    if ((threadIdx.x & 31) == 0 && act) atomicAdd(&block_act, act);
     __syncthreads();
-    if (threadIdx.x == 0 && block_act && ph < (unsigned int)stats_cap) atomicAdd(&stats[ph], block_act);
+    if (threadIdx.x == 0 && block_act) {
+        changed[p3] = 1u;
+        if (ph < (unsigned int)stats_cap) atomicAdd(&stats[ph], block_act);
+    }
 }
 
 // ----------------------------------------------------------------------------------------------
