@@ -16,7 +16,8 @@ ADAPTIVE_DOWN_US = None
 #: Adaptive switching on the device-side frontier count: go all-node when the frontier exceeds this
 #: fraction of n_nodes.
 ADAPTIVE_FRONTIER_FRACTION = 0.05
-#: Delta-stepping bucket width as a multiple of the mean arc weight (None = auto).
+#: Near-far threshold step as a multiple of the mean arc weight (None = 64, the best measured on NY,
+#: BAY and tiled NY; see BENCHMARKS.md).
 DELTA_FACTOR = None
 #: Number of sources processed together by the batched GPU mode.
 BATCH_SOURCES = 64
@@ -29,3 +30,5 @@ MAX_BATCH_ITEMS = 1 << 26
 FUSED_NODES_PER_THREAD = 1
 #: Hops a thread of the fused conventional step follows at once after improving a head (0 = off).
 FUSED_CHASE_DEPTH = 0
+#: algorithm="auto" on the GPU: fused conventional loop up to this many nodes (one source), else near-far.
+AUTO_FUSED_MAX_NODES = 2_000_000

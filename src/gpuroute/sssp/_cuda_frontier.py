@@ -376,9 +376,9 @@ class ConventionalFusedGPU(_Base):
 
 
 def default_delta(graph, weight, factor=None):
-    """Near-far bucket width: ``factor`` x the mean arc weight (``config.DELTA_FACTOR``, default 8)."""
+    """Near-far threshold step: ``factor`` x the mean arc weight (``config.DELTA_FACTOR``, default 64)."""
     f = config.DELTA_FACTOR if factor is None else factor
-    f = 8.0 if f is None else f
+    f = 64.0 if f is None else f
     w = graph.weight(weight)
     return max(1, int(round(float(w.mean()) * f))) if w.size else 1
 

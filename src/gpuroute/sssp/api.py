@@ -183,10 +183,12 @@ def _near_far_gpu(graph, weight, sources, want_pred, variant, phase_times=False,
                         "batch": batch, "loop": loop}
 
 
-def _cpu_frontier(name):
+def _cpu_frontier(name, ignore_variant=False):
     def run(graph, weight, sources, want_pred, variant, **opts):
         from . import _cpu_frontier
 
+        if ignore_variant:  # the CPU twin of adaptive switches on the counted frontier in either variant
+            variant = None
         return getattr(_cpu_frontier, name)(graph, weight, sources, want_pred, variant, **opts)
 
     return run
@@ -197,7 +199,7 @@ register(Algorithm("conventional", _conventional_cpu, _conventional_gpu,
                    doc="Harish & Narayanan Bellman-Ford, seed 001 Alg. 1-3"), "bellman-ford", "harish")
 register(Algorithm("selection", _cpu_frontier("selection_cpu"), _gpu_method("SelectionGPU"),
                    doc="updated-node threads with a duplicate-free device queue, seed 001 Alg. 5-6"))
-register(Algorithm("adaptive", _cpu_frontier("adaptive_cpu"), _adaptive_gpu, variants=(None, "time", "count"),
+register(Algorithm("adaptive", _cpu_frontier("adaptive_cpu", ignore_variant=True), _adaptive_gpu, variants=(None, "time", "count"),
                    doc="adaptive thread creation, seed 001 Alg. 4: switch by measured phase time "
                        "(variant 'time', the seed's) or by the device-side frontier count ('count')"))
 _SP = (None, "successor", "predecessor")
@@ -212,6 +214,19 @@ register(Algorithm("near-far", _cpu_frontier("near_far_cpu"), _near_far_gpu,
                    doc="near-far (Davidson et al. 2014): persistent kernel, batched over many sources"))
 register(Algorithm("delta-stepping", _cpu_frontier("delta_stepping_cpu"), None,
                    doc="delta-stepping (Meyer & Sanders 2003), CPU twin"))
+
+
+def auto_algorithm(graph, device, n_sources=1):
+    """The algorithm ``algorithm="auto"`` runs: Dijkstra on the CPU; on the GPU the fused conventional
+    loop for graphs up to ``config.AUTO_FUSED_MAX_NODES`` nodes and one source, else near-far (fastest
+    on the tiled networks and in batched mode; BENCHMARKS.md has the measurements behind this rule)."""
+    from .. import config
+
+    if device == "cpu":
+        return "dijkstra"
+    if n_sources == 1 and graph.n_nodes <= config.AUTO_FUSED_MAX_NODES:
+        return "conventional"
+    return "near-far"
 
 
 def _check_sources(graph, sources):
@@ -240,7 +255,7 @@ def sssp_full(graph, sources, *, weight=None, algorithm="auto", variant=None, re
     graph.weight(weight)  # KeyError naming the weights if unknown
     dev = resolve_device(device)
     if algorithm == "auto":
-        algorithm = "dijkstra" if dev == "cpu" else "near-far"
+        algorithm = auto_algorithm(graph, dev, len(src))
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; choose from {sorted(ALGORITHMS)}")
     alg = ALGORITHMS[algorithm]
