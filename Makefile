@@ -1,6 +1,6 @@
 # gpuroute: the two commands of the README.
 #   make demo   - make .venv, install the package, route on the shipped NY network
-#   make test   - make .venv, install with test extras, compile every .cu with nvcc (if present), run the suite
+#   make test   - make .venv, install with test extras, compile every .cu with nvcc (if present), lint, run the suite
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -27,6 +27,7 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check src tests benchmarks
 
 test: $(VENV)/.installed-dev cu-check
+	$(VENV)/bin/ruff check src tests benchmarks
 	$(PY) -m pytest -q
 
 clean:

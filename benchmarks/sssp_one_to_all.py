@@ -235,7 +235,7 @@ def main():
                              or "time" in label) else len(srcs)
                 for s in srcs[:nsrc]:
                     sc = cp.asarray([int(s)])
-                    ms, _ = timer.gpu(lambda sc=sc: gpuroute.sssp_full(g, sc, algorithm=alg, variant=var,
+                    ms, _ = timer.gpu(lambda sc=sc, g=g, alg=alg, var=var, opts=opts: gpuroute.sssp_full(g, sc, algorithm=alg, variant=var,
                                                                         device="gpu", **opts), 1)
                     per.append(ms)
                 r2 = res
@@ -271,7 +271,7 @@ def main():
                 sb = cp.asarray(rng.integers(0, g.n_nodes, kb))
                 bo = {"batch": batch, "delta_factor": fac}
                 gpuroute.sssp(g, sb[:batch], algorithm="near-far", device="gpu", **bo)
-                ms, _ = timer.gpu(lambda bo=bo, sb=sb: gpuroute.sssp(g, sb, algorithm="near-far", device="gpu", **bo), 1)
+                ms, _ = timer.gpu(lambda bo=bo, sb=sb, g=g: gpuroute.sssp(g, sb, algorithm="near-far", device="gpu", **bo), 1)
                 chk = gpuroute.sssp(g, sb[:batch], algorithm="near-far", device="gpu", **bo).get()[0]
                 okb = bool(np.array_equal(chk, gpuroute.sssp(g, int(sb[0].get()), device="cpu")))
                 tps = kb / (ms / 1e3)
@@ -293,7 +293,7 @@ def main():
                 for lab, o in (("inf", {"delta": float("inf")}), ("64", {"delta_factor": 64})):
                     sc = cp.asarray([int(srcs[0])])
                     gpuroute.sssp_full(g, sc, algorithm="near-far", device="gpu", **o)
-                    ms = float(np.median([timer.gpu(lambda sc=sc, o=o: gpuroute.sssp_full(
+                    ms = float(np.median([timer.gpu(lambda sc=sc, o=o, g=g: gpuroute.sssp_full(
                         g, sc, algorithm="near-far", device="gpu", **o), 1)[0] for _ in range(3)]))
                     sweep[f"bps={bps} delta={lab}"] = ms
                     print(f"  sweep blocks/SM={bps:<3d} delta={lab:<4s} {ms:8.2f} ms", flush=True)

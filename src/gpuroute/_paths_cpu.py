@@ -38,6 +38,12 @@ def _push(hd, hn, size, d, v):
     return hd, hn, size
 
 
+@njit(cache=True, inline="always")
+def _new_heap():
+    """Empty growable heap arrays (keys int64, nodes int32) of ``_HEAP_START`` slots."""
+    return np.empty(_HEAP_START, dtype=np.int64), np.empty(_HEAP_START, dtype=np.int32)
+
+
 @njit(cache=True)
 def gc_metres(lon1, lat1, lon2, lat2):
     """Great-circle distance in metres between two lon/lat points in degrees (haversine formula)."""
@@ -92,26 +98,32 @@ def dijkstra_pp(first_out, head, weight, source, target, dist, pred_arc):
     ``dist`` (int64 (n,)) must be filled with INF and ``pred_arc`` (int32 (n,)) with -1. Returns the
     number of settled nodes.
     """
-    hd = np.empty(_HEAP_START, dtype=np.int64)
-    hn = np.empty(_HEAP_START, dtype=np.int32)
-    dist[source] = 0
-    hd, hn, size = _push(hd, hn, 0, 0, source)
-    settled = 0
-    while size > 0:
-        d, u, size = _heap_pop(hd, hn, size)
-        if d > dist[u]:
-            continue
-        settled += 1
-        if u == target:
-            break
-        for a in range(first_out[u], first_out[u + 1]):
-            v = head[a]
-            nd = d + weight[a]
-            if nd < dist[v]:
-                dist[v] = nd
-                pred_arc[v] = a
-                hd, hn, size = _push(hd, hn, size, nd, v)
-    return settled
+    return _best_first(first_out, head, weight, source, target, dist, pred_arc, None, None, None, 0.0, 0.0,
+                       False, 0.0)
+
+
+@njit(cache=True, inline="always")
+def _bidir_step(hd, hn, size, first, nbr, arc_id, weight, dist, dist_other, arc_to, best, meet):
+    """One step of one side of :func:`bidirectional_pp`: pop its queue minimum ``u`` and, unless stale,
+    relax the arcs ``j`` of ``u`` in the CSR ``first``/``nbr`` (arc id ``arc_id[j]``, or ``j`` when
+    ``arc_id`` is None), updating ``mu = best`` and the meeting node. Returns
+    ``(hd, hn, size, best, meet, settled)`` with ``settled`` 1, or 0 for a stale entry.
+    """
+    d, u, size = _heap_pop(hd, hn, size)
+    if d > dist[u]:
+        return hd, hn, size, best, meet, 0
+    for j in range(first[u], first[u + 1]):
+        v = nbr[j]
+        a = j if arc_id is None else arc_id[j]
+        nd = d + weight[a]
+        if nd < dist[v]:
+            dist[v] = nd
+            arc_to[v] = a
+            hd, hn, size = _push(hd, hn, size, nd, v)
+        if dist_other[v] != _INF and dist[v] + dist_other[v] < best:
+            best = dist[v] + dist_other[v]
+            meet = v
+    return hd, hn, size, best, meet, 1
 
 
 @njit(cache=True)
@@ -129,10 +141,8 @@ def bidirectional_pp(first_out, head, weight, rev_first_out, rev_tail, rev_arc, 
     *leaving* ``v`` on the backward tree. Returns ``(mu, meeting_node, settled)`` with ``mu = INF``
     and ``meeting_node = -1`` when ``target`` cannot be reached.
     """
-    hdf = np.empty(_HEAP_START, dtype=np.int64)
-    hnf = np.empty(_HEAP_START, dtype=np.int32)
-    hdb = np.empty(_HEAP_START, dtype=np.int64)
-    hnb = np.empty(_HEAP_START, dtype=np.int32)
+    hdf, hnf = _new_heap()
+    hdb, hnb = _new_heap()
     dist_f[source] = 0
     dist_b[target] = 0
     hdf, hnf, sf = _push(hdf, hnf, 0, 0, source)
@@ -144,37 +154,61 @@ def bidirectional_pp(first_out, head, weight, rev_first_out, rev_tail, rev_arc, 
         if hdf[0] + hdb[0] >= best:
             break
         if hdf[0] <= hdb[0]:
-            d, u, sf = _heap_pop(hdf, hnf, sf)
-            if d > dist_f[u]:
-                continue
-            settled += 1
-            for a in range(first_out[u], first_out[u + 1]):
-                v = head[a]
-                nd = d + weight[a]
-                if nd < dist_f[v]:
-                    dist_f[v] = nd
-                    arc_f[v] = a
-                    hdf, hnf, sf = _push(hdf, hnf, sf, nd, v)
-                if dist_b[v] != _INF and dist_f[v] + dist_b[v] < best:
-                    best = dist_f[v] + dist_b[v]
-                    meet = v
+            hdf, hnf, sf, best, meet, done = _bidir_step(hdf, hnf, sf, first_out, head, None, weight,
+                                                         dist_f, dist_b, arc_f, best, meet)
         else:
-            d, u, sb = _heap_pop(hdb, hnb, sb)
-            if d > dist_b[u]:
-                continue
-            settled += 1
-            for j in range(rev_first_out[u], rev_first_out[u + 1]):
-                v = rev_tail[j]
-                a = rev_arc[j]
-                nd = d + weight[a]
-                if nd < dist_b[v]:
-                    dist_b[v] = nd
-                    arc_b[v] = a
-                    hdb, hnb, sb = _push(hdb, hnb, sb, nd, v)
-                if dist_f[v] != _INF and dist_f[v] + dist_b[v] < best:
-                    best = dist_f[v] + dist_b[v]
-                    meet = v
+            hdb, hnb, sb, best, meet, done = _bidir_step(hdb, hnb, sb, rev_first_out, rev_tail, rev_arc,
+                                                         weight, dist_b, dist_f, arc_b, best, meet)
+        settled += done
     return best, meet, settled
+
+
+@njit(cache=True, inline="always")
+def _potential(v, x, y, tx, ty, planar, factor):
+    """A* potential ``floor(factor * d(v, (tx, ty)))`` of node ``v`` (see :func:`astar_pp`)."""
+    return np.int64(math.floor(factor * _point_distance(x[v], y[v], tx, ty, planar)))
+
+
+@njit(cache=True)
+def _best_first(first_out, head, weight, source, target, dist, pred_arc, h, x, y, tx, ty, planar, factor):
+    """Growable-heap Dijkstra (``h`` None) or A* (``h`` filled with -1) from ``source`` to ``target``.
+
+    The heap key of a node is its tentative distance plus its potential (:func:`_potential`, computed
+    on first use and stored in ``h``; see :func:`astar_pp`). With ``h`` None numba compiles the plain
+    Dijkstra loop, without potentials. Stops once ``target`` is settled; returns the number of settled
+    nodes.
+    """
+    hd, hn = _new_heap()
+    dist[source] = 0
+    hs = np.int64(0)
+    if h is not None:
+        hs = _potential(source, x, y, tx, ty, planar, factor)
+        h[source] = hs
+    hd, hn, size = _push(hd, hn, 0, hs, source)
+    settled = 0
+    while size > 0:
+        key, u, size = _heap_pop(hd, hn, size)
+        d = key if h is None else key - h[u]  # h[u] was set when u was pushed
+        if d > dist[u]:
+            continue
+        settled += 1
+        if u == target:
+            break
+        for a in range(first_out[u], first_out[u + 1]):
+            v = head[a]
+            nd = d + weight[a]
+            if nd < dist[v]:
+                dist[v] = nd
+                pred_arc[v] = a
+                key = nd
+                if h is not None:
+                    hv = h[v]
+                    if hv < 0:
+                        hv = _potential(v, x, y, tx, ty, planar, factor)
+                        h[v] = hv
+                    key += hv
+                hd, hn, size = _push(hd, hn, size, key, v)
+    return settled
 
 
 @njit(cache=True)
@@ -187,35 +221,28 @@ def astar_pp(first_out, head, weight, x, y, planar, factor, source, target, dist
     is computed lazily. A node whose distance improves after it was settled is pushed again, so the
     result stays exact even if rounding broke consistency. Returns the number of settled nodes.
     """
-    tx = x[target]
-    ty = y[target]
-    hd = np.empty(_HEAP_START, dtype=np.int64)
-    hn = np.empty(_HEAP_START, dtype=np.int32)
-    dist[source] = 0
-    hs = np.int64(math.floor(factor * _point_distance(x[source], y[source], tx, ty, planar)))
-    h[source] = hs
-    hd, hn, size = _push(hd, hn, 0, hs, source)
-    settled = 0
-    while size > 0:
-        key, u, size = _heap_pop(hd, hn, size)
-        d = key - h[u]
-        if d > dist[u]:
-            continue
-        settled += 1
-        if u == target:
-            break
-        for a in range(first_out[u], first_out[u + 1]):
-            v = head[a]
-            nd = d + weight[a]
-            if nd < dist[v]:
-                dist[v] = nd
-                pred_arc[v] = a
-                hv = h[v]
-                if hv < 0:
-                    hv = np.int64(math.floor(factor * _point_distance(x[v], y[v], tx, ty, planar)))
-                    h[v] = hv
-                hd, hn, size = _push(hd, hn, size, nd + hv, v)
-    return settled
+    return _best_first(first_out, head, weight, source, target, dist, pred_arc, h, x, y, x[target], y[target],
+                       planar, factor)
+
+
+@njit(cache=True, inline="always")
+def _walk_arcs(arc_of, next_node, v, stop, out):
+    """Follow ``a = arc_of[v]``, ``v = next_node[a]`` from ``v`` until ``stop``, writing the arcs into ``out``.
+
+    Returns the number of arcs, or -1 if ``stop`` is not reached within ``out.size`` arcs (or a node has
+    no arc).
+    """
+    k = 0
+    while v != stop:
+        if k >= out.shape[0]:
+            return -1
+        a = arc_of[v]
+        if a < 0:
+            return -1
+        out[k] = a
+        k += 1
+        v = next_node[a]
+    return k
 
 
 @njit(cache=True)
@@ -225,16 +252,9 @@ def trace_back(pred_arc, tail, source, v, out):
     Returns the number of arcs, or -1 if the walk does not reach ``source`` within ``out.size`` arcs.
     The arcs are written back to front and then reversed in place.
     """
-    k = 0
-    while v != source:
-        if k >= out.shape[0]:
-            return -1
-        a = pred_arc[v]
-        if a < 0:
-            return -1
-        out[k] = a
-        k += 1
-        v = tail[a]
+    k = _walk_arcs(pred_arc, tail, v, source, out)
+    if k < 0:
+        return -1
     i = 0
     j = k - 1
     while i < j:
@@ -250,17 +270,7 @@ def trace_forward(succ_arc, head, v, target, out):
 
     Returns the number of arcs, or -1 if ``target`` is not reached within ``out.size`` arcs.
     """
-    k = 0
-    while v != target:
-        if k >= out.shape[0]:
-            return -1
-        a = succ_arc[v]
-        if a < 0:
-            return -1
-        out[k] = a
-        k += 1
-        v = head[a]
-    return k
+    return _walk_arcs(succ_arc, head, v, target, out)
 
 
 @njit(cache=True)

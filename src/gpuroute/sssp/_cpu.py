@@ -135,6 +135,47 @@ def canonical_predecessors_many(rev_first_out, rev_tail, rev_arc, weight, dist, 
 
 
 @njit(cache=True)
+def _relax_masked(first_out, head, weight, ma, ca, ua, select, nra, nr, sched, nwa):
+    """Harish & Narayanan relax step (seed 001): every ``v`` with ``Ma[v]`` clears it and relaxes its
+    out-arcs with ``Ca[v]`` into ``Ua``.
+
+    ``select=False``: RELAX_KERNEL (Alg. 2) over all nodes ``0 .. nr-1`` (``nr = n``; ``nra``, ``sched``,
+    ``nwa`` unused). ``select=True``: SELECT_RELAX_KERNEL (Alg. 5) over the read queue ``nra[:nr]``; a
+    head whose ``Ua`` strictly decreased is appended to ``nwa`` unless its ``sched`` flag is already set
+    (the flag is then set). Returns the number of nodes appended to ``nwa`` (0 without ``select``).
+    """
+    nw = 0
+    for x in range(nr):
+        v = nra[x] if select else x
+        if ma[v]:
+            ma[v] = False
+            dv = ca[v]
+            for a in range(first_out[v], first_out[v + 1]):
+                h = head[a]
+                nd = dv + weight[a]
+                if nd < ua[h]:
+                    ua[h] = nd
+                    if select and not sched[h]:
+                        sched[h] = True
+                        nwa[nw] = h
+                        nw += 1
+    return nw
+
+
+@njit(cache=True)
+def _update_all(ma, ca, ua):
+    """Seed 001 Alg. 3 (UPDATE_KERNEL) over all n nodes; returns the number of nodes updated."""
+    c = 0
+    for v in range(ma.shape[0]):
+        if ca[v] > ua[v]:
+            ca[v] = ua[v]
+            ma[v] = True
+            c += 1
+        ua[v] = ca[v]
+    return c
+
+
+@njit(cache=True)
 def bellman_ford_cpu(first_out, head, weight, source, dist):
     """Harish & Narayanan's method run on the CPU (seed 001, Alg. 1-3): the conventional all-node
     phase loop with mask ``Ma``, cost ``Ca`` and update ``Ua`` arrays. Returns the number of phases.
@@ -149,26 +190,12 @@ def bellman_ford_cpu(first_out, head, weight, source, dist):
     ca[source] = 0
     ua[source] = 0
     ma[source] = True
+    no_queue = np.empty(0, dtype=np.int32)
+    no_flags = np.empty(0, dtype=np.bool_)
     phases = 0
     changed = True
     while changed and phases <= n:
         phases += 1
-        # RELAX_KERNEL (Alg. 2)
-        for v in range(n):
-            if ma[v]:
-                ma[v] = False
-                dv = ca[v]
-                for a in range(first_out[v], first_out[v + 1]):
-                    u = head[a]
-                    nd = dv + weight[a]
-                    if nd < ua[u]:
-                        ua[u] = nd
-        # UPDATE_KERNEL (Alg. 3)
-        changed = False
-        for v in range(n):
-            if ca[v] > ua[v]:
-                ca[v] = ua[v]
-                ma[v] = True
-                changed = True
-            ua[v] = ca[v]
+        _relax_masked(first_out, head, weight, ma, ca, ua, False, no_queue, n, no_flags, no_queue)  # Alg. 2
+        changed = _update_all(ma, ca, ua) > 0  # UPDATE_KERNEL (Alg. 3)
     return phases

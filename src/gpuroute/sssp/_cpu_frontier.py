@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 
 from ..graph.constants import DIST_DTYPE, INF
-from ._cpu import _heap_pop, _heap_push, canonical_predecessors_many
+from ._cpu import _heap_pop, _heap_push, _relax_masked, _update_all, canonical_predecessors_many
 
 _INF = INF
 
@@ -77,30 +77,6 @@ def node_min_out_weight(first_out, weight):
 
 # ------------------------------------------------------------------ seed 001: selection / adaptive
 @njit(cache=True)
-def _select_relax(first_out, head, weight, ma, ca, ua, sched, nra, nr, nwa):
-    """Seed 001 Alg. 5 (SELECT_RELAX_KERNEL) over ``nra[:nr]``; appends to ``nwa``, returns its length.
-
-    A head is appended when its ``Ua`` strictly decreased and its ``scheduled`` flag was not yet set.
-    """
-    nw = 0
-    for x in range(nr):
-        v = nra[x]
-        if ma[v]:
-            ma[v] = False
-            dv = ca[v]
-            for a in range(first_out[v], first_out[v + 1]):
-                h = head[a]
-                nd = dv + weight[a]
-                if nd < ua[h]:
-                    ua[h] = nd
-                    if not sched[h]:
-                        sched[h] = True
-                        nwa[nw] = h
-                        nw += 1
-    return nw
-
-
-@njit(cache=True)
 def _select_update(ma, ca, ua, sched, nra, nr):
     """Seed 001 Alg. 6 (SELECT_UPDATE_KERNEL) over ``nra[:nr]`` (also clears ``scheduled``).
 
@@ -114,34 +90,6 @@ def _select_update(ma, ca, ua, sched, nra, nr):
             ca[v] = ua[v]
             ma[v] = True
             c += 1
-    return c
-
-
-@njit(cache=True)
-def _relax_all(first_out, head, weight, ma, ca, ua):
-    """Seed 001 Alg. 2 (RELAX_KERNEL) over all n nodes."""
-    n = ma.shape[0]
-    for v in range(n):
-        if ma[v]:
-            ma[v] = False
-            dv = ca[v]
-            for a in range(first_out[v], first_out[v + 1]):
-                h = head[a]
-                nd = dv + weight[a]
-                if nd < ua[h]:
-                    ua[h] = nd
-
-
-@njit(cache=True)
-def _update_all(ma, ca, ua):
-    """Seed 001 Alg. 3 (UPDATE_KERNEL) over all n nodes; returns the number of nodes updated."""
-    c = 0
-    for v in range(ma.shape[0]):
-        if ca[v] > ua[v]:
-            ca[v] = ua[v]
-            ma[v] = True
-            c += 1
-        ua[v] = ca[v]
     return c
 
 
@@ -205,13 +153,13 @@ def adaptive_one(first_out, head, weight, source, dist, up_count, down_count):
         frontier[phases] = count
         selection[phases] = sch
         if sch:
-            nw = _select_relax(first_out, head, weight, ma, ca, ua, sched, nra, nr, nwa)  # Alg. 5
+            nw = _relax_masked(first_out, head, weight, ma, ca, ua, True, nra, nr, sched, nwa)  # Alg. 5
             # NRa := NWa, NWa := empty (Alg. 4, line 12)
             nra, nwa = nwa, nra
             nr = nw
             c = _select_update(ma, ca, ua, sched, nra, nr)  # Alg. 6
         else:
-            _relax_all(first_out, head, weight, ma, ca, ua)  # RELAX_KERNEL (Alg. 2)
+            _relax_masked(first_out, head, weight, ma, ca, ua, False, nra, n, sched, nwa)  # Alg. 2
             c = _update_all(ma, ca, ua)  # UPDATE_KERNEL (Alg. 3)
         updated[phases] = c
         phases += 1
@@ -374,6 +322,70 @@ def frontier_settle_one(first_out, head, weight, rev_first_out, rev_tail, rev_ar
 
 # ------------------------------------------------------------------ delta-stepping / near-far
 @njit(cache=True)
+def _relax_phase(first_out, head, weight, w_range, nodes, snap, nf, dist, stamp, phase, thr, near_stamp,
+                 near, nn, in_pile, pile, npile):
+    """One Jacobi-style relaxation phase, shared by Δ-stepping and near-far.
+
+    Every ``nodes[x]`` (``x < nf``) relaxes its arcs of weight ``w_lo <= w <= w_hi`` for
+    ``w_range = (w_lo, w_hi)``, or all its arcs for ``w_range`` None, with the distance ``snap[x]`` it had
+    at the phase start. An improved head ``v`` is counted once (``stamp[v] = phase``);
+    if its new δ is below ``thr`` it is appended to ``near[nn:]`` (once per phase, via ``near_stamp``),
+    otherwise to ``pile[npile:]`` (once, via the persistent flag ``in_pile``). A negative ``thr`` sends
+    every head to the pile (``near`` and ``near_stamp`` are then unused).
+
+    Returns ``(ni, nn, npile)``: the number of improved nodes and the new lengths of both lists.
+    """
+    ni = 0
+    for x in range(nf):
+        u = nodes[x]
+        du = snap[x]
+        for a in range(first_out[u], first_out[u + 1]):
+            w = weight[a]
+            if w_range is not None and (w < w_range[0] or w > w_range[1]):
+                continue
+            v = head[a]
+            nd = du + w
+            if nd < dist[v]:
+                dist[v] = nd
+                if stamp[v] != phase:
+                    stamp[v] = phase
+                    ni += 1
+                if nd < thr:
+                    if near_stamp[v] != phase:
+                        near_stamp[v] = phase
+                        near[nn] = v
+                        nn += 1
+                elif not in_pile[v]:
+                    in_pile[v] = True
+                    pile[npile] = v
+                    npile += 1
+    return ni, nn, npile
+
+
+@njit(cache=True)
+def _delta_phase(first_out, head, weight, delta, light, nodes, snap, nf, dist, stamp, in_p, plist, npend,
+                 updated, frontier, heavy, phase):
+    """One Δ-stepping phase: ``nodes[:nf]`` relax their light (``w <= Δ``) or heavy (``w > Δ``) arcs.
+
+    ``nodes[x]`` relaxes with the distance ``snap[x]`` it had at the phase start (Jacobi style). Every
+    improved head joins the pending list ``plist`` (once, via ``in_p``). Records the phase's frontier
+    size, kind and number of improved nodes at index ``phase`` of ``frontier``, ``heavy`` and
+    ``updated`` (grown as needed). Returns ``(npend, updated, frontier, heavy)``.
+    """
+    updated = _grow(updated, phase)
+    frontier = _grow(frontier, phase)
+    heavy = _grow(heavy, phase)
+    frontier[phase] = nf
+    heavy[phase] = not light
+    w_lo, w_hi = (np.int64(0), np.int64(delta)) if light else (np.int64(delta) + 1, _INF)
+    no_list = np.empty(0, dtype=np.int32)
+    ni, _, npend = _relax_phase(first_out, head, weight, (w_lo, w_hi), nodes, snap, nf, dist, stamp, phase,
+                                np.int64(-1), stamp, no_list, 0, in_p, plist, npend)
+    updated[phase] = ni
+    return npend, updated, frontier, heavy
+
+
+@njit(cache=True)
 def delta_stepping_one(first_out, head, weight, source, dist, delta):
     """Δ-stepping (Meyer & Sanders 2003) from ``source``; ``dist`` (int64 (n,)) is filled in place.
 
@@ -461,58 +473,17 @@ def delta_stepping_one(first_out, head, weight, source, dist, delta):
             light += 1
             if light > n:
                 raise RuntimeError("delta-stepping exceeded n light phases in one bucket")
-            updated = _grow(updated, phases)
-            frontier = _grow(frontier, phases)
-            heavy = _grow(heavy, phases)
-            frontier[phases] = nf
-            heavy[phases] = False
-            ni = 0
-            for x in range(nf):
-                u = f[x]
-                du = snap[x]
-                for a in range(first_out[u], first_out[u + 1]):
-                    w = weight[a]
-                    if w > delta:
-                        continue
-                    v = head[a]
-                    nd = du + w
-                    if nd < dist[v]:
-                        dist[v] = nd
-                        if stamp[v] != phases:
-                            stamp[v] = phases
-                            ni += 1
-                        if not in_p[v]:
-                            in_p[v] = True
-                            plist[npend] = v
-                            npend += 1
-            updated[phases] = ni
+            npend, updated, frontier, heavy = _delta_phase(first_out, head, weight, delta, True, f, snap, nf, dist,
+                                                           stamp, in_p, plist, npend, updated, frontier, heavy,
+                                                           phases)
             phases += 1
         if has_heavy:
-            updated = _grow(updated, phases)
-            frontier = _grow(frontier, phases)
-            heavy = _grow(heavy, phases)
-            frontier[phases] = nr
-            heavy[phases] = True
-            ni = 0
+            # R is final (no arc can improve it), so its snapshot is its current δ
             for x in range(nr):
-                u = rlist[x]
-                du = dist[u]
-                for a in range(first_out[u], first_out[u + 1]):
-                    w = weight[a]
-                    if w <= delta:
-                        continue
-                    v = head[a]
-                    nd = du + w
-                    if nd < dist[v]:
-                        dist[v] = nd
-                        if stamp[v] != phases:
-                            stamp[v] = phases
-                            ni += 1
-                        if not in_p[v]:
-                            in_p[v] = True
-                            plist[npend] = v
-                            npend += 1
-            updated[phases] = ni
+                snap[x] = dist[rlist[x]]
+            npend, updated, frontier, heavy = _delta_phase(first_out, head, weight, delta, False, rlist, snap, nr,
+                                                           dist, stamp, in_p, plist, npend, updated, frontier,
+                                                           heavy, phases)
             phases += 1
         for x in range(nr):
             in_r[rlist[x]] = False
@@ -570,28 +541,8 @@ def near_far_one(first_out, head, weight, source, dist, delta):
             frontier[phases] = nn
             for x in range(nn):
                 snap[x] = dist[near[x]]
-            nx = 0
-            ni = 0
-            for x in range(nn):
-                u = near[x]
-                du = snap[x]
-                for a in range(first_out[u], first_out[u + 1]):
-                    v = head[a]
-                    nd = du + weight[a]
-                    if nd < dist[v]:
-                        dist[v] = nd
-                        if stamp[v] != phases:
-                            stamp[v] = phases
-                            ni += 1
-                        if nd < thr:
-                            if near_stamp[v] != phases:
-                                near_stamp[v] = phases
-                                nxt[nx] = v
-                                nx += 1
-                        elif not in_far[v]:
-                            in_far[v] = True
-                            far[nfar] = v
-                            nfar += 1
+            ni, nx, nfar = _relax_phase(first_out, head, weight, None, near, snap, nn, dist, stamp,
+                                        phases, thr, near_stamp, nxt, 0, in_far, far, nfar)
             updated[phases] = ni
             phases += 1
             near, nxt = nxt, near
@@ -667,6 +618,24 @@ def _sources(sources):
     return np.ascontiguousarray(np.atleast_1d(np.asarray(sources)).astype(np.int64))
 
 
+def _run_each(graph, w, sources, want_pred, stats, extra, run_one):
+    """Run ``run_one(source, dist_row)`` for every source and collect its statistics into ``stats``.
+
+    ``run_one`` fills ``dist_row`` and returns ``(phases, updated, frontier, *more)``; ``more[j]`` is
+    appended to ``stats[extra[j]]``. Returns ``(dist, pred, stats)`` as the registry wrappers do.
+    """
+    src = _sources(sources)
+    dist = np.empty((src.size, graph.n_nodes), dtype=DIST_DTYPE)
+    for i, s in enumerate(src):
+        ph, upd, fr, *more = run_one(int(s), dist[i])
+        stats["phases"].append(ph)
+        stats["updated"].append(upd)
+        stats["frontier"].append(fr)
+        for key, value in zip(extra, more, strict=True):
+            stats[key].append(value)
+    return _finish(graph, w, dist, src, want_pred, stats)
+
+
 def default_delta(graph, weight=None):
     """Default bucket width Δ for :func:`delta_stepping_cpu` and :func:`near_far_cpu`.
 
@@ -682,17 +651,8 @@ def default_delta(graph, weight=None):
 
 def _run_adaptive(name, graph, weight, sources, want_pred, up_count, down_count):
     w = graph.weight(weight)
-    src = _sources(sources)
-    n = graph.n_nodes
-    dist = np.empty((src.size, n), dtype=DIST_DTYPE)
-    stats = _empty_stats(selection=[])
-    for i, s in enumerate(src):
-        ph, upd, fr, sel = adaptive_one(graph.first_out, graph.head, w, int(s), dist[i], up_count, down_count)
-        stats["phases"].append(ph)
-        stats["updated"].append(upd)
-        stats["frontier"].append(fr)
-        stats["selection"].append(sel)
-    return _finish(graph, w, dist, src, want_pred, stats)
+    return _run_each(graph, w, sources, want_pred, _empty_stats(selection=[]), ("selection",),
+                     lambda s, row: adaptive_one(graph.first_out, graph.head, w, s, row, up_count, down_count))
 
 
 def selection_cpu(graph, weight, sources, want_pred, variant, **opts):
@@ -760,23 +720,16 @@ def adaptive_cpu(graph, weight, sources, want_pred, variant, *, up=ADAPTIVE_UP, 
 def _run_settle(name, graph, weight, sources, want_pred, variant, rule):
     pull = _push_pull(name, variant)
     w = graph.weight(weight)
-    src = _sources(sources)
-    n = graph.n_nodes
     if pull:
         rfo, rt, ra = graph.rev_first_out, graph.rev_tail, graph.rev_arc
     else:
         rfo, rt, ra = np.zeros(1, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32)
     node_min = node_min_out_weight(graph.first_out, w) if rule == RULE_GENERAL else np.zeros(0, np.int64)
     base_min = int(w.min()) if w.size else int(INF)
-    dist = np.empty((src.size, n), dtype=DIST_DTYPE)
     stats = _empty_stats(variant="predecessor" if pull else "successor")
-    for i, s in enumerate(src):
-        ph, upd, fr = frontier_settle_one(graph.first_out, graph.head, w, rfo, rt, ra, int(s), dist[i], rule,
-                                          pull, node_min, base_min)
-        stats["phases"].append(ph)
-        stats["updated"].append(upd)
-        stats["frontier"].append(fr)
-    return _finish(graph, w, dist, src, want_pred, stats)
+    return _run_each(graph, w, sources, want_pred, stats, (),
+                     lambda s, row: frontier_settle_one(graph.first_out, graph.head, w, rfo, rt, ra, s, row, rule,
+                                                        pull, node_min, base_min))
 
 
 def martin_cpu(graph, weight, sources, want_pred, variant, **opts):
@@ -815,20 +768,7 @@ def crauser_cpu(graph, weight, sources, want_pred, variant, **opts):
     As :func:`martin_cpu` but Δ_i = min over unsettled u of δ(u) + Δ_node(u), with Δ_node(u) the minimum
     out-arc weight of u (∞ without out-arcs), and ``F_{i+1}`` = every unsettled u with δ(u) <= Δ_i.
 
-    Parameters
-    ----------
-    graph, weight, sources, want_pred, variant
-        As :func:`martin_cpu`.
-
-    Returns
-    -------
-    dist, pred, stats
-        As :func:`martin_cpu`.
-
-    Raises
-    ------
-    ValueError
-        Unknown variant.
+    Parameters, returns and raises: as :func:`martin_cpu`.
     """
     _check_opts("crauser", opts)
     return _run_settle("crauser", graph, weight, sources, want_pred, variant, RULE_GENERAL)
@@ -839,20 +779,7 @@ def crauser_economic_cpu(graph, weight, sources, want_pred, variant, **opts):
 
     As :func:`crauser_cpu` with Δ_i = min δ(u) + Δ_base, Δ_base the minimum weight of all arcs.
 
-    Parameters
-    ----------
-    graph, weight, sources, want_pred, variant
-        As :func:`martin_cpu`.
-
-    Returns
-    -------
-    dist, pred, stats
-        As :func:`martin_cpu`.
-
-    Raises
-    ------
-    ValueError
-        Unknown variant.
+    Parameters, returns and raises: as :func:`martin_cpu`.
     """
     _check_opts("crauser-economic", opts)
     return _run_settle("crauser-economic", graph, weight, sources, want_pred, variant, RULE_ECONOMIC)
@@ -891,16 +818,8 @@ def delta_stepping_cpu(graph, weight, sources, want_pred, variant, *, delta=None
     _check_opts("delta-stepping", opts)
     d = _delta_opt(graph, weight, delta)
     w = graph.weight(weight)
-    src = _sources(sources)
-    dist = np.empty((src.size, graph.n_nodes), dtype=DIST_DTYPE)
-    stats = _empty_stats(heavy=[], delta=d)
-    for i, s in enumerate(src):
-        ph, upd, fr, hv = delta_stepping_one(graph.first_out, graph.head, w, int(s), dist[i], d)
-        stats["phases"].append(ph)
-        stats["updated"].append(upd)
-        stats["frontier"].append(fr)
-        stats["heavy"].append(hv)
-    return _finish(graph, w, dist, src, want_pred, stats)
+    return _run_each(graph, w, sources, want_pred, _empty_stats(heavy=[], delta=d), ("heavy",),
+                     lambda s, row: delta_stepping_one(graph.first_out, graph.head, w, s, row, d))
 
 
 def near_far_cpu(graph, weight, sources, want_pred, variant, *, delta=None, **opts):
@@ -910,29 +829,12 @@ def near_far_cpu(graph, weight, sources, want_pred, variant, *, delta=None, **op
     go to the next near pile (δ < T) or the far pile; when the near pile is empty, T advances by Δ and the
     far pile is split. See :func:`near_far_one`.
 
-    Parameters
-    ----------
-    graph, weight, sources, want_pred
-        As :func:`selection_cpu`.
-    variant : None
-    delta : int, optional
-        Threshold step in the weight's unit (default :func:`default_delta`).
-
-    Returns
-    -------
-    dist, pred, stats
-        ``stats``: ``phases``, ``updated``, ``frontier`` (near-pile size) and ``delta``.
+    Parameters and returns as :func:`delta_stepping_cpu`, except that ``delta`` is the threshold step
+    and ``stats`` has no ``heavy`` (``frontier`` is the near-pile size).
     """
     _no_variant("near-far", variant)
     _check_opts("near-far", opts)
     d = _delta_opt(graph, weight, delta)
     w = graph.weight(weight)
-    src = _sources(sources)
-    dist = np.empty((src.size, graph.n_nodes), dtype=DIST_DTYPE)
-    stats = _empty_stats(delta=d)
-    for i, s in enumerate(src):
-        ph, upd, fr = near_far_one(graph.first_out, graph.head, w, int(s), dist[i], d)
-        stats["phases"].append(ph)
-        stats["updated"].append(upd)
-        stats["frontier"].append(fr)
-    return _finish(graph, w, dist, src, want_pred, stats)
+    return _run_each(graph, w, sources, want_pred, _empty_stats(delta=d), (),
+                     lambda s, row: near_far_one(graph.first_out, graph.head, w, s, row, d))

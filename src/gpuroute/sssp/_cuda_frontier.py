@@ -7,8 +7,6 @@ seed-faithful host loops (``AdaptiveTimeGPU``, ``mode="host"``).
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from .. import config
@@ -527,7 +525,6 @@ class NearFarPersistentGPU(_Base):
             self.cooperative = False
 
     def run_many(self, sources, want_pred=False):
-        cp = self.cp
         k = len(sources)
         if k > self.k_max:
             raise ValueError(f"at most {self.k_max} sources per pass")
@@ -563,6 +560,3 @@ class NearFarPersistentGPU(_Base):
         d, p, st = self.run_many([source], want_pred)
         return d[0], (p[0] if p is not None else None), st
 
-
-def _now():
-    return time.perf_counter()

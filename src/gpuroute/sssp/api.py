@@ -52,7 +52,13 @@ def register(alg: Algorithm, *aliases):
         ALGORITHMS[nm] = alg
 
 
+def _no_options(name, opts):
+    if opts:
+        raise TypeError(f"unknown option(s) for {name}: {sorted(opts)}")
+
+
 def _dijkstra_cpu(graph, weight, sources, want_pred, variant, **opts):
+    _no_options("dijkstra", opts)
     w = graph.weight(weight)
     rfo, rt, ra = (graph.rev_first_out, graph.rev_tail, graph.rev_arc) if want_pred else (
         np.zeros(1, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32))
@@ -61,6 +67,7 @@ def _dijkstra_cpu(graph, weight, sources, want_pred, variant, **opts):
 
 
 def _conventional_cpu(graph, weight, sources, want_pred, variant, **opts):
+    _no_options("conventional on the CPU", opts)
     w = graph.weight(weight)
     dist = np.empty((sources.size, graph.n_nodes), dtype=DIST_DTYPE)
     phases = []
@@ -109,6 +116,7 @@ def _conventional_gpu(graph, weight, sources, want_pred, variant, mode="fused", 
 
         solver = _solver(graph, ConventionalFusedGPU, weight, **opts)
         return _stack_gpu([solver.run(int(s), want_pred, phase_times) for s in sources], want_pred)
+    _no_options(f"conventional mode={mode!r}", opts)
 
     solver = _solver(graph, ConventionalGPU, weight, want_pred)
     res = []
@@ -153,8 +161,7 @@ def _near_far_gpu(graph, weight, sources, want_pred, variant, phase_times=False,
     from .. import config
     from . import _cuda_frontier as cf
 
-    if opts:
-        raise TypeError(f"unknown option(s) for near-far: {sorted(opts)}")
+    _no_options("near-far", opts)
     batch = int(batch or (1 if sources.size == 1 else config.BATCH_SOURCES))
     batch = max(1, min(batch, config.MAX_BATCH_ITEMS // max(graph.n_nodes, 1)))
     if delta is None and delta_factor is not None:
@@ -283,16 +290,27 @@ def sssp(graph, sources, *, weight=None, algorithm="auto", variant=None, return_
     weight : str, optional
         Weight name (default: the graph's first weight).
     algorithm : str
-        ``"auto"`` (Dijkstra on the CPU, the fastest GPU method on the GPU), ``"dijkstra"`` (CPU),
-        ``"conventional"`` (alias ``"bellman-ford"``; Harish & Narayanan, seed 001 Alg. 1-3), and the
-        others listed in ``gpuroute.sssp.ALGORITHMS``.
+        ``"auto"`` (see :func:`auto_algorithm`), ``"dijkstra"`` (CPU), ``"conventional"`` (alias
+        ``"bellman-ford"``; Harish & Narayanan, seed 001 Alg. 1-3), ``"selection"`` (seed 001
+        Alg. 5-6), ``"adaptive"`` (seed 001 Alg. 4), ``"martin"`` (seed 002 sec. IV-D/E),
+        ``"crauser"`` / ``"crauser-economic"`` (seed 002 sec. IV-A-C), ``"near-far"`` (Davidson et al.
+        2014), ``"delta-stepping"`` (Meyer & Sanders 2003; CPU). ``gpuroute.ALGORITHMS`` lists them with
+        the variants they take and whether they have a GPU kernel.
     variant : str, optional
-        ``"successor"`` or ``"predecessor"`` where the seed defines both.
+        ``"successor"`` or ``"predecessor"`` for martin/crauser*; ``"time"`` (the seed's) or ``"count"``
+        for adaptive.
     return_predecessors : bool
         Also return the canonical shortest-path tree.
     device : {"auto", "cpu", "gpu"}
     **options
-        Algorithm-specific (e.g. ``mode="host"`` runs the conventional GPU loop as seed 001 does).
+        Algorithm-specific, GPU: conventional ``mode="fused"|"graph"|"host"`` (``"host"`` runs the
+        loop as seed 001 does), ``chase=L``, ``nodes_per_thread=1|4``; near-far ``delta=`` (weight units,
+        ``float("inf")`` for a plain work queue) or ``delta_factor=`` (x mean weight, default 64),
+        ``batch=`` (sources per pass), ``frac=`` (adaptive thread mapping), ``loop="graph"|"persistent"``;
+        adaptive ``up_us=``, ``down_us=`` (variant time) or ``frac=`` (variant count); every GPU method
+        ``phase_times=True`` (per-phase times in ``sssp_full(...).stats``). CPU twins: near-far and
+        delta-stepping ``delta=``; adaptive ``up=``, ``down=`` (fractions of n). An option the chosen
+        implementation does not know raises TypeError.
 
     Returns
     -------
