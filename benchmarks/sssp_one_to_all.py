@@ -148,6 +148,8 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "out"))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--sources", type=int, default=5)
+    ap.add_argument("--only", nargs="*", default=None, help="run only the graphs whose name contains one of these")
+    ap.add_argument("--json-name", default="sssp_one_to_all.json")
     ap.add_argument("--random-sizes", type=int, nargs="*", default=[1, 4],
                     help="seed 002 random graphs of k x 2^20 nodes (the paper goes to 11)")
     args = ap.parse_args()
@@ -173,6 +175,8 @@ def main():
         graphs.append(("NY tiled 4x4", lambda: gpuroute.datasets.tile(gpuroute.datasets.load("ny"), 4, 4)))
         graphs.append(("NY tiled 8x8", lambda: gpuroute.datasets.tile(gpuroute.datasets.load("ny"), 8, 8)))
 
+    if args.only:
+        graphs = [gr for gr in graphs if any(o.lower() in gr[0].lower() for o in args.only)]
     methods = [
         ("conventional (seed host loop)", "conventional", None, {"mode": "host"}),
         ("conventional (device loop)", "conventional", None, {"mode": "graph"}),
@@ -193,6 +197,8 @@ def main():
         ("work queue (fused, delta=inf)", "near-far", None, {"delta": float("inf")}),
         ("work queue (fused, adaptive map)", "near-far", None, {"delta": float("inf"), "frac": 0.02}),
         ("near-far (persistent, 8 mean w)", "near-far", None, {"loop": "persistent", "delta_factor": 8}),
+        ("cell-bf (256 threads/cell)", "cell-bf", None, {}),
+        ("cell-bf (1024 threads/cell)", "cell-bf", None, {"threads": 1024}),
     ]
     rows = []
     results = {"device": dev, "commit": commit(), "date": dt.date.today().isoformat(), "copy_Bps": bw,
@@ -252,7 +258,8 @@ def main():
                 elif "host" in label or "time" in label:
                     sync_ms = phases * costs["host_phase_us"] / 1e3
                 else:
-                    nk = 3 if alg in ("martin", "crauser", "crauser-economic") else (1 if alg == "near-far" else 2)
+                    nk = 3 if alg in ("martin", "crauser", "crauser-economic") else (
+                        1 if alg in ("near-far", "cell-bf") or "fused" in label else 2)
                     sync_ms = phases * nk * costs["graph_launch_us"] / 1e3
                 row = {"graph": gname, "method": label, "ms": ms, "phases": phases, "exact": ok,
                        "bytes_floor_ms": bytes_ms, "sync_floor_ms": sync_ms, "reached": n_reach,
@@ -306,7 +313,7 @@ def main():
                 print("plot failed:", e)
         del g
         cp.get_default_memory_pool().free_all_blocks()
-        with open(os.path.join(args.out, "sssp_one_to_all.json"), "w") as f:
+        with open(os.path.join(args.out, args.json_name), "w") as f:
             json.dump(results, f, indent=1, default=float)
     print("\nDone.")
 

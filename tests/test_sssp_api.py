@@ -41,7 +41,7 @@ def test_unknown_variant_rejected():
 def test_auto_rule():
     small = _graph(2)
     assert auto_algorithm(small, "cpu") == "dijkstra"
-    assert auto_algorithm(small, "gpu", 1) == "conventional"
+    assert auto_algorithm(small, "gpu", 1) == "cell-bf"
     assert auto_algorithm(small, "gpu", 64) == "near-far"
 
 

@@ -38,6 +38,10 @@ GPU_CASES = [
     ("near-far", None, {"frac": 0.0}),  # every phase one thread per node
     ("near-far", None, {"frac": 0.01, "delta_factor": 2}),
     ("near-far", None, {"loop": "persistent"}),
+    ("cell-bf", None, {}),  # one cell on the small graphs
+    ("cell-bf", None, {"threads": 32, "nodes_per_thread": 2}),  # cells of 64 nodes
+    ("cell-bf", None, {"threads": 32, "nodes_per_thread": 1, "reps": 1}),
+    ("cell-bf", None, {"threads": 64, "nodes_per_thread": 3, "max_in": 1}),  # in-arcs beyond the registers
 ]
 FAST_CASES = [c for c in GPU_CASES if c[0] not in ("martin",)]
 

@@ -30,5 +30,13 @@ MAX_BATCH_ITEMS = 1 << 26
 FUSED_NODES_PER_THREAD = 1
 #: Hops a thread of the fused conventional step follows at once after improving a head (0 = off).
 FUSED_CHASE_DEPTH = 0
-#: algorithm="auto" on the GPU: fused conventional loop up to this many nodes (one source), else near-far.
-AUTO_FUSED_MAX_NODES = 2_000_000
+#: algorithm="auto" on the GPU: cell-local Bellman-Ford up to this many nodes (one source), else near-far.
+AUTO_CELL_MAX_NODES = 2_000_000
+#: Cell-local Bellman-Ford: threads per block (one block per cell) and nodes per thread; the cell
+#: size is their product (see BENCHMARKS.md for the sizes measured).
+CELL_THREADS = 256
+CELL_NODES_PER_THREAD = None  # None: the smallest for which all cells are resident at once
+#: Cell-local Bellman-Ford: times a block may go over its cell again within a round, and in-arcs per
+#: node kept in registers (see sssp/cells.cu).
+CELL_REPS = 1
+CELL_MAX_IN = 4

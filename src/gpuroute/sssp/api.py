@@ -134,7 +134,11 @@ def _gpu_method(cls, **fixed):
         if variant is not None and cls in ("DijkstraFrontierGPU",):
             kw["variant"] = variant
         kw.update(opts)
-        solver = _solver(graph, getattr(cf, cls), weight, **kw)
+        if cls == "CellBFGPU":
+            from ._cuda_cells import CellBFGPU as klass
+        else:
+            klass = getattr(cf, cls)
+        solver = _solver(graph, klass, weight, **kw)
         return _stack_gpu([solver.run(int(s), want_pred, phase_times) for s in sources], want_pred)
 
     return run
@@ -190,6 +194,12 @@ def _near_far_gpu(graph, weight, sources, want_pred, variant, phase_times=False,
                         "batch": batch, "loop": loop}
 
 
+def _cell_bf_cpu(graph, weight, sources, want_pred, variant, **opts):
+    from ._cells import cell_bf_cpu
+
+    return cell_bf_cpu(graph, weight, sources, want_pred, variant, **opts)
+
+
 def _cpu_frontier(name, ignore_variant=False):
     def run(graph, weight, sources, want_pred, variant, **opts):
         from . import _cpu_frontier
@@ -219,20 +229,23 @@ register(Algorithm("crauser-economic", _cpu_frontier("crauser_economic_cpu"),
                    doc="Crauser et al. economic variant, seed 002 sec. IV-C"))
 register(Algorithm("near-far", _cpu_frontier("near_far_cpu"), _near_far_gpu,
                    doc="near-far (Davidson et al. 2014): persistent kernel, batched over many sources"))
+register(Algorithm("cell-bf", _cell_bf_cpu, _gpu_method("CellBFGPU"),
+                   doc="cell-local Bellman-Ford: a thread block per cell runs to local convergence in shared "
+                       "memory, boundary arcs exchanged between rounds (cells as in seed 000 sec. 2)"))
 register(Algorithm("delta-stepping", _cpu_frontier("delta_stepping_cpu"), None,
                    doc="delta-stepping (Meyer & Sanders 2003), CPU twin"))
 
 
 def auto_algorithm(graph, device, n_sources=1):
-    """The algorithm ``algorithm="auto"`` runs: Dijkstra on the CPU; on the GPU the fused conventional
-    loop for graphs up to ``config.AUTO_FUSED_MAX_NODES`` nodes and one source, else near-far (fastest
-    on the tiled networks and in batched mode; BENCHMARKS.md has the measurements behind this rule)."""
+    """The algorithm ``algorithm="auto"`` runs: Dijkstra on the CPU; on the GPU cell-local Bellman-Ford
+    for one source on graphs up to ``config.AUTO_CELL_MAX_NODES`` nodes, else near-far (batched over
+    many sources; BENCHMARKS.md has the measurements behind this rule)."""
     from .. import config
 
     if device == "cpu":
         return "dijkstra"
-    if n_sources == 1 and graph.n_nodes <= config.AUTO_FUSED_MAX_NODES:
-        return "conventional"
+    if n_sources == 1 and graph.n_nodes <= config.AUTO_CELL_MAX_NODES:
+        return "cell-bf"
     return "near-far"
 
 
@@ -294,7 +307,8 @@ def sssp(graph, sources, *, weight=None, algorithm="auto", variant=None, return_
         ``"bellman-ford"``; Harish & Narayanan, seed 001 Alg. 1-3), ``"selection"`` (seed 001
         Alg. 5-6), ``"adaptive"`` (seed 001 Alg. 4), ``"martin"`` (seed 002 sec. IV-D/E),
         ``"crauser"`` / ``"crauser-economic"`` (seed 002 sec. IV-A-C), ``"near-far"`` (Davidson et al.
-        2014), ``"delta-stepping"`` (Meyer & Sanders 2003; CPU). ``gpuroute.ALGORITHMS`` lists them with
+        2014), ``"cell-bf"`` (cell-local Bellman-Ford, ours: see ``sssp/cells.cu``), ``"delta-stepping"``
+        (Meyer & Sanders 2003; CPU). ``gpuroute.ALGORITHMS`` lists them with
         the variants they take and whether they have a GPU kernel.
     variant : str, optional
         ``"successor"`` or ``"predecessor"`` for martin/crauser*; ``"time"`` (the seed's) or ``"count"``
@@ -307,7 +321,8 @@ def sssp(graph, sources, *, weight=None, algorithm="auto", variant=None, return_
         loop as seed 001 does), ``chase=L``, ``nodes_per_thread=1|4``; near-far ``delta=`` (weight units,
         ``float("inf")`` for a plain work queue) or ``delta_factor=`` (x mean weight, default 64),
         ``batch=`` (sources per pass), ``frac=`` (adaptive thread mapping), ``loop="graph"|"persistent"``;
-        adaptive ``up_us=``, ``down_us=`` (variant time) or ``frac=`` (variant count); every GPU method
+        adaptive ``up_us=``, ``down_us=`` (variant time) or ``frac=`` (variant count); cell-bf ``threads=``,
+        ``nodes_per_thread=`` (cell size = their product; CPU twin ``cell_size=``); every GPU method
         ``phase_times=True`` (per-phase times in ``sssp_full(...).stats``). CPU twins: near-far and
         delta-stepping ``delta=``; adaptive ``up=``, ``down=`` (fractions of n). An option the chosen
         implementation does not know raises TypeError.

@@ -1,0 +1,160 @@
+"""GPU launcher (CuPy) for cell-local Bellman-Ford (``cells.cu``; method and proof in its header)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import config
+from ..backend import load_cuda_module
+from ._cells import layout
+from ._cuda_frontier import STATS_CAP, _Base, _i32
+
+#: Threads an SM holds (sm_80/sm_90).
+THREADS_PER_SM = 2048
+
+
+def in_slots(lay, max_in):
+    """Pack the internal in-arcs of every node into ``max_in`` register slots, slot-major.
+
+    Returns ``(pu, pw, ofo, otl, ow)``: ``pu`` uint16 (max_in * n,) tail inside the cell, ``pw`` int32
+    (max_in * n,) weight, unused slots ``(the node itself, 0)``; in-arcs beyond ``max_in`` as a CSR
+    ``ofo`` int32 (n + 1,), ``otl`` uint16, ``ow`` int32.
+    """
+    n = lay.rank.size
+    S = lay.cell_size
+    deg = np.diff(lay.rfo)
+    v = np.repeat(np.arange(n, dtype=np.int64), deg)
+    k = np.arange(lay.rtl.size, dtype=np.int64) - lay.rfo[v]
+    pu = np.tile((np.arange(n, dtype=np.int64) % S).astype(np.uint16), max_in).reshape(max_in, n)
+    pw = np.zeros((max_in, n), dtype=np.int32)
+    sel = k < max_in
+    pu[k[sel], v[sel]] = lay.rtl[sel]
+    pw[k[sel], v[sel]] = lay.rw[sel]
+    ofo = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(v[~sel], minlength=n), out=ofo[1:])
+    return pu.ravel(), pw.ravel(), ofo, lay.rtl[~sel].copy(), lay.rw[~sel].copy()
+
+
+class CellBFGPU(_Base):
+    """Cell-local Bellman-Ford on one (graph, weight), reusable across sources.
+
+    One thread block of ``threads`` threads per cell of ``nodes_per_thread * threads`` nodes; one kernel
+    per round, replayed as a CUDA graph with device-side termination.
+
+    Parameters
+    ----------
+    graph : RoadGraph
+    weight : str
+    threads : int, optional
+        Threads per block (default ``config.CELL_THREADS``), a multiple of 32, at most 1024.
+    nodes_per_thread : int, optional
+        1 .. 16; default ``config.CELL_NODES_PER_THREAD``, or when that is None the smallest (up to 4)
+        for which every cell's block is resident at once.
+    order : {"grow", "hilbert"}, optional
+        How nodes are grouped into cells (:func:`._cells.node_order`).
+    reps : int, optional
+        Times a block may go over its cell again within one round when another block lowered one of its
+        nodes meanwhile (default ``config.CELL_REPS``; 1 = once per round).
+    max_in : int, optional
+        In-arc slots per node a thread keeps in registers (default ``config.CELL_MAX_IN``); more in-arcs
+        are read from global memory.
+
+    Raises
+    ------
+    ValueError
+        For out-of-range sizes, or cells whose in-arcs beyond the register slots overflow 48 KiB of
+        shared memory.
+    """
+
+    phases_per_graph = 24  # a multiple of 6: the round parity alternates mod 2, changed[] rotates mod 3
+
+    def __init__(self, graph, weight, threads=None, nodes_per_thread=None, order=None, reps=None, max_in=None):
+        super().__init__(graph, weight)
+        cp = self.cp
+        self.threads = int(threads or config.CELL_THREADS)
+        if self.threads % 32 or not 32 <= self.threads <= 1024:
+            raise ValueError(f"threads must be a multiple of 32 in [32, 1024], got {self.threads}")
+        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        per_sm = max(1, THREADS_PER_SM // self.threads)
+        npt = nodes_per_thread or config.CELL_NODES_PER_THREAD
+        if npt is None:  # smallest cell size for which all cells are resident at once
+            npt = 1
+            while npt < 4 and -(-self.n // (npt * self.threads)) > sms * per_sm:
+                npt += 1
+        self.npt = int(npt)
+        if not 1 <= self.npt <= 16:
+            raise ValueError(f"nodes_per_thread must be in [1, 16], got {self.npt}")
+        self.cell_size = self.threads * self.npt
+        self.reps = int(config.CELL_REPS if reps is None else reps)
+        self.max_in = int(config.CELL_MAX_IN if max_in is None else max_in)
+        if self.reps < 1 or not 1 <= self.max_in <= 16:
+            raise ValueError(f"reps must be >= 1 and max_in in [1, 16], got {self.reps}, {self.max_in}")
+        lay = layout(graph, weight, self.cell_size, order)
+        self.layout = lay
+        self.n_cells = lay.n_cells
+        cache = graph.__dict__.setdefault("_device_cache", {})
+        key = ("cells", weight, self.cell_size, order, self.max_in)
+        if key not in cache:
+            slots = in_slots(lay, self.max_in)
+            ofo = slots[2]
+            starts = np.minimum(np.arange(self.n_cells + 1, dtype=np.int64) * self.cell_size, self.n)
+            max_over = int(np.diff(ofo[starts]).max()) if self.n_cells else 0
+            arrays = slots + (lay.xfo, lay.xhd, lay.xw, lay.rank)
+            cache[key] = (tuple(cp.asarray(x) for x in arrays), max_over)
+            cp.cuda.Device().synchronize()
+        self.dev, max_over = cache[key]
+        # shared memory: the cell's distances, then its in-arcs beyond the register slots
+        self.smem = 4 * self.cell_size + 6 * max_over + 4
+        if self.smem > 48 * 1024:
+            raise ValueError(f"cells of {self.cell_size} nodes need {self.smem} bytes of shared memory: raise max_in "
+                             "or use smaller cells")
+        minb = int(min(per_sm, max(1, -(-self.n_cells // sms))))
+        mod = load_cuda_module("sssp/cells.cu", (f"-DCB_NPT={self.npt}", f"-DCB_MAXIN={self.max_in}",
+                                                 f"-DCB_T={self.threads}", f"-DCB_MINB={minb}"))
+        self.k_round = mod.get_function("cb_round")
+        self.k_init = mod.get_function("cb_init")
+        n = self.n
+        self.dist = cp.empty(max(n, 1), dtype=cp.uint32)
+        self.lastd = cp.empty(max(n, 1), dtype=cp.uint32)
+        self.dirty = cp.zeros(max(self.n_cells, 1), dtype=cp.uint32)
+        self.changed = cp.zeros(3, dtype=cp.uint32)
+        self.pc = cp.zeros(2, dtype=cp.uint32)
+        self.prof = None  # set to a uint64 array of 8 * STATS_CAP to profile rounds (see cells.cu)
+
+    def launches(self):
+        pu, pw, ofo, otl, ow, xfo, xhd, xw, _ = self.dev
+        args = (_i32(self.n), _i32(self.cell_size), pu, pw, ofo, otl, ow, xfo, xhd, xw, self.dist, self.lastd,
+                self.dirty, self.flags, self.stats, _i32(STATS_CAP), _i32(self.reps), self.changed, self.pc)
+        prof = (self.prof if self.prof is not None else np.uint64(0),)
+        smem = self.smem
+
+        def round_kernel(grid, block, a):
+            self.k_round(grid, block, a, shared_mem=smem)
+
+        return [(round_kernel, (self.n_cells,), (self.threads,),
+                 lambda p: args + (_i32(p & 1), _i32(p % 3)) + prof, True)]
+
+    def run(self, source, want_pred=False, time_phases=False):
+        """Distances (and canonical predecessors) from ``source``.
+
+        Returns ``(dist, pred, stats)``: CuPy int64 (n,) with ``INF``, int32 (n,) or None, and a dict
+        with ``phases`` (rounds), ``updated`` (nodes improved per round), ``times_us``.
+
+        Raises
+        ------
+        OverflowError
+            If a finite distance would reach 2^31 - 1 (this kernel's saturating 32-bit arithmetic).
+        """
+        n = self.n
+        rank_dev = self.dev[-1]
+        total = max(n, self.n_cells, 8)
+        with self.stream:
+            self.stats.fill(0)
+            self.k_init(((total + 255) // 256,), (256,),
+                        (_i32(n), _i32(self.n_cells), _i32(self.cell_size), self.dist, self.lastd, self.dirty,
+                         self.flags, self.changed, self.pc, _i32(int(self.layout.rank[source]))))
+        phases, host, times = self.run_phase_loop(self.launches(), n + 2, time_phases)
+        with self.stream:
+            dist_orig = self.dist[rank_dev]
+        d, p, ph, upd = self._finish(host, phases, dist_orig, want_pred)
+        return d, p, {"phases": ph, "updated": upd, "times_us": times, "cell_size": self.cell_size,
+                      "n_cells": self.n_cells}

@@ -1,0 +1,233 @@
+// Cell-local Bellman-Ford: one thread block per cell, local convergence in shared memory, boundary
+// arcs exchanged between rounds.
+//
+// Road networks need ~860 Bellman-Ford phases on NY because a shortest path is a long chain of arcs
+// and a phase advances it by one arc; each phase costs a launch plus a few dependent memory round
+// trips, and that product is the floor of every phase-synchronous method (BENCHMARKS.md). Here the
+// nodes are renumbered so that cell c owns the contiguous range [c*S, c*S + S) of close nodes (CRP's
+// cells, seed 000 sec. 2). A round is one kernel; in it every dirty cell's block
+//   1. loads its tentative distances into shared memory, and each thread the internal in-arcs (both
+//      endpoints in the cell) of its nodes into registers (padded slots; the few beyond them into
+//      shared memory);
+//   2. runs Bellman-Ford inside the cell until nothing changes, in pull form: each node takes the
+//      minimum over its in-arcs of sd[u] + w, one __syncthreads per local iteration, no atomics
+//      (bounded by S iterations);
+//   3. writes the nodes that improved (dist below lastd, the distance their boundary arcs were last
+//      relaxed with) back with atomicMin, records them in lastd, and relaxes their boundary arcs (head
+//      in another cell) into global memory, marking the head's cell dirty;
+//   4. if another block lowered a node of this cell meanwhile, goes back to 1 (at most max_reps times),
+//      so that progress crosses cells within a round, not only between rounds.
+// A chain of arcs now costs one round per cell boundary it crosses instead of one phase per arc.
+//
+// Correctness. Every stored distance is the length of some path. A node with dist < lastd is pending
+// and its cell is dirty (whoever lowers a node of another cell marks that cell after the atomicMin,
+// __threadfence between, and the block clears its dirty word before it reads distances). When no cell
+// is dirty, every arc satisfies dist[h] <= dist[u] + w, so the distances are exact. Rounds are bounded
+// by n + 1 (each round finalises at least the next boundary crossing of every shortest path).
+//
+// One kernel per round (the gate is folded in, see cb_round); flags[2]: done; flags[3]: rounds;
+// flags[4]: overflow. Global distances are unsigned 32-bit with INF = 0xFFFFFFFF, as in the other kernels.
+//
+// Inside a block LINF = 2^31 - 1 stands for "unreached": LINF + w cannot wrap in 32 bits, so a pull
+// is one add and one min per in-arc. Finite distances must stay below LINF, else flags[4] is raised
+// (OverflowError).
+//
+// Compile-time: CB_NPT nodes per thread (S = CB_NPT * CB_T), CB_T threads per block, CB_MINB blocks per
+// SM the register budget must allow (all cells co-resident), CB_MAXIN in-arc slots kept in registers.
+
+#ifndef CB_NPT
+#define CB_NPT 1
+#endif
+#ifndef CB_T
+#define CB_T 1024
+#endif
+#ifndef CB_MINB
+#define CB_MINB 1
+#endif
+#ifndef CB_MAXIN
+#define CB_MAXIN 4
+#endif
+#define LINF 0x7FFFFFFF
+
+#define DINF 0xFFFFFFFFu
+enum { F_DONE = 2, F_PHASES = 3, F_OVF = 4 };
+
+extern "C" {
+
+// du + w in unsigned 32-bit: du <= LINF and w <= 2^31 - 1, so the sum never wraps; a sum >= LINF
+// never lowers a minimum that starts at most at LINF.
+__device__ __forceinline__ unsigned int pull_sum(unsigned int du, int w) { return du + (unsigned int)w; }
+
+__global__ void __launch_bounds__(CB_T, CB_MINB)
+cb_round(int n, int cell_size, const unsigned short* __restrict__ pu, const int* __restrict__ pw,
+         const int* __restrict__ ofo, const unsigned short* __restrict__ otl, const int* __restrict__ ow,
+         const int* __restrict__ xfo, const int* __restrict__ xhd, const int* __restrict__ xw,
+         unsigned int* dist, unsigned int* lastd, unsigned int* dirty, int* flags, unsigned int* stats,
+         int stats_cap, int max_reps, unsigned int* changed, unsigned int* pc, int par, int p3,
+         unsigned long long* prof) {
+    // Round gate: stop when the previous round dirtied no cell. changed[] rotates mod 3: round p reads
+    // changed[(p+2)%3] (round p-1's), sets changed[p%3], zeroes changed[(p+1)%3]; pc[par] is this round's
+    // index, the lead thread writes the next one into pc[par^1].
+    if (flags[F_DONE]) return;
+    if (changed[(p3 + 2) % 3] == 0) { if (blockIdx.x == 0 && threadIdx.x == 0) flags[F_DONE] = 1; return; }
+    const int ph = (int)pc[par];
+    if (blockIdx.x == 0 && threadIdx.x == 0) { changed[(p3 + 1) % 3] = 0; pc[par ^ 1] = ph + 1; flags[F_PHASES] = ph + 1; }
+    long long t0 = clock64();
+    const int c = blockIdx.x;
+    __shared__ unsigned int s_go, s_mark, s_upd;
+    if (threadIdx.x == 0) {
+        s_go = atomicExch(&dirty[c], 0u);
+        s_mark = 0;
+        s_upd = 0;
+        __threadfence();  // the clear is ordered before this block's reads of dist
+    }
+    __syncthreads();
+    if (!s_go) return;
+
+    extern __shared__ unsigned int sd[];  // cell_size tentative distances, LINF = unreached
+    const int v0 = c * cell_size;
+    const int nc = min(cell_size, n - v0);
+    // In-arcs beyond the register slots (few: in-degree > CB_MAXIN), copied into shared memory.
+    const int obase = ofo[v0];
+    const int no = ofo[v0 + nc] - obase;
+    int* sow = (int*)(sd + cell_size);
+    unsigned short* sou = (unsigned short*)(sow + no);
+    for (int i = threadIdx.x; i < no; i += blockDim.x) { sow[i] = ow[obase + i]; sou[i] = otl[obase + i]; }
+
+    // Each thread keeps CB_MAXIN in-arc slots of each of its nodes in registers: (tail inside the cell,
+    // weight), padded with (the node itself, 0), which never lowers the minimum. Slots are stored
+    // slot-major (pu[k * n + v]) so that the loads are coalesced. Further in-arcs: ofo/otl/ow.
+    unsigned int last[CB_NPT], dv[CB_NPT];
+    unsigned short iu[CB_NPT][CB_MAXIN];
+    int iw[CB_NPT][CB_MAXIN];
+    int oa[CB_NPT], ob[CB_NPT];
+#pragma unroll
+    for (int j = 0; j < CB_NPT; ++j) {
+        int v = threadIdx.x + j * blockDim.x;
+        int gv = min(v0 + v, n - 1);
+        last[j] = __ldcg(lastd + gv);
+        oa[j] = v < nc ? ofo[gv] - obase : 0;
+        ob[j] = v < nc ? ofo[gv + 1] - obase : 0;
+#pragma unroll
+        for (int k = 0; k < CB_MAXIN; ++k) {
+            iu[j][k] = v < nc ? pu[(size_t)k * n + gv] : (unsigned short)v;
+            iw[j][k] = v < nc ? pw[(size_t)k * n + gv] : 0;
+        }
+    }
+    long long t_local = 0, t_write = 0;
+    int its = 0, mark = 0, upd = 0, ovf = 0;
+    for (int rep = 0; rep < max_reps; ++rep) {
+        if (rep > 0) {  // go on in this round only if another block lowered a node of this cell meanwhile
+            __syncthreads();
+            if (threadIdx.x == 0) { s_go = atomicExch(&dirty[c], 0u); __threadfence(); }
+            __syncthreads();
+            if (!s_go) break;
+        }
+#pragma unroll
+        for (int j = 0; j < CB_NPT; ++j) {
+            int v = threadIdx.x + j * blockDim.x;
+            if (v < cell_size) {
+                unsigned int g = v < nc ? __ldcg(dist + v0 + v) : DINF;
+                dv[j] = min(g, (unsigned int)LINF);
+                sd[v] = dv[j];
+            }
+        }
+        __syncthreads();
+        long long tb = clock64();
+
+        // Local Bellman-Ford, pull form, in place: every node takes the minimum over its in-arcs of
+        // sd[u] + w (see pull_sum). Only the owner writes sd[v]: no atomics; reads race benignly
+        // (old or new value, both upper bounds). Converges in at most nc + 1 iterations.
+        volatile unsigned int* vsd = sd;
+        for (int it = 0; it <= nc; ++it) {
+            int improved = 0;
+#pragma unroll
+            for (int j = 0; j < CB_NPT; ++j) {
+                unsigned int m = dv[j];
+#pragma unroll
+                for (int k = 0; k < CB_MAXIN; ++k) m = min(m, pull_sum(vsd[iu[j][k]], iw[j][k]));
+                for (int a = oa[j]; a < ob[j]; ++a) m = min(m, pull_sum(vsd[sou[a]], sow[a]));
+                if (m < dv[j]) {
+                    dv[j] = m;
+                    vsd[threadIdx.x + j * blockDim.x] = m;
+                    improved = 1;
+                }
+            }
+            ++its;
+            if (!__syncthreads_or(improved)) break;
+        }
+        long long tc = clock64();
+
+        // Write back improved nodes, relax their boundary arcs. A node left at LINF while one of its
+        // in-slots is finite means a sum saturated: overflow.
+#pragma unroll
+        for (int j = 0; j < CB_NPT; ++j) {
+            int v = threadIdx.x + j * blockDim.x;
+            if (v < nc) {
+                if (dv[j] == LINF) {
+#pragma unroll
+                    for (int k = 0; k < CB_MAXIN; ++k) if (sd[iu[j][k]] < LINF) ovf = 1;
+                    for (int a = oa[j]; a < ob[j]; ++a) if (sd[sou[a]] < LINF) ovf = 1;
+                    continue;
+                }
+                unsigned int d = dv[j];
+                if (d < last[j]) {
+                    ++upd;
+                    int gv = v0 + v;
+                    last[j] = d;
+                    lastd[gv] = d;
+                    atomicMin(&dist[gv], d);
+                    for (int a = xfo[gv]; a < xfo[gv + 1]; ++a) {
+                        unsigned long long s2 = (unsigned long long)d + (unsigned int)xw[a];
+                        if (s2 >= (unsigned long long)LINF) { ovf = 1; continue; }
+                        unsigned int nd = (unsigned int)s2;
+                        int h = xhd[a];
+                        if (nd < atomicMin(&dist[h], nd)) {
+                            __threadfence();
+                            atomicExch(&dirty[h / cell_size], 1u);
+                            mark = 1;
+                        }
+                    }
+                }
+            }
+        }
+        t_local += tc - tb;
+        t_write += clock64() - tc;
+    }
+    if (ovf) flags[F_OVF] = 1;
+    mark = __reduce_or_sync(0xFFFFFFFFu, mark);
+    upd = __reduce_add_sync(0xFFFFFFFFu, upd);
+    if ((threadIdx.x & 31) == 0) {
+        if (mark) s_mark = 1;
+        if (upd) atomicAdd(&s_upd, (unsigned int)upd);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        if (s_mark) changed[p3] = 1u;
+        if (s_upd && ph >= 0 && ph < stats_cap) atomicAdd(&stats[ph], s_upd);
+        // Profile (prof may be null): per round, cells run, local iterations (sum, max), and the most
+        // clock cycles a block spent outside the local loop and write-back, in it, and writing back.
+        if (prof && ph >= 0 && ph < stats_cap) {
+            unsigned long long* r = prof + 8ull * ph;
+            atomicAdd(r + 0, 1ull);
+            atomicAdd(r + 1, (unsigned long long)its);
+            atomicMax(r + 2, (unsigned long long)its);
+            atomicMax(r + 3, (unsigned long long)(clock64() - t0 - t_local - t_write));
+            atomicMax(r + 4, (unsigned long long)t_local);
+            atomicMax(r + 5, (unsigned long long)t_write);
+        }
+    }
+}
+
+// Start a search: dist = lastd = INF, dist[source] = 0, only the source's cell dirty.
+__global__ void cb_init(int n, int n_cells, int cell_size, unsigned int* dist, unsigned int* lastd,
+                        unsigned int* dirty, int* flags, unsigned int* changed, unsigned int* pc, int source) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { dist[i] = (i == source) ? 0u : DINF; lastd[i] = DINF; }
+    if (i < n_cells) dirty[i] = (i == source / cell_size) ? 1u : 0u;
+    if (i < 8) flags[i] = 0;
+    if (i < 3) changed[i] = (i == 2);
+    if (i < 2) pc[i] = 0;
+}
+
+}  // extern "C"
