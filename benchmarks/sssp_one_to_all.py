@@ -36,6 +36,8 @@ from gpuroute import RoadGraph  # noqa: E402
 
 
 def commit():
+    if os.environ.get("GPUROUTE_COMMIT"):
+        return os.environ["GPUROUTE_COMMIT"]
     try:
         return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True).strip()
     except Exception:
@@ -199,6 +201,7 @@ def main():
         ("near-far (persistent, 8 mean w)", "near-far", None, {"loop": "persistent", "delta_factor": 8}),
         ("cell-bf (256 threads/cell)", "cell-bf", None, {}),
         ("cell-bf (1024 threads/cell)", "cell-bf", None, {"threads": 1024}),
+        ("cell-bf (256 threads, 2 nodes/thread)", "cell-bf", None, {"nodes_per_thread": 2}),
     ]
     rows = []
     results = {"device": dev, "commit": commit(), "date": dt.date.today().isoformat(), "copy_Bps": bw,

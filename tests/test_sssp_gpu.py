@@ -42,6 +42,8 @@ GPU_CASES = [
     ("cell-bf", None, {"threads": 32, "nodes_per_thread": 2}),  # cells of 64 nodes
     ("cell-bf", None, {"threads": 32, "nodes_per_thread": 1, "reps": 1}),
     ("cell-bf", None, {"threads": 64, "nodes_per_thread": 3, "max_in": 1}),  # in-arcs beyond the registers
+    ("cell-bf", None, {"threads": 32, "rounds_per_graph": 6, "pipelined": False}),
+    ("cell-bf", None, {"threads": 32, "reps": 3, "order": "grow"}),
 ]
 FAST_CASES = [c for c in GPU_CASES if c[0] not in ("martin",)]
 
@@ -162,3 +164,17 @@ def test_phase_statistics(ny):
 if os.environ.get("GPUROUTE_GPU_STRICT"):
     def test_gpu_really_present():
         assert gpu_available()
+
+
+@pytest.mark.parametrize("threads", [32, 256])
+def test_cell_bf_overflow_is_an_error_not_a_wrong_distance(threads, monkeypatch):
+    # 2^30 + 2^30 reaches the kernel's 2^31 - 1 limit: inside a cell (pull) and across cells (boundary arcs)
+    n = 70
+    w = [2 ** 30] * (n - 1)
+    g = RoadGraph.from_arcs(n, np.arange(n - 1), np.arange(1, n), {"distance": w})
+    with pytest.raises(OverflowError, match="2\\^31"):
+        gpuroute.sssp(g, 0, algorithm="cell-bf", device="gpu", threads=threads)
+    # just below the limit is exact
+    g2 = RoadGraph.from_arcs(3, [0, 1], [1, 2], {"distance": [2 ** 30, 2 ** 30 - 2]})
+    d = gpuroute.sssp(g2, 0, algorithm="cell-bf", device="gpu", threads=threads)
+    assert list(d) == [0, 2 ** 30, 2 ** 31 - 2]

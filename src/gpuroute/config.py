@@ -39,4 +39,4 @@ CELL_NODES_PER_THREAD = None  # None: the smallest for which all cells are resid
 #: Cell-local Bellman-Ford: times a block may go over its cell again within a round, and in-arcs per
 #: node kept in registers (see sssp/cells.cu).
 CELL_REPS = 1
-CELL_MAX_IN = 4
+CELL_MAX_IN = 5

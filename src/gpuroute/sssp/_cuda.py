@@ -82,11 +82,17 @@ class PhaseGraph:
             self.graph = stream.end_capture()
         self._cp = cp
 
-    def run(self, flags, max_phases):
+    def run(self, flags, max_phases, pipelined=False):
         """Replay until done; returns the number of phases the kernels counted. Raises RuntimeError if
-        ``max_phases`` is exceeded (impossible for valid input: a guard against bugs)."""
+        ``max_phases`` is exceeded (impossible for valid input: a guard against bugs).
+
+        ``pipelined``: replay i + 1 is queued before the host waits for replay i's flags (copied into
+        pinned memory), so the GPU never idles for the host's check; after the loop is done the extra
+        replay's kernels return at once."""
         replays = 0
         limit = max_phases // self.n_phases + 2
+        if pipelined:
+            return self._run_pipelined(flags, limit)
         while True:
             self.graph.launch(self.stream)
             replays += 1
@@ -96,6 +102,30 @@ class PhaseGraph:
                 return int(host[FLAG_PHASES]), host
             if replays >= limit:
                 raise RuntimeError(f"phase loop did not converge within {max_phases} phases")
+
+    def _run_pipelined(self, flags, limit):
+        cp = self._cp
+        if getattr(self, "_pinned", None) is None or self._pinned[0].size != flags.size:
+            self._pinned = []
+            for _ in range(2):
+                mem = cp.cuda.alloc_pinned_memory(flags.nbytes)
+                self._pinned.append(np.frombuffer(mem, dtype=flags.dtype, count=flags.size))
+            self._events = [cp.cuda.Event(block=False, disable_timing=True) for _ in range(2)]
+
+        def launch(i):
+            self.graph.launch(self.stream)
+            flags.get(stream=self.stream, out=self._pinned[i & 1])
+            self._events[i & 1].record(self.stream)
+
+        launch(0)
+        for replays in range(1, limit + 1):
+            launch(replays)  # queued before looking at the previous replay's flags
+            self._events[(replays - 1) & 1].synchronize()
+            host = self._pinned[(replays - 1) & 1]
+            if host[FLAG_DONE]:
+                self.stream.synchronize()
+                return int(host[FLAG_PHASES]), host.copy()
+        raise RuntimeError(f"phase loop did not converge within {limit * self.n_phases} phases")
 
 
 class ConventionalGPU:

@@ -6,6 +6,7 @@ import numpy as np
 from .. import config
 from ..backend import load_cuda_module
 from ._cells import layout
+from ._cuda import FLAG_OVERFLOW
 from ._cuda_frontier import STATS_CAP, _Base, _i32
 
 #: Threads an SM holds (sm_80/sm_90).
@@ -56,7 +57,12 @@ class CellBFGPU(_Base):
         nodes meanwhile (default ``config.CELL_REPS``; 1 = once per round).
     max_in : int, optional
         In-arc slots per node a thread keeps in registers (default ``config.CELL_MAX_IN``); more in-arcs
-        are read from global memory.
+        are read from shared memory.
+    rounds_per_graph : int, optional
+        Rounds captured in one CUDA graph (a multiple of 6; default 48).
+    pipelined : bool, optional
+        Queue the next graph replay before checking the last one's flags (default False: measured no
+        faster on NY and BAY, where a replay of no-op rounds costs about what the host check does).
 
     Raises
     ------
@@ -65,9 +71,16 @@ class CellBFGPU(_Base):
         shared memory.
     """
 
-    phases_per_graph = 24  # a multiple of 6: the round parity alternates mod 2, changed[] rotates mod 3
+    phases_per_graph = 48  # a multiple of 6: the round parity alternates mod 2, changed[] rotates mod 3
 
-    def __init__(self, graph, weight, threads=None, nodes_per_thread=None, order=None, reps=None, max_in=None):
+    def __init__(self, graph, weight, threads=None, nodes_per_thread=None, order=None, reps=None, max_in=None,
+                 rounds_per_graph=None, pipelined=None):
+        if rounds_per_graph is not None:
+            if rounds_per_graph < 6 or rounds_per_graph % 6:
+                raise ValueError(f"rounds_per_graph must be a positive multiple of 6, got {rounds_per_graph}")
+            self.phases_per_graph = int(rounds_per_graph)
+        if pipelined is not None:
+            self.pipelined = bool(pipelined)
         super().__init__(graph, weight)
         cp = self.cp
         self.threads = int(threads or config.CELL_THREADS)
@@ -98,7 +111,7 @@ class CellBFGPU(_Base):
             ofo = slots[2]
             starts = np.minimum(np.arange(self.n_cells + 1, dtype=np.int64) * self.cell_size, self.n)
             max_over = int(np.diff(ofo[starts]).max()) if self.n_cells else 0
-            arrays = slots + (lay.xfo, lay.xhd, lay.xw, lay.rank)
+            arrays = slots + (lay.xfo, lay.xhd, lay.xw, lay.rank.astype(np.int32))
             cache[key] = (tuple(cp.asarray(x) for x in arrays), max_over)
             cp.cuda.Device().synchronize()
         self.dev, max_over = cache[key]
@@ -112,6 +125,7 @@ class CellBFGPU(_Base):
                                                  f"-DCB_T={self.threads}", f"-DCB_MINB={minb}"))
         self.k_round = mod.get_function("cb_round")
         self.k_init = mod.get_function("cb_init")
+        self.k_output = mod.get_function("cb_output")
         n = self.n
         self.dist = cp.empty(max(n, 1), dtype=cp.uint32)
         self.lastd = cp.empty(max(n, 1), dtype=cp.uint32)
@@ -153,8 +167,24 @@ class CellBFGPU(_Base):
                         (_i32(n), _i32(self.n_cells), _i32(self.cell_size), self.dist, self.lastd, self.dirty,
                          self.flags, self.changed, self.pc, _i32(int(self.layout.rank[source]))))
         phases, host, times = self.run_phase_loop(self.launches(), n + 2, time_phases)
+        if host[FLAG_OVERFLOW]:
+            raise OverflowError("a distance reached 2^31 - 1, the limit of the cell-bf kernel; use another "
+                                "algorithm (32-bit, up to 2^32 - 2) or device='cpu'")
+        cp = self.cp
+        pred = None
         with self.stream:
-            dist_orig = self.dist[rank_dev]
-        d, p, ph, upd = self._finish(host, phases, dist_orig, want_pred)
-        return d, p, {"phases": ph, "updated": upd, "times_us": times, "cell_size": self.cell_size,
-                      "n_cells": self.n_cells}
+            dist = cp.empty(n, dtype=cp.int64)
+            d32 = cp.empty(n, dtype=cp.uint32) if want_pred else None
+            self.k_output(((n + 255) // 256,), (256,),
+                          (_i32(n), rank_dev, self.dist, dist, d32 if want_pred else np.uint64(0)))
+            if want_pred:
+                from ._cuda import device_reverse_graph
+
+                rfo, rtl, rw = device_reverse_graph(self.graph, self.weight)
+                pred = cp.empty(n, dtype=cp.int32)
+                self.k_pred(((n + self.tpb - 1) // self.tpb,), (self.tpb,),
+                            (np.uint64(n), _i32(n), rfo, rtl, rw, d32, pred))
+            updated = self.stats[: min(phases, STATS_CAP)].get(stream=self.stream).astype(np.int64)
+        self.stream.synchronize()
+        return dist, pred, {"phases": phases, "updated": updated, "times_us": times, "cell_size": self.cell_size,
+                            "n_cells": self.n_cells}

@@ -80,11 +80,13 @@ class _Base:
         self.stream.synchronize()
         return dist, pred, phases, updated
 
+    pipelined = False  # see PhaseGraph.run
+
     def run_phase_loop(self, launches, max_phases, time_phases=False):
         """Run the loop: CUDA-graph replays (default) or, with ``time_phases``, one phase per step with
         CUDA events around it (per-phase times in microseconds, as seed 001 Fig. 6 measures)."""
         if not time_phases:
-            return self._phase_graph(launches).run(self.flags, max_phases) + (None,)
+            return self._phase_graph(launches).run(self.flags, max_phases, self.pipelined) + (None,)
         cp = self.cp
         times = []
         ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()

@@ -96,8 +96,12 @@ def _solver(graph, cls, weight, *args, **kw):
 def _stack_gpu(results, want_pred):
     import cupy as cp
 
-    dist = cp.stack([r[0] for r in results])
-    pred = cp.stack([r[1] for r in results]) if want_pred else None
+    if len(results) == 1:  # one source: a view, no copy
+        dist = results[0][0][None]
+        pred = results[0][1][None] if want_pred else None
+    else:
+        dist = cp.stack([r[0] for r in results])
+        pred = cp.stack([r[1] for r in results]) if want_pred else None
     stats = {"phases": np.asarray([r[2]["phases"] for r in results])}
     for key in ("updated", "times_us", "selection_phase"):
         if key in results[0][2]:

@@ -230,4 +230,15 @@ __global__ void cb_init(int n, int n_cells, int cell_size, unsigned int* dist, u
     if (i < 2) pc[i] = 0;
 }
 
+// Distances back in the original node order: out[v] = dist[rank[v]] as int64 with INF = 2^63 - 1
+// (gpuroute.INF); d32 (optional) receives the 32-bit original-order distances for the predecessor pass.
+__global__ void cb_output(int n, const int* __restrict__ rank, const unsigned int* __restrict__ dist,
+                          long long* out, unsigned int* d32) {
+    int v = blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= n) return;
+    unsigned int d = dist[rank[v]];
+    out[v] = d == DINF ? 0x7FFFFFFFFFFFFFFFll : (long long)d;
+    if (d32) d32[v] = d;
+}
+
 }  // extern "C"
