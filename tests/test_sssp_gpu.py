@@ -27,6 +27,8 @@ GPU_CASES = [
     ("selection", None, {}),
     ("adaptive", "time", {}),
     ("adaptive", "count", {}),
+    ("adaptive", "count", {"frac": 0.0}),  # all-node phases after the first
+    ("adaptive", "count", {"frac": 1.0}),  # queue phases throughout
     ("martin", "successor", {}),
     ("martin", "predecessor", {}),
     ("crauser", "successor", {}),
@@ -178,3 +180,12 @@ def test_cell_bf_overflow_is_an_error_not_a_wrong_distance(threads, monkeypatch)
     g2 = RoadGraph.from_arcs(3, [0, 1], [1, 2], {"distance": [2 ** 30, 2 ** 30 - 2]})
     d = gpuroute.sssp(g2, 0, algorithm="cell-bf", device="gpu", threads=threads)
     assert list(d) == [0, 2 ** 30, 2 ** 31 - 2]
+
+
+@pytest.mark.parametrize("frac,queue_all", [(0.0, False), (1.0, True)])
+def test_adaptive_count_switches_on_the_counted_frontier(ny, frac, queue_all):
+    res = gpuroute.sssp_full(ny, [5], algorithm="adaptive", variant="count", device="gpu", frac=frac)
+    phases = int(res.stats["phases"][0])
+    q = res.stats["queue_phases"][0]
+    assert (q == phases) if queue_all else (q == 1)
+    np.testing.assert_array_equal(res.dist[0].get(), gpuroute.sssp(ny, 5, algorithm="dijkstra", device="cpu"))

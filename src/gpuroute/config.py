@@ -13,9 +13,11 @@ MAX_PHASE_FACTOR = 1
 #: the previous phase time. None = calibrate on the device at first use.
 ADAPTIVE_UP_US = None
 ADAPTIVE_DOWN_US = None
-#: Adaptive switching on the device-side frontier count: go all-node when the frontier exceeds this
-#: fraction of n_nodes.
-ADAPTIVE_FRONTIER_FRACTION = 0.05
+#: Adaptive switching on the device-side frontier count: a phase runs on the selection queue when the
+#: previous phase processed fewer than this fraction of n_nodes, else one thread per node. On an H100
+#: a queue phase never beat the fused all-node phase on NY or BAY (BENCHMARKS.md), so only the few
+#: phases with tens of frontier nodes use it.
+ADAPTIVE_FRONTIER_FRACTION = 0.0002
 #: Near-far threshold step as a multiple of the mean arc weight (None = 64, the best measured on NY,
 #: BAY and tiled NY; see BENCHMARKS.md).
 DELTA_FACTOR = None

@@ -112,8 +112,9 @@ class SelectionGPU(_Base):
     """Selection (seed 001 Alg. 5-6) and adaptive-by-count (device-side switching on frontier size).
 
     ``adaptive=True``: each phase the device picks the thread mapping for the next relax: one thread
-    per node (the conventional mapping) when the frontier exceeds ``frac * n``, else one thread per
-    queued node.
+    per node (the conventional mapping) when the frontier exceeds ``frac * n`` (default 0.05), else one
+    thread per queued node, on the seed's two-kernel phase. ``algorithm="adaptive", variant="count"``
+    runs :class:`AdaptiveFusedGPU` instead (one fused kernel per phase).
     """
 
     def __init__(self, graph, weight, adaptive=False, frac=None):
@@ -125,7 +126,7 @@ class SelectionGPU(_Base):
         self.k_update = self.mod.get_function("sel_update")
         self.k_all = self.mod.get_function("ad_relax_all")
         self.adaptive = adaptive
-        self.frac = np.float32((config.ADAPTIVE_FRONTIER_FRACTION if frac is None else frac) if adaptive else 0.0)
+        self.frac = np.float32((0.05 if frac is None else frac) if adaptive else 0.0)
         n = self.n
         self.ca = cp.empty(n, dtype=cp.uint32)
         self.ua = cp.empty(n, dtype=cp.uint32)
@@ -373,6 +374,76 @@ class ConventionalFusedGPU(_Base):
         phases, host, times = self.run_phase_loop(self.launches(), self.n + 2, time_phases)
         d, p, ph, upd = self._finish(host, phases, self.ca[: self.n], want_pred)
         return d, p, {"phases": ph, "updated": upd, "times_us": times}
+
+
+class AdaptiveFusedGPU(_Base):
+    """Adaptive thread creation (seed 001 Alg. 4) switching on the frontier size counted on the device,
+    on the fused conventional step (``fa_step`` in frontier.cu): a phase runs one thread per node, or
+    one thread per queued node when the previous phase processed fewer than ``frac * n`` nodes. One
+    kernel per phase, CUDA-graph replays, device-side termination.
+
+    Parameters
+    ----------
+    graph : RoadGraph
+    weight : str
+    frac : float, optional
+        Frontier fraction below which the next phase runs on the queue (default
+        ``config.ADAPTIVE_FRONTIER_FRACTION``); 0 = always all-node (the fused conventional method).
+    """
+
+    phases_per_graph = 96
+
+    def __init__(self, graph, weight, frac=None):
+        super().__init__(graph, weight)
+        cp = self.cp
+        n = self.n
+        f = config.ADAPTIVE_FRONTIER_FRACTION if frac is None else float(frac)
+        if not 0.0 <= f <= 1.0:
+            raise ValueError(f"frac must be in [0, 1], got {f}")
+        self.frac = f
+        self.thr = np.uint32(min(int(np.ceil(f * n)), 2**32 - 1))
+        self.ca = cp.empty(n, dtype=cp.uint32)
+        self.ua = cp.empty(n, dtype=cp.uint32)
+        self.q0 = cp.empty(max(n, 1), dtype=cp.uint32)
+        self.q1 = cp.empty(max(n, 1), dtype=cp.uint32)
+        self.qcnt = cp.zeros(3, dtype=cp.uint32)
+        self.qm = cp.zeros(2, dtype=cp.uint32)
+        self.sched = cp.zeros(n, dtype=cp.uint32)
+        self.changed = cp.zeros(3, dtype=cp.uint32)
+        self.pc = cp.zeros(2, dtype=cp.uint32)
+        self.k_step = self.mod.get_function("fa_step")
+        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        self.grid_f = (max(1, min((n + self.tpb - 1) // self.tpb, sms * 16)),)
+
+    def launches(self):
+        args = (_i32(self.n), self.fo, self.hd, self.w, self.ca, self.ua, self.changed, self.flags, self.pc,
+                self.stats, _i32(STATS_CAP))
+        tail = (self.q0, self.q1, self.qcnt, self.qm, self.sched, self.thr)
+        return [(self.k_step, self.grid_f, (self.tpb,), lambda p: args + (_i32(p & 1), _i32(p % 3)) + tail, True)]
+
+    def run(self, source, want_pred=False, time_phases=False):
+        """Distances (and canonical predecessors) from ``source``: ``(dist, pred, stats)`` with
+        ``stats["queue_phases"]`` the number of phases that ran on the queue."""
+        with self.stream:
+            self.ca.fill(DINF)
+            self.ua.fill(DINF)
+            self.ua[source:source + 1].fill(0)
+            self.q0[0:1].fill(source)
+            self.qcnt.fill(0)
+            self.qcnt[0:1].fill(1)
+            self.qm.fill(0)
+            self.qm[0:1].fill(1)
+            self.sched.fill(0)
+            self.changed.fill(0)
+            self.changed[2:3].fill(1)
+            self.pc.fill(0)
+            self.flags.fill(0)
+            self.stats.fill(0)
+        phases, host, times = self.run_phase_loop(self.launches(), self.n + 2, time_phases)
+        d, p, ph, upd = self._finish(host, phases, self.ca, want_pred)
+        # phase p ran on the queue iff phase p - 1 processed fewer than thr nodes (phase 0: the source)
+        queue_phases = int(1 + np.count_nonzero(upd[:-1] < int(self.thr))) if ph else 0
+        return d, p, {"phases": ph, "updated": upd, "times_us": times, "queue_phases": queue_phases}
 
 
 def default_delta(graph, weight, factor=None):

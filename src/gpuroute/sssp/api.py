@@ -103,7 +103,7 @@ def _stack_gpu(results, want_pred):
         dist = cp.stack([r[0] for r in results])
         pred = cp.stack([r[1] for r in results]) if want_pred else None
     stats = {"phases": np.asarray([r[2]["phases"] for r in results])}
-    for key in ("updated", "times_us", "selection_phase"):
+    for key in ("updated", "times_us", "selection_phase", "queue_phases"):
         if key in results[0][2]:
             stats[key] = [r[2][key] for r in results]
     for key in ("delta", "up_us", "down_us", "cooperative"):
@@ -148,18 +148,14 @@ def _gpu_method(cls, **fixed):
     return run
 
 
-def _adaptive_gpu(graph, weight, sources, want_pred, variant, phase_times=False, frac=None, **opts):
-    from .. import config
+def _adaptive_gpu(graph, weight, sources, want_pred, variant, phase_times=False, **opts):
     from . import _cuda_frontier as cf
 
     if variant in (None, "time"):
         solver = _solver(graph, cf.AdaptiveTimeGPU, weight, **opts)
-        return _stack_gpu([solver.run(int(s), want_pred, phase_times) for s in sources], want_pred)
-    # "count": the fused work-queue kernel (no far pile) that picks its thread mapping each phase from
-    # the frontier size counted on the device
-    frac = config.ADAPTIVE_FRONTIER_FRACTION if frac is None else frac
-    return _near_far_gpu(graph, weight, sources, want_pred, None, phase_times=phase_times, delta=float("inf"),
-                         frac=frac, **opts)
+    else:  # "count": device-side switch on the counted frontier, on the fused conventional step
+        solver = _solver(graph, cf.AdaptiveFusedGPU, weight, **opts)
+    return _stack_gpu([solver.run(int(s), want_pred, phase_times) for s in sources], want_pred)
 
 
 def _near_far_gpu(graph, weight, sources, want_pred, variant, phase_times=False, loop="graph", delta=None,

@@ -68,15 +68,21 @@ cb_round(int n, int cell_size, const unsigned short* __restrict__ pu, const int*
     // Round gate: stop when the previous round dirtied no cell. changed[] rotates mod 3: round p reads
     // changed[(p+2)%3] (round p-1's), sets changed[p%3], zeroes changed[(p+1)%3]; pc[par] is this round's
     // index, the lead thread writes the next one into pc[par^1].
-    if (flags[F_DONE]) return;
-    if (changed[(p3 + 2) % 3] == 0) { if (blockIdx.x == 0 && threadIdx.x == 0) flags[F_DONE] = 1; return; }
-    const int ph = (int)pc[par];
-    if (blockIdx.x == 0 && threadIdx.x == 0) { changed[(p3 + 1) % 3] = 0; pc[par ^ 1] = ph + 1; flags[F_PHASES] = ph + 1; }
-    long long t0 = clock64();
+    // Prologue: the loads and the dirty-word exchange are issued together, before the first test (when
+    // the loop is finishing no cell is dirty, so the early exchange changes nothing).
     const int c = blockIdx.x;
     __shared__ unsigned int s_go, s_mark, s_upd;
+    unsigned int go = 0;
+    if (threadIdx.x == 0) go = atomicExch(&dirty[c], 0u);
+    const int done = flags[F_DONE];
+    const unsigned int prev = changed[(p3 + 2) % 3];
+    const int ph = (int)pc[par];
+    if (done) return;
+    if (prev == 0) { if (blockIdx.x == 0 && threadIdx.x == 0) flags[F_DONE] = 1; return; }
+    if (blockIdx.x == 0 && threadIdx.x == 0) { changed[(p3 + 1) % 3] = 0; pc[par ^ 1] = ph + 1; flags[F_PHASES] = ph + 1; }
+    long long t0 = clock64();
     if (threadIdx.x == 0) {
-        s_go = atomicExch(&dirty[c], 0u);
+        s_go = go;
         s_mark = 0;
         s_upd = 0;
         __threadfence();  // the clear is ordered before this block's reads of dist

@@ -520,9 +520,12 @@ __global__ void fc_step(int nq, const int* __restrict__ fo, const int* __restric
 __global__ void fc_step1(int n, const int* __restrict__ fo, const int* __restrict__ hd, const int* __restrict__ w,
                          unsigned int* ca, unsigned int* ua, unsigned int* changed, int* flags, unsigned int* pc,
                          unsigned int* stats, int stats_cap, int par, int p3, int chase) {
-    if (flags[F_DONE]) return;
-    if (changed[(p3 + 2) % 3] == 0) { if (lead()) flags[F_DONE] = 1; return; }
+    // The prologue's loads are issued together (not one round trip per early-exit test).
+    const int done = flags[F_DONE];
+    const unsigned int prev = changed[(p3 + 2) % 3];
     unsigned int ph = pc[par];
+    if (done) return;
+    if (prev == 0) { if (lead()) flags[F_DONE] = 1; return; }
     if (lead()) { changed[(p3 + 1) % 3] = 0; pc[par ^ 1] = ph + 1; flags[F_PHASES] = (int)ph + 1; }
     __shared__ unsigned int block_act;
     if (threadIdx.x == 0) block_act = 0;
@@ -573,6 +576,76 @@ __global__ void fc_step1(int n, const int* __restrict__ fo, const int* __restric
     __syncthreads();
     if (threadIdx.x == 0 && block_act) {
         changed[p3] = 1u;
+        if (ph < (unsigned int)stats_cap) atomicAdd(&stats[ph], block_act);
+    }
+}
+
+// ----------------------------------------------------------------------------------------------
+// Adaptive thread creation (seed 001 Alg. 4) on the fused conventional step, switching on the frontier
+// size counted on the device. A phase runs either one thread per node (fc_step1's scan) or one thread
+// per queued node (selection, Alg. 5-6). The queue for phase p + 1 is built during phase p -- every
+// head whose Ua a relaxation lowered is appended once ("if n is not scheduled": sched[] holds the
+// phase stamp) -- when phase p - 1 processed fewer than `thr` nodes; phase p + 1 then runs on the
+// queue. Pending nodes (Ua < Ca) are always in the queue of a queue phase: a node pending at the start
+// of phase p was either processed in phase p - 1 (and, lowered again after that, queued) or lowered
+// during it (queued). Counters rotate mod 3 like changed[]: qcnt[p%3] is read, qcnt[(p+1)%3] written,
+// qcnt[(p+2)%3] zeroed; qm[par] says whether this phase runs on the queue; changed[] counts the nodes
+// each phase processed (the same rotation).
+__global__ void fa_step(int n, const int* __restrict__ fo, const int* __restrict__ hd, const int* __restrict__ w,
+                        unsigned int* ca, unsigned int* ua, unsigned int* changed, int* flags, unsigned int* pc,
+                        unsigned int* stats, int stats_cap, int par, int p3, unsigned int* q0, unsigned int* q1,
+                        unsigned int* qcnt, unsigned int* qm, unsigned int* sched, unsigned int thr) {
+    // changed[] holds counts here: phase p - 1 processed changed[(p+2)%3] nodes (the source for p = 0).
+    // Every prologue load is indexed by kernel arguments alone and issued before the first test.
+    const int done = flags[F_DONE];
+    const unsigned int prev = changed[(p3 + 2) % 3];
+    const unsigned int ph = pc[par];
+    const bool on_queue = qm[par] != 0;
+    const unsigned int qc = qcnt[p3];
+    if (done) return;
+    if (prev == 0) { if (lead()) flags[F_DONE] = 1; return; }
+    const bool build = prev < thr;
+    if (lead()) {
+        changed[(p3 + 1) % 3] = 0;
+        pc[par ^ 1] = ph + 1;
+        flags[F_PHASES] = (int)ph + 1;
+        qcnt[(p3 + 2) % 3] = 0;
+        qm[par ^ 1] = build ? 1u : 0u;
+    }
+    const unsigned int* qin = (ph & 1) ? q1 : q0;
+    unsigned int* qout = (ph & 1) ? q0 : q1;
+    unsigned int* cout = &qcnt[(p3 + 1) % 3];
+    const unsigned int items = on_queue ? qc : (unsigned int)n;
+    __shared__ unsigned int block_act;
+    if (threadIdx.x == 0) block_act = 0;
+    __syncthreads();
+    unsigned int act = 0;
+    for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < items; i += gridDim.x * blockDim.x) {
+        int v = on_queue ? (int)qin[i] : (int)i;
+        unsigned int u = __ldcg(ua + v);
+        unsigned int c = __ldcg(ca + v);
+        if (u < c) {
+            ++act;
+            ca[v] = u;
+            int a0 = fo[v], a1 = fo[v + 1];
+            for (int a = a0; a < a1; ++a) {
+                unsigned int nd = sat_add(u, w[a], flags);
+                if (nd == DINF) continue;
+                int h = hd[a];
+                if (build) {
+                    if (nd < atomicMin(&ua[h], nd) && atomicExch(&sched[h], ph + 1) != ph + 1)
+                        qout[atomicAdd(cout, 1u)] = (unsigned int)h;
+                } else {
+                    atomicMin(&ua[h], nd);
+                }
+            }
+        }
+    }
+    act = __reduce_add_sync(0xFFFFFFFFu, act);
+    if ((threadIdx.x & 31) == 0 && act) atomicAdd(&block_act, act);
+    __syncthreads();
+    if (threadIdx.x == 0 && block_act) {
+        atomicAdd(&changed[p3], block_act);
         if (ph < (unsigned int)stats_cap) atomicAdd(&stats[ph], block_act);
     }
 }
