@@ -46,6 +46,9 @@ GPU_CASES = [
     ("cell-bf", None, {"threads": 64, "nodes_per_thread": 3, "max_in": 1}),  # in-arcs beyond the registers
     ("cell-bf", None, {"threads": 32, "rounds_per_graph": 6, "pipelined": False}),
     ("cell-bf", None, {"threads": 32, "reps": 3, "order": "grow"}),
+    ("cell-bf", None, {"threads": 32, "loop": "rounds"}),
+    ("cell-bf", None, {"threads": 32, "nodes_per_thread": 2, "loop": "async"}),
+    ("cell-bf", None, {"threads": 64, "nodes_per_thread": 3, "max_in": 1, "loop": "rounds"}),
 ]
 FAST_CASES = [c for c in GPU_CASES if c[0] not in ("martin",)]
 
@@ -189,3 +192,24 @@ def test_adaptive_count_switches_on_the_counted_frontier(ny, frac, queue_all):
     q = res.stats["queue_phases"][0]
     assert (q == phases) if queue_all else (q == 1)
     np.testing.assert_array_equal(res.dist[0].get(), gpuroute.sssp(ny, 5, algorithm="dijkstra", device="cpu"))
+
+
+@pytest.mark.parametrize("max_blocks", [1, 3])
+def test_cell_bf_async_blocks_owning_several_cells(max_blocks, monkeypatch):
+    # a grid smaller than the cell count: each block polls and relaxes several cells (reloading them)
+    monkeypatch.setattr(gpuroute.config, "CELL_ASYNC_MAX_BLOCKS", max_blocks)
+    g = _random_graph(4, n=2000, deg=3, wmax=50)
+    res = gpuroute.sssp_full(g, [17], algorithm="cell-bf", device="gpu", threads=32, loop="async",
+                             return_predecessors=True)
+    assert res.stats["loop"] == "async" and res.stats["n_cells"] > 3 * max_blocks
+    ref_d, ref_p = gpuroute.sssp(g, [17], algorithm="dijkstra", device="cpu", return_predecessors=True)
+    np.testing.assert_array_equal(res.dist.get(), ref_d)
+    np.testing.assert_array_equal(res.pred.get(), ref_p)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loop", ["async", "rounds"])
+def test_cell_bf_ny_both_loops(ny, loop):
+    res = gpuroute.sssp_full(ny, [4242, 100000], algorithm="cell-bf", device="gpu", loop=loop)
+    assert res.stats["loop"] == loop
+    np.testing.assert_array_equal(res.dist.get(), gpuroute.sssp(ny, [4242, 100000], device="cpu"))

@@ -37,8 +37,14 @@ AUTO_CELL_MAX_NODES = 2_000_000
 #: Cell-local Bellman-Ford: threads per block (one block per cell) and nodes per thread; the cell
 #: size is their product (see BENCHMARKS.md for the sizes measured).
 CELL_THREADS = 256
-CELL_NODES_PER_THREAD = None  # None: the smallest for which all cells are resident at once
+CELL_NODES_PER_THREAD = 1  # None: the smallest for which all cells are resident at once
 #: Cell-local Bellman-Ford: times a block may go over its cell again within a round, and in-arcs per
 #: node kept in registers (see sssp/cells.cu).
 CELL_REPS = 1
 CELL_MAX_IN = 5
+#: Cell-local Bellman-Ford loop: "async" (one persistent cooperative launch, cells relaxed as soon as
+#: they are dirty) or "rounds" (one kernel per round in CUDA-graph replays); see sssp/cells.cu.
+CELL_LOOP = "async"
+#: Most blocks of the asynchronous cell-bf grid (None: as many as the device holds at once); a block
+#: owns ceil(n_cells / blocks) cells. Tests set it small so that blocks own several cells.
+CELL_ASYNC_MAX_BLOCKS = None

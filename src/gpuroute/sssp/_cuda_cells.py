@@ -1,6 +1,8 @@
 """GPU launcher (CuPy) for cell-local Bellman-Ford (``cells.cu``; method and proof in its header)."""
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from .. import config
@@ -8,6 +10,8 @@ from ..backend import load_cuda_module
 from ._cells import layout
 from ._cuda import FLAG_OVERFLOW
 from ._cuda_frontier import STATS_CAP, _Base, _i32
+
+log = logging.getLogger(__name__)
 
 #: Threads an SM holds (sm_80/sm_90).
 THREADS_PER_SM = 2048
@@ -60,6 +64,12 @@ class CellBFGPU(_Base):
         are read from shared memory.
     rounds_per_graph : int, optional
         Rounds captured in one CUDA graph (a multiple of 6; default 48).
+    loop : {"async", "rounds"}, optional
+        ``"rounds"``: one kernel per round (``cb_round``), CUDA-graph replays, device-side termination.
+        ``"async"``: one cooperative launch for the whole search (``cb_persistent``): a cell is relaxed
+        again as soon as another block dirties it, no rounds. Default ``config.CELL_LOOP``. Where the
+        device cannot launch the persistent grid, or its activation guard trips, the search runs (again)
+        in rounds.
     pipelined : bool, optional
         Queue the next graph replay before checking the last one's flags (default False: measured no
         faster on NY and BAY, where a replay of no-op rounds costs about what the host check does).
@@ -74,7 +84,7 @@ class CellBFGPU(_Base):
     phases_per_graph = 48  # a multiple of 6: the round parity alternates mod 2, changed[] rotates mod 3
 
     def __init__(self, graph, weight, threads=None, nodes_per_thread=None, order=None, reps=None, max_in=None,
-                 rounds_per_graph=None, pipelined=None):
+                 rounds_per_graph=None, pipelined=None, loop=None):
         if rounds_per_graph is not None:
             if rounds_per_graph < 6 or rounds_per_graph % 6:
                 raise ValueError(f"rounds_per_graph must be a positive multiple of 6, got {rounds_per_graph}")
@@ -123,6 +133,12 @@ class CellBFGPU(_Base):
         minb = int(min(per_sm, max(1, -(-self.n_cells // sms))))
         mod = load_cuda_module("sssp/cells.cu", (f"-DCB_NPT={self.npt}", f"-DCB_MAXIN={self.max_in}",
                                                  f"-DCB_T={self.threads}", f"-DCB_MINB={minb}"))
+        self.loop = config.CELL_LOOP if loop is None else loop
+        if self.loop not in ("async", "rounds"):
+            raise ValueError(f"loop must be 'async' or 'rounds', got {self.loop!r}")
+        self.k_persist = None
+        if self.loop == "async":
+            self._setup_async(sms, per_sm, minb)
         self.k_round = mod.get_function("cb_round")
         self.k_init = mod.get_function("cb_init")
         self.k_output = mod.get_function("cb_output")
@@ -133,6 +149,67 @@ class CellBFGPU(_Base):
         self.changed = cp.zeros(3, dtype=cp.uint32)
         self.pc = cp.zeros(2, dtype=cp.uint32)
         self.prof = None  # set to a uint64 array of 8 * STATS_CAP to profile rounds (see cells.cu)
+
+    def _setup_async(self, sms, per_sm, minb):
+        """Compile the persistent kernel and size its grid: every block must be resident (cooperative
+        launch), so the grid is min(n_cells, blocks the device holds at once); each block then owns
+        ceil(n_cells / grid) cells."""
+        cp = self.cp
+        try:
+            mod = load_cuda_module("sssp/cells.cu", (f"-DCB_NPT={self.npt}", f"-DCB_MAXIN={self.max_in}",
+                                                     f"-DCB_T={self.threads}", f"-DCB_MINB={minb}"), cooperative=True)
+            k = mod.get_function("cb_persistent")
+            dev = cp.cuda.Device()
+            regs = max(1, int(k.num_regs))
+            warp_regs = -(-regs * 32 // 256) * 256
+            by_regs = dev.attributes["MaxRegistersPerMultiprocessor"] // (warp_regs * (self.threads // 32))
+            smem_block = self.smem + int(k.shared_size_bytes) + 1024  # + the block's reserved shared memory
+            by_smem = dev.attributes["MaxSharedMemoryPerMultiprocessor"] // smem_block
+            per = max(0, min(per_sm, by_regs, by_smem, 32))
+        except Exception as e:  # no cooperative launch through this CuPy/driver: rounds
+            self.async_error = f"{type(e).__name__}: {e}"
+            self.loop = "rounds"
+            return
+        if per == 0:
+            self.loop = "rounds"
+            return
+        self.k_persist = k
+        cap = per * sms if config.CELL_ASYNC_MAX_BLOCKS is None else min(per * sms, int(config.CELL_ASYNC_MAX_BLOCKS))
+        self.grid_async = int(max(1, min(self.n_cells, cap)))
+        self.cells_per_block = -(-self.n_cells // self.grid_async)
+        self.work = cp.zeros(1, dtype=cp.uint32)
+        self.counters = cp.zeros(4, dtype=cp.uint64)
+
+    def _run_async(self, source_new):
+        """One persistent launch; returns ``(activations, host flags)``, or None when the launch or the
+        activation guard failed (the caller then runs in rounds)."""
+        pu, pw, ofo, otl, ow, xfo, xhd, xw, _ = self.dev
+        n = self.n
+        total = max(n, self.n_cells, 8)
+        max_acts = np.uint64((n + 1) * self.cells_per_block)
+        with self.stream:
+            self.k_init(((total + 255) // 256,), (256,),
+                        (_i32(n), _i32(self.n_cells), _i32(self.cell_size), self.dist, self.lastd, self.dirty,
+                         self.flags, self.changed, self.pc, _i32(source_new)))
+            self.work.fill(1)
+            self.counters.fill(0)
+            try:
+                self.k_persist((self.grid_async,), (self.threads,),
+                               (_i32(n), _i32(self.n_cells), _i32(self.cell_size), pu, pw, ofo, otl, ow, xfo, xhd, xw,
+                                self.dist, self.lastd, self.dirty, self.flags, self.work, self.counters, max_acts),
+                               shared_mem=self.smem)
+            except Exception as e:  # e.g. the grid does not fit (cooperative launch too large): rounds from now on
+                self.async_error = str(e)
+                self.loop = "rounds"
+                return None
+            host = self.flags.get(stream=self.stream)
+            cnt = self.counters.get(stream=self.stream)
+        self.stream.synchronize()
+        if host[FLAG_OVERFLOW] == 2:
+            log.warning("cell-bf: the asynchronous kernel's activation guard tripped; running in rounds")
+            return None
+        self.last_counters = cnt
+        return int(cnt[0]), host
 
     def launches(self):
         pu, pw, ofo, otl, ow, xfo, xhd, xw, _ = self.dev
@@ -151,7 +228,9 @@ class CellBFGPU(_Base):
         """Distances (and canonical predecessors) from ``source``.
 
         Returns ``(dist, pred, stats)``: CuPy int64 (n,) with ``INF``, int32 (n,) or None, and a dict
-        with ``phases`` (rounds), ``updated`` (nodes improved per round), ``times_us``.
+        with ``phases`` (rounds; with ``loop="async"`` the number of cell activations), ``updated``
+        (nodes written back per round; async: one total), ``times_us`` (``time_phases`` runs in rounds),
+        ``loop`` (the loop that ran).
 
         Raises
         ------
@@ -161,12 +240,21 @@ class CellBFGPU(_Base):
         n = self.n
         rank_dev = self.dev[-1]
         total = max(n, self.n_cells, 8)
-        with self.stream:
-            self.stats.fill(0)
-            self.k_init(((total + 255) // 256,), (256,),
-                        (_i32(n), _i32(self.n_cells), _i32(self.cell_size), self.dist, self.lastd, self.dirty,
-                         self.flags, self.changed, self.pc, _i32(int(self.layout.rank[source]))))
-        phases, host, times = self.run_phase_loop(self.launches(), n + 2, time_phases)
+        source_new = int(self.layout.rank[source])
+        res = None
+        if self.loop == "async" and not time_phases:
+            res = self._run_async(source_new)
+        asynchronous = res is not None
+        if asynchronous:
+            phases, host = res
+            times = None
+        else:
+            with self.stream:
+                self.stats.fill(0)
+                self.k_init(((total + 255) // 256,), (256,),
+                            (_i32(n), _i32(self.n_cells), _i32(self.cell_size), self.dist, self.lastd, self.dirty,
+                             self.flags, self.changed, self.pc, _i32(source_new)))
+            phases, host, times = self.run_phase_loop(self.launches(), n + 2, time_phases)
         if host[FLAG_OVERFLOW]:
             raise OverflowError("a distance reached 2^31 - 1, the limit of the cell-bf kernel; use another "
                                 "algorithm (32-bit, up to 2^32 - 2) or device='cpu'")
@@ -184,7 +272,10 @@ class CellBFGPU(_Base):
                 pred = cp.empty(n, dtype=cp.int32)
                 self.k_pred(((n + self.tpb - 1) // self.tpb,), (self.tpb,),
                             (np.uint64(n), _i32(n), rfo, rtl, rw, d32, pred))
-            updated = self.stats[: min(phases, STATS_CAP)].get(stream=self.stream).astype(np.int64)
+            if asynchronous:  # no rounds: all write-backs in one entry
+                updated = self.last_counters[1:2].astype(np.int64)
+            else:
+                updated = self.stats[: min(phases, STATS_CAP)].get(stream=self.stream).astype(np.int64)
         self.stream.synchronize()
         return dist, pred, {"phases": phases, "updated": updated, "times_us": times, "cell_size": self.cell_size,
-                            "n_cells": self.n_cells}
+                            "n_cells": self.n_cells, "loop": "async" if asynchronous else "rounds"}

@@ -106,7 +106,7 @@ def _stack_gpu(results, want_pred):
     for key in ("updated", "times_us", "selection_phase", "queue_phases"):
         if key in results[0][2]:
             stats[key] = [r[2][key] for r in results]
-    for key in ("delta", "up_us", "down_us", "cooperative"):
+    for key in ("delta", "up_us", "down_us", "cooperative", "loop", "cell_size", "n_cells"):
         if key in results[0][2]:
             stats[key] = results[0][2][key]
     return dist, pred, stats
@@ -238,13 +238,14 @@ register(Algorithm("delta-stepping", _cpu_frontier("delta_stepping_cpu"), None,
 
 def auto_algorithm(graph, device, n_sources=1):
     """The algorithm ``algorithm="auto"`` runs: Dijkstra on the CPU; on the GPU cell-local Bellman-Ford
-    for one source on graphs up to ``config.AUTO_CELL_MAX_NODES`` nodes, else near-far (batched over
-    many sources; BENCHMARKS.md has the measurements behind this rule)."""
+    for one source (on graphs up to ``config.AUTO_CELL_MAX_NODES`` nodes, None = any size), else near-far
+    batched over the sources (BENCHMARKS.md has the measurements behind this rule)."""
     from .. import config
 
     if device == "cpu":
         return "dijkstra"
-    if n_sources == 1 and graph.n_nodes <= config.AUTO_CELL_MAX_NODES:
+    limit = config.AUTO_CELL_MAX_NODES
+    if n_sources == 1 and (limit is None or graph.n_nodes <= limit):
         return "cell-bf"
     return "near-far"
 
