@@ -27,7 +27,8 @@ GPU_CASES = [
     ("selection", None, {}),
     ("adaptive", "time", {}),
     ("adaptive", "count", {}),
-    ("adaptive", "count", {"frac": 0.0}),  # all-node phases after the first
+    ("adaptive", "count", {"frac": 0.0}),  # no queue phase: the all-node step fc_step1
+    ("adaptive", "count", {"frac": 0.05}),  # fa_step, switching both ways
     ("adaptive", "count", {"frac": 1.0}),  # queue phases throughout
     ("martin", "successor", {}),
     ("martin", "predecessor", {}),
@@ -185,12 +186,18 @@ def test_cell_bf_overflow_is_an_error_not_a_wrong_distance(threads, monkeypatch)
     assert list(d) == [0, 2 ** 30, 2 ** 31 - 2]
 
 
-@pytest.mark.parametrize("frac,queue_all", [(0.0, False), (1.0, True)])
-def test_adaptive_count_switches_on_the_counted_frontier(ny, frac, queue_all):
+@pytest.mark.parametrize("frac", [0.0, 0.001, 1.0])
+def test_adaptive_count_switches_on_the_counted_frontier(ny, frac):
     res = gpuroute.sssp_full(ny, [5], algorithm="adaptive", variant="count", device="gpu", frac=frac)
     phases = int(res.stats["phases"][0])
     q = res.stats["queue_phases"][0]
-    assert (q == phases) if queue_all else (q == 1)
+    upd = np.asarray(res.stats["updated"][0])
+    if frac == 0.0:
+        assert q == 0  # every phase on all nodes
+    elif frac == 1.0:
+        assert q == phases
+    else:  # the source's phase, then one per phase after a phase that processed fewer than thr nodes
+        assert q == 1 + int(np.count_nonzero(upd[:-1] < np.ceil(frac * ny.n_nodes))) and 1 < q < phases
     np.testing.assert_array_equal(res.dist[0].get(), gpuroute.sssp(ny, 5, algorithm="dijkstra", device="cpu"))
 
 

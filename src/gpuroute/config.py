@@ -14,10 +14,12 @@ MAX_PHASE_FACTOR = 1
 ADAPTIVE_UP_US = None
 ADAPTIVE_DOWN_US = None
 #: Adaptive switching on the device-side frontier count: a phase runs on the selection queue when the
-#: previous phase processed fewer than this fraction of n_nodes, else one thread per node. On an H100
-#: a queue phase never beat the fused all-node phase on NY or BAY (BENCHMARKS.md), so only the few
-#: phases with tens of frontier nodes use it.
+#: previous phase processed fewer than this fraction of n_nodes, else one thread per node -- but only on
+#: graphs whose all-node phase takes at least ADAPTIVE_MIN_WAVES waves of resident threads: when every
+#: node has a resident thread (NY, BAY on an H200: one wave), a queue phase costs the same dependent
+#: memory chain plus the queue read and is never cheaper (BENCHMARKS.md).
 ADAPTIVE_FRONTIER_FRACTION = 0.0002
+ADAPTIVE_MIN_WAVES = 2
 #: Near-far threshold step as a multiple of the mean arc weight (None = 64, the best measured on NY,
 #: BAY and tiled NY; see BENCHMARKS.md).
 DELTA_FACTOR = None
@@ -32,8 +34,9 @@ MAX_BATCH_ITEMS = 1 << 26
 FUSED_NODES_PER_THREAD = 1
 #: Hops a thread of the fused conventional step follows at once after improving a head (0 = off).
 FUSED_CHASE_DEPTH = 0
-#: algorithm="auto" on the GPU: cell-local Bellman-Ford up to this many nodes (one source), else near-far.
-AUTO_CELL_MAX_NODES = 2_000_000
+#: algorithm="auto" on the GPU: cell-local Bellman-Ford for one source when the graph has at most this
+#: many nodes (None: any size; measured faster than near-far up to tiled NY 8x8, 17M nodes), else near-far.
+AUTO_CELL_MAX_NODES = None
 #: Cell-local Bellman-Ford: threads per block (one block per cell) and nodes per thread; the cell
 #: size is their product (see BENCHMARKS.md for the sizes measured).
 CELL_THREADS = 256

@@ -380,7 +380,9 @@ class AdaptiveFusedGPU(_Base):
     """Adaptive thread creation (seed 001 Alg. 4) switching on the frontier size counted on the device,
     on the fused conventional step (``fa_step`` in frontier.cu): a phase runs one thread per node, or
     one thread per queued node when the previous phase processed fewer than ``frac * n`` nodes. One
-    kernel per phase, CUDA-graph replays, device-side termination.
+    kernel per phase, CUDA-graph replays, device-side termination. When the threshold is 0 (calibrated
+    so on graphs that fit one wave of resident threads, where a queue phase is never cheaper) no phase
+    can use the queue and the solver runs the all-node step ``fc_step1`` itself.
 
     Parameters
     ----------
@@ -388,7 +390,9 @@ class AdaptiveFusedGPU(_Base):
     weight : str
     frac : float, optional
         Frontier fraction below which the next phase runs on the queue (default
-        ``config.ADAPTIVE_FRONTIER_FRACTION``); 0 = always all-node (the fused conventional method).
+        ``config.ADAPTIVE_FRONTIER_FRACTION``, applied only when an all-node phase needs at least
+        ``config.ADAPTIVE_MIN_WAVES`` waves of resident threads, else 0); 0 = always all-node (the fused
+        conventional method); 1 = every phase on the queue.
     """
 
     phases_per_graph = 96
@@ -397,7 +401,12 @@ class AdaptiveFusedGPU(_Base):
         super().__init__(graph, weight)
         cp = self.cp
         n = self.n
-        f = config.ADAPTIVE_FRONTIER_FRACTION if frac is None else float(frac)
+        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        resident = sms * cp.cuda.Device().attributes["MaxThreadsPerMultiProcessor"]
+        if frac is None:  # calibrated to the device: the queue only pays when an all-node phase takes waves
+            f = config.ADAPTIVE_FRONTIER_FRACTION if n >= config.ADAPTIVE_MIN_WAVES * resident else 0.0
+        else:
+            f = float(frac)
         if not 0.0 <= f <= 1.0:
             raise ValueError(f"frac must be in [0, 1], got {f}")
         self.frac = f
@@ -412,12 +421,14 @@ class AdaptiveFusedGPU(_Base):
         self.changed = cp.zeros(3, dtype=cp.uint32)
         self.pc = cp.zeros(2, dtype=cp.uint32)
         self.k_step = self.mod.get_function("fa_step")
-        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        self.k_all = self.mod.get_function("fc_step1")
         self.grid_f = (max(1, min((n + self.tpb - 1) // self.tpb, sms * 16)),)
 
     def launches(self):
         args = (_i32(self.n), self.fo, self.hd, self.w, self.ca, self.ua, self.changed, self.flags, self.pc,
                 self.stats, _i32(STATS_CAP))
+        if self.thr == 0:  # no phase can run on the queue: the all-node fused step itself (fc_step1)
+            return [(self.k_all, self.grid_f, (self.tpb,), lambda p: args + (_i32(p & 1), _i32(p % 3), _i32(0)), True)]
         tail = (self.q0, self.q1, self.qcnt, self.qm, self.sched, self.thr)
         return [(self.k_step, self.grid_f, (self.tpb,), lambda p: args + (_i32(p & 1), _i32(p % 3)) + tail, True)]
 
@@ -441,8 +452,9 @@ class AdaptiveFusedGPU(_Base):
             self.stats.fill(0)
         phases, host, times = self.run_phase_loop(self.launches(), self.n + 2, time_phases)
         d, p, ph, upd = self._finish(host, phases, self.ca, want_pred)
-        # phase p ran on the queue iff phase p - 1 processed fewer than thr nodes (phase 0: the source)
-        queue_phases = int(1 + np.count_nonzero(upd[:-1] < int(self.thr))) if ph else 0
+        # phase p ran on the queue iff phase p - 1 processed fewer than thr nodes (phase 0: the source);
+        # with thr = 0 every phase ran fc_step1 on all nodes
+        queue_phases = int(1 + np.count_nonzero(upd[:-1] < int(self.thr))) if ph and self.thr else 0
         return d, p, {"phases": ph, "updated": upd, "times_us": times, "queue_phases": queue_phases}
 
 

@@ -589,17 +589,20 @@ __global__ void fc_step1(int n, const int* __restrict__ fo, const int* __restric
 // queue. Pending nodes (Ua < Ca) are always in the queue of a queue phase: a node pending at the start
 // of phase p was either processed in phase p - 1 (and, lowered again after that, queued) or lowered
 // during it (queued). Counters rotate mod 3 like changed[]: qcnt[p%3] is read, qcnt[(p+1)%3] written,
-// qcnt[(p+2)%3] zeroed; qm[par] says whether this phase runs on the queue. changed[] is the same
-// per-block flag as in fc_step1; the count of nodes phase p - 1 processed is read from stats[p - 1]
-// (one atomicAdd per active block, as fc_step1 does anyway), so an all-node phase costs what
-// fc_step1's does: a second counter updated by every active block was measured 10% slower on NY.
-// Past stats_cap phases the count is unknown and every phase runs on all nodes.
-__global__ void fa_step(int n, const int* __restrict__ fo, const int* __restrict__ hd, const int* __restrict__ w,
+// qcnt[(p+2)%3] zeroed; qm[par] says whether this phase runs on the queue. changed[] counts the nodes
+// each phase processed (the same rotation; zero ends the loop) with ONE atomicAdd per active block, the
+// same traffic as fc_step1's stats add: the lead thread of phase p + 1 copies the count of phase p into
+// stats[p]. (Measured on NY, H200: a second per-block atomic counter cost 10%; reading stats[p - 1],
+// an index that depends on a loaded value, cost 20%.)
+// __launch_bounds__(1024, 2): at most 32 registers, so that 2048 threads fit an SM as with fc_step1 (30
+// registers); uncapped the kernel took 38, held 6 blocks of 256 per SM instead of 8 and ran 20-25 %
+// slower per all-node phase than fc_step1 (NY, tiled NY 8x8; H200).
+__global__ void __launch_bounds__(1024, 2) fa_step(int n, const int* __restrict__ fo, const int* __restrict__ hd, const int* __restrict__ w,
                         unsigned int* ca, unsigned int* ua, unsigned int* changed, int* flags, unsigned int* pc,
                         unsigned int* stats, int stats_cap, int par, int p3, unsigned int* q0, unsigned int* q1,
                         unsigned int* qcnt, unsigned int* qm, unsigned int* sched, unsigned int thr) {
-    // Every prologue load but the count's is indexed by kernel arguments alone and issued before the
-    // first test; phase p - 1 processed stats[p - 1] nodes (the source alone for p = 0).
+    // Every prologue load is indexed by kernel arguments alone and issued before the first test; phase
+    // p - 1 processed changed[(p3+2)%3] nodes (the source alone for p = 0).
     const int done = flags[F_DONE];
     const unsigned int prev = changed[(p3 + 2) % 3];
     const unsigned int ph = pc[par];
@@ -607,9 +610,9 @@ __global__ void fa_step(int n, const int* __restrict__ fo, const int* __restrict
     const unsigned int qc = qcnt[p3];
     if (done) return;
     if (prev == 0) { if (lead()) flags[F_DONE] = 1; return; }
-    const unsigned int cnt = ph == 0 ? 1u : (ph <= (unsigned int)stats_cap ? stats[ph - 1] : 0xFFFFFFFFu);
-    const bool build = cnt < thr;
+    const bool build = prev < thr;
     if (lead()) {
+        if (ph >= 1 && ph - 1 < (unsigned int)stats_cap) stats[ph - 1] = prev;
         changed[(p3 + 1) % 3] = 0;
         pc[par ^ 1] = ph + 1;
         flags[F_PHASES] = (int)ph + 1;
@@ -648,10 +651,7 @@ __global__ void fa_step(int n, const int* __restrict__ fo, const int* __restrict
     act = __reduce_add_sync(0xFFFFFFFFu, act);
     if ((threadIdx.x & 31) == 0 && act) atomicAdd(&block_act, act);
     __syncthreads();
-    if (threadIdx.x == 0 && block_act) {
-        changed[p3] = 1u;
-        if (ph < (unsigned int)stats_cap) atomicAdd(&stats[ph], block_act);
-    }
+    if (threadIdx.x == 0 && block_act) atomicAdd(&changed[p3], block_act);
 }
 
 // ----------------------------------------------------------------------------------------------
