@@ -295,7 +295,11 @@ def shortest_path(graph, source, target, *, weight=None, method="bidirectional",
         positive length), computed once per (graph, weight) and cached; the triangle inequality makes
         ``h`` admissible and consistent. Planar graphs use the Euclidean length instead.
     device : {"cpu", "auto", "gpu"}
-        Only the CPU implements point-to-point searches; ``"auto"`` runs on the CPU.
+        ``"cpu"`` and ``"auto"`` run ``method`` on the CPU (a point-to-point search settles a small
+        part of a city network: faster there than a whole GPU search). ``"gpu"`` ignores ``method``
+        and runs one GPU one-to-all search from ``source`` with predecessors
+        (``sssp(..., algorithm="auto")``, cell-local Bellman-Ford for one source), then follows the
+        shortest-path tree back from ``target`` (``PathResult.method`` is ``"gpu-sssp"``).
 
     Returns
     -------
@@ -311,19 +315,21 @@ def shortest_path(graph, source, target, *, weight=None, method="bidirectional",
     KeyError
         Unknown weight name.
     ValueError
-        Unknown method; ``"astar"`` on a graph without coordinates; ``device="gpu"`` (no GPU twin yet).
+        Unknown method; ``"astar"`` on a graph without coordinates.
     GPUUnavailableError
         ``device="gpu"`` without a usable GPU.
+    OverflowError
+        ``device="gpu"`` and a distance beyond the GPU kernels' 32-bit range.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose from {list(METHODS)}")
     resolve_device(device)  # ValueError for an unknown device, GPUUnavailableError for "gpu" without one
-    if device == "gpu":
-        raise ValueError("shortest_path has no GPU implementation; use device='cpu'")
     s = _check_node(graph, source, "source")
     t = _check_node(graph, target, "target")
     w = graph.weight(weight)
     wname = graph.default_weight if weight is None else weight
+    if device == "gpu":
+        return _shortest_path_gpu(graph, s, t, weight, wname)
     if method == "astar":
         _require_coords(graph, "method='astar'")
     unit = graph.units.get(wname, "")
@@ -377,6 +383,22 @@ def shortest_path(graph, source, target, *, weight=None, method="bidirectional",
     nodes[:-1] = graph.tail[arcs]
     nodes[-1] = t
     return PathResult(distance, nodes, arcs, wname, unit, settled, method, stats)
+
+
+def _shortest_path_gpu(graph, s, t, weight, wname):
+    """One GPU one-to-all search with predecessors, then the tree path from ``s`` to ``t``."""
+    from .sssp import sssp
+
+    unit = graph.units.get(wname, "")
+    empty = np.zeros(0, dtype=INDEX_DTYPE)
+    dist, pred = sssp(graph, s, weight=weight, return_predecessors=True, device="gpu")
+    distance = int(dist[t])
+    if distance == INF:
+        return PathResult(INF, empty, empty, wname, unit, 0, "gpu-sssp")
+    nodes = extract_path(pred, s, t)
+    arcs = path_arcs(graph, nodes, weight)
+    reached = int(np.count_nonzero(dist < INF))
+    return PathResult(distance, nodes, arcs, wname, unit, reached, "gpu-sssp")
 
 
 # ---------------------------------------------------------------------------------------------- helpers
