@@ -46,6 +46,16 @@ CONFIGS = [
 ]
 
 
+#: --configs adaptive: the adaptive method against the two it switches between
+ADAPTIVE_CONFIGS = [
+    ("conventional fused", "conventional", {}),
+    ("adaptive count (calibrated)", "adaptive", {"variant": "count"}),
+    ("adaptive count frac=0.0002", "adaptive", {"variant": "count", "frac": 0.0002}),
+    ("adaptive count frac=0", "adaptive", {"variant": "count", "frac": 0.0}),
+    ("selection", "selection", {}),
+]
+
+
 def graphs_by_name(names):
     out = []
     for nm in names:
@@ -108,6 +118,8 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "out"))
     ap.add_argument("--graphs", nargs="*", default=["NY", "BAY"])
     ap.add_argument("--sources", type=int, default=5)
+    ap.add_argument("--configs", choices=["cell", "adaptive"], default="cell")
+    ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     import cupy as cp
@@ -121,14 +133,16 @@ def main():
         srcs = rng.integers(0, g.n_nodes, args.sources)
         refs = gpuroute.sssp(g, srcs, device="cpu")
         print(f"\n## {gname}: n={g.n_nodes:,} m={g.n_arcs:,}", flush=True)
-        for label, alg, opts in CONFIGS:
+        for label, alg, opts in (CONFIGS if args.configs == "cell" else ADAPTIVE_CONFIGS):
+            if alg == "selection" and g.n_nodes > 8_000_000:
+                continue  # ~23 s a call on tiled NY 8x8 (BENCHMARKS.md)
             try:
                 gpuroute.sssp_full(g, cp.asarray(srcs[:1]), algorithm=alg, device="gpu", **opts)  # warm-up
                 per, phases, ok = [], [], True
                 for i, s in enumerate(srcs):
                     sc = cp.asarray([int(s)])
                     per.append(time_call(cp, lambda sc=sc, g=g, alg=alg, opts=opts: gpuroute.sssp_full(
-                        g, sc, algorithm=alg, device="gpu", **opts), 3))
+                        g, sc, algorithm=alg, device="gpu", **opts), args.reps))
                     r = gpuroute.sssp_full(g, sc, algorithm=alg, device="gpu", **opts)
                     ok &= bool(np.array_equal(r.dist.get()[0], refs[i]))
                     phases.append(int(np.asarray(r.stats["phases"]).ravel()[0]))
@@ -142,7 +156,7 @@ def main():
                 rows.append({"graph": gname, "method": label, "error": f"{type(e).__name__}: {e}"})
                 print(f"{label:26s} ERROR {type(e).__name__}: {e}", flush=True)
         try:
-            for lab, o in (("t256", {}), ("t512", {"threads": 512})):
+            for lab, o in ((("t256", {}), ("t512", {"threads": 512})) if args.configs == "cell" else ()):
                 pr = profile(cp, g, srcs[0], o)
                 res["profiles"][f"{gname} {lab}"] = pr
                 print(f"profile {lab}: " + ", ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
