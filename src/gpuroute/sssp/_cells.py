@@ -332,7 +332,8 @@ def cell_bf_one(n, cell_size, lfo, lhd, lw, xfo, xhd, xw, source, dist):
 
 
 def cell_bf_cpu(graph, weight, sources, want_pred, variant, *, cell_size=None, order=None, **opts):
-    """Cell-local Bellman-Ford (CPU twin of the GPU method in ``cells.cu``).
+    """Cell-local Bellman-Ford (CPU twin of the GPU method in ``cells.cu``, in its round schedule; the
+    GPU's asynchronous loop relaxes the same cells in another order and reaches the same distances).
 
     Parameters
     ----------

@@ -231,7 +231,8 @@ register(Algorithm("near-far", _cpu_frontier("near_far_cpu"), _near_far_gpu,
                    doc="near-far (Davidson et al. 2014): persistent kernel, batched over many sources"))
 register(Algorithm("cell-bf", _cell_bf_cpu, _gpu_method("CellBFGPU"),
                    doc="cell-local Bellman-Ford: a thread block per cell runs to local convergence in shared "
-                       "memory, boundary arcs exchanged between rounds (cells as in seed 000 sec. 2)"))
+                       "memory, boundary arcs relaxed into other cells, asynchronously in one persistent launch "
+                       "or in rounds (cells as in seed 000 sec. 2)"))
 register(Algorithm("delta-stepping", _cpu_frontier("delta_stepping_cpu"), None,
                    doc="delta-stepping (Meyer & Sanders 2003), CPU twin"))
 
@@ -323,7 +324,8 @@ def sssp(graph, sources, *, weight=None, algorithm="auto", variant=None, return_
         ``float("inf")`` for a plain work queue) or ``delta_factor=`` (x mean weight, default 64),
         ``batch=`` (sources per pass), ``frac=`` (adaptive thread mapping), ``loop="graph"|"persistent"``;
         adaptive ``up_us=``, ``down_us=`` (variant time) or ``frac=`` (variant count); cell-bf ``threads=``,
-        ``nodes_per_thread=`` (cell size = their product; CPU twin ``cell_size=``); every GPU method
+        ``nodes_per_thread=`` (cell size = their product; CPU twin ``cell_size=``), ``loop="async"|"rounds"``,
+        ``order="grow"|"hilbert"``, ``reps=``, ``max_in=``; every GPU method
         ``phase_times=True`` (per-phase times in ``sssp_full(...).stats``). CPU twins: near-far and
         delta-stepping ``delta=``; adaptive ``up=``, ``down=`` (fractions of n). An option the chosen
         implementation does not know raises TypeError.

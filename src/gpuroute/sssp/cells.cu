@@ -25,8 +25,10 @@
 // is dirty, every arc satisfies dist[h] <= dist[u] + w, so the distances are exact. Rounds are bounded
 // by n + 1 (each round finalises at least the next boundary crossing of every shortest path).
 //
-// One kernel per round (the gate is folded in, see cb_round); flags[2]: done; flags[3]: rounds;
-// flags[4]: overflow. Global distances are unsigned 32-bit with INF = 0xFFFFFFFF, as in the other kernels.
+// Two loops over the same per-cell work (load_cell, relax_cell): cb_round, one kernel per round in
+// CUDA-graph replays (the gate is folded in), and cb_persistent, one cooperative launch for the whole
+// search with no rounds (see its comment). flags[2]: done; flags[3]: rounds; flags[4]: overflow (2: the
+// persistent kernel's activation guard). Global distances are unsigned 32-bit with INF = 0xFFFFFFFF, as in the other kernels.
 //
 // Inside a block LINF = 2^31 - 1 stands for "unreached": LINF + w cannot wrap in 32 bits, so a pull
 // is one add and one min per in-arc. Finite distances must stay below LINF, else flags[4] is raised
