@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from sssp_one_to_all import commit, find_bay  # noqa: E402
+from sssp_one_to_all import Timer, commit, find_bay  # noqa: E402
 
 import gpuroute  # noqa: E402
 
@@ -71,17 +71,6 @@ def graphs_by_name(names):
             k = int(nm.split()[-1].split("x")[0])
             out.append((nm, lambda k=k: gpuroute.datasets.tile(gpuroute.datasets.load("ny"), k, k)))
     return out
-
-
-def time_call(cp, fn, reps=1):
-    ts = []
-    for _ in range(reps):
-        cp.cuda.Device().synchronize()
-        t = time.perf_counter()
-        fn()
-        cp.cuda.Device().synchronize()
-        ts.append((time.perf_counter() - t) * 1e3)
-    return float(np.median(ts))
 
 
 def profile(cp, g, source, opts):
@@ -141,8 +130,8 @@ def main():
                 per, phases, ok = [], [], True
                 for i, s in enumerate(srcs):
                     sc = cp.asarray([int(s)])
-                    per.append(time_call(cp, lambda sc=sc, g=g, alg=alg, opts=opts: gpuroute.sssp_full(
-                        g, sc, algorithm=alg, device="gpu", **opts), args.reps))
+                    per.append(Timer(cp).gpu(lambda sc=sc, g=g, alg=alg, opts=opts: gpuroute.sssp_full(
+                        g, sc, algorithm=alg, device="gpu", **opts), args.reps)[0])
                     r = gpuroute.sssp_full(g, sc, algorithm=alg, device="gpu", **opts)
                     ok &= bool(np.array_equal(r.dist.get()[0], refs[i]))
                     phases.append(int(np.asarray(r.stats["phases"]).ravel()[0]))

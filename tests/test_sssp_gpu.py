@@ -63,7 +63,7 @@ def _random_graph(seed, n=300, deg=3, wmax=20):
     return RoadGraph.from_arcs(n, tail, head, {"distance": w})
 
 
-def _check(graph, sources, alg, variant, opts):
+def check_against_dijkstra(graph, sources, alg, variant, opts):
     ref_d, ref_p = gpuroute.sssp(graph, sources, algorithm="dijkstra", device="cpu", return_predecessors=True)
     d, p = gpuroute.sssp(graph, sources, algorithm=alg, variant=variant, device="gpu",
                          return_predecessors=True, **opts)
@@ -78,7 +78,7 @@ def test_gpu_random_graphs(alg, variant, opts, seed, monkeypatch):
     monkeypatch.setattr(gpuroute.config, "THREADS_PER_BLOCK", 64)  # several blocks even on tiny graphs
     monkeypatch.setattr(gpuroute.config, "PHASES_PER_GRAPH", 4)  # several graph replays
     g = _random_graph(seed)
-    _check(g, [0, 7, 150], alg, variant, opts)
+    check_against_dijkstra(g, [0, 7, 150], alg, variant, opts)
 
 
 @pytest.mark.parametrize("alg,variant,opts", GPU_CASES)
@@ -98,12 +98,12 @@ def ny():
 @pytest.mark.slow
 @pytest.mark.parametrize("alg,variant,opts", FAST_CASES)
 def test_gpu_ny(ny, alg, variant, opts):
-    _check(ny, [0, 123456], alg, variant, opts)
+    check_against_dijkstra(ny, [0, 123456], alg, variant, opts)
 
 
 @pytest.mark.slow
 def test_gpu_ny_martin(ny):
-    _check(ny, [4242], "martin", "successor", {})
+    check_against_dijkstra(ny, [4242], "martin", "successor", {})
 
 
 def _bay_path():
@@ -120,7 +120,7 @@ def _bay_path():
                                               ("near-far", None, {}), ("crauser", "successor", {})])
 def test_gpu_bay(alg, variant, opts):
     g = gpuroute.load_dimacs(_bay_path())
-    _check(g, [0, 200000], alg, variant, opts)
+    check_against_dijkstra(g, [0, 200000], alg, variant, opts)
 
 
 @pytest.mark.parametrize("opts", [{}, {"frac": 0.02}, {"loop": "persistent"}, {"delta": float("inf")}])
