@@ -131,14 +131,14 @@ class CellBFGPU(_Base):
             raise ValueError(f"cells of {self.cell_size} nodes need {self.smem} bytes of shared memory: raise max_in "
                              "or use smaller cells")
         minb = int(min(per_sm, max(1, -(-self.n_cells // sms))))
-        mod = load_cuda_module("sssp/cells.cu", (f"-DCB_NPT={self.npt}", f"-DCB_MAXIN={self.max_in}",
-                                                 f"-DCB_T={self.threads}", f"-DCB_MINB={minb}"))
+        opts = (f"-DCB_NPT={self.npt}", f"-DCB_MAXIN={self.max_in}", f"-DCB_T={self.threads}", f"-DCB_MINB={minb}")
+        mod = load_cuda_module("sssp/cells.cu", opts)
         self.loop = config.CELL_LOOP if loop is None else loop
         if self.loop not in ("async", "rounds"):
             raise ValueError(f"loop must be 'async' or 'rounds', got {self.loop!r}")
         self.k_persist = None
         if self.loop == "async":
-            self._setup_async(sms, per_sm, minb)
+            self._setup_async(sms, per_sm, opts)
         self.k_round = mod.get_function("cb_round")
         self.k_init = mod.get_function("cb_init")
         self.k_output = mod.get_function("cb_output")
@@ -150,14 +150,13 @@ class CellBFGPU(_Base):
         self.pc = cp.zeros(2, dtype=cp.uint32)
         self.prof = None  # set to a uint64 array of 8 * STATS_CAP to profile rounds (see cells.cu)
 
-    def _setup_async(self, sms, per_sm, minb):
+    def _setup_async(self, sms, per_sm, opts):
         """Compile the persistent kernel and size its grid: every block must be resident (cooperative
         launch), so the grid is min(n_cells, blocks the device holds at once); each block then owns
         ceil(n_cells / grid) cells."""
         cp = self.cp
         try:
-            mod = load_cuda_module("sssp/cells.cu", (f"-DCB_NPT={self.npt}", f"-DCB_MAXIN={self.max_in}",
-                                                     f"-DCB_T={self.threads}", f"-DCB_MINB={minb}"), cooperative=True)
+            mod = load_cuda_module("sssp/cells.cu", opts, cooperative=True)
             k = mod.get_function("cb_persistent")
             dev = cp.cuda.Device()
             regs = max(1, int(k.num_regs))
@@ -185,12 +184,9 @@ class CellBFGPU(_Base):
         activation guard failed (the caller then runs in rounds)."""
         pu, pw, ofo, otl, ow, xfo, xhd, xw, _ = self.dev
         n = self.n
-        total = max(n, self.n_cells, 8)
         max_acts = np.uint64((n + 1) * self.cells_per_block)
+        self._init(source_new)
         with self.stream:
-            self.k_init(((total + 255) // 256,), (256,),
-                        (_i32(n), _i32(self.n_cells), _i32(self.cell_size), self.dist, self.lastd, self.dirty,
-                         self.flags, self.changed, self.pc, _i32(source_new)))
             self.work.fill(1)
             self.counters.fill(0)
             try:
@@ -210,6 +206,14 @@ class CellBFGPU(_Base):
             return None
         self.last_counters = cnt
         return int(cnt[0]), host
+
+    def _init(self, source_new):
+        """Start a search from ``source_new`` (renumbered id): cb_init on the solver's stream."""
+        total = max(self.n, self.n_cells, 8)
+        with self.stream:
+            self.k_init(((total + 255) // 256,), (256,),
+                        (_i32(self.n), _i32(self.n_cells), _i32(self.cell_size), self.dist, self.lastd, self.dirty,
+                         self.flags, self.changed, self.pc, _i32(source_new)))
 
     def launches(self):
         pu, pw, ofo, otl, ow, xfo, xhd, xw, _ = self.dev
@@ -239,7 +243,6 @@ class CellBFGPU(_Base):
         """
         n = self.n
         rank_dev = self.dev[-1]
-        total = max(n, self.n_cells, 8)
         source_new = int(self.layout.rank[source])
         res = None
         if self.loop == "async" and not time_phases:
@@ -251,9 +254,7 @@ class CellBFGPU(_Base):
         else:
             with self.stream:
                 self.stats.fill(0)
-                self.k_init(((total + 255) // 256,), (256,),
-                            (_i32(n), _i32(self.n_cells), _i32(self.cell_size), self.dist, self.lastd, self.dirty,
-                             self.flags, self.changed, self.pc, _i32(source_new)))
+            self._init(source_new)
             phases, host, times = self.run_phase_loop(self.launches(), n + 2, time_phases)
         if host[FLAG_OVERFLOW]:
             raise OverflowError("a distance reached 2^31 - 1, the limit of the cell-bf kernel; use another "

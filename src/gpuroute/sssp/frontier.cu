@@ -595,8 +595,8 @@ __global__ void fc_step1(int n, const int* __restrict__ fo, const int* __restric
 // stats[p]. (Measured on NY, H200: a second per-block atomic counter cost 10%; reading stats[p - 1],
 // an index that depends on a loaded value, cost 20%.)
 // __launch_bounds__(1024, 2): at most 32 registers, so that 2048 threads fit an SM as with fc_step1 (30
-// registers); uncapped the kernel took 38, held 6 blocks of 256 per SM instead of 8 and ran 20-25 %
-// slower per all-node phase than fc_step1 (NY, tiled NY 8x8; H200).
+// registers); uncapped the kernel took 38, held 6 blocks of 256 per SM instead of 8, and with no queue
+// phase (frac = 0) ran 11 % (NY) and 19 % (tiled NY 8x8) slower than fc_step1 (H200).
 __global__ void __launch_bounds__(1024, 2) fa_step(int n, const int* __restrict__ fo, const int* __restrict__ hd, const int* __restrict__ w,
                         unsigned int* ca, unsigned int* ua, unsigned int* changed, int* flags, unsigned int* pc,
                         unsigned int* stats, int stats_cap, int par, int p3, unsigned int* q0, unsigned int* q1,
