@@ -46,15 +46,19 @@ CONFIGS = [
 ]
 
 
-#: --configs adaptive: the adaptive method against the two it switches between
+#: --configs adaptive: the adaptive method (both switches, calibrated and forced thresholds) against the
+#: two it switches between; a 4th element overrides gpuroute.config for that row
 ADAPTIVE_CONFIGS = [
     ("conventional fused", "conventional", {}),
+    ("adaptive time (calibrated)", "adaptive", {"variant": "time"}),
+    ("adaptive time up=1.5 t_all", "adaptive", {"variant": "time"}, {"ADAPTIVE_TIME_UP_FACTOR": 1.5}),
     ("adaptive count (calibrated)", "adaptive", {"variant": "count"}),
-    ("adaptive count frac=0.0002", "adaptive", {"variant": "count", "frac": 0.0002}),
-    ("adaptive count frac=0", "adaptive", {"variant": "count", "frac": 0.0}),
+    ("adaptive count frac=1e-9", "adaptive", {"variant": "count", "frac": 1e-9}),
+    ("adaptive count frac=0.002", "adaptive", {"variant": "count", "frac": 0.002}),
+    ("adaptive count frac=0.02", "adaptive", {"variant": "count", "frac": 0.02}),
     ("selection", "selection", {}),
+    ("conventional fused (again)", "conventional", {}),
 ]
-
 
 def graphs_by_name(names):
     out = []
@@ -122,9 +126,13 @@ def main():
         srcs = rng.integers(0, g.n_nodes, args.sources)
         refs = gpuroute.sssp(g, srcs, device="cpu")
         print(f"\n## {gname}: n={g.n_nodes:,} m={g.n_arcs:,}", flush=True)
-        for label, alg, opts in (CONFIGS if args.configs == "cell" else ADAPTIVE_CONFIGS):
+        for label, alg, opts, *over in (CONFIGS if args.configs == "cell" else ADAPTIVE_CONFIGS):
             if alg == "selection" and g.n_nodes > 8_000_000:
                 continue  # ~23 s a call on tiled NY 8x8 (BENCHMARKS.md)
+            saved = {k: getattr(gpuroute.config, k) for k in (over[0] if over else {})}
+            for k, v in (over[0] if over else {}).items():
+                setattr(gpuroute.config, k, v)
+                g.__dict__.pop("_solver_cache", None)  # the solver reads config when built
             try:
                 gpuroute.sssp_full(g, cp.asarray(srcs[:1]), algorithm=alg, device="gpu", **opts)  # warm-up
                 per, phases, ok = [], [], True
@@ -138,12 +146,35 @@ def main():
                 row = {"graph": gname, "method": label, "ms": float(np.median(per)), "ms_all": per,
                        "phases": phases, "exact": ok, "cell_size": r.stats.get("cell_size"),
                        "loop": r.stats.get("loop")}
+                extra = ""
+                if alg == "adaptive" or label.startswith("conventional fused"):
+                    # one more run with the device clock's phase stamps: where the time goes, per phase kind
+                    t = gpuroute.sssp_full(g, cp.asarray(srcs[:1]), algorithm=alg, device="gpu", phase_times=True,
+                                           **opts).stats
+                    times = np.asarray(t["times_us"][0])
+                    modes = t.get("modes", [None])[0]
+                    modes = np.zeros(len(times), dtype=np.int8) if modes is None else np.asarray(modes)
+                    row["by_kind"] = {kind: {"phases": int(np.sum(modes == i)), "us": float(times[modes == i].sum())}
+                                      for i, kind in enumerate(("all-node", "all-node+build", "queue"))}
+                    for key in ("up_us", "down_us", "t_all_us", "t_queue_us"):
+                        row[key] = t.get(key)
+                    extra = "  " + ", ".join(f"{k} {v['phases']} ph {v['us'] / 1e3:.2f} ms"
+                                             for k, v in row["by_kind"].items() if v["phases"])
+                    if t.get("up_us") is not None:
+                        extra += f"  up/down {t['up_us']:.1f}/{t['down_us']:.1f} us"
+                    if t.get("t_all_us") is not None:
+                        extra += f"  t_all/t_queue {t['t_all_us']:.1f}/{t['t_queue_us']:.1f} us"
                 rows.append(row)
-                print(f"{label:26s} {row['ms']:8.3f} ms  phases {phases}  cell {row['cell_size']} {row['loop']}  exact={ok}",
-                      flush=True)
+                print(f"{label:26s} {row['ms']:8.3f} ms  phases {phases}  cell {row['cell_size']} {row['loop']}  exact={ok}"
+                      + extra, flush=True)
             except Exception as e:
                 rows.append({"graph": gname, "method": label, "error": f"{type(e).__name__}: {e}"})
                 print(f"{label:26s} ERROR {type(e).__name__}: {e}", flush=True)
+            finally:
+                for k, v in saved.items():
+                    setattr(gpuroute.config, k, v)
+                if saved:
+                    g.__dict__.pop("_solver_cache", None)
         try:
             for lab, o in ((("t256", {}), ("t512", {"threads": 512})) if args.configs == "cell" else ()):
                 pr = profile(cp, g, srcs[0], o)

@@ -185,7 +185,8 @@ def main():
         ("conventional (fused device loop)", "conventional", None, {"mode": "fused"}),
         ("conventional (fused, 4 nodes/thread)", "conventional", None, {"mode": "fused", "nodes_per_thread": 4}),
         ("selection", "selection", None, {}),
-        ("adaptive (time, seed)", "adaptive", "time", {}),
+        ("adaptive (time, seed host loop)", "adaptive", "time-host", {}),
+        ("adaptive (time, device clock)", "adaptive", "time", {}),
         ("adaptive (count, device)", "adaptive", "count", {}),
         ("martin succ", "martin", "successor", {}),
         ("martin pred", "martin", "predecessor", {}),
@@ -240,8 +241,7 @@ def main():
                 d0 = res.dist.get()[0]
                 ok = bool(np.array_equal(d0, ref))
                 per = []
-                nsrc = 1 if (big or alg in ("martin", "crauser-economic") or "host" in label
-                             or "time" in label) else len(srcs)
+                nsrc = 1 if (big or alg in ("martin", "crauser-economic") or "host" in label) else len(srcs)
                 for s in srcs[:nsrc]:
                     sc = cp.asarray([int(s)])
                     ms, _ = timer.gpu(lambda sc=sc, g=g, alg=alg, var=var, opts=opts: gpuroute.sssp_full(g, sc, algorithm=alg, variant=var,
@@ -260,10 +260,10 @@ def main():
                     sync_ms = costs["host_phase_us"] / 1e3
                 elif "persistent" in label:
                     sync_ms = phases * costs["persistent_round_us"] / 1e3
-                elif "host" in label or "time" in label:
+                elif "host" in label:
                     sync_ms = phases * costs["host_phase_us"] / 1e3
                 else:
-                    nk = 3 if alg in ("martin", "crauser", "crauser-economic") else (
+                    nk = 3 if alg in ("martin", "crauser", "crauser-economic") or label.startswith("adaptive (") else (
                         1 if alg in ("near-far", "cell-bf") or "fused" in label else 2)
                     sync_ms = phases * nk * costs["graph_launch_us"] / 1e3
                 row = {"graph": gname, "method": label, "ms": ms, "phases": phases, "exact": ok,
@@ -333,8 +333,8 @@ def plot_phase_stats(g, source, path, results):
 
     fig, ax = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
     series = {}
-    for label, alg, var in (("selection", "selection", None), ("adaptive (time)", "adaptive", "time"),
-                            ("work queue (fused)", "near-far", None)):
+    for label, alg, var in (("selection", "selection", None), ("adaptive (time, device clock)", "adaptive", "time"),
+                            ("conventional (fused)", "conventional", None), ("work queue (fused)", "near-far", None)):
         opts = {"delta": float("inf")} if alg == "near-far" else {}
         r = gpuroute.sssp_full(g, cp.asarray([source]), algorithm=alg, variant=var, device="gpu",
                                phase_times=True, **opts)

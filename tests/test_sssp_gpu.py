@@ -25,10 +25,15 @@ GPU_CASES = [
     ("conventional", None, {"mode": "graph"}),  # the seed's two kernels, device-side loop
     ("conventional", None, {"mode": "host"}),  # the seed's loop: flag read back every phase
     ("selection", None, {}),
-    ("adaptive", "time", {}),
+    ("adaptive", None, {}),
+    ("adaptive", "time", {}),  # device clock, calibrated thresholds
+    ("adaptive", "time", {"up_us": 0.0, "down_us": 0.0}),  # never the queue: fc_step1 alone
+    ("adaptive", "time", {"up_us": 1e-3, "down_us": 1e-3}),  # leaves the queue after 4 phases, never back
+    ("adaptive", "time", {"up_us": 1e9, "down_us": 1e9}),  # queue phases throughout
+    ("adaptive", "time-host", {}),  # the seed's host-timed loop
     ("adaptive", "count", {}),
     ("adaptive", "count", {"frac": 0.0}),  # no queue phase: the all-node step fc_step1
-    ("adaptive", "count", {"frac": 0.05}),  # fa_step, switching both ways
+    ("adaptive", "count", {"frac": 0.05}),  # switching both ways
     ("adaptive", "count", {"frac": 1.0}),  # queue phases throughout
     ("martin", "successor", {}),
     ("martin", "predecessor", {}),
@@ -186,19 +191,113 @@ def test_cell_bf_overflow_is_an_error_not_a_wrong_distance(threads, monkeypatch)
     assert list(d) == [0, 2 ** 30, 2 ** 31 - 2]
 
 
-@pytest.mark.parametrize("frac", [0.0, 0.001, 1.0])
-def test_adaptive_count_switches_on_the_counted_frontier(ny, frac):
-    res = gpuroute.sssp_full(ny, [5], algorithm="adaptive", variant="count", device="gpu", frac=frac)
+@pytest.mark.parametrize("frac", [0.0, 0.001, 0.01, 1.0, "calibrated"])
+def test_adaptive_count_switches_on_the_counted_frontier(ny, frac, monkeypatch):
+    opts = {"frac": frac}
+    if frac == "calibrated":
+        # the real probes run (and capture the phase graph the solver then replays), but report queue
+        # phases as cheaper, so the solver must switch at config.ADAPTIVE_FRONTIER_FRACTION: the switch
+        # parameters are read from device memory, not frozen into the graph when the probes captured it
+        from gpuroute.sssp._cuda_frontier import AdaptiveFusedGPU
+
+        probes = AdaptiveFusedGPU.calibrate
+        monkeypatch.setattr(AdaptiveFusedGPU, "calibrate", lambda self: (probes(self), (10.0, 1.0))[1])
+        monkeypatch.setattr(gpuroute.config, "ADAPTIVE_FRONTIER_FRACTION", 0.01)
+        frac, opts = 0.01, {}
+        ny = gpuroute.datasets.load("ny")  # a fresh graph object: no cached solver
+    res = gpuroute.sssp_full(ny, [5], algorithm="adaptive", variant="count", device="gpu", **opts)
+    if not opts:
+        assert res.stats["t_all_us"] == 10.0
     phases = int(res.stats["phases"][0])
     q = res.stats["queue_phases"][0]
     upd = np.asarray(res.stats["updated"][0])
+    assert len(upd) == phases and upd[-1] == 0  # the last phase finds nothing to process
     if frac == 0.0:
-        assert q == 0  # every phase on all nodes
-    elif frac == 1.0:
-        assert q == phases
-    else:  # the source's phase, then one per phase after a phase that processed fewer than thr nodes
-        assert q == 1 + int(np.count_nonzero(upd[:-1] < np.ceil(frac * ny.n_nodes))) and 1 < q < phases
+        assert q == 0 and res.stats["modes"][0] is None  # every phase fc_step1 on all nodes
+    else:
+        # phase p builds the next queue iff phase p - 1 processed fewer than thr nodes (phase 0: the
+        # source alone, counted as 1); phase p + 1 runs on the queue iff phase p built it
+        thr = int(np.ceil(frac * ny.n_nodes))
+        prev = np.concatenate([[1], upd[:-1]])
+        build = prev < thr
+        on_queue = np.concatenate([[True], build[:-1]])
+        want = np.where(on_queue, 2, np.where(build, 1, 0))
+        np.testing.assert_array_equal(res.stats["modes"][0], want)
+        assert q == int(on_queue.sum())
+        if frac == 1.0:
+            assert q == phases
+        else:
+            assert 1 < q < phases
     np.testing.assert_array_equal(res.dist[0].get(), gpuroute.sssp(ny, 5, algorithm="dijkstra", device="cpu"))
+
+
+@pytest.mark.parametrize("up,down", [(0.0, 0.0), (1e-3, 1e-3), (1e9, 1e9), (None, None)])
+def test_adaptive_time_switches_on_device_phase_times(ny, up, down):
+    opts = {} if up is None else {"up_us": up, "down_us": down}
+    res = gpuroute.sssp_full(ny, [5], algorithm="adaptive", variant="time", device="gpu", phase_times=True, **opts)
+    phases = int(res.stats["phases"][0])
+    modes = res.stats["modes"][0]
+    times = res.stats["times_us"][0]
+    assert len(times) == phases > 100 and np.all(times > 0)
+    if modes is None:  # the queue regime is never entered: fc_step1 alone
+        assert down == 0.0 or res.stats["down_us"] == 0.0
+    elif up == 1e-3:  # every mean exceeds 1 ns: the lead of phase 3 leaves the queue regime, phase 4 drains it
+        assert list(modes[:5]) == [2, 2, 2, 2, 2] and np.all(modes[5:] == 0)
+    elif up == 1e9:  # no mean reaches 1000 s: queue phases throughout
+        assert len(modes) == phases and np.all(modes == 2)
+    else:  # calibrated: thresholds from the probes' all-node phase time on this GPU
+        assert modes[0] == 2 and 0 < res.stats["down_us"] <= res.stats["up_us"]
+        assert res.stats["t_queue_us"] < res.stats["t_all_us"]
+        # a switch is followed by at least 4 phases of the new regime (the measured pair is the new one)
+        regime = modes[1:] == 2  # phase p builds iff phase p + 1 runs on the queue
+        flips = np.flatnonzero(np.diff(regime.astype(int)))
+        assert np.all(np.diff(flips) >= 4)
+    np.testing.assert_array_equal(res.dist[0].get(), gpuroute.sssp(ny, 5, algorithm="dijkstra", device="cpu"))
+
+
+def _time_rule_on_host(d_ns, up_ns, down_ns):
+    """Seed 001 Alg. 4 as fa_phase applies it, replayed from the phase durations the device measured:
+    the expected kind of every phase (0 all-node, 1 all-node + build, 2 queue)."""
+    n = len(d_ns)
+    start = np.concatenate([[0], np.cumsum(d_ns)])
+    bflag, since, on_queue, kinds = 1, 0, True, []
+    for ph in range(n):
+        kinds.append(2 if on_queue else (1 if bflag else 0))
+        since += 1
+        nb = bflag
+        if ph >= 2 and since >= 4:
+            mean = (int(start[ph]) - int(start[ph - 2])) // 2
+            if bflag and mean > up_ns:
+                nb = 0
+            elif not bflag and mean < down_ns:
+                nb = 1
+        if nb != bflag:
+            since = 0
+        on_queue, bflag = bool(bflag), nb
+    return np.asarray(kinds)
+
+
+def test_adaptive_time_rule_matches_the_seed_rule_replayed_on_host(ny):
+    # thresholds inside the range of NY's queue-phase times, so that the regime switches both ways
+    probe = gpuroute.sssp_full(ny, [5], algorithm="adaptive", variant="time", device="gpu", phase_times=True,
+                               up_us=1e9, down_us=1e9)
+    up = float(np.median(probe.stats["times_us"][0]))
+    res = gpuroute.sssp_full(ny, [5], algorithm="adaptive", variant="time", device="gpu", phase_times=True,
+                             up_us=up, down_us=0.94 * up)
+    modes = res.stats["modes"][0]
+    d_ns = np.rint(np.asarray(res.stats["times_us"][0]) * 1e3).astype(np.int64)
+    want = _time_rule_on_host(d_ns, round(up * 1e3), round(0.94 * up * 1e3))
+    np.testing.assert_array_equal(modes, want)
+    assert 0 < res.stats["queue_phases"][0] < res.stats["phases"][0]
+    np.testing.assert_array_equal(res.dist[0].get(), gpuroute.sssp(ny, 5, algorithm="dijkstra", device="cpu"))
+
+
+def test_fused_conventional_phase_times_from_the_device_clock(ny):
+    res = gpuroute.sssp_full(ny, [0], algorithm="conventional", device="gpu", phase_times=True)
+    times = res.stats["times_us"][0]
+    upd = res.stats["updated"][0]
+    assert len(times) == len(upd) == res.stats["phases"][0] > 100
+    assert np.all(times > 0) and times.sum() < 1e6  # under a second in all
 
 
 @pytest.mark.parametrize("max_blocks", [1, 3])

@@ -10,16 +10,21 @@ PHASES_PER_GRAPH = 64
 #: n_nodes - 1 phases for Bellman-Ford; this is a guard against bugs, never reached on valid input).
 MAX_PHASE_FACTOR = 1
 #: Adaptive thread creation (seed 001, Alg. 4): thresholds in microseconds on the mean of this and
-#: the previous phase time. None = calibrate on the device at first use.
+#: the previous phase time. None = calibrate on the device when the solver is built.
 ADAPTIVE_UP_US = None
 ADAPTIVE_DOWN_US = None
-#: Adaptive switching on the device-side frontier count: a phase runs on the selection queue when the
-#: previous phase processed fewer than this fraction of n_nodes, else one thread per node -- but only on
-#: graphs whose all-node phase takes at least ADAPTIVE_MIN_WAVES waves of resident threads: when every
-#: node has a resident thread (NY, BAY on an H200: one wave), a queue phase costs the same dependent
-#: memory chain plus the queue read and is never cheaper (BENCHMARKS.md).
-ADAPTIVE_FRONTIER_FRACTION = 0.0002
-ADAPTIVE_MIN_WAVES = 2
+#: Calibrated time switch (variant "time"): up = this factor x the median all-node phase time that
+#: the solver's probe search measured on the GPU at hand; down = 330/350 x up (the seed's ratio on its
+#: Tesla K20c). Measured on tiled NY 8x8 (H200): 1.5 beat 1.2 and 3 (BENCHMARKS.md).
+ADAPTIVE_TIME_UP_FACTOR = 1.5
+#: algorithm="adaptive" with no variant on the GPU: "time" (device clock), "count" or "time-host".
+ADAPTIVE_VARIANT = "time"
+#: Count switch (variant "count"): a phase runs on the selection queue when the phase before the
+#: previous one processed fewer than this fraction of n_nodes. Both switches use the queue only when
+#: the solver's probe searches find a queue phase cheaper than an all-node phase on this GPU and graph
+#: (not on NY, BAY or tiled NY 4x4 on an H200: there a queue phase is a longer dependent memory chain
+#: than a scan of all nodes; yes on tiled NY 8x8). Measured on 8x8: 0.02 beat 0.002 and 0.0002.
+ADAPTIVE_FRONTIER_FRACTION = 0.02
 #: Near-far threshold step as a multiple of the mean arc weight (None = 64, the best measured on NY,
 #: BAY and tiled NY; see BENCHMARKS.md).
 DELTA_FACTOR = None

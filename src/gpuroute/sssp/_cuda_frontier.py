@@ -45,6 +45,7 @@ class _Base:
         self.mod = load_cuda_module("sssp/frontier.cu")
         self.flags = cp.zeros(N_FLAGS, dtype=cp.int32)
         self.stats = cp.zeros(STATS_CAP, dtype=cp.uint32)
+        self.ts = cp.zeros(STATS_CAP, dtype=cp.uint64)  # %globaltimer at each phase start (kernels that stamp)
         self.tpb = config.THREADS_PER_BLOCK
         self.grid_n = ((self.n + self.tpb - 1) // self.tpb,)
         sms = cp.cuda.Device().attributes["MultiProcessorCount"]
@@ -82,11 +83,20 @@ class _Base:
 
     pipelined = False  # see PhaseGraph.run
 
-    def run_phase_loop(self, launches, max_phases, time_phases=False):
-        """Run the loop: CUDA-graph replays (default) or, with ``time_phases``, one phase per step with
-        CUDA events around it (per-phase times in microseconds, as seed 001 Fig. 6 measures)."""
-        if not time_phases:
-            return self._phase_graph(launches).run(self.flags, max_phases, self.pipelined) + (None,)
+    def run_phase_loop(self, launches, max_phases, time_phases=False, device_ts=False):
+        """Run the loop: CUDA-graph replays (default) or, with ``time_phases``, per-phase times in
+        microseconds (seed 001 Fig. 6): from the start stamps the kernels write into ``self.ts`` with the
+        device clock when ``device_ts`` (the loop is unchanged), else one phase per step with CUDA events
+        around it."""
+        if not time_phases or device_ts:
+            phases, host = self._phase_graph(launches).run(self.flags, max_phases, self.pipelined)
+            times = None
+            if time_phases:
+                k = min(phases + 1, STATS_CAP)
+                stamps = self.ts[:k].get(stream=self.stream).astype(np.int64)
+                self.stream.synchronize()
+                times = np.diff(stamps) / 1e3
+            return phases, host, times
         cp = self.cp
         times = []
         ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
@@ -358,7 +368,7 @@ class ConventionalFusedGPU(_Base):
     def launches(self):
         args = (_i32(self.nq if self.npt == 4 else self.n), self.fo, self.hd, self.w, self.ca, self.ua, self.changed, self.flags, self.pc,
                 self.stats, _i32(STATS_CAP))
-        extra = () if self.npt == 4 else (_i32(self.chase),)
+        extra = () if self.npt == 4 else (_i32(self.chase), self.ts)
         return [(self.k_step, self.grid_f, (self.tpb,), lambda p: args + (_i32(p & 1), _i32(p % 3)) + extra, True)]
 
     def run(self, source, want_pred=False, time_phases=False):
@@ -371,92 +381,212 @@ class ConventionalFusedGPU(_Base):
             self.pc.fill(0)
             self.flags.fill(0)
             self.stats.fill(0)
-        phases, host, times = self.run_phase_loop(self.launches(), self.n + 2, time_phases)
+        phases, host, times = self.run_phase_loop(self.launches(), self.n + 2, time_phases,
+                                                  device_ts=self.npt == 1)
         d, p, ph, upd = self._finish(host, phases, self.ca[: self.n], want_pred)
         return d, p, {"phases": ph, "updated": upd, "times_us": times}
 
 
 class AdaptiveFusedGPU(_Base):
-    """Adaptive thread creation (seed 001 Alg. 4) switching on the frontier size counted on the device,
-    on the fused conventional step (``fa_step`` in frontier.cu): a phase runs one thread per node, or
-    one thread per queued node when the previous phase processed fewer than ``frac * n`` nodes. One
-    kernel per phase, CUDA-graph replays, device-side termination. When the threshold is 0 (calibrated
-    so on graphs that fit one wave of resident threads, where a queue phase is never cheaper) no phase
-    can use the queue and the solver runs the all-node step ``fc_step1`` itself.
+    """Adaptive thread creation (seed 001 Alg. 4) on the fused conventional step with device-side
+    switching (``fa_step`` in frontier.cu): a phase runs one thread per node (fc_step1's loop), one
+    thread per node that also builds the next phase's queue, or one thread per queued node (selection,
+    Alg. 5-6); one kernel per phase, CUDA-graph replays, device-side termination, no host round trip
+    per phase.
+
+    Calibration (at construction, on this GPU and graph): two probe searches of one CUDA-graph replay
+    each, one held in the queue regime and one in the all-node regime, give the median phase time of
+    each (``t_queue_us``, ``t_all_us``). When a queue phase is not cheaper than an all-node phase
+    (measured on an H200 for NY, BAY and tiled NY 4x4: a scan of up to 4M nodes costs no more than the
+    queue phase's chain of dependent memory accesses), no phase uses the queue and the solver runs the
+    all-node step ``fc_step1`` alone. The probes cost two graph replays (~1 ms on NY, ~5 ms on tiled NY 8x8).
 
     Parameters
     ----------
     graph : RoadGraph
     weight : str
+    switch : {"count", "time"}
+        ``"count"``: phase p builds the queue (and phase p + 1 runs on it) when phase p - 1 processed
+        fewer than ``frac * n`` nodes (the frontier counted on the device). ``"time"``: the seed's
+        rule on phase times measured on the device with ``%globaltimer``: in the queue regime switch
+        to all-node phases when the mean of the last two phase times exceeds ``up_us``; in the
+        all-node regime switch to the queue when it drops below ``down_us``.
     frac : float, optional
-        Frontier fraction below which the next phase runs on the queue (default
-        ``config.ADAPTIVE_FRONTIER_FRACTION``, applied only when an all-node phase needs at least
-        ``config.ADAPTIVE_MIN_WAVES`` waves of resident threads, else 0); 0 = always all-node (the fused
-        conventional method); 1 = every phase on the queue.
+        Count switch: frontier fraction (default ``config.ADAPTIVE_FRONTIER_FRACTION`` when the
+        calibration finds queue phases cheaper, else 0); 0 = always all-node (``fc_step1`` alone);
+        1 = every phase on the queue.
+    up_us, down_us : float, optional
+        Time switch thresholds in microseconds (defaults ``config.ADAPTIVE_UP_US`` /
+        ``config.ADAPTIVE_DOWN_US``; None = calibrated: ``up`` = ``config.ADAPTIVE_TIME_UP_FACTOR`` x
+        ``t_all_us``, ``down`` = 330/350 x ``up`` (the seed's ratio), or both 0 when queue phases are not
+        cheaper). ``down_us = 0``: the queue regime is never entered (``fc_step1`` alone).
+
+    Raises
+    ------
+    ValueError
+        ``frac`` outside [0, 1], ``down_us > up_us``, a negative threshold or an unknown ``switch``.
+    TypeError
+        An option of the other switch.
     """
 
     phases_per_graph = 96
 
-    def __init__(self, graph, weight, frac=None):
+    def __init__(self, graph, weight, switch="count", frac=None, up_us=None, down_us=None):
         super().__init__(graph, weight)
         cp = self.cp
         n = self.n
-        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-        resident = sms * cp.cuda.Device().attributes["MaxThreadsPerMultiProcessor"]
-        if frac is None:  # calibrated to the device: the queue only pays when an all-node phase takes waves
-            f = config.ADAPTIVE_FRONTIER_FRACTION if n >= config.ADAPTIVE_MIN_WAVES * resident else 0.0
-        else:
-            f = float(frac)
-        if not 0.0 <= f <= 1.0:
-            raise ValueError(f"frac must be in [0, 1], got {f}")
-        self.frac = f
-        self.thr = np.uint32(min(int(np.ceil(f * n)), 2**32 - 1))
+        if switch not in ("count", "time"):
+            raise ValueError(f"switch must be 'count' or 'time', got {switch!r}")
+        if switch == "time" and frac is not None:
+            raise TypeError("frac= is an option of the count switch (variant='count')")
+        if switch == "count" and (up_us is not None or down_us is not None):
+            raise TypeError("up_us=/down_us= are options of the time switch (variant='time')")
+        self.switch = switch
         self.ca = cp.empty(n, dtype=cp.uint32)
         self.ua = cp.empty(n, dtype=cp.uint32)
         self.q0 = cp.empty(max(n, 1), dtype=cp.uint32)
         self.q1 = cp.empty(max(n, 1), dtype=cp.uint32)
         self.qcnt = cp.zeros(3, dtype=cp.uint32)
-        self.qm = cp.zeros(2, dtype=cp.uint32)
+        self.ast = cp.zeros(5, dtype=cp.uint32)
+        self.tring = cp.zeros(4, dtype=cp.uint64)
+        self.cfg = cp.zeros(4, dtype=cp.uint64)  # up (ns), down (ns), time switch on, count threshold
+        self.pmode = cp.zeros(STATS_CAP, dtype=cp.uint8)
         self.sched = cp.zeros(n, dtype=cp.uint32)
         self.changed = cp.zeros(3, dtype=cp.uint32)
         self.pc = cp.zeros(2, dtype=cp.uint32)
-        self.k_step = self.mod.get_function("fa_step")
+        self.k_fa = self.mod.get_function("fa_step")
         self.k_all = self.mod.get_function("fc_step1")
+        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         self.grid_f = (max(1, min((n + self.tpb - 1) // self.tpb, sms * 16)),)
+        self.thr = np.uint32(0)
+        self.t_all_us = self.t_queue_us = None
+        self.up_us = self.down_us = None
+        self._plain = False
+        self._fa_graph = None
+        need = (frac is None) if switch == "count" else (
+            (config.ADAPTIVE_UP_US if up_us is None else up_us) is None
+            or (config.ADAPTIVE_DOWN_US if down_us is None else down_us) is None)
+        if need:
+            self.t_all_us, self.t_queue_us = self.calibrate()
+        queue_pays = self.t_all_us is None or self.t_queue_us < self.t_all_us
+        if switch == "count":
+            f = (config.ADAPTIVE_FRONTIER_FRACTION if queue_pays else 0.0) if frac is None else float(frac)
+            if not 0.0 <= f <= 1.0:
+                raise ValueError(f"frac must be in [0, 1], got {f}")
+            self.frac = f
+            self.thr = np.uint32(min(int(np.ceil(f * n)), 2**32 - 1))
+            self._plain = self.thr == 0
+        else:
+            self.frac = None
+            up = config.ADAPTIVE_UP_US if up_us is None else up_us
+            down = config.ADAPTIVE_DOWN_US if down_us is None else down_us
+            if up is None or down is None:
+                cal_up = config.ADAPTIVE_TIME_UP_FACTOR * self.t_all_us if queue_pays else 0.0
+                up = cal_up if up is None else up
+                down = ((330.0 / 350.0) * up if queue_pays else 0.0) if down is None else down
+            if up < 0 or down < 0 or down > up:
+                raise ValueError(f"need 0 <= down_us <= up_us, got up_us={up}, down_us={down}")
+            self.up_us, self.down_us = float(up), float(down)
+            self._plain = self.down_us == 0.0
+        self._set_cfg(self.up_us or 0.0, self.down_us or 0.0, switch == "time", int(self.thr))
+        if not self._plain and self._fa_graph is not None:
+            self._pg = self._fa_graph  # the probes' phase graph is the solver's own (same kernels, buffers)
+
+    def _set_cfg(self, up_us, down_us, timed, thr=0):
+        """The switch parameters, in device memory (read by the captured kernels at every phase)."""
+        big = 2**62
+        host = np.array([min(round(up_us * 1e3), big), min(round(down_us * 1e3), big), int(timed), int(thr)],
+                        dtype=np.uint64)
+        self.cfg.set(host, stream=self.stream)
+        self.stream.synchronize()
+
+    def _fa_launches(self):
+        base = (_i32(self.n), self.fo, self.hd, self.w, self.ca, self.ua, self.changed, self.flags, self.pc,
+                self.stats, _i32(STATS_CAP))
+        tail = (self.q0, self.q1, self.qcnt, self.ast, self.sched, self.cfg, self.ts, self.tring, self.pmode)
+
+        def args(p):
+            return base + (_i32(p & 1), _i32(p % 3)) + tail
+
+        return [(self.k_fa, self.grid_f, (self.tpb,), args, True)]
 
     def launches(self):
-        args = (_i32(self.n), self.fo, self.hd, self.w, self.ca, self.ua, self.changed, self.flags, self.pc,
-                self.stats, _i32(STATS_CAP))
-        if self.thr == 0:  # no phase can run on the queue: the all-node fused step itself (fc_step1)
-            return [(self.k_all, self.grid_f, (self.tpb,), lambda p: args + (_i32(p & 1), _i32(p % 3), _i32(0)), True)]
-        tail = (self.q0, self.q1, self.qcnt, self.qm, self.sched, self.thr)
-        return [(self.k_step, self.grid_f, (self.tpb,), lambda p: args + (_i32(p & 1), _i32(p % 3)) + tail, True)]
+        if self._plain:  # no phase can use the queue: the all-node fused step itself
+            base = (_i32(self.n), self.fo, self.hd, self.w, self.ca, self.ua, self.changed, self.flags, self.pc,
+                    self.stats, _i32(STATS_CAP))
+            return [(self.k_all, self.grid_f, (self.tpb,),
+                     lambda p: base + (_i32(p & 1), _i32(p % 3), _i32(0), self.ts), True)]
+        return self._fa_launches()
 
-    def run(self, source, want_pred=False, time_phases=False):
-        """Distances (and canonical predecessors) from ``source``: ``(dist, pred, stats)`` with
-        ``stats["queue_phases"]`` the number of phases that ran on the queue."""
+    def _reset(self, source, queue_regime=True, plain=False):
         with self.stream:
             self.ca.fill(DINF)
             self.ua.fill(DINF)
             self.ua[source:source + 1].fill(0)
-            if self.thr:  # the queue state (fc_step1, used when thr == 0, has none)
+            if not plain:  # the queue state (fc_step1 has none)
                 self.q0[0:1].fill(source)
                 self.qcnt.fill(0)
                 self.qcnt[0:1].fill(1)
-                self.qm.fill(0)
-                self.qm[0:1].fill(1)
+                self.ast.fill(0)
+                if queue_regime:  # phase 0 runs on the queue (the source alone) and the time switch
+                    self.ast[0:1].fill(1)  # starts in the queue regime, as the seed starts with selection
+                    self.ast[2:3].fill(1)
+                self.tring.fill(0)
                 self.sched.fill(0)
             self.changed.fill(0)
             self.changed[2:3].fill(1)
             self.pc.fill(0)
             self.flags.fill(0)
             self.stats.fill(0)
-        phases, host, times = self.run_phase_loop(self.launches(), self.n + 2, time_phases)
+
+    def calibrate(self):
+        """Median phase time (us) of the all-node and of the queue regime on this GPU and graph:
+        ``(t_all_us, t_queue_us)``. Each is one CUDA-graph replay (96 phases) of a search from a probe
+        node, held in that regime (time switch with thresholds that never fire)."""
+        if self._fa_graph is None:
+            self._fa_graph = PhaseGraph(self.stream, self._fa_launches(), self.phases_per_graph)
+        out = []
+        for queue_regime in (False, True):
+            # queue regime: up = "never" keeps it; all-node regime: down = 0 never enters the queue
+            self._set_cfg(float(2**62) / 1e3 if queue_regime else 0.0, 0.0, True)
+            best = None
+            for probe in (self.n // 2, self.n // 3, self.n // 5, 0):
+                self._reset(probe, queue_regime)
+                self._fa_graph.graph.launch(self.stream)
+                self.stream.synchronize()
+                ph = min(int(self.flags.get()[FLAG_PHASES]), self.phases_per_graph)  # phases stamped
+                # durations of phases 1 .. ph - 2 (phase 0 starts the search, phase ph - 1 may be the last)
+                dts = np.diff(self.ts[:ph].get().astype(np.int64))[1:] / 1e3
+                if best is None or dts.size > best.size:
+                    best = dts
+                if dts.size >= 16:
+                    break
+            out.append(float(np.median(best)) if best is not None and best.size else float("inf"))
+        return out[0], out[1]
+
+    def run(self, source, want_pred=False, time_phases=False):
+        """Distances (and canonical predecessors) from ``source``: ``(dist, pred, stats)``.
+
+        ``stats``: ``phases``, ``updated`` (nodes processed per phase), ``queue_phases`` (phases that
+        ran on the queue), ``modes`` (per phase: 0 all-node, 1 all-node building the queue, 2 queue;
+        None when the solver ran fc_step1 alone), ``times_us`` (per-phase times from the device clock
+        when ``time_phases``), ``up_us``/``down_us`` (time switch), ``t_all_us``/``t_queue_us`` (the
+        calibration's phase times, when it ran)."""
+        self._reset(source, queue_regime=True, plain=self._plain)
+        phases, host, times = self.run_phase_loop(self.launches(), self.n + 2, time_phases, device_ts=True)
         d, p, ph, upd = self._finish(host, phases, self.ca, want_pred)
-        # phase p ran on the queue iff phase p - 1 processed fewer than thr nodes (phase 0: the source);
-        # with thr = 0 every phase ran fc_step1 on all nodes
-        queue_phases = int(1 + np.count_nonzero(upd[:-1] < int(self.thr))) if ph and self.thr else 0
-        return d, p, {"phases": ph, "updated": upd, "times_us": times, "queue_phases": queue_phases}
+        st = {"phases": ph, "updated": upd, "times_us": times, "t_all_us": self.t_all_us,
+              "t_queue_us": self.t_queue_us}
+        if self._plain:
+            st["modes"] = None
+            st["queue_phases"] = 0
+        else:
+            modes = self.pmode[: min(ph, STATS_CAP)].get(stream=self.stream).astype(np.int8)
+            st["modes"] = modes
+            st["queue_phases"] = int(np.count_nonzero(modes == 2))
+        if self.switch == "time":
+            st["up_us"], st["down_us"] = self.up_us, self.down_us
+        return d, p, st
 
 
 def default_delta(graph, weight, factor=None):

@@ -103,10 +103,10 @@ def _stack_gpu(results, want_pred):
         dist = cp.stack([r[0] for r in results])
         pred = cp.stack([r[1] for r in results]) if want_pred else None
     stats = {"phases": np.asarray([r[2]["phases"] for r in results])}
-    for key in ("updated", "times_us", "selection_phase", "queue_phases"):
+    for key in ("updated", "times_us", "selection_phase", "queue_phases", "modes"):
         if key in results[0][2]:
             stats[key] = [r[2][key] for r in results]
-    for key in ("delta", "up_us", "down_us", "cooperative", "loop", "cell_size", "n_cells"):
+    for key in ("delta", "up_us", "down_us", "t_all_us", "t_queue_us", "cooperative", "loop", "cell_size", "n_cells"):
         if key in results[0][2]:
             stats[key] = results[0][2][key]
     return dist, pred, stats
@@ -149,12 +149,15 @@ def _gpu_method(cls, **fixed):
 
 
 def _adaptive_gpu(graph, weight, sources, want_pred, variant, phase_times=False, **opts):
+    from .. import config
     from . import _cuda_frontier as cf
 
-    if variant in (None, "time"):
+    if variant is None:
+        variant = config.ADAPTIVE_VARIANT
+    if variant == "time-host":  # the seed's loop: host-timed phases, a read-back per phase
         solver = _solver(graph, cf.AdaptiveTimeGPU, weight, **opts)
-    else:  # "count": device-side switch on the counted frontier, on the fused conventional step
-        solver = _solver(graph, cf.AdaptiveFusedGPU, weight, **opts)
+    else:  # "time" / "count": device-side switch (device clock / counted frontier), fused step
+        solver = _solver(graph, cf.AdaptiveFusedGPU, weight, switch=variant, **opts)
     return _stack_gpu([solver.run(int(s), want_pred, phase_times) for s in sources], want_pred)
 
 
@@ -216,9 +219,10 @@ register(Algorithm("conventional", _conventional_cpu, _conventional_gpu,
                    doc="Harish & Narayanan Bellman-Ford, seed 001 Alg. 1-3"), "bellman-ford", "harish")
 register(Algorithm("selection", _cpu_frontier("selection_cpu"), _gpu_method("SelectionGPU"),
                    doc="updated-node threads with a duplicate-free device queue, seed 001 Alg. 5-6"))
-register(Algorithm("adaptive", _cpu_frontier("adaptive_cpu", ignore_variant=True), _adaptive_gpu, variants=(None, "time", "count"),
-                   doc="adaptive thread creation, seed 001 Alg. 4: switch by measured phase time "
-                       "(variant 'time', the seed's) or by the device-side frontier count ('count')"))
+register(Algorithm("adaptive", _cpu_frontier("adaptive_cpu", ignore_variant=True), _adaptive_gpu, variants=(None, "time", "time-host", "count"),
+                   doc="adaptive thread creation, seed 001 Alg. 4: switch by phase time measured on the device "
+                       "('time'), by host-timed phases as the seed runs it ('time-host'), or by the frontier "
+                       "counted on the device ('count')"))
 _SP = (None, "successor", "predecessor")
 register(Algorithm("martin", _cpu_frontier("martin_cpu"), _gpu_method("DijkstraFrontierGPU", kind=0), variants=_SP,
                    doc="Martin et al.: frontier = unsettled nodes at the minimum distance, seed 002 sec. IV-D/E"))
@@ -313,8 +317,10 @@ def sssp(graph, sources, *, weight=None, algorithm="auto", variant=None, return_
         (Meyer & Sanders 2003; CPU). ``gpuroute.ALGORITHMS`` lists them with
         the variants they take and whether they have a GPU kernel.
     variant : str, optional
-        ``"successor"`` or ``"predecessor"`` for martin/crauser*; ``"time"`` (the seed's) or ``"count"``
-        for adaptive.
+        ``"successor"`` or ``"predecessor"`` for martin/crauser*; for adaptive ``"time"`` (the seed's
+        rule on phase times measured on the device), ``"time-host"`` (the seed's rule and loop: phases
+        timed by the host, a read-back per phase) or ``"count"`` (the frontier counted on the device);
+        None = ``config.ADAPTIVE_VARIANT``.
     return_predecessors : bool
         Also return the canonical shortest-path tree.
     device : {"auto", "cpu", "gpu"}
@@ -323,7 +329,7 @@ def sssp(graph, sources, *, weight=None, algorithm="auto", variant=None, return_
         loop as seed 001 does), ``chase=L``, ``nodes_per_thread=1|4``; near-far ``delta=`` (weight units,
         ``float("inf")`` for a plain work queue) or ``delta_factor=`` (x mean weight, default 64),
         ``batch=`` (sources per pass), ``frac=`` (adaptive thread mapping), ``loop="graph"|"persistent"``;
-        adaptive ``up_us=``, ``down_us=`` (variant time) or ``frac=`` (variant count); cell-bf ``threads=``,
+        adaptive ``up_us=``, ``down_us=`` (variants time, time-host) or ``frac=`` (variant count); cell-bf ``threads=``,
         ``nodes_per_thread=`` (cell size = their product; CPU twin ``cell_size=``), ``loop="async"|"rounds"``,
         ``order="grow"|"hilbert"``, ``reps=``, ``max_in=``; every GPU method
         ``phase_times=True`` (per-phase times in ``sssp_full(...).stats``). CPU twins: near-far and

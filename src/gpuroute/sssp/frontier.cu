@@ -35,6 +35,13 @@ __device__ __forceinline__ unsigned int sat_add(unsigned int d, int w, int* flag
     return (unsigned int)s;
 }
 
+// %globaltimer: the GPU's nanosecond clock, common to all SMs (phase times measured on the device).
+__device__ __forceinline__ unsigned long long gtimer() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
 extern "C" {
 
 // ----------------------------------------------------------------------------------------------
@@ -519,14 +526,25 @@ __global__ void fc_step(int nq, const int* __restrict__ fo, const int* __restric
 // relaxation in the next phase.
 __global__ void fc_step1(int n, const int* __restrict__ fo, const int* __restrict__ hd, const int* __restrict__ w,
                          unsigned int* ca, unsigned int* ua, unsigned int* changed, int* flags, unsigned int* pc,
-                         unsigned int* stats, int stats_cap, int par, int p3, int chase) {
+                         unsigned int* stats, int stats_cap, int par, int p3, int chase, unsigned long long* ts) {
     // The prologue's loads are issued together (not one round trip per early-exit test).
     const int done = flags[F_DONE];
     const unsigned int prev = changed[(p3 + 2) % 3];
     unsigned int ph = pc[par];
     if (done) return;
-    if (prev == 0) { if (lead()) flags[F_DONE] = 1; return; }
-    if (lead()) { changed[(p3 + 1) % 3] = 0; pc[par ^ 1] = ph + 1; flags[F_PHASES] = (int)ph + 1; }
+    if (prev == 0) {
+        if (lead()) {
+            flags[F_DONE] = 1;
+            if (ph < (unsigned int)stats_cap) ts[ph] = gtimer();
+            if (ph >= 1 && ph - 1 < (unsigned int)stats_cap) stats[ph - 1] = 0;
+        }
+        return;
+    }
+    if (lead()) {
+        if (ph < (unsigned int)stats_cap) ts[ph] = gtimer();
+        if (ph >= 1 && ph - 1 < (unsigned int)stats_cap) stats[ph - 1] = prev;
+        changed[(p3 + 1) % 3] = 0; pc[par ^ 1] = ph + 1; flags[F_PHASES] = (int)ph + 1;
+    }
     __shared__ unsigned int block_act;
     if (threadIdx.x == 0) block_act = 0;
     __syncthreads();
@@ -569,90 +587,168 @@ __global__ void fc_step1(int n, const int* __restrict__ fo, const int* __restric
             }
         }
     }
-    // One "changed" store and one stats reduction per block: a store per active thread to the same
-    // word serialises at one L2 slice (ncu: ~13k cycles per NY phase before this change).
+    // One atomicAdd per active block: changed[p3] counts the nodes this phase processed (nonzero: one
+    // more phase) and the lead of the next phase copies it into stats[ph]. (A store per active thread
+    // to one word serialises at one L2 slice: ncu ~13k cycles per NY phase. BENCHMARKS.md compares
+    // this with the earlier flag store plus stats atomic per block.)
     act = __reduce_add_sync(0xFFFFFFFFu, act);
     if ((threadIdx.x & 31) == 0 && act) atomicAdd(&block_act, act);
     __syncthreads();
-    if (threadIdx.x == 0 && block_act) {
-        changed[p3] = 1u;
-        if (ph < (unsigned int)stats_cap) atomicAdd(&stats[ph], block_act);
-    }
+    if (threadIdx.x == 0 && block_act) atomicAdd(&changed[p3], block_act);
 }
 
 // ----------------------------------------------------------------------------------------------
-// Adaptive thread creation (seed 001 Alg. 4) on the fused conventional step, switching on the frontier
-// size counted on the device. A phase runs either one thread per node (fc_step1's scan) or one thread
-// per queued node (selection, Alg. 5-6). The queue for phase p + 1 is built during phase p -- every
-// head whose Ua a relaxation lowered is appended once ("if n is not scheduled": sched[] holds the
-// phase stamp) -- when phase p - 1 processed fewer than `thr` nodes; phase p + 1 then runs on the
-// queue. Pending nodes (Ua < Ca) are always in the queue of a queue phase: a node pending at the start
-// of phase p was either processed in phase p - 1 (and, lowered again after that, queued) or lowered
-// during it (queued). Counters rotate mod 3 like changed[]: qcnt[p%3] is read, qcnt[(p+1)%3] written,
-// qcnt[(p+2)%3] zeroed; qm[par] says whether this phase runs on the queue. changed[] counts the nodes
-// each phase processed (the same rotation; zero ends the loop) with ONE atomicAdd per active block, the
-// same traffic as fc_step1's stats add: the lead thread of phase p + 1 copies the count of phase p into
-// stats[p]. (Measured on NY, H200: a second per-block atomic counter cost 10%; reading stats[p - 1],
-// an index that depends on a loaded value, cost 20%.)
-// __launch_bounds__(1024, 2): at most 32 registers, so that 2048 threads fit an SM as with fc_step1 (30
-// registers); uncapped the kernel took 38, held 6 blocks of 256 per SM instead of 8, and with no queue
-// phase (frac = 0) ran 11 % (NY) and 19 % (tiled NY 8x8) slower than fc_step1 (H200).
-__global__ void __launch_bounds__(1024, 2) fa_step(int n, const int* __restrict__ fo, const int* __restrict__ hd, const int* __restrict__ w,
-                        unsigned int* ca, unsigned int* ua, unsigned int* changed, int* flags, unsigned int* pc,
-                        unsigned int* stats, int stats_cap, int par, int p3, unsigned int* q0, unsigned int* q1,
-                        unsigned int* qcnt, unsigned int* qm, unsigned int* sched, unsigned int thr) {
-    // Every prologue load is indexed by kernel arguments alone and issued before the first test; phase
-    // p - 1 processed changed[(p3+2)%3] nodes (the source alone for p = 0).
-    const int done = flags[F_DONE];
-    const unsigned int prev = changed[(p3 + 2) % 3];
-    const unsigned int ph = pc[par];
-    const bool on_queue = qm[par] != 0;
-    const unsigned int qc = qcnt[p3];
-    if (done) return;
-    if (prev == 0) { if (lead()) flags[F_DONE] = 1; return; }
-    const bool build = prev < thr;
-    if (lead()) {
-        if (ph >= 1 && ph - 1 < (unsigned int)stats_cap) stats[ph - 1] = prev;
-        changed[(p3 + 1) % 3] = 0;
-        pc[par ^ 1] = ph + 1;
-        flags[F_PHASES] = (int)ph + 1;
-        qcnt[(p3 + 2) % 3] = 0;
-        qm[par ^ 1] = build ? 1u : 0u;
-    }
-    const unsigned int* qin = (ph & 1) ? q1 : q0;
-    unsigned int* qout = (ph & 1) ? q0 : q1;
-    unsigned int* cout = &qcnt[(p3 + 1) % 3];
-    const unsigned int items = on_queue ? qc : (unsigned int)n;
-    __shared__ unsigned int block_act;
-    if (threadIdx.x == 0) block_act = 0;
-    __syncthreads();
+// Adaptive thread creation (seed 001 Alg. 4) on the fused conventional step, with device-side
+// switching. A phase is one of three kinds:
+//   all-node        one thread per node, fc_step1's loop (FA_SCAN);
+//   all-node+build  one thread per node, and every head whose Ua a relaxation lowered is appended once
+//                   to the queue of the next phase ("if n is not scheduled": sched[] holds the phase
+//                   stamp), one atomicAdd per warp (FA_SCAN_BUILD);
+//   queue           one thread per queued node (selection, Alg. 5-6), building the next queue when this
+//                   phase builds (FA_QUEUE).
+// fa_step runs whichever kind the phase is, the kind's loop compiled separately (fa_loop<K>). (Three
+// kernels, one per kind, all launched every phase and two returning at once, let the all-node loop run
+// at fc_step1's 30 registers but cost 2 idle launches a phase: 65 % slower on NY, 12 % on tiled NY 4x4,
+// 3 % on 8x8, H200; removed.)
+// Phase p + 1 runs on the queue iff phase p built it (ast[par^1] = build(p)). Pending nodes (Ua < Ca)
+// are always in the queue of a queue phase: a node pending at the start of phase p + 1 was either
+// processed in phase p (and, lowered again after that, queued) or lowered during it (queued).
+// Whether phase p builds:
+//   count switch (cfg[2] == 0): phase p - 1 processed fewer than cfg[3] nodes (the counted frontier);
+//   time switch  (cfg[2] != 0): the seed's rule on the mean time of the last two phases, measured on the
+//                device with %globaltimer: in the queue regime switch to all-node phases when the mean
+//                exceeds cfg[0] (up, ns), in the all-node regime switch to the queue when it drops below
+//                cfg[1] (down, ns). cfg lives in device memory (set by the host between runs: the
+//                calibration probes and the solver share one captured CUDA graph).
+//                The lead of phase p decides for phase p + 1 (ast[2 + (par^1)]); after a switch the
+//                regime is held for 4 phases so that the two phases measured ran in the new regime.
+// Counters rotate mod 3 like changed[]: qcnt[p%3] is read, qcnt[(p+1)%3] written, qcnt[(p+2)%3]
+// zeroed. changed[] counts the nodes each phase processed (one atomicAdd per active block; zero ends the
+// loop); the lead of phase p + 1 copies the count of phase p into stats[p]. ts[p] receives the
+// %globaltimer time (ns) at the start of phase p (and ts[phases] at the end of the last one).
+// ast: [0..1] on-queue flag per parity, [2..3] build flag per parity (time switch), [4] phases since the
+// last regime switch; tring[4]: the last four phase start times; pmode[p]: the kind phase p ran.
+
+}  // extern "C" (the adaptive step is a template)
+
+enum { FA_SCAN = 0, FA_SCAN_BUILD = 1, FA_QUEUE = 2 };
+
+// The relaxation loop of one phase of kind K (compile-time, so the all-node loop is fc_step1's).
+template <int K>
+__device__ __forceinline__ unsigned int fa_loop(int n, const int* __restrict__ fo, const int* __restrict__ hd,
+                                                const int* __restrict__ w, unsigned int* ca, unsigned int* ua,
+                                                int* flags, const unsigned int* qin, unsigned int* qout,
+                                                unsigned int* cout, unsigned int items, bool build, unsigned int ph,
+                                                unsigned int* sched) {
     unsigned int act = 0;
-    for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < items; i += gridDim.x * blockDim.x) {
-        int v = on_queue ? (int)qin[i] : (int)i;
-        unsigned int u = __ldcg(ua + v);
-        unsigned int c = __ldcg(ca + v);
+    const unsigned int end = K == FA_QUEUE ? items : (unsigned int)n;
+    for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < end; i += gridDim.x * blockDim.x) {
+        const int v = K == FA_QUEUE ? (int)qin[i] : (int)i;
+        const unsigned int u = __ldcg(ua + v);
+        const unsigned int c = __ldcg(ca + v);
         if (u < c) {
             ++act;
             ca[v] = u;
-            int a0 = fo[v], a1 = fo[v + 1];
+            const int a0 = fo[v], a1 = fo[v + 1];
             for (int a = a0; a < a1; ++a) {
-                unsigned int nd = sat_add(u, w[a], flags);
+                const unsigned int nd = sat_add(u, w[a], flags);
                 if (nd == DINF) continue;
-                int h = hd[a];
-                if (build) {
-                    if (nd < atomicMin(&ua[h], nd) && atomicExch(&sched[h], ph + 1) != ph + 1)
-                        qout[atomicAdd(cout, 1u)] = (unsigned int)h;
+                const int h = hd[a];
+                if (K == FA_SCAN_BUILD || (K == FA_QUEUE && build)) {
+                    const bool push = nd < atomicMin(&ua[h], nd) && atomicExch(&sched[h], ph + 1) != ph + 1;
+                    warp_push(push, (unsigned int)h, qout, cout);
                 } else {
                     atomicMin(&ua[h], nd);
                 }
             }
         }
     }
+    return act;
+}
+
+// One phase of the adaptive method (see above).
+__device__ __forceinline__ void fa_phase(int n, const int* __restrict__ fo, const int* __restrict__ hd,
+                                         const int* __restrict__ w, unsigned int* ca, unsigned int* ua,
+                                         unsigned int* changed, int* flags, unsigned int* pc, unsigned int* stats,
+                                         int stats_cap, int par, int p3, unsigned int* q0, unsigned int* q1,
+                                         unsigned int* qcnt, unsigned int* ast, unsigned int* sched,
+                                         const unsigned long long* cfg,
+                                         unsigned long long* ts, unsigned long long* tring,
+                                         unsigned char* pmode) {
+    // Every prologue load is indexed by kernel arguments alone and issued before the first test.
+    const int done = flags[F_DONE];
+    const unsigned int prev = changed[(p3 + 2) % 3];
+    const unsigned int ph = pc[par];
+    const bool on_queue = ast[par] != 0;
+    const unsigned int bflag = ast[2 + par];
+    const unsigned int qc = qcnt[p3];
+    const bool timed = cfg[2] != 0;
+    const unsigned long long thr = cfg[3];
+    if (done) return;
+    const bool build = timed ? (bflag != 0) : ((unsigned long long)prev < thr);
+    const int kind = on_queue ? FA_QUEUE : (build ? FA_SCAN_BUILD : FA_SCAN);
+    if (prev == 0) {
+        if (lead()) {
+            flags[F_DONE] = 1;
+            if (ph < (unsigned int)stats_cap) ts[ph] = gtimer();
+            if (ph >= 1 && ph - 1 < (unsigned int)stats_cap) stats[ph - 1] = 0;
+        }
+        return;
+    }
+    if (lead()) {
+        const unsigned long long now = gtimer();
+        if (ph < (unsigned int)stats_cap) { ts[ph] = now; pmode[ph] = (unsigned char)kind; }
+        if (ph >= 1 && ph - 1 < (unsigned int)stats_cap) stats[ph - 1] = prev;
+        changed[(p3 + 1) % 3] = 0;
+        pc[par ^ 1] = ph + 1;
+        flags[F_PHASES] = (int)ph + 1;
+        qcnt[(p3 + 2) % 3] = 0;
+        ast[par ^ 1] = build ? 1u : 0u;
+        if (timed) {
+            unsigned int nb = bflag;
+            unsigned int since = ast[4] + 1;
+            if (ph >= 2 && since >= 4) {
+                const unsigned long long t1 = tring[(ph - 1) & 3], t2 = tring[(ph - 2) & 3];
+                const unsigned long long mean = ((now - t1) + (t1 - t2)) / 2;
+                if (bflag && mean > cfg[0]) nb = 0u;
+                else if (!bflag && mean < cfg[1]) nb = 1u;
+            }
+            if (nb != bflag) since = 0;
+            ast[4] = since;
+            ast[2 + (par ^ 1)] = nb;
+        }
+        tring[ph & 3] = now;
+    }
+    const unsigned int* qin = (ph & 1) ? q1 : q0;
+    unsigned int* qout = (ph & 1) ? q0 : q1;
+    unsigned int* cout = &qcnt[(p3 + 1) % 3];
+    __shared__ unsigned int block_act;
+    if (threadIdx.x == 0) block_act = 0;
+    __syncthreads();
+    unsigned int act;
+    const int k = kind;
+    if (k == FA_SCAN) act = fa_loop<FA_SCAN>(n, fo, hd, w, ca, ua, flags, qin, qout, cout, qc, build, ph, sched);
+    else if (k == FA_SCAN_BUILD) act = fa_loop<FA_SCAN_BUILD>(n, fo, hd, w, ca, ua, flags, qin, qout, cout, qc, build, ph, sched);
+    else act = fa_loop<FA_QUEUE>(n, fo, hd, w, ca, ua, flags, qin, qout, cout, qc, build, ph, sched);
     act = __reduce_add_sync(0xFFFFFFFFu, act);
     if ((threadIdx.x & 31) == 0 && act) atomicAdd(&block_act, act);
     __syncthreads();
     if (threadIdx.x == 0 && block_act) atomicAdd(&changed[p3], block_act);
 }
+
+#define FA_ARGS int n, const int* __restrict__ fo, const int* __restrict__ hd, const int* __restrict__ w, \
+    unsigned int* ca, unsigned int* ua, unsigned int* changed, int* flags, unsigned int* pc, unsigned int* stats, \
+    int stats_cap, int par, int p3, unsigned int* q0, unsigned int* q1, unsigned int* qcnt, unsigned int* ast, \
+    unsigned int* sched, const unsigned long long* cfg, \
+    unsigned long long* ts, unsigned long long* tring, unsigned char* pmode
+#define FA_PASS n, fo, hd, w, ca, ua, changed, flags, pc, stats, stats_cap, par, p3, q0, q1, qcnt, ast, sched, \
+    cfg, ts, tring, pmode
+
+extern "C" {
+
+// Registers: the largest of the three loops, capped at 32 so that 2048 threads fit an SM as with
+// fc_step1 (uncapped: 38, 6 blocks of 256 per SM instead of 8).
+__global__ void __launch_bounds__(1024, 2) fa_step(FA_ARGS) { fa_phase(FA_PASS); }
 
 // ----------------------------------------------------------------------------------------------
 // Canonical predecessors (the CPU engine's rule): pred[v] = smallest tail u of a tight in-arc,
