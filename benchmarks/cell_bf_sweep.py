@@ -50,12 +50,11 @@ CONFIGS = [
 #: two it switches between; a 4th element overrides gpuroute.config for that row
 ADAPTIVE_CONFIGS = [
     ("conventional fused", "conventional", {}),
+    ("conventional fused unpipelined", "conventional", {"pipelined": False}),
     ("adaptive time (calibrated)", "adaptive", {"variant": "time"}),
-    ("adaptive time up=1.5 t_all", "adaptive", {"variant": "time"}, {"ADAPTIVE_TIME_UP_FACTOR": 1.5}),
+    ("adaptive time unpipelined", "adaptive", {"variant": "time", "pipelined": False}),
     ("adaptive count (calibrated)", "adaptive", {"variant": "count"}),
-    ("adaptive count frac=1e-9", "adaptive", {"variant": "count", "frac": 1e-9}),
     ("adaptive count frac=0.002", "adaptive", {"variant": "count", "frac": 0.002}),
-    ("adaptive count frac=0.02", "adaptive", {"variant": "count", "frac": 0.02}),
     ("selection", "selection", {}),
     ("conventional fused (again)", "conventional", {}),
 ]

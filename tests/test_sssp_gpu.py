@@ -22,6 +22,7 @@ GPU_CASES = [
     ("conventional", None, {"nodes_per_thread": 4}),
     ("conventional", None, {"chase": 1}),
     ("conventional", None, {"chase": 8}),
+    ("conventional", None, {"pipelined": False}),  # the host checks each replay before the next
     ("conventional", None, {"mode": "graph"}),  # the seed's two kernels, device-side loop
     ("conventional", None, {"mode": "host"}),  # the seed's loop: flag read back every phase
     ("selection", None, {}),
@@ -34,6 +35,7 @@ GPU_CASES = [
     ("adaptive", "count", {}),
     ("adaptive", "count", {"frac": 0.0}),  # no queue phase: the all-node step fc_step1
     ("adaptive", "count", {"frac": 0.05}),  # switching both ways
+    ("adaptive", "count", {"frac": 0.05, "pipelined": False}),
     ("adaptive", "count", {"frac": 1.0}),  # queue phases throughout
     ("martin", "successor", {}),
     ("martin", "predecessor", {}),

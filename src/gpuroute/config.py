@@ -17,8 +17,10 @@ ADAPTIVE_DOWN_US = None
 #: the solver's probe search measured on the GPU at hand; down = 330/350 x up (the seed's ratio on its
 #: Tesla K20c). Measured on tiled NY 8x8 (H200): 1.5 beat 1.2 and 3 (BENCHMARKS.md).
 ADAPTIVE_TIME_UP_FACTOR = 1.5
-#: algorithm="adaptive" with no variant on the GPU: "time" (device clock), "count" or "time-host".
-ADAPTIVE_VARIANT = "time"
+#: algorithm="adaptive" with no variant on the GPU: "count", "time" (device clock) or "time-host".
+#: "count" measured ahead of "time" on tiled NY 8x8 by 0-1 % (the same kernel elsewhere) and its
+#: phase sequence does not depend on timing noise.
+ADAPTIVE_VARIANT = "count"
 #: Count switch (variant "count"): a phase runs on the selection queue when the phase before the
 #: previous one processed fewer than this fraction of n_nodes. Both switches use the queue only when
 #: the solver's probe searches find a queue phase cheaper than an all-node phase on this GPU and graph
@@ -37,6 +39,10 @@ QUEUE_BLOCKS_PER_SM = 8
 MAX_BATCH_ITEMS = 1 << 26
 #: Nodes per thread of the fused conventional step (1 or 4; see BENCHMARKS.md).
 FUSED_NODES_PER_THREAD = 1
+#: Fused conventional and adaptive loops: queue CUDA-graph replay i + 1 before the host reads replay
+#: i's done flag (the GPU then never idles for the host's check between replays of 96 phases, but
+#: runs one replay of no-op phases after the end). Measured no faster on NY, BAY, tiled NY (H200).
+FUSED_PIPELINED = False
 #: Hops a thread of the fused conventional step follows at once after improving a head (0 = off).
 FUSED_CHASE_DEPTH = 0
 #: algorithm="auto" on the GPU: cell-local Bellman-Ford for one source when the graph has at most this

@@ -339,14 +339,34 @@ class DijkstraFrontierGPU(_Base):
 
 class ConventionalFusedGPU(_Base):
     """Harish & Narayanan (seed 001 Alg. 1-3) with UPDATE of phase p fused into RELAX of phase p + 1:
-    one kernel per phase (``fc_step``), one thread per 4 nodes, fire-and-forget atomicMin, replayed as
-    a CUDA graph with device-side termination. Same phases as the seed's loop, half the launches and
-    no read-back per phase."""
+    one kernel per phase (``fc_step1``: one thread per node; ``fc_step``: one per 4 nodes),
+    fire-and-forget atomicMin, replayed as a CUDA graph with device-side termination. At most the
+    seed's phases, half its launches and no read-back per phase.
+
+    Parameters
+    ----------
+    graph : RoadGraph
+    weight : str
+    nodes_per_thread : {1, 4}, optional
+        Default ``config.FUSED_NODES_PER_THREAD``.
+    chase : int, optional
+        Hops a thread follows after improving a head (``fc_step1`` only; default
+        ``config.FUSED_CHASE_DEPTH``).
+    pipelined : bool, optional
+        Queue the next CUDA-graph replay before the host checks the last one's done flag (default
+        ``config.FUSED_PIPELINED``).
+
+    Raises
+    ------
+    ValueError
+        ``nodes_per_thread`` not 1 or 4, or a negative ``chase``.
+    """
 
     phases_per_graph = 96
 
-    def __init__(self, graph, weight, nodes_per_thread=None, chase=None):
+    def __init__(self, graph, weight, nodes_per_thread=None, chase=None, pipelined=None):
         super().__init__(graph, weight)
+        self.pipelined = config.FUSED_PIPELINED if pipelined is None else bool(pipelined)
         self.chase = int(config.FUSED_CHASE_DEPTH if chase is None else chase)
         if self.chase < 0:
             raise ValueError(f"chase must be >= 0, got {self.chase}")
@@ -420,6 +440,9 @@ class AdaptiveFusedGPU(_Base):
         ``config.ADAPTIVE_DOWN_US``; None = calibrated: ``up`` = ``config.ADAPTIVE_TIME_UP_FACTOR`` x
         ``t_all_us``, ``down`` = 330/350 x ``up`` (the seed's ratio), or both 0 when queue phases are not
         cheaper). ``down_us = 0``: the queue regime is never entered (``fc_step1`` alone).
+    pipelined : bool, optional
+        Queue the next CUDA-graph replay before the host checks the last one's done flag (default
+        ``config.FUSED_PIPELINED``).
 
     Raises
     ------
@@ -431,8 +454,9 @@ class AdaptiveFusedGPU(_Base):
 
     phases_per_graph = 96
 
-    def __init__(self, graph, weight, switch="count", frac=None, up_us=None, down_us=None):
+    def __init__(self, graph, weight, switch="count", frac=None, up_us=None, down_us=None, pipelined=None):
         super().__init__(graph, weight)
+        self.pipelined = config.FUSED_PIPELINED if pipelined is None else bool(pipelined)
         cp = self.cp
         n = self.n
         if switch not in ("count", "time"):

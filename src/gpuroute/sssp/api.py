@@ -326,10 +326,12 @@ def sssp(graph, sources, *, weight=None, algorithm="auto", variant=None, return_
     device : {"auto", "cpu", "gpu"}
     **options
         Algorithm-specific, GPU: conventional ``mode="fused"|"graph"|"host"`` (``"host"`` runs the
-        loop as seed 001 does), ``chase=L``, ``nodes_per_thread=1|4``; near-far ``delta=`` (weight units,
+        loop as seed 001 does), ``chase=L``, ``nodes_per_thread=1|4``, ``pipelined=`` (fused);
+        near-far ``delta=`` (weight units,
         ``float("inf")`` for a plain work queue) or ``delta_factor=`` (x mean weight, default 64),
         ``batch=`` (sources per pass), ``frac=`` (adaptive thread mapping), ``loop="graph"|"persistent"``;
-        adaptive ``up_us=``, ``down_us=`` (variants time, time-host) or ``frac=`` (variant count); cell-bf ``threads=``,
+        adaptive ``up_us=``, ``down_us=`` (variants time, time-host) or ``frac=`` (variant count),
+        ``pipelined=`` (time, count); cell-bf ``threads=``,
         ``nodes_per_thread=`` (cell size = their product; CPU twin ``cell_size=``), ``loop="async"|"rounds"``,
         ``order="grow"|"hilbert"``, ``reps=``, ``max_in=``; every GPU method
         ``phase_times=True`` (per-phase times in ``sssp_full(...).stats``). CPU twins: near-far and
