@@ -524,9 +524,13 @@ class AdaptiveFusedGPU(_Base):
         self.cfg.set(host, stream=self.stream)
         self.stream.synchronize()
 
-    def _fa_launches(self):
-        base = (_i32(self.n), self.fo, self.hd, self.w, self.ca, self.ua, self.changed, self.flags, self.pc,
+    def _base_args(self):
+        """The leading arguments shared by fc_step1 and fa_step."""
+        return (_i32(self.n), self.fo, self.hd, self.w, self.ca, self.ua, self.changed, self.flags, self.pc,
                 self.stats, _i32(STATS_CAP))
+
+    def _fa_launches(self):
+        base = self._base_args()
         tail = (self.q0, self.q1, self.qcnt, self.ast, self.sched, self.cfg, self.ts, self.tring, self.pmode)
 
         def args(p):
@@ -536,8 +540,7 @@ class AdaptiveFusedGPU(_Base):
 
     def launches(self):
         if self._plain:  # no phase can use the queue: the all-node fused step itself
-            base = (_i32(self.n), self.fo, self.hd, self.w, self.ca, self.ua, self.changed, self.flags, self.pc,
-                    self.stats, _i32(STATS_CAP))
+            base = self._base_args()
             return [(self.k_all, self.grid_f, (self.tpb,),
                      lambda p: base + (_i32(p & 1), _i32(p % 3), _i32(0), self.ts), True)]
         return self._fa_launches()

@@ -42,6 +42,29 @@ __device__ __forceinline__ unsigned long long gtimer() {
     return t;
 }
 
+// Phase bookkeeping of the fused loops (fc_step1, fa_step), done by the lead thread of phase ph:
+// the loop is finished (phase ph - 1 processed nothing): set done, stamp the end time;
+__device__ __forceinline__ void lead_finish(int* flags, unsigned long long* ts, unsigned int* stats, int stats_cap,
+                                            unsigned int ph) {
+    flags[F_DONE] = 1;
+    if (ph < (unsigned int)stats_cap) ts[ph] = gtimer();
+    if (ph >= 1 && ph - 1 < (unsigned int)stats_cap) stats[ph - 1] = 0;
+}
+
+// or a phase starts: stamp it, record phase ph - 1's count, zero the counter phase ph + 1 will add
+// to, and publish the next phase number. Returns the stamp.
+__device__ __forceinline__ unsigned long long lead_start(int* flags, unsigned long long* ts, unsigned int* stats,
+                                                         int stats_cap, unsigned int ph, unsigned int prev,
+                                                         unsigned int* changed, int p3, unsigned int* pc, int par) {
+    const unsigned long long now = gtimer();
+    if (ph < (unsigned int)stats_cap) ts[ph] = now;
+    if (ph >= 1 && ph - 1 < (unsigned int)stats_cap) stats[ph - 1] = prev;
+    changed[(p3 + 1) % 3] = 0;
+    pc[par ^ 1] = ph + 1;
+    flags[F_PHASES] = (int)ph + 1;
+    return now;
+}
+
 extern "C" {
 
 // ----------------------------------------------------------------------------------------------
@@ -532,19 +555,8 @@ __global__ void fc_step1(int n, const int* __restrict__ fo, const int* __restric
     const unsigned int prev = changed[(p3 + 2) % 3];
     unsigned int ph = pc[par];
     if (done) return;
-    if (prev == 0) {
-        if (lead()) {
-            flags[F_DONE] = 1;
-            if (ph < (unsigned int)stats_cap) ts[ph] = gtimer();
-            if (ph >= 1 && ph - 1 < (unsigned int)stats_cap) stats[ph - 1] = 0;
-        }
-        return;
-    }
-    if (lead()) {
-        if (ph < (unsigned int)stats_cap) ts[ph] = gtimer();
-        if (ph >= 1 && ph - 1 < (unsigned int)stats_cap) stats[ph - 1] = prev;
-        changed[(p3 + 1) % 3] = 0; pc[par ^ 1] = ph + 1; flags[F_PHASES] = (int)ph + 1;
-    }
+    if (prev == 0) { if (lead()) lead_finish(flags, ts, stats, stats_cap, ph); return; }
+    if (lead()) lead_start(flags, ts, stats, stats_cap, ph, prev, changed, p3, pc, par);
     __shared__ unsigned int block_act;
     if (threadIdx.x == 0) block_act = 0;
     __syncthreads();
@@ -687,21 +699,10 @@ __device__ __forceinline__ void fa_phase(int n, const int* __restrict__ fo, cons
     if (done) return;
     const bool build = timed ? (bflag != 0) : ((unsigned long long)prev < thr);
     const int kind = on_queue ? FA_QUEUE : (build ? FA_SCAN_BUILD : FA_SCAN);
-    if (prev == 0) {
-        if (lead()) {
-            flags[F_DONE] = 1;
-            if (ph < (unsigned int)stats_cap) ts[ph] = gtimer();
-            if (ph >= 1 && ph - 1 < (unsigned int)stats_cap) stats[ph - 1] = 0;
-        }
-        return;
-    }
+    if (prev == 0) { if (lead()) lead_finish(flags, ts, stats, stats_cap, ph); return; }
     if (lead()) {
-        const unsigned long long now = gtimer();
-        if (ph < (unsigned int)stats_cap) { ts[ph] = now; pmode[ph] = (unsigned char)kind; }
-        if (ph >= 1 && ph - 1 < (unsigned int)stats_cap) stats[ph - 1] = prev;
-        changed[(p3 + 1) % 3] = 0;
-        pc[par ^ 1] = ph + 1;
-        flags[F_PHASES] = (int)ph + 1;
+        const unsigned long long now = lead_start(flags, ts, stats, stats_cap, ph, prev, changed, p3, pc, par);
+        if (ph < (unsigned int)stats_cap) pmode[ph] = (unsigned char)kind;
         qcnt[(p3 + 2) % 3] = 0;
         ast[par ^ 1] = build ? 1u : 0u;
         if (timed) {
