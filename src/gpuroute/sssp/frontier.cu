@@ -748,7 +748,8 @@ __device__ __forceinline__ void fa_phase(int n, const int* __restrict__ fo, cons
 extern "C" {
 
 // Registers: the largest of the three loops, capped at 32 so that 2048 threads fit an SM as with
-// fc_step1 (uncapped: 38, 6 blocks of 256 per SM instead of 8).
+// fc_step1 (nvcc 13, sm_90: 32 with or without the cap; the earlier single-loop fa_step took 38
+// uncapped, 6 blocks of 256 per SM instead of 8).
 __global__ void __launch_bounds__(1024, 2) fa_step(FA_ARGS) { fa_phase(FA_PASS); }
 
 // ----------------------------------------------------------------------------------------------
