@@ -144,9 +144,23 @@ def random_road_graph(rng, n, *, neighbours=3, one_way=0.3, n_parallel=None, n_l
     return g, raw
 
 
-def raw_arcs(raw, weight="distance"):
-    """``(u, v, w)`` triples of one weight from :func:`random_road_graph`'s raw arcs."""
-    return [(u, v, ws[weight]) for u, v, ws in raw]
+def raw_arcs(raw, weight="distance", primary="distance"):
+    """``(u, v, w)`` triples of one weight from :func:`random_road_graph`'s raw arcs.
+
+    Parallel arcs merge into ONE real arc, the lightest by the ``primary`` weight (first in input
+    order among equals): for the primary weight every raw arc is kept (the minimum wins anyway); for
+    another weight only each group's kept arc counts, computed here independently of RoadGraph.
+    """
+    if weight == primary:
+        return [(u, v, ws[weight]) for u, v, ws in raw]
+    best = {}
+    for i, (u, v, ws) in enumerate(raw):
+        if u == v:
+            continue
+        key = (ws[primary], i)
+        if (u, v) not in best or key < best[u, v][0]:
+            best[u, v] = (key, ws[weight])
+    return [(u, v, w) for (u, v), (_, w) in best.items()]
 
 
 @st.composite

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from gpuroute import RoadGraph
 from gpuroute.graph.errors import GraphError, ParseError
 from gpuroute.io.edgelist import from_dataframe, from_edgelist, from_networkx, from_scipy, read_csv
 
@@ -39,10 +40,16 @@ def test_scipy_csr_would_sum_duplicates_ours_does_not():
     assert arcs(from_scipy(coo)) == {(0, 1): 3, (1, 2): 4}
 
 
-def test_per_weight_minimum_with_several_weights():
-    g = from_edgelist([0, 0], [1, 1], {"distance": [10, 20], "travel_time": [7, 5]})
+def test_parallel_arcs_keep_one_real_arc():
+    # The kept arc is the lightest by the primary weight with ALL its weights and attributes: distance
+    # and duration of a route come from one road (main used to take each weight's own minimum: 10 and 5).
+    g = from_edgelist([0, 0, 0], [1, 1, 1], {"distance": [10, 20, 10], "travel_time": [7, 5, 3]})
     assert arcs(g, "distance") == {(0, 1): 10}
-    assert arcs(g, "travel_time") == {(0, 1): 5}
+    assert arcs(g, "travel_time") == {(0, 1): 7}  # the first of the two lightest, not min(7, 5, 3)
+    g = RoadGraph.from_arcs(2, [0, 0], [1, 1], {"distance": [20, 10], "travel_time": [5, 7]},
+                            arc_attrs={"way_id": [111, 222], "speed": [50.0, 30.0]})
+    assert g.n_arcs == 1
+    assert (int(g.weights["travel_time"][0]), int(g.arc_attrs["way_id"][0]), float(g.arc_attrs["speed"][0])) == (7, 222, 30.0)
 
 
 def test_n_nodes_adds_isolated_nodes():
@@ -113,7 +120,7 @@ def test_from_dataframe():
     g = from_dataframe(df, "u", "v", weights={"distance": "len", "travel_time": "secs"}, units={"distance": "m"})
     assert g.node_ids.tolist() == [10, 20, 30]
     assert ext_arcs(g, "distance") == {(10, 20): 2, (20, 30): 6}
-    assert g.units["distance"] == "m"
+    assert g.units["distance"].symbol == "m" and g.units["distance"].quantity == "length"
     with pytest.raises(KeyError, match="column 'nope' not in the data frame"):
         from_dataframe(df, "u", "nope", weights="len")
 
@@ -129,7 +136,7 @@ def test_read_csv(tmp_path):
     assert g.name == "e"
     assert g.node_ids.tolist() == [1, 2, 3]
     assert ext_arcs(g, "distance") == {(1, 2): 7, (2, 3): 20}
-    assert ext_arcs(g, "travel_time") == {(1, 2): 3, (2, 3): 4}
+    assert ext_arcs(g, "travel_time") == {(1, 2): 9, (2, 3): 4}  # the kept (1,2) arc is the 7-m one
     gz = tmp_path / "e.csv.gz"
     gz.write_bytes(gzip.compress(CSV.encode()))
     assert read_csv(gz).fingerprint() == read_csv(p).fingerprint()
@@ -169,7 +176,7 @@ def test_from_scipy():
     m = sp.csr_matrix(np.array([[0, 4, 0], [0, 0, 2], [7, 0, 0]]))
     g = from_scipy(m, "distance", unit="m")
     assert arcs(g) == {(0, 1): 4, (1, 2): 2, (2, 0): 7}
-    assert g.units["distance"] == "m"
+    assert g.units["distance"].symbol == "m" and g.units["distance"].quantity == "length"
     assert (g.to_scipy() != m).nnz == 0
     dense = from_scipy(np.array([[0, 4], [1, 0]]))
     assert arcs(dense) == {(0, 1): 4, (1, 0): 1}

@@ -38,7 +38,7 @@ def test_unweighted_with_xyz_gives_rounded_lengths(tmp_path):
     write(tmp_path, "t.xyz", XYZ)
     g = load_metis(p)
     assert g.n_nodes == 4 and g.n_arcs == 6
-    assert g.weight_names == ["length"] and g.units["length"] == "xyz"
+    assert g.weight_names == ["length"] and g.units["length"].symbol == "xyz" and g.units["length"].scale is None
     assert g.coord_system == "planar"
     assert arcs(g) == {(0, 1): 5, (1, 0): 5, (0, 2): 1, (2, 0): 1, (1, 2): 5, (2, 1): 5}  # 0.2 rounds up to 1
     assert g.node_ids.tolist() == [1, 2, 3, 4]
@@ -51,7 +51,7 @@ def test_length_scale(tmp_path):
     write(tmp_path, "t.xyz.gz", XYZ, gz=True)
     g = load_metis(p, length_scale=10)
     assert arcs(g)[(0, 1)] == 50 and arcs(g)[(0, 2)] == 2
-    assert g.units["length"] == "0.1 xyz"
+    assert g.units["length"].symbol == "0.1 xyz"
 
 
 def test_unweighted_without_xyz_gives_hops(tmp_path):

@@ -106,7 +106,8 @@ def test_tiny_extract(tiny_osm):
     ids = g.node_ids.tolist()
     assert ids == [1, 2, 3, 4, 5, 6, 7]  # 8 and 9 only sit on dropped segments / non-car ways
     assert g.weight_names == ["travel_time", "distance"]
-    assert g.units == {"travel_time": "ds", "distance": "m"}
+    assert {k: (u.symbol, u.quantity, u.scale) for k, u in g.units.items()} == {
+        "travel_time": ("ds", "time", 0.1), "distance": ("m", "length", 1.0)}
     np.testing.assert_allclose(g.coords[0], [7.4, 43.701])
     arcs = {(ids[g.tail[a]], ids[g.head[a]]): (int(g.weight("travel_time")[a]), int(g.weight("distance")[a]))
             for a in range(g.n_arcs)}

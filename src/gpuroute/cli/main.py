@@ -148,9 +148,9 @@ def _approx(value, unit):
 
 
 def _with_unit(value, unit):
-    s = f"{_fmt_num(value)} {unit}".rstrip()
-    a = _approx(value, unit)
-    return f"{s} ({a})" if a else s
+    from ..graph.units import parse_unit
+
+    return parse_unit(unit).format(value)
 
 
 def _id_label(graph):
@@ -300,7 +300,7 @@ def _graph_line(graph, weight=None):
     s = f"{graph.name} ({_fmt_int(graph.n_nodes)} nodes, {_fmt_int(graph.n_arcs)} arcs"
     if weight is not None:
         unit = graph.units.get(weight, "")
-        s += f"; weight {weight}" + (f" [{unit}]" if unit else "")
+        s += f"; weight {weight}" + (f" [{unit.symbol}]" if unit.symbol else "")
     return s + ")"
 
 
@@ -429,7 +429,7 @@ def _print_route_geojson(graph, weight, unit, snapped, res, reachable, times, ar
         props = {
             "graph": graph.name,
             "weight": weight,
-            "unit": unit,
+            "unit": str(unit),
             "distance": int(res.distance),
             "arcs": int(len(res.arcs)),
             "nodes": int(len(res.nodes)),
@@ -441,7 +441,9 @@ def _print_route_geojson(graph, weight, unit, snapped, res, reachable, times, ar
             "device": _resolved(args.device),
             "time_ms": {k: round(v, 3) for k, v in times.items()},
         }
-        approx = _approx(int(res.distance), unit)
+        from ..graph.units import parse_unit
+
+        approx = parse_unit(unit).describe(int(res.distance))
         if approx:
             props["approx"] = approx.lstrip("~")
         settled = getattr(res, "settled", None)
@@ -485,7 +487,7 @@ def graph_stats(graph):
         "bbox": None,
     }
     for name, w in graph.weights.items():
-        entry = {"unit": graph.units.get(name, "")}
+        entry = {"unit": graph.units[name].symbol}
         if m:
             entry.update(min=int(w.min()), median=float(np.median(w)), mean=float(w.mean()), max=int(w.max()))
         stats["weights"][name] = entry

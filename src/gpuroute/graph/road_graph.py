@@ -13,12 +13,40 @@ import numpy as np
 
 from .constants import INDEX_DTYPE, MAX_WEIGHT, WEIGHT_DTYPE
 from .errors import GraphError
+from .turns import TurnRestrictions
+from .units import STANDARD_UNITS, Unit, parse_unit
 
-#: Units of the standard weight names; other names may carry any unit string.
-STANDARD_UNITS = {
-    "distance": "m",
-    "travel_time": "ds",  # deciseconds, as OSRM
-}
+#: Coordinate systems a RoadGraph knows: lon/lat degrees (WGS84) or planar x/y in an unstated unit.
+COORD_SYSTEMS = ("lonlat", "planar")
+
+
+def _as_attr_array(name, a, m):
+    """Validate one arc attribute: a numeric or boolean array of one value per arc."""
+    a = np.asarray(a)
+    if a.shape != (m,):
+        raise GraphError(f"arc attribute {name!r} has shape {a.shape}, expected ({m},) (one value per arc)")
+    if a.dtype.kind not in "biuf":
+        raise GraphError(f"arc attribute {name!r} has dtype {a.dtype}; arc attributes must be numeric "
+                         "(store codes and keep their labels in meta)")
+    return np.ascontiguousarray(a)
+
+
+def _check_coords(coords, n, coord_system):
+    coords = np.ascontiguousarray(coords, dtype=np.float64)
+    if coords.shape != (n, 2):
+        raise GraphError(f"coords has shape {coords.shape}, expected ({n}, 2)")
+    bad = ~np.isfinite(coords).all(axis=1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise GraphError(f"coords of node {i} are {coords[i].tolist()}: coordinates must be finite")
+    if coord_system == "lonlat" and n:
+        bad = (np.abs(coords[:, 0]) > 180) | (np.abs(coords[:, 1]) > 90)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise GraphError(f"coords of node {i} are lon={coords[i, 0]}, lat={coords[i, 1]}: a lon/lat graph needs "
+                             "longitude in [-180, 180] and latitude in [-90, 90] (pass coord_system='planar' "
+                             "for x/y coordinates)")
+    return coords
 
 
 def _as_weight_array(name, w, m, tail=None, head=None):
@@ -78,28 +106,38 @@ class RoadGraph:
     weights : mapping str -> array_like of int, shape (n_arcs,)
         Named positive integer weights (e.g. ``"distance"``, ``"travel_time"``). The first is the
         default metric.
-    units : mapping str -> str, optional
-        Unit of each weight ("m", "ds" for deciseconds, "0.1m", ...).
+    units : mapping str -> Unit or str, optional
+        Unit of each weight (:class:`gpuroute.graph.units.Unit`, or a known symbol such as ``"m"``,
+        ``"ds"``; other strings become units of unknown scale). Default: the standard unit of the
+        weight's name (``distance``: metres, ``travel_time``: deciseconds), else none.
     coords : array_like of float, shape (n_nodes, 2), optional
         Longitude and latitude of each node in degrees (WGS84), or planar x/y (see ``coord_system``).
+        Checked on construction: finite, and for ``"lonlat"`` inside [-180, 180] x [-90, 90].
     name : str
         Human-readable name (e.g. ``"USA-road-d.NY"``, ``"ny-tiled-8x8"``).
     node_ids : array_like of int64, shape (n_nodes,), optional
         External id of each internal node (e.g. DIMACS 1-based ids, OSM node ids).
     coord_system : {"lonlat", "planar"}
-        How to read ``coords``.
+        How to read ``coords`` (METIS ``.xyz`` and TNTP graphs are planar).
     meta : dict, optional
         Provenance: source files, arcs dropped during cleaning, ...
+    arc_attrs : mapping str -> array_like, shape (n_arcs,), optional
+        Numeric arc attributes beside the weights (OSM: ``way_id``, ``road_class``, ``speed_kmh``,
+        ``length_m``; TNTP: ``capacity``). Units of attributes go in ``attr_units``.
+    attr_units : mapping str -> Unit or str, optional
+    turns : TurnRestrictions, optional
+        Turn restrictions per (in-arc, out-arc) pair (see :mod:`gpuroute.graph.turns`).
 
     Raises
     ------
     GraphError
-        If offsets are not monotone, a head is out of range, or a weight is not a positive integer
-        within ``MAX_WEIGHT``.
+        If offsets are not monotone, a head is out of range, a weight is not a positive integer
+        within ``MAX_WEIGHT``, coordinates are not finite or not lon/lat, an attribute has the wrong
+        shape, or a turn restriction names arcs that do not meet.
     """
 
     def __init__(self, first_out, head, weights, *, units=None, coords=None, name="graph", node_ids=None,
-                 coord_system="lonlat", meta=None):
+                 coord_system="lonlat", meta=None, arc_attrs=None, attr_units=None, turns=None):
         first_out = np.ascontiguousarray(first_out, dtype=np.int64)
         head = np.asarray(head)
         if first_out.ndim != 1 or first_out.size < 1:
@@ -125,15 +163,26 @@ class RoadGraph:
         if not weights:
             raise GraphError("a RoadGraph needs at least one weight")
         self.weights = {str(k): _as_weight_array(k, v, m, self.tail, self.head) for k, v in weights.items()}
-        self.units = {k: (units or {}).get(k, STANDARD_UNITS.get(k, "")) for k in self.weights}
+        units = dict(units or {})
+        self.units = {k: parse_unit(units[k]) if k in units else STANDARD_UNITS.get(k, parse_unit(""))
+                      for k in self.weights}
+        if coord_system not in COORD_SYSTEMS:
+            raise GraphError(f"coord_system must be one of {COORD_SYSTEMS}, got {coord_system!r}")
         if coords is not None:
-            coords = np.ascontiguousarray(coords, dtype=np.float64)
-            if coords.shape != (n, 2):
-                raise GraphError(f"coords has shape {coords.shape}, expected ({n}, 2)")
-            if not np.isfinite(coords).all():
-                raise GraphError("coords must be finite")
+            coords = _check_coords(coords, n, coord_system)
         self.coords = coords
         self.coord_system = coord_system
+        self.arc_attrs = {str(k): _as_attr_array(k, v, m) for k, v in (arc_attrs or {}).items()}
+        clash = set(self.arc_attrs) & set(self.weights)
+        if clash:
+            raise GraphError(f"{sorted(clash)} is both a weight and an arc attribute")
+        attr_units = dict(attr_units or {})
+        self.attr_units = {k: parse_unit(attr_units.get(k)) for k in self.arc_attrs}
+        if turns is not None:
+            if not isinstance(turns, TurnRestrictions):
+                raise GraphError(f"turns must be a TurnRestrictions, got {type(turns).__name__}")
+            turns.validate(self.tail, self.head)
+        self.turns = turns
         if node_ids is not None:
             node_ids = np.ascontiguousarray(node_ids, dtype=np.int64)
             if node_ids.shape != (n,):
@@ -146,12 +195,14 @@ class RoadGraph:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_arcs(cls, n_nodes, tail, head, weights, *, units=None, coords=None, name="graph", node_ids=None,
-                  coord_system="lonlat", meta=None):
+                  coord_system="lonlat", meta=None, arc_attrs=None, attr_units=None, turns=None):
         """Build a RoadGraph from an arc list, cleaning it the way road data needs.
 
-        Self-loops are dropped and parallel arcs ``(u, v)`` are reduced to one arc carrying, for each
-        weight, the smallest value among them (so every metric keeps its exact shortest paths; note that
-        ``scipy.sparse.csr_matrix`` would *sum* duplicates instead).
+        Self-loops are dropped and parallel arcs ``(u, v)`` are reduced to ONE real arc: the lightest by
+        the primary (first) weight, ties broken by input order. The kept arc keeps all its weights and
+        attributes, so a route's distance and duration always come from the same road (shortest paths
+        by the primary weight are exact; another weight is the kept arc's, not the smallest of the
+        group). ``scipy.sparse.csr_matrix`` would *sum* duplicates instead.
 
         Parameters
         ----------
@@ -160,8 +211,13 @@ class RoadGraph:
             0-based node ids of each arc.
         weights : array_like, shape (m,), or mapping name -> array_like, shape (m,)
             Positive integer weights (a bare array is named ``"weight"``).
-        units, coords, name, node_ids, coord_system, meta
+        units, coords, name, node_ids, coord_system, meta, attr_units
             As for :class:`RoadGraph`.
+        arc_attrs : mapping str -> array_like, shape (m,), optional
+            Attributes of the input arcs (kept with their arc).
+        turns : TurnRestrictions, optional
+            Restrictions whose arc ids are *input positions* (``0 .. m-1``); they are mapped to the kept
+            arcs, and a restriction through a dropped arc is dropped (counted in its ``meta``).
 
         Returns
         -------
@@ -199,30 +255,39 @@ class RoadGraph:
         ws = {str(k): _as_weight_array(k, v, m, tail, head) for k, v in weights.items()}
         if not ws:
             raise GraphError("a RoadGraph needs at least one weight")
+        attrs = {str(k): _as_attr_array(k, v, m) for k, v in (arc_attrs or {}).items()}
+        pos = np.arange(m, dtype=np.int64)  # input position of every arc still in the list
         keep = tail != head
         n_loops = int(m - keep.sum())
-        tail, head = tail[keep], head[keep]
-        ws = {k: v[keep] for k, v in ws.items()}
-        first_w = next(iter(ws.values()))
-        order = np.lexsort((first_w, head, tail))
-        tail, head = tail[order], head[order]
-        ws = {k: v[order] for k, v in ws.items()}
-        if tail.size:
-            new = np.ones(tail.size, dtype=bool)
-            new[1:] = (tail[1:] != tail[:-1]) | (head[1:] != head[:-1])
-            starts = np.flatnonzero(new)
-            n_par = int(tail.size - starts.size)
-            if n_par:
-                ws = {k: np.minimum.reduceat(v, starts) for k, v in ws.items()}
-                tail, head = tail[starts], head[starts]
+        pos = pos[keep]
+        first_w = next(iter(ws.values()))[pos]
+        order = np.lexsort((pos, first_w, head[pos], tail[pos]))  # lightest first, then input order
+        pos = pos[order]
+        t, h = tail[pos], head[pos]
+        if t.size:
+            new = np.ones(t.size, dtype=bool)
+            new[1:] = (t[1:] != t[:-1]) | (h[1:] != h[:-1])
+            n_par = int(t.size - np.count_nonzero(new))
+            pos = pos[new]
         else:
             n_par = 0
+        tail, head = tail[pos], head[pos]
+        ws = {k: v[pos] for k, v in ws.items()}
+        attrs = {k: v[pos] for k, v in attrs.items()}
+        if turns is not None:
+            arc_map = np.full(m, -1, dtype=np.int64)
+            arc_map[pos] = np.arange(pos.size, dtype=np.int64)
+            bad = (turns.in_arc >= m) | (turns.out_arc >= m) | (turns.in_arc < 0) | (turns.out_arc < 0)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise GraphError(f"turn restriction {i} names an arc outside the input positions [0, {m})")
+            turns = turns.remap(arc_map)
         first_out = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(tail, minlength=n), out=first_out[1:])
         meta = dict(meta or {})
         meta.update(self_loops_dropped=n_loops, parallel_arcs_dropped=n_par)
         return cls(first_out, head, ws, units=units, coords=coords, name=name, node_ids=node_ids,
-                   coord_system=coord_system, meta=meta)
+                   coord_system=coord_system, meta=meta, arc_attrs=attrs, attr_units=attr_units, turns=turns)
 
     # ------------------------------------------------------------------ basic properties
     @property
@@ -296,10 +361,22 @@ class RoadGraph:
         return self._rev[2]
 
     def reverse(self):
-        """The transposed graph (every arc u->v becomes v->u), same weights and coordinates."""
+        """The transposed graph (every arc u->v becomes v->u), same weights, attributes and coordinates
+        (turn restrictions do not carry over to the transposed graph)."""
         return RoadGraph.from_arcs(self.n_nodes, self.head, self.tail, self.weights, units=self.units,
                                    coords=self.coords, name=self.name + "-reversed", node_ids=self.node_ids,
-                                   coord_system=self.coord_system, meta=self.meta)
+                                   coord_system=self.coord_system, meta=self.meta, arc_attrs=self.arc_attrs,
+                                   attr_units=self.attr_units)
+
+    def unit(self, weight=None) -> Unit:
+        """The :class:`~gpuroute.graph.units.Unit` of a weight (default: the first)."""
+        self.weight(weight)
+        return self.units[self.default_weight if weight is None else weight]
+
+    @property
+    def is_planar(self) -> bool:
+        """True for planar x/y coordinates (METIS ``.xyz``, TNTP), False for lon/lat."""
+        return self.coord_system == "planar"
 
     # ------------------------------------------------------------------ interop
     def to_scipy(self, weight=None):
@@ -314,7 +391,8 @@ class RoadGraph:
         return sp.csr_matrix((w, self.head, self.first_out), shape=(self.n_nodes, self.n_nodes))
 
     def fingerprint(self) -> str:
-        """SHA-256 (hex, first 16 chars) over the CSR arrays and weights: identifies the graph's content."""
+        """SHA-256 (hex, first 16 chars) over the CSR arrays and weights: identifies the routing content
+        (:func:`gpuroute.io.save_graph` records a second hash over every array and manifest field)."""
         h = hashlib.sha256()
         for a in (self.first_out, self.head, *[self.weights[k] for k in sorted(self.weights)]):
             h.update(np.ascontiguousarray(a).tobytes())
@@ -322,5 +400,5 @@ class RoadGraph:
         return h.hexdigest()[:16]
 
     def __repr__(self):
-        ws = ", ".join(f"{k} [{u}]" if u else k for k, u in self.units.items())
+        ws = ", ".join(f"{k} [{u.symbol}]" if u.symbol else k for k, u in self.units.items())
         return f"RoadGraph({self.name!r}, n_nodes={self.n_nodes:,}, n_arcs={self.n_arcs:,}, weights: {ws})"

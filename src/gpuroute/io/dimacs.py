@@ -14,6 +14,7 @@ import numpy as np
 
 from ..graph.errors import GraphError, ParseError
 from ..graph.road_graph import RoadGraph
+from ..graph.units import DIMACS_DISTANCE, DIMACS_TIME
 from ._text import read_text_bytes
 
 
@@ -190,8 +191,9 @@ def load_dimacs(path, *, co_path="auto", weight_name=None, unit=None, name=None)
         Coordinates file; "auto" looks beside ``path`` (see :func:`matching_co_path`); None skips.
     weight_name : str, optional
         Name of the weight. Default: ``"travel_time"`` for ``USA-road-t.*`` files, else ``"distance"``.
-    unit : str, optional
-        Unit of the weight. Default: ``"dimacs-d (~0.1 m)"`` / ``"dimacs-t"`` for USA-road files.
+    unit : Unit or str, optional
+        Unit of the weight. Default: :data:`~gpuroute.graph.units.DIMACS_DISTANCE` (~0.1 m) /
+        :data:`~gpuroute.graph.units.DIMACS_TIME` (~0.0036 s) for ``USA-road-d``/``-t`` files, else none.
     name : str, optional
         Graph name; default: the file name without ``.gr[.gz]``.
 
@@ -212,7 +214,7 @@ def load_dimacs(path, *, co_path="auto", weight_name=None, unit=None, name=None)
     if weight_name is None:
         weight_name = "travel_time" if is_time else "distance"
     if unit is None:
-        unit = "dimacs-t" if is_time else ("dimacs-d (~0.1 m)" if base.startswith("USA-road-d.") else "")
+        unit = DIMACS_TIME if is_time else (DIMACS_DISTANCE if base.startswith("USA-road-d.") else "")
     n, u, v, w = read_dimacs_gr(path)
     coords = None
     if co_path == "auto":

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..graph.errors import GraphError, ParseError
 from ..graph.road_graph import RoadGraph
+from ..graph.units import HOP, NONE, Unit
 from ._text import read_text_bytes
 
 _INT_BYTES = np.zeros(256, dtype=bool)
@@ -319,7 +320,7 @@ def load_metis(graph_path, xyz_path="auto", name=None, *, length_scale=1.0):
         xyz_path = matching_xyz_path(graph_path)
     xyz = read_xyz(xyz_path, n_nodes=n) if xyz_path is not None else None
     if weight is not None:
-        wname, unit, w = "weight", "", weight
+        wname, unit, w = "weight", NONE, weight
     elif xyz is not None:
         if not (np.isfinite(length_scale) and length_scale > 0):
             raise ValueError(f"length_scale must be a positive number, got {length_scale}")
@@ -327,10 +328,12 @@ def load_metis(graph_path, xyz_path="auto", name=None, *, length_scale=1.0):
         w = np.maximum(1, np.rint(length * length_scale))
         if (w > np.iinfo(np.int32).max).any():
             raise ParseError(xyz_path, None, f"edge lengths x {length_scale} exceed int32: pass a smaller length_scale")
-        wname, unit = "length", ("xyz" if length_scale == 1 else f"{1 / length_scale:g} xyz")
+        wname = "length"
+        unit = Unit("xyz" if length_scale == 1 else f"{1 / length_scale:g} xyz", "length", None,
+                    note="METIS .xyz coordinate unit (DIMACS 10 states none)")
         w = w.astype(np.int64)
     else:
-        wname, unit, w = "hops", "edges", np.ones(tail.size, dtype=np.int64)
+        wname, unit, w = "hops", HOP, np.ones(tail.size, dtype=np.int64)
     coords = np.ascontiguousarray(xyz[:, :2]) if xyz is not None else None
     try:
         return RoadGraph.from_arcs(n, tail, head, {wname: w}, units={wname: unit}, coords=coords,

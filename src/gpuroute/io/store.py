@@ -118,7 +118,7 @@ def save_graph(graph, directory, *, checksums=True):
         for i, k in enumerate(graph.weights):
             fname = f"weight-{i}.npy"
             arrays[fname] = graph.weights[k]
-            weights.append({"name": k, "unit": graph.units.get(k, ""), "file": fname})
+            weights.append({"name": k, "unit": graph.units[k].to_json(), "file": fname})
         if graph.coords is not None:
             arrays["coords.npy"] = graph.coords
         if graph.node_ids is not None:
