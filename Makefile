@@ -1,5 +1,5 @@
 # gpuroute: the two commands of the README.
-#   make demo   - make .venv, install the package, route on the shipped NY network
+#   make demo   - make .venv, install the package (with the OSM reader the README's examples use), route on NY
 #   make test   - make .venv, install with test extras, compile every .cu with nvcc (if present), lint, run the suite
 PYTHON ?= python3
 VENV   := .venv
@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e '.[osm]'
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
@@ -19,6 +19,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/gpuroute route
+	@echo "(the command is $(VENV)/bin/gpuroute; or: source $(VENV)/bin/activate)"
 
 cu-check:
 	@bash .ci/compile_cu.sh

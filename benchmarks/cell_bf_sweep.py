@@ -80,10 +80,12 @@ def profile(cp, g, source, opts):
     """Round profile of cell-bf in rounds (cells.cu's prof array): per round cells run, local iterations
     (sum, max) and the slowest block's cycles loading its cell and relaxing it (local passes +
     write-back); and the activation counters of the asynchronous kernel."""
-    from gpuroute.sssp._cuda_cells import CellBFGPU
-    from gpuroute.sssp._cuda_frontier import STATS_CAP
+    from gpuroute.backend.device_graph import DeviceGraph
+    from gpuroute.backend.flags import STATS_CAP
+    from gpuroute.sssp.cell_bf.gpu import CellBFGPU
 
-    s = CellBFGPU(g, None, loop="rounds", **opts)
+    dg = DeviceGraph(g)
+    s = CellBFGPU(dg, loop="rounds", **opts)
     s.prof = cp.zeros(8 * STATS_CAP, dtype=cp.uint64)
     _, _, st = s.run(int(source))
     r = st["phases"]
@@ -94,7 +96,7 @@ def profile(cp, g, source, opts):
            "critical_load_us": float(p[:, 3].sum() / clock_khz * 1e3),
            "critical_relax_us": float(p[:, 4].sum() / clock_khz * 1e3),
            "clock_mhz": clock_khz / 1e3, "cell_size": st["cell_size"], "n_cells": st["n_cells"]}
-    a = CellBFGPU(g, None, loop="async", **opts)
+    a = CellBFGPU(dg, loop="async", **opts)
     _, _, sta = a.run(int(source))
     if sta["loop"] == "async":
         c = a.last_counters

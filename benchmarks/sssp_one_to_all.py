@@ -96,9 +96,9 @@ def measure_phase_costs(cp):
     """Per-phase synchronisation floors: an empty kernel replayed in a CUDA graph, a host launch plus
     a flag read back (seed 001's loop), and one round of the persistent kernel (a path graph: one node
     per round, so the time per round is the barrier + dependent-latency floor)."""
-    from gpuroute.backend import load_cuda_module
+    from gpuroute.backend.kernels import load_module
 
-    mod = load_cuda_module("sssp/frontier.cu")
+    mod = load_module("sssp/settle/settle.cu")
     k = mod.get_function("min_out_weight")  # any cheap kernel; n = 0 makes it empty
     dummy = cp.zeros(4, dtype=cp.int32)
     s = cp.cuda.Stream(non_blocking=True)
@@ -268,7 +268,7 @@ def main():
                     sync_ms = phases * nk * costs["graph_launch_us"] / 1e3
                 row = {"graph": gname, "method": label, "ms": ms, "phases": phases, "exact": ok,
                        "bytes_floor_ms": bytes_ms, "sync_floor_ms": sync_ms, "reached": n_reach,
-                       "delta": r2.stats.get("delta")}
+                       "delta": r2.stats["params"].get("delta")}
                 rows.append(row)
                 print(f"{label:32s} {ms:10.2f} ms  phases {phases:8d}  floors: bytes {bytes_ms:.3f} ms, "
                       f"sync {sync_ms:.2f} ms  exact={ok}", flush=True)
@@ -276,32 +276,32 @@ def main():
                 rows.append({"graph": gname, "method": label, "error": f"{type(e).__name__}: {e}"})
                 print(f"{label:32s} ERROR {type(e).__name__}: {e}", flush=True)
         # batched: many sources per pass
-        bconf = [(32, 8), (128, 8), (128, 64), (256, 64)] if not big else [(16, 8)]
+        bconf = [(128, 64), (256, 64), (512, 64), (None, None)] if not big else [(16, 8)]
         for batch, fac in bconf:
             try:
-                kb = batch * (2 if not big else 1)
+                kb = (batch or 512) * (2 if not big else 1)
                 sb = cp.asarray(rng.integers(0, g.n_nodes, kb))
-                bo = {"batch": batch, "delta_factor": fac}
+                bo = {"batch": batch, "delta_factor": fac} if batch else {}  # None: algorithm="auto"'s choice
                 gpuroute.sssp(g, sb[:batch], algorithm="near-far", device="gpu", **bo)
                 ms, _ = timer.gpu(lambda bo=bo, sb=sb, g=g: gpuroute.sssp(g, sb, algorithm="near-far", device="gpu", **bo), 1)
                 chk = gpuroute.sssp(g, sb[:batch], algorithm="near-far", device="gpu", **bo).get()[0]
                 okb = bool(np.array_equal(chk, gpuroute.sssp(g, int(sb[0].get()), device="cpu")))
                 tps = kb / (ms / 1e3)
-                rows.append({"graph": gname, "method": f"near-far batched x{batch} (delta={fac} mean w)", "ms": ms,
-                             "sources": kb, "trees_per_s": tps, "exact": okb})
-                print(f"near-far batched x{batch:<4d} d={fac:<4d}    {ms:10.2f} ms for {kb} sources: {tps:,.0f} trees/s "
-                      f"exact={okb}", flush=True)
+                label = f"near-far batched x{batch} (delta={fac} mean w)" if batch else "near-far batched (auto)"
+                rows.append({"graph": gname, "method": label, "ms": ms, "sources": kb, "trees_per_s": tps, "exact": okb})
+                print(f"{label:40s} {ms:10.2f} ms for {kb} sources: {tps:,.0f} trees/s exact={okb}", flush=True)
             except Exception as e:
                 rows.append({"graph": gname, "method": f"near-far batched x{batch}", "error": str(e)})
                 print(f"batched x{batch} ERROR {type(e).__name__}: {e}", flush=True)
         if gname == "NY":
             # launch-shape sweep of the fused kernel (METHOD.md: find out why a time misses its floor)
             from gpuroute import config
-            keep = config.QUEUE_BLOCKS_PER_SM
+            from gpuroute.sssp.api import release
+            keep = config.SSSP_QUEUE_BLOCKS_PER_SM
             sweep = {}
             for bps in (1, 2, 4, 8, 16):
-                config.QUEUE_BLOCKS_PER_SM = bps
-                g.__dict__.pop("_solver_cache", None)
+                config.SSSP_QUEUE_BLOCKS_PER_SM = bps
+                release(g)
                 for lab, o in (("inf", {"delta": float("inf")}), ("64", {"delta_factor": 64})):
                     sc = cp.asarray([int(srcs[0])])
                     gpuroute.sssp_full(g, sc, algorithm="near-far", device="gpu", **o)
@@ -309,8 +309,8 @@ def main():
                         g, sc, algorithm="near-far", device="gpu", **o), 1)[0] for _ in range(3)]))
                     sweep[f"bps={bps} delta={lab}"] = ms
                     print(f"  sweep blocks/SM={bps:<3d} delta={lab:<4s} {ms:8.2f} ms", flush=True)
-            config.QUEUE_BLOCKS_PER_SM = keep
-            g.__dict__.pop("_solver_cache", None)
+            config.SSSP_QUEUE_BLOCKS_PER_SM = keep
+            release(g)
             results["launch_sweep_ny"] = sweep
             try:
                 plot_phase_stats(g, int(srcs[0]), os.path.join(args.out, "phase_stats_ny.png"), results)

@@ -83,7 +83,7 @@ def random_road_graph(rng, n, *, neighbours=3, one_way=0.3, n_parallel=None, n_l
     raw : list of (u, v, {name: w})
         Every arc as generated, before cleaning.
     """
-    from gpuroute.paths import great_circle_m
+    from gpuroute.geo import haversine_m as great_circle_m
 
     n = int(n)
     if planar:

@@ -2,30 +2,38 @@
 
 Public API
 ----------
-RoadGraph, GraphError, ParseError, INF, NO_PREDECESSOR
-    Graph model and named sentinels (:mod:`gpuroute.graph`).
-load_dimacs, load_metis, load_osm, open_graph, save_graph, load_graph
+RoadGraph, TurnRestrictions, Unit, GraphError, ParseError, INF, INF_U32, NO_PREDECESSOR
+    Graph model, units and named sentinels (:mod:`gpuroute.graph`).
+open_graph
+    A shipped dataset name, a file or a saved graph directory.
+load_dimacs, load_metis, load_osm, load_tntp, save_graph, load_graph
     Loaders and the graph store (:mod:`gpuroute.io`).
 datasets
     Shipped real networks (``datasets.load("ny" | "ny-time" | "monaco")``) and ``datasets.tile``.
-sssp, sssp_full
+sssp, sssp_full, SSSPQuery, ALGORITHMS
     One-to-all shortest paths, every algorithm on CPU and GPU (:mod:`gpuroute.sssp`).
-shortest_path, PathResult, extract_path, nearest_node, nearest_nodes, OutOfBoundsError
-    Point-to-point queries (Dijkstra, bidirectional, A*) and snapping (:mod:`gpuroute.paths`).
-gpu_available, resolve_device, GPUUnavailableError
-    Device selection (:mod:`gpuroute.backend`).
+shortest_path, PathResult, extract_path, path_arcs, path_length
+    Point-to-point queries (:mod:`gpuroute.query`).
+nearest_node, nearest_nodes, haversine_m, OutOfBoundsError, SnapError
+    Geometry and snapping (:mod:`gpuroute.geo`).
+DeviceGraph, gpu_available, resolve_device, GPUUnavailableError
+    The GPU: explicit device-resident graphs and device selection (:mod:`gpuroute.backend`).
 """
 from . import config, datasets
 from .backend import GPUUnavailableError, gpu_available, resolve_device
-from .graph import INF, NO_PREDECESSOR, GraphError, ParseError, RoadGraph
-from .io import load_dimacs, load_graph, load_metis, load_osm, open_graph, save_graph
-from .paths import OutOfBoundsError, PathResult, extract_path, nearest_node, nearest_nodes, shortest_path
-from .sssp import ALGORITHMS, sssp, sssp_full
+from .backend.device_graph import DeviceGraph
+from .geo import OutOfBoundsError, SnapError, haversine_m, nearest_node, nearest_nodes
+from .graph import INF, INF_U32, NO_PREDECESSOR, GraphError, ParseError, RoadGraph, TurnRestrictions, Unit
+from .io import load_dimacs, load_graph, load_metis, load_osm, load_tntp, save_graph
+from .opener import open_graph
+from .query import PathResult, extract_path, path_arcs, path_length, shortest_path
+from .sssp import ALGORITHMS, SSSPQuery, sssp, sssp_full
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-__all__ = ["RoadGraph", "GraphError", "ParseError", "INF", "NO_PREDECESSOR", "config", "datasets",
-           "load_dimacs", "load_metis", "load_osm", "load_graph", "save_graph", "open_graph",
-           "sssp", "sssp_full", "ALGORITHMS", "shortest_path", "PathResult", "extract_path", "nearest_node",
-           "nearest_nodes", "OutOfBoundsError", "gpu_available", "resolve_device", "GPUUnavailableError",
+__all__ = ["RoadGraph", "TurnRestrictions", "Unit", "GraphError", "ParseError", "INF", "INF_U32", "NO_PREDECESSOR",
+           "config", "datasets", "open_graph", "load_dimacs", "load_metis", "load_osm", "load_tntp", "load_graph",
+           "save_graph", "sssp", "sssp_full", "SSSPQuery", "ALGORITHMS", "shortest_path", "PathResult",
+           "extract_path", "path_arcs", "path_length", "nearest_node", "nearest_nodes", "haversine_m",
+           "OutOfBoundsError", "SnapError", "DeviceGraph", "gpu_available", "resolve_device", "GPUUnavailableError",
            "__version__"]

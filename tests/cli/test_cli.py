@@ -15,9 +15,10 @@ import pytest
 
 import gpuroute
 from gpuroute import INF, datasets
-from gpuroute.backend import _probe_gpu
-from gpuroute.cli.main import LANDMARKS, main
-from gpuroute.paths import nearest_node
+from gpuroute.backend import probe_gpu
+from gpuroute.cli.main import main
+from gpuroute.cli.route import LANDMARKS
+from gpuroute.geo import nearest_node
 
 NY_GR = Path(datasets.DATA_DIR) / "USA-road-d.NY.gr.gz"
 TIMES_SQUARE = "-73.9855,40.7580"
@@ -139,7 +140,7 @@ def test_route_ny_file_json_matches_sssp(ny, capsys):
     s, t = p["source"], p["target"]
     assert (points[0]["properties"]["node"], points[1]["properties"]["node"]) == (s, t)
     assert p["distance"] == gpuroute.sssp(ny, s, device="cpu")[t]
-    assert p["unit"] == ny.units["distance"]
+    assert p["unit"] == ny.units["distance"].symbol == "dimacs-d" and p["quantity"] == "length"
     assert len(line["geometry"]["coordinates"]) == p["arcs"] + 1
     np.testing.assert_allclose(line["geometry"]["coordinates"][0], ny.coords[s], atol=1e-6)
     np.testing.assert_allclose(line["geometry"]["coordinates"][-1], ny.coords[t], atol=1e-6)
@@ -161,28 +162,42 @@ def test_route_without_arguments_uses_ny_landmarks(ny, capsys):
 # ---------------------------------------------------------------------------------------------- route on a tiny graph
 def test_route_tiny_json_and_metrics(tiny, capsys):
     d_path, _ = tiny
-    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(1), "--to", _lonlat(4), "--json"])
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(1), "--to", _lonlat(4), "--json",
+                                "--snapping", "any"])  # node 4 is outside the largest component {1, 2, 3}
     assert rc == 0, err
     fc = json.loads(out)
     check_geojson(fc)
     p = linestring(fc)["properties"]
     assert (p["source"], p["target"], p["distance"], p["arcs"]) == (0, 3, 100 + 120 + 90, 3)
     assert len(linestring(fc)["geometry"]["coordinates"]) == p["arcs"] + 1
-    # --metric time on a USA-road-d file loads the USA-road-t file beside it (min over the parallel arcs)
+    # --metric time on a USA-road-d file loads the USA-road-t file beside it (the lighter parallel arc)
     rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(1), "--to", _lonlat(4),
-                                "--metric", "time", "--method", "dijkstra"])
+                                "--metric", "time", "--method", "dijkstra", "--snapping", "any"])
     assert rc == 0, err
     assert "USA-road-t.TINY" in out and "travel_time" in out
-    assert field(out, "distance") == 10 + 50 + 20
+    assert field(out, "duration") == 10 + 50 + 20  # a time metric is reported as a duration
+    assert "dimacs-t (~0.3 s)" in out  # 80 steps of ~0.0036 s
+
+
+def test_route_default_snapping_avoids_pieces_that_cannot_be_left(tiny, capsys):
+    """Section 4: a point next to a node outside the largest strongly connected component (node 4, a dead
+    end) snapped there on main and gave "no route"; it now snaps to node 3 and routes (OSRM's default)."""
+    d_path, _ = tiny
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(4), "--to", _lonlat(1)])
+    assert rc == 0, err
+    assert snapped_nodes(out) == [2, 0]
+    assert field(out, "distance") == 120 + 100
 
 
 def test_route_unreachable_exit_code_1(tiny, capsys):
     d_path, _ = tiny
-    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(4), "--to", _lonlat(1)])
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(4), "--to", _lonlat(1),
+                                "--snapping", "any"])
     assert rc == 1
     assert "no route" in err and "Traceback" not in err
     assert "unreachable" in out
-    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(4), "--to", _lonlat(1), "--json"])
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(4), "--to", _lonlat(1), "--json",
+                                "--snapping", "any"])
     assert rc == 1
     fc = json.loads(out)
     check_geojson(fc)
@@ -229,7 +244,7 @@ def test_from_without_to(capsys):
 def test_gpu_unavailable(tiny, capsys, monkeypatch):
     d_path, _ = tiny
     monkeypatch.setenv("GPUROUTE_DISABLE_GPU", "1")
-    _probe_gpu.cache_clear()
+    probe_gpu.cache_clear()
     try:
         rc, out, err = run(capsys, ["sssp", d_path, "--source", "0", "--device", "gpu"])
         assert_one_line_error(rc, out, err, "gpu")
@@ -238,7 +253,7 @@ def test_gpu_unavailable(tiny, capsys, monkeypatch):
         assert_one_line_error(rc, out, err, "gpu")
     finally:
         monkeypatch.delenv("GPUROUTE_DISABLE_GPU")
-        _probe_gpu.cache_clear()
+        probe_gpu.cache_clear()
 
 
 def test_help_and_no_command(capsys):
@@ -271,7 +286,8 @@ def test_info_tiny(tiny, capsys):
     assert "0: 1  1: 1  2: 2  3: 0  4: 0  5+: 0" in out
     assert re.search(r"^strongly connected\s+2 components, largest 3 nodes", out, re.M)
     assert re.search(r"^weakly connected\s+1 component, largest 4 nodes", out, re.M)
-    assert "min 90, median 100, mean 106.0, max 120" in out
+    assert "length [dimacs-d]: min 90, median 100 (~10 m), mean 106.0, max 120" in out
+    assert "turn restrictions   none" in out
 
 
 # ---------------------------------------------------------------------------------------------- sssp
@@ -311,3 +327,111 @@ def test_sssp_bad_source(tiny, capsys):
     assert_one_line_error(rc, out, err, "--source 4")
     rc, out, err = run(capsys, ["sssp", d_path, "--source-id", "99"])
     assert_one_line_error(rc, out, err, "99")
+
+
+# ---------------------------------------------------------------------------------------------- section 2 and 4 findings
+def test_route_planar_graph_takes_x_y(tmp_path, capsys):
+    """Planar graphs (METIS .xyz) take X,Y points: main rejected both X,Y (out of lon/lat range) and
+    LON,LAT (outside the bounding box)."""
+    (tmp_path / "p.graph").write_text("3 2\n2\n1 3\n2\n")
+    (tmp_path / "p.xyz").write_text("1000 2000 0\n1000 2300 0\n1400 2300 0\n")
+    rc, out, err = run(capsys, ["route", "--graph", tmp_path / "p.graph", "--from", "1001,1999", "--to", "1399,2301"])
+    assert rc == 0, err
+    assert snapped_nodes(out) == [0, 2]
+    assert field(out, "distance") == 300 + 400
+    assert "units away" in out  # planar snap distances are not metres
+    rc, out, err = run(capsys, ["route", "--graph", tmp_path / "p.graph", "--from", "5000,5000", "--to", "1399,2301"])
+    assert_one_line_error(rc, out, err, "--from", "bounding box", "(x 996")
+
+
+def test_lonlat_range_checked_for_lonlat_graphs(tiny, capsys):
+    d_path, _ = tiny
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", "200,1", "--to", _lonlat(1)])
+    assert_one_line_error(rc, out, err, "--from", "longitude")
+
+
+def test_huge_dimacs_header_is_one_line_exit_2(tmp_path, capsys):
+    """Section 4: a header ``p sp 3000000000 1`` allocated 22 GiB and the CLI printed a traceback with
+    exit 1 (the "no route" code) on main."""
+    bad = tmp_path / "huge.gr"
+    bad.write_text("p sp 3000000000 1\na 1 2 5\n")
+    rc, out, err = run(capsys, ["info", bad])
+    assert_one_line_error(rc, out, err, "huge.gr")
+
+
+def test_unexpected_failure_is_one_line_exit_2(tiny, capsys, monkeypatch):
+    """Every CLI failure, not only the expected kinds, is one line with exit 2 (-v keeps the traceback)."""
+    import gpuroute.graph.stats as stats
+
+    def boom(graph):
+        raise MemoryError("cannot allocate")
+
+    monkeypatch.setattr(stats, "graph_stats", boom)
+    d_path, _ = tiny
+    rc, out, err = run(capsys, ["info", d_path])
+    assert_one_line_error(rc, out, err, "out of memory")
+
+
+def test_sssp_output_directory_named_not_a_temporary_file(tiny, tmp_path, capsys):
+    """Section 4: ``--output DIR`` reported the temporary file's path on main."""
+    d_path, _ = tiny
+    rc, out, err = run(capsys, ["sssp", d_path, "--source", "0", "--output", tmp_path])
+    line = assert_one_line_error(rc, out, err, "is a directory", str(tmp_path))
+    assert ".gpuroute-" not in line and ".tmp" not in line
+    rc, out, err = run(capsys, ["sssp", d_path, "--source", "0", "--output", tmp_path / "nope" / "d.npy"])
+    assert_one_line_error(rc, out, err, "does not exist")
+
+
+def test_sssp_output_follows_the_umask(tiny, tmp_path, capsys):
+    """Section 4: files were created 0600 (mkstemp) whatever the umask on main."""
+    import os
+
+    d_path, _ = tiny
+    old = os.umask(0o022)
+    try:
+        rc, out, err = run(capsys, ["sssp", d_path, "--source", "0", "--output", tmp_path / "d.npy"])
+    finally:
+        os.umask(old)
+    assert rc == 0, err
+    assert (tmp_path / "d.npy").stat().st_mode & 0o777 == 0o644
+
+
+def test_route_reports_compilation_apart_from_the_query(tiny, capsys):
+    """Section 4: numba's first-call compilation (3.7-5.3 s on a cold cache) was reported as query time."""
+    d_path, _ = tiny
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(1), "--to", _lonlat(3), "--json"])
+    assert rc == 0, err
+    t = linestring(json.loads(out))["properties"]["time_ms"]
+    assert set(t) == {"load", "snap", "compile", "query", "total"}
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(1), "--to", _lonlat(3)])
+    assert re.search(r"^time\s+.*compile [\d,.]+, query [\d,.]+\)", out, re.M)
+
+
+@pytest.mark.slow
+def test_osm_time_is_a_duration_and_info_counts_restrictions(capsys):
+    """Section 2: an OSM travel time printed as ``distance 1,918 ds`` on main; it is a duration with a
+    reading, and ``info`` reports the turn restrictions and units."""
+    rc, out, err = run(capsys, ["route", "--graph", "monaco", "--from", "7.4246,43.7384", "--to", "7.4201,43.7311",
+                                "--device", "cpu"])
+    assert rc == 0, err
+    assert re.search(r"^duration\s+[\d,]+ ds \(\d+ min \d\d s\)", out, re.M), out
+    rc, out, err = run(capsys, ["info", "monaco"])
+    assert rc == 0, err
+    g = datasets.load("monaco")
+    c = g.turns.counts()
+    assert re.search(rf"^turn restrictions\s+{len(g.turns)} \({c['no']} no, {c['only']} only\)", out, re.M), out
+    assert re.search(r"^weight travel_time\s+time \[ds\]", out, re.M)
+    assert re.search(r"^weight distance\s+length \[m\]", out, re.M)
+    rc, out, err = run(capsys, ["info", "ny"])
+    assert "dimacs-d" in out and "0.1 m" in out  # the DIMACS unit explained
+
+
+def test_make_demo_installs_what_the_readme_examples_need():
+    """Section 4: `make demo` installed the package without the `osm` extra that the README's
+    `--graph monaco` example needs, and the README never said how to reach the command in .venv."""
+    root = Path(__file__).resolve().parents[2]
+    make = (root / "Makefile").read_text()
+    installed = re.search(r"^\$\(VENV\)/\.installed:.*?\n((?:\t.*\n)+)", make, re.M).group(1)
+    assert "[osm]" in installed
+    readme = (root / "README.md").read_text()
+    assert ".venv/bin/gpuroute" in readme and "--graph monaco" in readme

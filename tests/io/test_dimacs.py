@@ -1,6 +1,8 @@
 """DIMACS 9 loader: malformed input names the file and line; a valid file round-trips."""
 import gzip
-import os
+import time
+import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +18,9 @@ a 3 4 2
 a 1 2 9
 a 4 1 1
 """
+
+#: CI keeps the shared real data in ``../shared`` beside the checkout.
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 
 GOOD_CO = """c coordinates
 p aux sp co 4
@@ -94,8 +99,8 @@ def test_co_matching_time_graph_uses_distance_coords(tmp_path):
         ("p sp 4 2\na 0 2 3\na 2 3 1\n", 2, "tail id 0 outside 1..4"),
         ("p sp 4 3\na 1 2 3\na 2 3\na 3 4 1\n", 3, "expected 3 fields after 'a', got 2"),
         ("p sp 4 2\na 1 2 3 4\na 2 3 1\n", 2, "expected 3 fields after 'a', got 4"),
-        ("p sp 4 1\na 1 2 3000000000\n", 2, "exceeds int32"),
-        ("p sp 4 1\na 1 2 99999999999999999999999\n", 2, "too large|exceeds int32"),
+        ("p sp 4 1\na 1 2 3000000000\n", 2, "weight 3000000000 exceeds int32"),
+        ("p sp 4 1\na 1 2 99999999999999999999999\n", 2, "weight 99999999999999999999999 exceeds int32"),
         ("a 1 2 3\np sp 4 1\n", 1, "before the 'p' header"),
         ("p sp 4 1\np sp 4 1\na 1 2 3\n", 2, "second 'p' header"),
         ("p sp 4 1\nx 1 2 3\n", 2, "unexpected line"),
@@ -169,9 +174,114 @@ def test_crlf_line_endings(tmp_path):
     assert n == 4 and w.tolist() == [7, 5, 2, 9, 1]
 
 
-@pytest.mark.skipif(not os.path.exists("/work/shared/data/dimacs9/rome99.gr.gz"), reason="shared data absent")
 def test_real_rome99():
-    g = load_dimacs("/work/shared/data/dimacs9/rome99.gr.gz")
+    rome = SHARED / "dimacs9" / "rome99.gr.gz"
+    assert rome.exists(), f"{rome} is missing: the shared real data must sit in ../shared beside the checkout"
+    g = load_dimacs(rome)
     assert g.n_nodes == 3353
     assert g.n_arcs + g.meta["parallel_arcs_dropped"] + g.meta["self_loops_dropped"] == 8870
     assert g.weight().min() >= 1
+
+
+# ---------------------------------------------------------------- findings (each failed on e21572d)
+def test_header_node_count_beyond_int32_rejected_before_allocating(tmp_path):
+    """``p sp 3000000000 1`` used to pass the reader and make the loader allocate ~22 GiB (first_out,
+    node_ids) before RoadGraph's own check: now a ParseError at the header line, fast, in little memory."""
+    p = write(tmp_path, "huge.gr", "c huge header\np sp 3000000000 1\na 1 2 3\n")
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    with pytest.raises(ParseError, match="announces 3000000000 nodes, more than int32") as ei:
+        read_dimacs_gr(p)
+    assert ei.value.line == 2
+    with pytest.raises(ParseError, match="3000000000 nodes"):
+        load_dimacs(p, co_path=None)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 * 2**20 and time.perf_counter() - t0 < 2
+    co = write(tmp_path, "huge.co", "p aux sp co 3000000000\nv 1 1 1\n")
+    with pytest.raises(ParseError, match="3000000000 nodes, more than int32") as ei:
+        read_dimacs_co(co)
+    assert ei.value.line == 1
+    # the largest count RoadGraph can hold is not rejected by this check (the arc count check follows)
+    ok = write(tmp_path, "edge.gr", "p sp 2147483646 2\na 1 2 3\n")
+    expect_parse_error(ok, 1, "announces 2 arcs but the file has 1")
+
+
+def test_arc_count_checked_before_arrays_of_that_size(tmp_path):
+    """A header announcing 2e9 arcs over a one-arc file fails on the count, allocating nothing of that
+    size (this already held on e21572d; kept as a guard)."""
+    p = write(tmp_path, "many.gr", "p sp 3 2000000000\na 1 2 3\n")
+    tracemalloc.start()
+    with pytest.raises(ParseError, match="announces 2000000000 arcs but the file has 1"):
+        load_dimacs(p, co_path=None)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 * 2**20
+
+
+@pytest.mark.parametrize(
+    "text, line, match",
+    [
+        ("p sp 3 1\na 1 2 99999999999999999999\n", 2, "weight 99999999999999999999 exceeds int32"),
+        ("p sp 3 1\na 99999999999999999999 2 5\n", 2, "tail id 99999999999999999999 outside 1..3"),
+        ("p sp 3 1\na 1 -99999999999999999999 5\n", 2, "head id -99999999999999999999 outside 1..3"),
+        ("p sp 3 2\na 1 2 5\na 2 3 -99999999999999999999\n", 3, "weight -99999999999999999999 is not a positive"),
+        # guards (these held on e21572d): the literal int64 max is a value like any other, not the fast
+        # parser's end marker, and a '+' sign or leading zeros do not shift the fields
+        ("p sp 3 2\na 1 2 9223372036854775807\na 2 3\n", 3, "expected 3 fields after 'a', got 2"),
+        ("p sp 3 1\na 1 2 9223372036854775807\n", 2, "weight 9223372036854775807 exceeds int32"),
+        ("p sp 3 1\na 1 2 +0007\na\n", 3, "expected 3 fields"),
+    ],
+)
+def test_out_of_range_values_quoted_as_written(tmp_path, text, line, match):
+    """Messages quote the file's field, not the int64 value numpy clamped it to (e21572d reported
+    ``weight 9223372036854775807`` for ``99999999999999999999``)."""
+    p = write(tmp_path, "big.gr", text)
+    err = expect_parse_error(p, line, match)
+    if "9223372036854775807" not in text:
+        assert "9223372036854775807" not in str(err)
+
+
+def test_co_values_quoted_as_written(tmp_path):
+    p = write(tmp_path, "big.co", "p aux sp co 2\nv 1 1 1\nv 2 99999999999999999999 2\n")
+    with pytest.raises(ParseError, match="99999999999999999999 2 \\(millionths") as ei:
+        read_dimacs_co(p)
+    assert ei.value.line == 3
+    p = write(tmp_path, "bigid.co", "p aux sp co 2\nv 1 1 1\nv 77777777777777777777 2 2\n")
+    with pytest.raises(ParseError, match="node id 77777777777777777777 outside 1..2"):
+        read_dimacs_co(p)
+
+
+def test_utf8_bom_accepted(tmp_path):
+    """A UTF-8 BOM before the first line (Windows editors write one) was an 'unexpected line'."""
+    bom = b"\xef\xbb\xbf"
+    gr = tmp_path / "bom.gr"
+    gr.write_bytes(bom + GOOD_GR.encode())
+    co = tmp_path / "bom.co"
+    co.write_bytes(bom + GOOD_CO.encode())
+    n, u, v, w = read_dimacs_gr(str(gr))
+    assert n == 4 and w.tolist() == [7, 5, 2, 9, 1]
+    g = load_dimacs(str(gr))
+    np.testing.assert_allclose(g.coords[0], [-74.0, 40.7])
+    gz = tmp_path / "bomz.gr.gz"
+    gz.write_bytes(gzip.compress(bom + b"p sp 2 1\na 1 2 3\n"))
+    assert read_dimacs_gr(str(gz))[0] == 2
+    # a BOM elsewhere than the start is still an error, at its line
+    mid = write(tmp_path, "mid.gr", "p sp 2 1\n\ufeffa 1 2 3\n")
+    expect_parse_error(mid, 2, "unexpected line")
+
+
+@pytest.mark.slow
+def test_real_ny_distance_and_time():
+    """The real USA-road NY pair from the shared data: header counts against the file, coordinates."""
+    d = SHARED / "dimacs9" / "USA-road-d.NY.gr.gz"
+    t = SHARED / "dimacs9" / "USA-road-t.NY.gr.gz"
+    assert d.exists() and t.exists(), f"{d.parent} is missing: the shared real data must sit in ../shared"
+    n, u, v, w = read_dimacs_gr(d)
+    assert (n, u.size) == (264346, 733846) and (w.min(), w.max()) == (1, 36946)
+    g = load_dimacs(d)
+    assert g.n_nodes == 264346 and g.n_arcs + g.meta["parallel_arcs_dropped"] == 733846
+    assert g.coords.shape == (264346, 2)
+    assert -74.51 < g.coords[:, 0].min() and g.coords[:, 0].max() < -73.49
+    gt = load_dimacs(t)
+    assert gt.weight_names == ["travel_time"] and gt.n_nodes == g.n_nodes and gt.coords is not None

@@ -231,3 +231,77 @@ def test_from_networkx_tuple_nodes_and_missing_weight():
     assert ((0, 0), (0, 1)) in ext_arcs(g)
     with pytest.raises(GraphError, match="has no attribute 'weight'"):
         from_networkx(G)
+
+
+# ---------------------------------------------------------------- findings (each failed on e21572d unless noted)
+@pytest.mark.parametrize(
+    "tail, head, where",
+    [
+        ([0, 1, 2], [1.0, np.nan, 0.0], "head of arc 1 is nan"),
+        ([0.0, np.inf], [1, 0], "tail of arc 1 is inf"),
+        ([0, 1], [0.5, 1.0], "head of arc 0 is 0.5"),
+        (np.array(["a", None], dtype=object), np.array(["b", "a"], dtype=object), "tail of arc 1 is None"),
+        (np.array(["a", "b"], dtype=object), np.array(["b", float("nan")], dtype=object), "head of arc 1 is nan"),
+    ],
+)
+def test_nan_inf_fractional_ids_rejected(tail, head, where):
+    """A NaN id used to become a node of its own (and NaN breaking the label sort made 0 and 0.0 two
+    nodes); an infinite or fractional float id became a label. Now: GraphError naming arc and column."""
+    with pytest.raises(GraphError, match=where):
+        from_edgelist(tail, head, np.ones(len(tail), dtype=np.int64))
+
+
+def test_whole_float_ids_are_the_integer_nodes():
+    g = from_edgelist(np.array([0, 1, 2]), np.array([1.0, 2.0, 0.0]), [1, 2, 3])
+    assert g.n_nodes == 3 and g.node_ids is None
+    assert arcs(g) == {(0, 1): 1, (1, 2): 2, (2, 0): 3}
+    with pytest.raises(GraphError, match="node_ids of entry 1 is nan"):
+        from_edgelist([0], [1], [1], node_ids=np.array([0.0, np.nan]))
+
+
+def test_from_dataframe_missing_ids_name_row_and_column():
+    """e21572d built 5 nodes [0, 1, 2, nan, 0.0] from this frame; now the row and column are named."""
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"u": [0, 1, 2], "v": [1.0, np.nan, 0.0], "w": [1, 1, 1]})
+    with pytest.raises(GraphError, match="column 'v' of row 1 is nan"):
+        from_dataframe(df, "u", "v", "w")
+    df = pd.DataFrame({"u": [0, 1, 2], "v": [1.0, np.inf, 0.0], "w": [1, 1, 1]})
+    with pytest.raises(GraphError, match="column 'v' of row 1 is inf"):
+        from_dataframe(df, "u", "v", "w")
+    df = pd.DataFrame({"u": pd.array([10, None, 30], dtype="Int64"), "v": [20, 30, 10], "w": [1, 1, 1]})
+    with pytest.raises(GraphError, match="column 'u' of row 1 is (<NA>|nan)"):
+        from_dataframe(df, "u", "v", "w")
+    df = pd.DataFrame({"u": ["a", None], "v": ["b", "a"], "w": [1, 1]})
+    with pytest.raises(GraphError, match="column 'u' of row 1 is (None|nan)"):
+        from_dataframe(df, "u", "v", "w")
+    # whole floats (what a NaN-free float column holds) are the integer ids
+    df = pd.DataFrame({"u": [0, 1, 2], "v": [1.0, 2.0, 0.0], "w": [1, 1, 1]})
+    assert from_dataframe(df, "u", "v", "w").n_nodes == 3
+
+
+def test_read_csv_numeric_ids(tmp_path):
+    """"0" and "0.0" are one node (e21572d: two string labels); "nan" / "2.5" ids are errors."""
+    p = tmp_path / "f.csv"
+    p.write_text("source,target,distance\n0,1.0,3\n1,0,4\n")
+    g = read_csv(p)
+    assert g.n_nodes == 2 and arcs(g) == {(0, 1): 3, (1, 0): 4} and "node_labels" not in g.meta
+    for bad, line in (("0,nan,3", 2), ("0,1,3\n1,2.5,3", 3), ("0,1,3\ninf,1,3", 3)):
+        p.write_text("source,target,distance\n" + bad + "\n")
+        with pytest.raises(ParseError, match="node ids must be integers") as ei:
+            read_csv(p)
+        assert ei.value.line == line
+
+
+def test_read_csv_bom_and_literal_weights(tmp_path):
+    """Guards (these held on e21572d too): a UTF-8 BOM before the header is not part of the first column
+    name, and an out-of-range weight is quoted as written."""
+    p = tmp_path / "b.csv"
+    p.write_bytes(b"\xef\xbb\xbf" + CSV.encode())
+    assert read_csv(p, weights=("distance", "travel_time")).n_arcs == 2
+    gz = tmp_path / "b.csv.gz"
+    gz.write_bytes(gzip.compress(b"\xef\xbb\xbf" + CSV.encode()))
+    assert read_csv(gz).n_arcs == 2
+    for w in ("3000000000", "99999999999999999999"):
+        p.write_text(f"source,target,distance\n1,2,{w}\n")
+        with pytest.raises(ParseError, match=f"'distance' is '{w}'"):
+            read_csv(p)

@@ -1,6 +1,8 @@
 """METIS / DIMACS 10 loader: formats, weights from coordinates, errors naming file:line, real file."""
 import gzip
-import os
+import time
+import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,7 +10,9 @@ import pytest
 from gpuroute.graph.errors import ParseError
 from gpuroute.io.metis import load_metis, read_metis, read_xyz
 
-LUX = "/work/shared/data/dimacs10/luxembourg.osm.graph.gz"
+#: CI keeps the shared real data in ``../shared`` beside the checkout.
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+LUX = SHARED / "dimacs10" / "luxembourg.osm.graph.gz"
 
 # path 1-2-3 plus edge 1-3 and an isolated vertex 4
 UNWEIGHTED = """% a comment
@@ -147,8 +151,8 @@ def test_read_xyz_two_columns(tmp_path):
     assert read_xyz(x).tolist() == [[1, 2], [3, 4]]
 
 
-@pytest.mark.skipif(not os.path.exists(LUX), reason="shared data absent")
 def test_luxembourg():
+    assert LUX.exists(), f"{LUX} is missing: the shared real data must sit in ../shared beside the checkout"
     g = load_metis(LUX)
     assert g.n_nodes == 114599
     assert g.n_arcs == 2 * 119666  # no self-loops or parallel edges in the file
@@ -160,3 +164,54 @@ def test_luxembourg():
     assert (A != A.T).nnz == 0
     # median street segment is tens of units long (units ~ 1e-5 degree), not 1 and not thousands
     assert 5 < np.median(w) < 500
+
+
+# ---------------------------------------------------------------- findings (each failed on e21572d)
+def test_header_counts_beyond_int32_rejected_at_the_header(tmp_path):
+    """``n`` (or ``2 m``) beyond the int32 ids is reported at the header line before anything of that
+    size exists (e21572d reported it at the end of the file as missing vertex lines)."""
+    p = write(tmp_path, "huge.graph", "% huge\n3000000000 1\n2\n1\n")
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    with pytest.raises(ParseError, match="announces 3000000000 vertices, more than int32") as ei:
+        load_metis(p, xyz_path=None)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert ei.value.line == 2 and peak < 8 * 2**20 and time.perf_counter() - t0 < 2
+    p = write(tmp_path, "many.graph", "2 1500000000\n2\n1\n")
+    with pytest.raises(ParseError, match="3000000000 arcs \\(2 x 1500000000 edges\\)") as ei:
+        read_metis(p)
+    assert ei.value.line == 1
+
+
+@pytest.mark.parametrize(
+    "text, line, match",
+    [
+        ("3 2 1\n2 99999999999999999999\n1 99999999999999999999 3 4\n2 4\n", 2,
+         "edge weight 99999999999999999999 is not a positive integer"),
+        # guard (held on e21572d): a weight beyond int32 but within int64
+        ("3 2 1\n2 5\n1 5 3 3000000000\n2 3000000000\n", 3, "edge weight 3000000000 is not a positive"),
+        ("3 2\n2\n1 99999999999999999999\n2\n", 3, "neighbour id 99999999999999999999 outside 1..3"),
+        ("3 2 1\n2 5\n1 5 3 007\n2 4\n", 3, "edge 2-3 has weight 007 here"),
+    ],
+)
+def test_values_quoted_as_written(tmp_path, text, line, match):
+    """Messages quote the file's field, not the int64 value numpy clamped it to (e21572d reported
+    ``edge weight 9223372036854775807``)."""
+    p = write(tmp_path, "big.graph", text)
+    with pytest.raises(ParseError, match=match) as ei:
+        read_metis(p)
+    assert (ei.value.path, ei.value.line) == (p, line)
+    assert "9223372036854775807" not in str(ei.value)
+
+
+def test_utf8_bom_accepted(tmp_path):
+    """A UTF-8 BOM before the header (or the first coordinate line) used to be a 'bad header'."""
+    bom = b"\xef\xbb\xbf"
+    (tmp_path / "b.graph").write_bytes(bom + UNWEIGHTED.replace("% a comment\n", "").encode())
+    (tmp_path / "b.xyz").write_bytes(bom + XYZ.encode())
+    g = load_metis(str(tmp_path / "b.graph"))
+    assert g.n_nodes == 4 and g.n_arcs == 6 and g.weight_names == ["length"]
+    np.testing.assert_allclose(g.coords[1], [3, 4])
+    (tmp_path / "c.graph.gz").write_bytes(gzip.compress(bom + b"% c\n2 1\n2\n1\n"))
+    assert read_metis(str(tmp_path / "c.graph.gz"))[0] == 2

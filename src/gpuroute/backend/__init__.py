@@ -1,4 +1,25 @@
-"""Device selection (``device="auto" | "cpu" | "gpu"``), array modules and the ``.cu`` loader.
+"""The GPU plumbing every family shares, and device selection.
+
+``device="auto"`` means the same everywhere in gpuroute: the GPU when CuPy and a CUDA device are
+usable, else the CPU; a function whose chosen method has no GPU implementation runs it on the CPU
+under ``"auto"`` and raises under ``"gpu"``. Results report the device that ran.
+
+Modules
+-------
+kernels
+    ``load_module`` (a package ``.cu`` file with the shared header ``gpuroute_common.cuh`` inlined),
+    cooperative kernels with fallback, resident-block counts.
+flags
+    The device flag words and the 32-bit distance sentinel, mirrored from ``gpuroute_common.cuh``.
+phase_loop
+    ``PhaseGraph`` (CUDA graph of many phases, device-side termination) and ``run_phase_loop``
+    (device-clock or event phase timing).
+device_graph
+    ``DeviceGraph``: a graph and one weight on the GPU, owned and released explicitly.
+predecessors
+    Canonical predecessors, int64 widening and source initialisation on the GPU.
+solver
+    ``GPUSolver``, the base of every GPU SSSP solver.
 
 ``import gpuroute`` never needs CuPy or CUDA: CuPy is imported lazily, and GPU entry points raise
 :class:`GPUUnavailableError` with the reason when there is no usable GPU.
@@ -18,7 +39,7 @@ class GPUUnavailableError(RuntimeError):
 
 
 @functools.lru_cache(maxsize=1)
-def _probe_gpu():
+def probe_gpu():
     """Return (ok, reason). Cached: the answer does not change within a process."""
     if os.environ.get("GPUROUTE_DISABLE_GPU"):
         return False, "GPUROUTE_DISABLE_GPU is set"
@@ -39,11 +60,12 @@ def _probe_gpu():
 
 def gpu_available() -> bool:
     """True when CuPy imports and at least one CUDA device is visible."""
-    return _probe_gpu()[0]
+    return probe_gpu()[0]
 
 
-def resolve_device(device: str = "auto") -> str:
-    """Map ``"auto" | "cpu" | "gpu"`` to ``"cpu"`` or ``"gpu"``.
+def resolve_device(device: str = "auto", gpu_implemented: bool = True) -> str:
+    """Map ``"auto" | "cpu" | "gpu"`` to ``"cpu"`` or ``"gpu"``: ``"auto"`` is the GPU when one is
+    usable and ``gpu_implemented`` (the chosen method has a GPU kernel), else the CPU.
 
     Raises
     ------
@@ -56,12 +78,12 @@ def resolve_device(device: str = "auto") -> str:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     if device == "cpu":
         return "cpu"
-    ok, why = _probe_gpu()
+    ok, why = probe_gpu()
     if device == "gpu":
         if not ok:
             raise GPUUnavailableError(f"device='gpu' was asked for but {why}")
         return "gpu"
-    return "gpu" if ok else "cpu"
+    return "gpu" if ok and gpu_implemented else "cpu"
 
 
 def get_array_module(x):
@@ -82,41 +104,3 @@ def to_numpy(x):
     if is_cupy_array(x):
         return x.get()
     return np.asarray(x)
-
-
-KERNEL_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@functools.lru_cache(maxsize=None)
-def load_cuda_module(relpath: str, options: tuple = (), cooperative: bool = False):
-    """Compile (once per process) a ``.cu`` file of the package with ``cupy.RawModule``.
-
-    Parameters
-    ----------
-    relpath : str
-        Path relative to the package root, e.g. ``"sssp/bellman_ford.cu"``.
-    options : tuple of str
-        Extra NVRTC options.
-    cooperative : bool
-        Compile for cooperative launches (``cuLaunchCooperativeKernel``: every block resident), as the
-        persistent kernels with a grid-wide barrier need.
-
-    Returns
-    -------
-    cupy.RawModule
-
-    Raises
-    ------
-    GPUUnavailableError
-        Without a usable GPU.
-    """
-    ok, why = _probe_gpu()
-    if not ok:
-        raise GPUUnavailableError(why)
-    import cupy
-
-    path = os.path.join(KERNEL_DIR, relpath)
-    with open(path) as f:
-        code = f.read()
-    return cupy.RawModule(code=code, options=("-std=c++17",) + tuple(options),
-                          enable_cooperative_groups=cooperative)

@@ -1,7 +1,7 @@
 """Command-line interface: ``gpuroute route | info | sssp``.
 
 The entry point is :func:`gpuroute.cli.main.main` (console script ``gpuroute``; also
-``python -m gpuroute.cli``). Each command parses its arguments, calls one library function
-(``paths.shortest_path``, ``sssp.sssp``, graph statistics) and formats the answer; no routing logic lives
-here. The function is deliberately not re-exported here, so that ``gpuroute.cli.main`` stays the module.
+``python -m gpuroute.cli``). One module per command (``route.py``, ``info.py``, ``sssp.py``), each
+calling one library function and formatting the answer; the shared helpers are in ``common.py``. No
+routing logic lives here.
 """

@@ -1,11 +1,17 @@
-"""Shipped real road networks (see ATTRIBUTION.md) and ``tile()`` for scale proxies."""
+"""Shipped real road networks (see ATTRIBUTION.md), ``tile()`` for scale proxies, and the rule that
+finds the companion graph carrying another metric (the DIMACS distance and time graphs are separate
+files). ``datasets`` loads through :mod:`gpuroute.io`; ``io`` never imports ``datasets``."""
 from __future__ import annotations
 
+import logging
 import os
+import re
 
 from .tile import tile
 
-__all__ = ["DATASETS", "DATA_DIR", "names", "path_of", "load", "tile"]
+__all__ = ["DATASETS", "DATA_DIR", "names", "path_of", "load", "tile", "for_weight", "COMPANIONS"]
+
+log = logging.getLogger(__name__)
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
@@ -60,3 +66,39 @@ def load(name):
         g = load_osm(path)
     g.name = name
     return g
+
+
+#: Shipped datasets that hold the other metric of the same network: (dataset, wanted weight) -> dataset.
+COMPANIONS = {
+    ("ny", "travel_time"): "ny-time",
+    ("ny-time", "distance"): "ny",
+}
+
+
+def for_weight(spec, weight):
+    """The graph to open so that it carries ``weight``: ``ny`` + ``travel_time`` -> ``ny-time`` (and back);
+    a DIMACS ``USA-road-d.X.gr[.gz]`` file + ``travel_time`` -> the ``USA-road-t.X`` file beside it (and
+    back) when it exists; otherwise ``spec`` itself.
+
+    Parameters
+    ----------
+    spec : str
+        A dataset name or a path.
+    weight : str or None
+        The weight wanted (None: ``spec``).
+    """
+    if weight is None:
+        return spec
+    if (spec, weight) in COMPANIONS:
+        other = COMPANIONS[spec, weight]
+        log.info("weight %s: opening %r instead of %r", weight, other, spec)
+        return other
+    letter = {"distance": "d", "travel_time": "t"}.get(weight)
+    d, base = os.path.split(os.fspath(spec))
+    m = re.match(r"^USA-road-([dt])\.(.+\.gr(\.gz)?)$", base)
+    if letter and m and m.group(1) != letter and os.path.isfile(spec):
+        sibling = os.path.join(d, f"USA-road-{letter}.{m.group(2)}")
+        if os.path.isfile(sibling):
+            log.info("weight %s: opening %s instead of %s", weight, sibling, spec)
+            return sibling
+    return spec

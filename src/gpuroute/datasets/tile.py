@@ -27,18 +27,18 @@ def _lengths(x1, y1, x2, y2, planar):
     """Straight-line lengths: great-circle metres for lon/lat, Euclidean units for planar."""
     if planar:
         return np.hypot(x2 - x1, y2 - y1)
-    from ..paths import great_circle_m
+    from ..geo import haversine_m
 
-    return great_circle_m(x1, y1, x2, y2)
+    return haversine_m(x1, y1, x2, y2)
 
 
 def _points3(x, y, planar):
     """Points for a k-d tree whose Euclidean nearest neighbour is the true (great-circle) nearest."""
     if planar:
         return np.column_stack((x, y))
-    lo, la = np.radians(x), np.radians(y)
-    c = np.cos(la)
-    return np.column_stack((c * np.cos(lo), c * np.sin(lo), np.sin(la)))
+    from ..geo import unit_vectors
+
+    return unit_vectors(x, y)
 
 
 def _border_nodes(cand, depth, along, lo, side, k):
@@ -152,7 +152,7 @@ def tile(graph, kx, ky, *, name=None, joins_per_border=None):
                          "leaves [-180, 180] x [-90, 90]")
 
     # Weight per unit of length, per weight: the median over the base graph's own arcs.
-    from .._paths_cpu import arc_lengths
+    from ..geo.kernels import arc_lengths
 
     alen = arc_lengths(graph.tail, graph.head, x, y, planar)
     pos = alen > 0

@@ -11,6 +11,9 @@ WEIGHT_DTYPE = np.int32
 DIST_DTYPE = np.int64
 #: Distance of a node that cannot be reached from the source(s).
 INF = np.iinfo(np.int64).max
+#: Distance of an unreachable node in 32-bit results (``dtype="uint32"``): 2^32 - 1, the GPU kernels'
+#: own sentinel, so a 32-bit result needs no conversion.
+INF_U32 = np.iinfo(np.uint32).max
 #: Predecessor of the source itself and of unreachable nodes.
 NO_PREDECESSOR = -1
 #: Largest weight a single arc may carry (so that a sum of two never overflows int64 and GPU

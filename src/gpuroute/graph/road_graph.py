@@ -183,6 +183,7 @@ class RoadGraph:
                 raise GraphError(f"turns must be a TurnRestrictions, got {type(turns).__name__}")
             turns.validate(self.tail, self.head)
         self.turns = turns
+        self._derived = {}
         if node_ids is not None:
             node_ids = np.ascontiguousarray(node_ids, dtype=np.int64)
             if node_ids.shape != (n,):
@@ -367,6 +368,21 @@ class RoadGraph:
                                    coords=self.coords, name=self.name + "-reversed", node_ids=self.node_ids,
                                    coord_system=self.coord_system, meta=self.meta, arc_attrs=self.arc_attrs,
                                    attr_units=self.attr_units)
+
+    def derived(self, key, build):
+        """A structure derived from this graph's arrays (k-d tree, largest component, cell layout, A*
+        factor), built once by ``build()`` and kept here: the one place CPU-side derived data lives
+        (GPU buffers are owned by :class:`gpuroute.backend.device_graph.DeviceGraph` instead). The
+        arrays of a RoadGraph are treated as immutable; :meth:`clear_derived` drops the cache."""
+        try:
+            return self._derived[key]
+        except KeyError:
+            value = self._derived[key] = build()
+            return value
+
+    def clear_derived(self):
+        """Forget every derived structure (call after changing arrays in place)."""
+        self._derived.clear()
 
     def unit(self, weight=None) -> Unit:
         """The :class:`~gpuroute.graph.units.Unit` of a weight (default: the first)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 from collections.abc import Mapping
 
@@ -29,17 +30,65 @@ def _is_integral(a):
     return False
 
 
+def _is_missing(x):
+    """Whether one id is a missing value: None, pandas NA / NaT, or a float that is NaN, infinite or
+    fractional (a float id must be a whole number, so that ``0.0`` and ``0`` are the same node)."""
+    if x is None or type(x).__name__ in ("NAType", "NaTType"):
+        return True
+    if isinstance(x, (float, np.floating)):
+        return not (math.isfinite(x) and float(x).is_integer())
+    return False
+
+
+def _check_ids(a, column, row="arc"):
+    """Reject node ids that cannot name a node: NaN, infinite or fractional floats, None, pandas NA.
+
+    Without this check a NaN id silently became a node of its own (and, NaN breaking the sort of the
+    labels, ``0`` and ``0.0`` could become two nodes).
+
+    Parameters
+    ----------
+    a : ndarray, shape (m,)
+        Ids in input order.
+    column : str
+        How the message names the ids (``"tail"``, ``"column 'source'"``).
+    row : str
+        How the message names a position (``"arc"``, ``"row"``).
+
+    Raises
+    ------
+    GraphError
+        At the first bad id, naming ``column``, the input position and the value.
+    """
+    if a.dtype.kind == "f":
+        bad = ~np.isfinite(a)
+        bad[~bad] = a[~bad] != np.round(a[~bad])
+    elif a.dtype.kind == "O":
+        bad = np.fromiter((_is_missing(x) for x in a.tolist()), dtype=bool, count=a.size)
+    else:
+        return
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        x = a[i]
+        shown = repr(float(x)) if isinstance(x, (float, np.floating)) else str(x)
+        raise GraphError(f"{column} of {row} {i} is {shown}: node ids must be integers or labels, not NaN, "
+                         "infinite or fractional numbers (or missing values)")
+
+
 def _renumber(tail, head, node_ids, n_nodes):
     """Map external ids to dense 0-based ids. Returns (n, tail, head, node_ids int64 or None, labels or None)."""
     tail = np.asarray(tail)
     head = np.asarray(head)
     if tail.shape != head.shape or tail.ndim != 1:
         raise GraphError(f"tail and head must be 1-D arrays of equal length (got {tail.shape}, {head.shape})")
+    _check_ids(tail, "tail")
+    _check_ids(head, "head")
     if node_ids is not None and not (isinstance(node_ids, str) and node_ids == "auto"):
         # Explicit external ids, defining the node order (and any isolated nodes).
         labels = np.asarray(node_ids)
         if labels.ndim != 1:
             raise GraphError("node_ids must be 1-D (the external id of each node)")
+        _check_ids(labels, "node_ids", "entry")
         if n_nodes is not None and labels.size != n_nodes:
             raise GraphError(f"n_nodes={n_nodes} but node_ids has {labels.size} entries")
         integral = labels.size == 0 or _is_integral(labels)
@@ -117,7 +166,9 @@ def from_edgelist(tail, head, weights, *, n_nodes=None, node_ids="auto", directe
     Parameters
     ----------
     tail, head : array_like, shape (m,)
-        Endpoints of each arc: integers, or any hashable labels (strings, ...).
+        Endpoints of each arc: integers (floats must be whole numbers: ``0.0`` is node ``0``), or any
+        hashable labels (strings, ...). NaN, infinite or fractional floats, None and pandas NA are
+        rejected.
     weights : array_like, shape (m,), or mapping name -> array_like, shape (m,)
         Positive integer weights (floats must be whole numbers). A bare array is named ``"weight"``.
     n_nodes : int, optional
@@ -141,9 +192,10 @@ def from_edgelist(tail, head, weights, *, n_nodes=None, node_ids="auto", directe
     Raises
     ------
     GraphError
-        Arrays of different lengths, an id that is not in ``node_ids``, an id out of range with
-        ``node_ids=None``, an ``n_nodes`` that disagrees with the ids, or a weight that is not a positive
-        integer within int32 (the message names the arc's position in the input).
+        Arrays of different lengths, a NaN / infinite / fractional / missing id (``"head of arc 3 is
+        nan"``), an id that is not in ``node_ids``, an id out of range with ``node_ids=None``, an
+        ``n_nodes`` that disagrees with the ids, or a weight that is not a positive integer within int32
+        (the message names the arc's position in the input).
     """
     n, t, h, ext_ids, labels = _renumber(tail, head, node_ids, n_nodes)
     if not isinstance(weights, Mapping):
@@ -178,7 +230,8 @@ def from_dataframe(df, source="source", target="target", weights=("distance",), 
     ----------
     df : pandas.DataFrame
     source, target : str
-        Columns holding the arc endpoints (integers or labels).
+        Columns holding the arc endpoints (integers or labels). A missing value (NaN, None, ``pd.NA``)
+        or an infinite or fractional number is an error, not a node.
     weights : str, sequence of str, or mapping weight name -> column
         Weight columns (positive integers, or floats that are whole numbers). The first is the default.
     n_nodes, node_ids, directed, units, name, meta
@@ -193,12 +246,15 @@ def from_dataframe(df, source="source", target="target", weights=("distance",), 
     KeyError
         A named column is missing (the message lists the frame's columns).
     GraphError
-        As for :func:`from_edgelist`; "arc i" is the row's position in ``df``.
+        As for :func:`from_edgelist`; "arc i" is the row's position in ``df``. A bad id names its column
+        and row position (``"column 'target' of row 1 is nan"``).
     """
     cols = _weight_columns(weights)
     for c in (source, target, *cols.values()):
         if c not in df.columns:
             raise KeyError(f"column {c!r} not in the data frame; it has {list(df.columns)}")
+    for c in (source, target):
+        _check_ids(df[c].to_numpy(), f"column {c!r}", "row")
     ws = {k: df[c].to_numpy() for k, c in cols.items()}
     return from_edgelist(df[source].to_numpy(), df[target].to_numpy(), ws, n_nodes=n_nodes, node_ids=node_ids,
                          directed=directed, units=units, name=name, meta=meta)
@@ -212,8 +268,9 @@ def read_csv(path, source="source", target="target", weights=("distance",), *, d
     ----------
     path : str or path-like
     source, target : str
-        Columns of the arc endpoints. Ids that all parse as integers are integers; otherwise they are
-        string labels (kept in ``meta["node_labels"]``).
+        Columns of the arc endpoints. Ids that all parse as numbers are integers (whole numbers such as
+        ``"12.0"`` are the id ``12``; ``"nan"``, ``"inf"`` or ``"2.5"`` is an error); otherwise they
+        are string labels (kept in ``meta["node_labels"]``).
     weights : str, sequence of str, or mapping weight name -> column
         Weight columns: positive integers (``"12"`` or ``"12.0"``).
     delimiter : str
@@ -232,7 +289,9 @@ def read_csv(path, source="source", target="target", weights=("distance",), *, d
         The file does not exist.
     ParseError
         Naming the file and line: a missing column, a row with the wrong number of fields, an empty
-        id, a weight that is not a positive integer within int32, bad UTF-8, or a truncated gzip file.
+        id, a numeric id that is NaN, infinite or fractional, a weight that is not a positive integer
+        within int32 (quoted as written in the file), bad UTF-8, or a truncated gzip file. A leading
+        UTF-8 BOM is accepted.
     """
     path = os.fspath(path)
     raw = read_text_bytes(path)
@@ -276,7 +335,20 @@ def read_csv(path, source="source", target="target", weights=("distance",), *, d
         try:
             return arr.astype(np.int64)
         except (ValueError, OverflowError):
-            return arr
+            pass
+        try:
+            f = arr.astype(np.float64)
+        except ValueError:
+            return arr  # not all numbers: string labels
+        # All numbers, some not plain integers: whole ones ("12.0", "1e3") are integer ids like "12";
+        # NaN, inf and fractional ones cannot name a node.
+        bad = ~np.isfinite(f) | (np.abs(f) >= 2.0**63)
+        bad[~bad] = f[~bad] != np.round(f[~bad])
+        if bad.any():
+            r = int(np.flatnonzero(bad)[0])
+            raise ParseError(path, int(line_of[r]), f"{col!r} is {vals[r]!r}: node ids must be integers or "
+                                                    "labels, not NaN, infinite or fractional numbers")
+        return f.astype(np.int64)
 
     def as_weight(vals, col):
         arr = np.asarray(vals, dtype=str)

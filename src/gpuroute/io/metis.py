@@ -9,6 +9,10 @@ weights (default 1), ``e`` = every neighbour is followed by the edge's weight. A
 with no neighbours. Vertex sizes and weights are read and checked as integers, then ignored.
 
 The companion ``.xyz`` file has one line ``x y [z]`` per vertex: planar coordinates in an unspecified unit.
+
+Both readers accept a UTF-8 byte order mark at the start of the file. The header's ``n`` and ``2 m``
+are checked against the int32 id space before anything of that size is built, and a bad field is quoted
+as the file writes it, never as the number it was clamped to.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ import numpy as np
 from ..graph.errors import GraphError, ParseError
 from ..graph.road_graph import RoadGraph
 from ..graph.units import HOP, NONE, Unit
-from ._text import read_text_bytes
+from ._text import check_count, read_text_bytes, token_text
 
 _INT_BYTES = np.zeros(256, dtype=bool)
 _INT_BYTES[list(b"0123456789 \t\r\n")] = True
@@ -78,7 +82,8 @@ def read_metis(path):
     FileNotFoundError
         The file does not exist.
     ParseError
-        Naming the file and line: a missing or bad header, a token that is not a non-negative integer,
+        Naming the file and line: a missing or bad header, a header ``n`` or ``2 m`` above the int32 id
+        space (``2**31 - 2``, at the header line), a token that is not a non-negative integer,
         a vertex line whose field count does not fit ``fmt``, fewer or more vertex lines than ``n``, a
         neighbour id outside ``1..n``, a self-loop, a weight that is not in ``1..2**31-1``, a neighbour
         count that is not ``2 m``, an asymmetric adjacency (``v`` in line ``u`` but ``u`` not in line
@@ -103,6 +108,8 @@ def read_metis(path):
     if mt is None:
         raise ParseError(path, hline, f"bad header {htext[:60]!r}; expected 'n m [fmt [ncon]]'")
     n, m = int(mt.group(1)), int(mt.group(2))
+    check_count(path, hline, n, "vertices")
+    check_count(path, hline, 2 * m, f"arcs (2 x {m} edges)")
     fmt, skip, has_ew = _parse_fmt(path, hline, mt.group(3), mt.group(4))
     vidx = body_idx[hpos + 1:]
     if len(vidx) < n:
@@ -161,10 +168,16 @@ def read_metis(path):
     def line_of_arc(a):
         return int(vidx[tail[a]]) + 1
 
+    def text_of_arc(a, offset=0):
+        """The neighbour id (offset 0) or edge weight (offset 1) of arc ``a`` as written in the file
+        (np.fromstring clamps a value beyond int64; the message must quote the file, not the clamp)."""
+        toks = lines[int(vidx[tail[a]])].split()
+        return token_text(toks[skip + stride * (a - int(first[tail[a]])) + offset])
+
     bad = (head < 1) | (head > n)
     if bad.any():
         a = int(np.flatnonzero(bad)[0])
-        raise ParseError(path, line_of_arc(a), f"neighbour id {int(head[a])} outside 1..{n}")
+        raise ParseError(path, line_of_arc(a), f"neighbour id {text_of_arc(a)} outside 1..{n}")
     head -= 1
     loop = head == tail
     if loop.any():
@@ -175,7 +188,7 @@ def read_metis(path):
         if bad.any():
             a = int(np.flatnonzero(bad)[0])
             raise ParseError(path, line_of_arc(a),
-                             f"edge weight {int(weight[a])} is not a positive integer within int32")
+                             f"edge weight {text_of_arc(a, 1)} is not a positive integer within int32")
     if total != 2 * m:
         raise ParseError(path, hline, f"header announces {m} edges but the vertex lines list {total} neighbours "
                                       f"(expected 2 x {m} = {2 * m}: each edge appears in both endpoints' lines)")
@@ -204,7 +217,7 @@ def read_metis(path):
         if diff.any():
             a = int(o[int(np.flatnonzero(diff)[0])])
             u, v = int(tail[a]) + 1, int(head[a]) + 1
-            raise ParseError(path, line_of_arc(a), f"edge {u}-{v} has weight {int(weight[a])} here, but vertex "
+            raise ParseError(path, line_of_arc(a), f"edge {u}-{v} has weight {text_of_arc(a, 1)} here, but vertex "
                                                    f"{v}'s line (line {int(vidx[v - 1]) + 1}) gives it a "
                                                    "different weight")
     return n, tail, head, weight, fmt
@@ -281,7 +294,7 @@ def load_metis(graph_path, xyz_path="auto", name=None, *, length_scale=1.0):
     Parameters
     ----------
     graph_path : str or path-like
-        The ``.graph`` or ``.graph.gz`` file.
+        The ``.graph`` or ``.graph.gz`` file (a leading UTF-8 BOM is accepted, as in ``.xyz``).
     xyz_path : "auto", str or None
         Coordinates; "auto" looks for ``<stem>.xyz.gz`` / ``<stem>.xyz`` beside ``graph_path``; None
         skips them.

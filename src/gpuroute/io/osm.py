@@ -1,9 +1,11 @@
 """OpenStreetMap extracts (``.osm.pbf``, ``.osm``, ``.osm.bz2``...) to a road graph, with routing profiles.
 
 The car profile follows OSRM's ``profiles/car.lua`` (OSRM 5.x), simplified: no turn costs, barriers,
-traffic signals, surface/smoothness limits, ferries or turn restrictions. Every OSM node used by a
-routable way becomes a graph node, and every consecutive node pair of such a way becomes one arc per
-allowed direction.
+traffic signals, surface/smoothness limits or ferries. Every OSM node used by a routable way becomes a
+graph node, and every consecutive node pair of such a way becomes one arc per allowed direction. Each
+arc carries its OSM way id, road class, speed and exact length as arc attributes, and turn restriction
+relations (``type=restriction``, via a node) become the graph's
+:class:`~gpuroute.graph.turns.TurnRestrictions`.
 
 Reading needs pyosmium (``pip install gpuroute[osm]``); it is imported only when a file is loaded.
 """
@@ -17,13 +19,30 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..geo import EARTH_RADIUS_M as EARTH_RADIUS_M  # re-exported: the radius OSM lengths use
+from ..geo import haversine_m
 from ..graph.errors import GraphError, ParseError
 from ..graph.road_graph import RoadGraph
+from ..graph.turns import NO, ONLY, TurnRestrictions
+from ..graph.units import METRE, Unit
 
 log = logging.getLogger(__name__)
 
-#: Earth radius used for haversine distances, metres (the value OSRM uses).
-EARTH_RADIUS_M = 6372797.560856
+#: Turn restriction values (OSM ``restriction=*``) and their kind: a forbidden turn or the only turn.
+RESTRICTION_KINDS = {
+    "no_left_turn": NO, "no_right_turn": NO, "no_straight_on": NO, "no_u_turn": NO, "no_entry": NO,
+    "no_exit": NO, "only_left_turn": ONLY, "only_right_turn": ONLY, "only_straight_on": ONLY,
+    "only_u_turn": ONLY,
+}
+_U_TURNS = frozenset({"no_u_turn", "only_u_turn"})
+
+#: Units of the arc attributes :func:`load_osm` attaches.
+OSM_ATTR_UNITS = {
+    "way_id": Unit("id", "other", None, note="OpenStreetMap way id"),
+    "road_class": Unit("code", "other", None, note="index into meta['road_classes'] (the highway=* value)"),
+    "speed_kmh": Unit("km/h", "other", None, note="speed used for travel_time, kilometres per hour"),
+    "length_m": METRE,
+}
 
 _MPH = 1.609344
 _NUM_RE = re.compile(r"\s*(\d+(?:[.,]\d+)?)")
@@ -54,6 +73,12 @@ class Profile:
         ``highway`` values that are one-way unless tagged ``oneway=no``.
     forbidden : dict str -> frozenset of str
         Tag values that exclude a way (``area=yes``, ``service=emergency_access``, ...).
+    obey_oneway : bool
+        Honour ``oneway=*`` and implied one-ways (False for a profile that may go both ways).
+    restriction_classes : tuple of str
+        Vehicle classes whose turn restrictions apply, most specific first (OSRM car:
+        ``motorcar, motor_vehicle, vehicle``): ``restriction:<class>=*`` overrides ``restriction=*``,
+        and ``except=<class>`` exempts the profile. Empty: the profile ignores turn restrictions.
     """
 
     name: str
@@ -66,6 +91,13 @@ class Profile:
     implied_oneway: frozenset = frozenset()
     forbidden: dict = field(default_factory=dict)
     obey_oneway: bool = True
+    restriction_classes: tuple = ("motorcar", "motor_vehicle", "vehicle")
+
+    @property
+    def road_classes(self):
+        """The routable ``highway`` values in a fixed order: ``road_class`` code ``i`` is
+        ``road_classes[i]`` (list of str)."""
+        return list(self.highway_speeds)
 
     def parse_maxspeed(self, value):
         """A ``maxspeed`` tag value in km/h (0 when absent or not understood).
@@ -164,6 +196,7 @@ CAR = Profile(
     implied_oneway=frozenset({"motorway"}),
     forbidden={"area": frozenset({"yes"}), "impassable": frozenset({"yes"}),
                "status": frozenset({"impassable"}), "service": frozenset({"emergency_access"})},
+    restriction_classes=("motorcar", "motor_vehicle", "vehicle"),
 )
 
 #: Routing profiles by name (add foot / bike here).
@@ -178,18 +211,31 @@ def _import_osmium():
     return osmium
 
 
-def haversine_m(lon1, lat1, lon2, lat2):
-    """Great-circle distance in metres between arrays of points given in degrees (float64)."""
-    lon1, lat1, lon2, lat2 = (np.radians(np.asarray(a, dtype=np.float64)) for a in (lon1, lat1, lon2, lat2))
-    s = np.sin((lat2 - lat1) / 2) ** 2 + np.cos(lat1) * np.cos(lat2) * np.sin((lon2 - lon1) / 2) ** 2
-    return 2 * EARTH_RADIUS_M * np.arcsin(np.sqrt(np.minimum(s, 1.0)))
+@dataclass
+class _Extract:
+    """What one pass over an OSM file keeps: routable ways (node refs, fixed-point locations, speeds,
+    ids, road classes) and the turn restriction relations."""
+
+    refs: np.ndarray        # int64 (total refs,): node ids of every routable way, way after way
+    xs: np.ndarray          # int64: fixed-point longitude (1e-7 degree) of each ref; invalid if missing
+    ys: np.ndarray          # int64: fixed-point latitude
+    starts: np.ndarray      # int64 (n_ways + 1,): way i's refs are refs[starts[i]:starts[i+1]]
+    fwd: np.ndarray         # float64 (n_ways,): km/h along the node order (0: closed)
+    bwd: np.ndarray         # float64 (n_ways,): km/h against it
+    way_ids: np.ndarray     # int64 (n_ways,): OSM way ids
+    road_class: np.ndarray  # int8 (n_ways,): index into profile.road_classes
+    n_highway: int          # highway=* ways seen, routable or not
+    relations: list         # (relation id, tags dict, [(member type, ref, role), ...]) of type=restriction*
 
 
-def _read_ways(path, profile, progress):
-    """One pass over the file: node refs, fixed-point locations and speeds of every routable way."""
+def _read_extract(path, profile, progress):
+    """One pass over the file: routable ways with their node locations, and restriction relations."""
     osmium = _import_osmium()
     refs, xs, ys = array("q"), array("q"), array("q")
     starts, fwd, bwd = array("q", [0]), array("d"), array("d")
+    way_ids, road_class = array("q"), array("b")
+    class_code = {h: i for i, h in enumerate(profile.road_classes)}
+    relations = []
     n_highway = 0
     bar = None
     if progress:
@@ -197,32 +243,196 @@ def _read_ways(path, profile, progress):
 
         bar = tqdm(desc=f"reading {os.path.basename(path)}", unit=" ways", delay=2.0, leave=False)
     try:
-        fp = (osmium.FileProcessor(path, osmium.osm.NODE | osmium.osm.WAY)
+        fp = (osmium.FileProcessor(path, osmium.osm.NODE | osmium.osm.WAY | osmium.osm.RELATION)
               .with_locations()
-              .with_filter(osmium.filter.EntityFilter(osmium.osm.WAY))
-              .with_filter(osmium.filter.KeyFilter("highway")))
-        for w in fp:
+              .with_filter(osmium.filter.EntityFilter(osmium.osm.WAY | osmium.osm.RELATION))
+              .with_filter(osmium.filter.KeyFilter("highway", "type")))
+        for o in fp:
+            if o.is_relation():
+                rtype = o.tags.get("type", "")
+                if rtype == "restriction" or rtype.startswith("restriction:"):
+                    relations.append((o.id, {t.k: t.v for t in o.tags},
+                                      [(m.type, m.ref, m.role) for m in o.members]))
+                continue
+            if "highway" not in o.tags:
+                continue
             n_highway += 1
             if bar is not None and n_highway % 1024 == 0:
                 bar.update(1024)
-            f, b = profile.way_speeds(w.tags)
+            f, b = profile.way_speeds(o.tags)
             if f <= 0 and b <= 0:
                 continue
-            for nd in w.nodes:
+            for nd in o.nodes:
                 refs.append(nd.ref)
                 xs.append(nd.x)
                 ys.append(nd.y)
             starts.append(len(refs))
             fwd.append(f)
             bwd.append(b)
+            way_ids.append(o.id)
+            road_class.append(class_code[o.tags.get("highway")])
     except RuntimeError as e:  # libosmium reports unreadable input this way
         raise ParseError(path, None, f"cannot read OSM file: {e}") from None
     finally:
         if bar is not None:
             bar.close()
-    return (np.frombuffer(refs, dtype=np.int64), np.frombuffer(xs, dtype=np.int64),
-            np.frombuffer(ys, dtype=np.int64), np.frombuffer(starts, dtype=np.int64),
-            np.frombuffer(fwd, dtype=np.float64), np.frombuffer(bwd, dtype=np.float64), n_highway)
+    return _Extract(np.frombuffer(refs, dtype=np.int64), np.frombuffer(xs, dtype=np.int64),
+                    np.frombuffer(ys, dtype=np.int64), np.frombuffer(starts, dtype=np.int64),
+                    np.frombuffer(fwd, dtype=np.float64), np.frombuffer(bwd, dtype=np.float64),
+                    np.frombuffer(way_ids, dtype=np.int64), np.frombuffer(road_class, dtype=np.int8),
+                    n_highway, relations)
+
+
+#: Counters of :func:`parse_restriction` outcomes other than a usable restriction (see load_osm).
+RESTRICTION_COUNTERS = ("not_for_profile", "except_skipped", "unknown_value", "unsupported_via_way",
+                        "malformed", "unresolved")
+
+
+def parse_restriction(tags, members, profile=CAR):
+    """Read one OSM restriction relation for a profile (no graph needed).
+
+    Parameters
+    ----------
+    tags : mapping str -> str
+        The relation's tags (``type`` must be ``restriction`` or ``restriction:<class>``).
+    members : iterable of (str, int, str)
+        ``(type, ref, role)`` of each member: type ``"n"``, ``"w"`` or ``"r"``.
+    profile : Profile
+
+    Returns
+    -------
+    tuple
+        ``(value, from_ways, via_node, to_ways)`` for a restriction that applies to ``profile``
+        (``value`` a key of :data:`RESTRICTION_KINDS`, ``from_ways``/``to_ways`` tuples of way ids,
+        ``via_node`` a node id); or ``(reason, None, None, None)`` with ``reason`` one of
+        :data:`RESTRICTION_COUNTERS` except ``"unresolved"``, checked in this order:
+
+        * ``not_for_profile``: no value applies to the profile (e.g. only ``restriction:hgv``, or
+          ``type=restriction:bus``; also every relation when ``profile.restriction_classes`` is empty);
+        * ``except_skipped``: ``except=*`` lists one of the profile's classes;
+        * ``unknown_value``: a value that is not in :data:`RESTRICTION_KINDS`;
+        * ``unsupported_via_way``: a ``via`` member is a way (not supported yet);
+        * ``malformed``: not exactly one ``via`` node, no ``from``/``to`` way, a ``from``/``to``
+          member that is not a way, several ``from`` ways (allowed for ``no_entry`` only) or several
+          ``to`` ways (``no_exit`` only).
+    """
+    classes = tuple(profile.restriction_classes)
+    if not classes:
+        return "not_for_profile", None, None, None
+    rtype = tags.get("type", "")
+    value = None
+    if rtype == "restriction":
+        for c in classes:  # most specific first
+            value = tags.get(f"restriction:{c}")
+            if value:
+                break
+        value = value or tags.get("restriction")
+    elif rtype.startswith("restriction:") and rtype[len("restriction:"):] in classes:
+        value = tags.get(rtype) or tags.get("restriction")
+    if not value:
+        return "not_for_profile", None, None, None
+    exempt = {v.strip() for v in tags.get("except", "").split(";")}
+    if exempt & set(classes):
+        return "except_skipped", None, None, None
+    value = value.strip().lower()
+    if value not in RESTRICTION_KINDS:
+        return "unknown_value", None, None, None
+    from_ways, to_ways, via_nodes = [], [], []
+    bad = False
+    for mtype, ref, role in members:
+        if role == "via":
+            if mtype == "w":
+                return "unsupported_via_way", None, None, None
+            if mtype == "n":
+                via_nodes.append(int(ref))
+            else:
+                bad = True
+        elif role in ("from", "to"):
+            if mtype != "w":
+                bad = True
+            else:
+                (from_ways if role == "from" else to_ways).append(int(ref))
+    if (bad or len(via_nodes) != 1 or not from_ways or not to_ways
+            or (len(from_ways) > 1 and value != "no_entry") or (len(to_ways) > 1 and value != "no_exit")):
+        return "malformed", None, None, None
+    return value, tuple(from_ways), via_nodes[0], tuple(to_ways)
+
+
+def _resolve_restrictions(relations, profile, node_ids, arc_tail, arc_head, arc_way, way_ids):
+    """Turn restriction relations into (in, out) pairs of input arc positions.
+
+    Returns ``(in_pos, out_pos, kind, meta)``: int64, int64, int8 arrays and the counts (see load_osm).
+    """
+    counts = dict.fromkeys(RESTRICTION_COUNTERS, 0)
+    by_value = {}
+    n_ambiguous = 0
+    way_index = {int(w): i for i, w in enumerate(way_ids.tolist())}
+    order = np.argsort(arc_way, kind="stable")
+    way_first = np.searchsorted(arc_way[order], np.arange(way_ids.size + 1))
+    ins, outs, kinds = [], [], []
+    for _rid, tags, members in relations:
+        value, from_ways, via, to_ways = parse_restriction(tags, members, profile)
+        if from_ways is None:
+            counts[value] += 1
+            continue
+        k = int(np.searchsorted(node_ids, via))
+        if k >= node_ids.size or node_ids[k] != via:
+            counts["unresolved"] += 1
+            continue
+
+        def arcs_at(ways, end, k=k):
+            found, ambiguous = [], False
+            for w in ways:
+                i = way_index.get(w)
+                if i is None:
+                    continue
+                a = order[way_first[i]:way_first[i + 1]]
+                a = a[end[a] == k]
+                ambiguous |= a.size > 1
+                found.append(a)
+            return (np.concatenate(found) if found else np.zeros(0, dtype=np.int64)), ambiguous
+
+        a_in, amb_in = arcs_at(from_ways, arc_head)   # arcs of the from way(s) ending at via
+        a_out, amb_out = arcs_at(to_ways, arc_tail)   # arcs of the to way(s) starting at via
+        pi, po = np.repeat(a_in, a_out.size), np.tile(a_out, a_in.size)
+        u_turn = arc_head[po] == arc_tail[pi]
+        if value in _U_TURNS:
+            if u_turn.any():
+                pi, po = pi[u_turn], po[u_turn]
+        else:
+            pi, po = pi[~u_turn], po[~u_turn]
+        if pi.size == 0:
+            counts["unresolved"] += 1
+            continue
+        n_ambiguous += bool(amb_in or amb_out)
+        by_value[value] = by_value.get(value, 0) + 1
+        ins.append(pi)
+        outs.append(po)
+        kinds.append(np.full(pi.size, RESTRICTION_KINDS[value], dtype=np.int8))
+    def cat(xs, dt):
+        return np.concatenate(xs).astype(dt) if xs else np.zeros(0, dtype=dt)
+
+    in_pos, out_pos, kind = cat(ins, np.int64), cat(outs, np.int64), cat(kinds, np.int8)
+    meta = {"relations": len(relations), "applied": int(sum(by_value.values())),
+            "by_value": dict(sorted(by_value.items())), **counts, "ambiguous": n_ambiguous,
+            "pairs": int(in_pos.size), "dropped": 0}
+    return in_pos, out_pos, kind, meta
+
+
+def _kept_positions(tail, head, weight):
+    """Input position of the arc :meth:`RoadGraph.from_arcs` keeps for each arc's (tail, head) group:
+    the lightest by ``weight``, ties by input position (int64 (m,)); -1 for self-loops."""
+    m = tail.size
+    rep = np.full(m, -1, dtype=np.int64)
+    pos = np.flatnonzero(tail != head)
+    order = pos[np.lexsort((pos, weight[pos], head[pos], tail[pos]))]
+    if order.size:
+        t, h = tail[order], head[order]
+        new = np.ones(order.size, dtype=bool)
+        new[1:] = (t[1:] != t[:-1]) | (h[1:] != h[:-1])
+        group = np.cumsum(new) - 1
+        rep[order] = order[new][group]
+    return rep
 
 
 def load_osm(path, *, profile="car", name=None, progress=True):
@@ -249,11 +459,42 @@ def load_osm(path, *, profile="car", name=None, progress=True):
 
         * ``"travel_time"`` in deciseconds: ``max(1, round(length / speed))``, speed from the
           profile (a tagged ``maxspeed`` x 0.8, else the highway class default);
-        * ``"distance"`` in metres: haversine length (radius 6372797.56 m), ``max(1, round(.))``.
+        * ``"distance"`` in metres: haversine length (:func:`gpuroute.geo.haversine_m`, the one
+          Earth radius :data:`gpuroute.geo.EARTH_RADIUS_M` = 6,371,008.8 m), ``max(1, round(.))``.
 
-        Parallel arcs (two ways joining the same nodes) keep the smallest value of each weight.
-        Segments touching a node whose location is missing from the extract are dropped and counted in
-        ``meta["segments_missing_location"]``.
+        Arc attributes (``arc_attrs``, units in ``attr_units``, see :data:`OSM_ATTR_UNITS`):
+
+        * ``"way_id"`` int64: the OSM way the segment belongs to;
+        * ``"road_class"`` int8: code of the way's ``highway`` value, ``meta["road_classes"][code]``
+          (the profile's routable values in a fixed order);
+        * ``"speed_kmh"`` float32: the speed in km/h used for ``travel_time``;
+        * ``"length_m"`` float64: the haversine length in metres before rounding.
+
+        Parallel arcs (two ways joining the same nodes in the same direction) become ONE arc, the
+        lightest by travel time (ties: the way read first), which keeps both weights and all
+        attributes of that way. Segments touching a node whose location is missing from the extract
+        are dropped and counted in ``meta["segments_missing_location"]``.
+
+        ``turns`` is a :class:`~gpuroute.graph.turns.TurnRestrictions` (possibly empty) built from the
+        restriction relations that apply to the profile (:func:`parse_restriction`), each resolved to
+        ``(in_arc, out_arc)`` pairs: ``in_arc`` an arc of a ``from`` way that ends at the ``via`` node,
+        ``out_arc`` an arc of a ``to`` way that starts there, ``kind`` NO (``no_*``) or ONLY
+        (``only_*``). OSM wants ``from``/``to`` ways to end at the via node; where one passes through
+        it, both of its arcs there qualify and every pair is kept (counted in ``meta["ambiguous"]``),
+        except that for values other than ``no_u_turn``/``only_u_turn`` a pair that turns back onto
+        the same node pair (a U-turn) is dropped, and for those two values only such U-turn pairs are
+        kept when there are any. ``no_entry`` may have several ``from`` ways and ``no_exit`` several
+        ``to`` ways (every combination). A pair on an arc that was merged into a parallel arc is moved
+        to the kept arc (the same turn between the same nodes). ``turns.meta`` counts, per relation
+        (``relations`` = their sum): ``applied`` (with ``by_value``, e.g. ``{"no_left_turn": 2}``),
+        ``not_for_profile``, ``except_skipped``, ``unknown_value``, ``unsupported_via_way``,
+        ``malformed`` (see :func:`parse_restriction`), and ``unresolved`` (the via node is not a graph
+        node, or no arc of a from way ends there / of a to way starts there, e.g. a footway or a
+        oneway leading away); plus ``ambiguous`` and ``pairs``. ``turns.counts()`` gives the pairs by
+        kind.
+
+        ``meta`` also holds ``road_classes``, ``source``, ``profile``, ``highway_ways``,
+        ``routable_ways``, ``segments`` and the cleaning counts of :meth:`RoadGraph.from_arcs`.
 
     Raises
     ------
@@ -274,8 +515,9 @@ def load_osm(path, *, profile="car", name=None, progress=True):
             raise KeyError(f"unknown profile {profile!r}; known profiles: {sorted(PROFILES)}")
         profile = PROFILES[profile]
     log.info("reading %s (profile %s)", path, profile.name)
-    refs, xs, ys, starts, fwd, bwd, n_highway = _read_ways(path, profile, progress)
-    n_ways = fwd.size
+    ex = _read_extract(path, profile, progress)
+    refs, xs, ys, starts = ex.refs, ex.xs, ex.ys, ex.starts
+    n_ways = ex.fwd.size
     lengths = np.diff(starts)
     way_of = np.repeat(np.arange(n_ways, dtype=np.int64), lengths)
     valid = (np.abs(xs) <= 1_800_000_000) & (np.abs(ys) <= 900_000_000)
@@ -294,25 +536,41 @@ def load_osm(path, *, profile="car", name=None, progress=True):
     a = np.searchsorted(node_ids, a_ref)
     b = np.searchsorted(node_ids, b_ref)
     dist = haversine_m(lon[a], lat[a], lon[b], lat[b])
-    fs, bs = fwd[sw], bwd[sw]
+    fs, bs = ex.fwd[sw], ex.bwd[sw]
     fo, bo = fs > 0, bs > 0
     tail = np.concatenate([a[fo], b[bo]])
     head = np.concatenate([b[fo], a[bo]])
+    arc_way = np.concatenate([sw[fo], sw[bo]])  # index of each arc's way
     d = np.concatenate([dist[fo], dist[bo]])
     speed = np.concatenate([fs[fo], bs[bo]])
     with np.errstate(divide="ignore"):
         tt = np.maximum(1, np.rint(d * 36.0 / speed)).astype(np.int64)  # m / (km/h) -> deciseconds
     dd = np.maximum(1, np.rint(d)).astype(np.int64)
+    attrs = {"way_id": ex.way_ids[arc_way], "road_class": ex.road_class[arc_way],
+             "speed_kmh": speed.astype(np.float32), "length_m": d}
+    in_pos, out_pos, kind, tmeta = _resolve_restrictions(ex.relations, profile, node_ids, tail, head, arc_way,
+                                                         ex.way_ids)
+    if in_pos.size:
+        # A restriction names its ways; after parallel arcs merge, the same turn between the same nodes
+        # goes through the kept arc, so point the pair there instead of letting from_arcs drop it.
+        rep = _kept_positions(tail, head, tt)
+        in_pos, out_pos = rep[in_pos], rep[out_pos]
+        keep = (in_pos >= 0) & (out_pos >= 0)  # a self-loop segment is dropped, its pairs with it
+        tmeta["dropped"] += int((~keep).sum())
+        key = np.unique(np.stack([in_pos[keep], out_pos[keep], kind[keep]]), axis=1)
+        in_pos, out_pos, kind = key[0], key[1], key[2].astype(np.int8)
+    turns = TurnRestrictions(in_pos, out_pos, kind, meta=tmeta)
     gname = name or re.sub(r"(\.osm)?(\.pbf|\.bz2|\.gz|\.o5m)?$", "", os.path.basename(path)) or "osm"
-    meta = {"source": path, "format": "osm", "profile": profile.name, "highway_ways": n_highway,
+    meta = {"source": path, "format": "osm", "profile": profile.name, "highway_ways": ex.n_highway,
             "routable_ways": int(n_ways), "segments": int(i.size),
-            "segments_missing_location": n_missing}
-    log.info("%s: %d routable ways, %d nodes, %d arcs before cleaning", path, n_ways, node_ids.size, tail.size)
+            "segments_missing_location": n_missing, "road_classes": profile.road_classes}
+    log.info("%s: %d routable ways, %d nodes, %d arcs before cleaning, %d turn restriction pairs", path, n_ways,
+             node_ids.size, tail.size, len(turns))
     try:
         return RoadGraph.from_arcs(node_ids.size, tail, head, {"travel_time": tt, "distance": dd},
                                    units={"travel_time": "ds", "distance": "m"},
                                    coords=np.column_stack([lon, lat]), name=gname, node_ids=node_ids,
-                                   coord_system="lonlat", meta=meta)
+                                   coord_system="lonlat", meta=meta, arc_attrs=attrs,
+                                   attr_units=OSM_ATTR_UNITS, turns=turns)
     except GraphError as e:  # pragma: no cover - the arrays are built valid above
         raise ParseError(path, None, str(e)) from None
-

@@ -1,15 +1,40 @@
 """Save and load a RoadGraph as a directory of ``.npy`` arrays plus ``manifest.json`` (OSRM style: the
 files carry a format version and the graph's fingerprint, and are written atomically).
 
-Layout (version 1)::
+Layout (version 2)::
 
     <directory>/
-        manifest.json       format, version, name, units, coord_system, meta, fingerprint, per-file sha256
+        manifest.json       format, version, name, units, coord_system, meta, fingerprint, files
+                            (dtype, shape, sha256 of each), attributes, turns, integrity
         first_out.npy       int32 (n_nodes + 1,)
         head.npy            int32 (n_arcs,)
-        weight-0.npy ...    int32 (n_arcs,), one per weight, in the graph's order (names in the manifest)
+        weight-0.npy ...    int32 (n_arcs,), one per weight, in the graph's order (names and units
+                            in the manifest's ``weights`` list)
+        attr-0.npy ...      (n_arcs,), one per arc attribute, in the graph's order, in its own dtype
+                            (names and units in the manifest's ``attributes`` list)
         coords.npy          float64 (n_nodes, 2)   (only if the graph has coordinates)
         node_ids.npy        int64 (n_nodes,)       (only if the graph has external ids)
+        turns-in_arc.npy    int32 (k,)             (these three only if ``graph.turns`` is not None;
+        turns-out_arc.npy   int32 (k,)              the restrictions' meta is in the manifest's
+        turns-kind.npy      int8 (k,)               ``turns`` entry)
+
+Units are stored as :meth:`Unit.to_json <gpuroute.graph.units.Unit.to_json>` dicts.
+
+Integrity. ``manifest["integrity"]`` holds the SHA-256 of every other manifest field (its canonical
+JSON: sorted keys, no spaces) and a ``content`` hash over those. The ``files`` field records the
+SHA-256 of every array file, so the manifest's hashes cover every byte of the saved graph. By default
+:func:`load_graph` recomputes all of them (reading each array file once) and raises
+:class:`~gpuroute.graph.errors.ParseError` naming the manifest and what differs: an edited
+``coords.npy``, reversed ``node_ids.npy``, a changed unit, name or ``coord_system``. The hashes
+detect accidental or careless edits; they are not a signature (whoever edits the manifest can
+recompute them).
+
+Version 1 (``weights``, ``coords``, ``node_ids`` only; units as strings or Unit dicts; no
+``integrity``) is still read: its fingerprint (CSR and weights) and any recorded file checksums are
+checked, its other manifest fields cannot be.
+
+Permissions follow the umask (directory ``0o777 & ~umask``, files ``0o666 & ~umask``), as for any
+file a program creates with ``open``; see :mod:`gpuroute.io.atomic`.
 """
 from __future__ import annotations
 
@@ -17,17 +42,26 @@ import datetime
 import hashlib
 import json
 import os
-import shutil
-import tempfile
+import re
 
 import numpy as np
 
 from ..graph.errors import GraphError, ParseError
 from ..graph.road_graph import RoadGraph
+from ..graph.turns import TurnRestrictions
+from .atomic import atomic_directory
 
 FORMAT = "gpuroute-graph"
-VERSION = 1
+#: Version written by :func:`save_graph`.
+VERSION = 2
+#: Versions :func:`load_graph` reads.
+READABLE_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
+#: Manifest key holding the hashes of every other manifest field (version 2).
+INTEGRITY = "integrity"
+HASH_ALGORITHM = "sha256"
+#: Array files of ``graph.turns``, by TurnRestrictions attribute.
+TURN_FILES = {"in_arc": "turns-in_arc.npy", "out_arc": "turns-out_arc.npy", "kind": "turns-kind.npy"}
 
 
 def _json_default(o):
@@ -44,7 +78,18 @@ def _json_default(o):
     return str(o)
 
 
+def _canonical_json(value) -> bytes:
+    """The bytes a manifest value is hashed as: JSON with sorted keys and no whitespace."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      default=_json_default).encode("ascii")
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def _sha256_file(path):
+    """SHA-256 (hex) of a file's bytes, read once in 1 MiB blocks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -52,42 +97,53 @@ def _sha256_file(path):
     return h.hexdigest()
 
 
+def manifest_integrity(manifest) -> dict:
+    """The ``integrity`` entry of a manifest: the SHA-256 of each field but ``integrity`` itself.
+
+    Parameters
+    ----------
+    manifest : dict
+        Plain JSON values (as read back from ``manifest.json``).
+
+    Returns
+    -------
+    dict
+        ``{"algorithm": "sha256", "fields": {key: hex}, "content": hex}``; ``content`` hashes the
+        ``fields`` mapping, so it identifies the whole saved graph (every array file's hash is in the
+        ``files`` field).
+    """
+    fields = {k: _sha256(_canonical_json(v)) for k, v in manifest.items() if k != INTEGRITY}
+    return {"algorithm": HASH_ALGORITHM, "fields": fields, "content": _sha256(_canonical_json(fields))}
+
+
 def _save_array(path, a):
+    """Write one array into the (private, not yet visible) temporary directory and fsync it."""
     with open(path, "wb") as f:
         np.save(f, np.ascontiguousarray(a), allow_pickle=False)
         f.flush()
         os.fsync(f.fileno())
 
 
-def _fsync_dir(path):
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - e.g. platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
 def save_graph(graph, directory, *, checksums=True):
     """Write ``graph`` to ``directory`` atomically (a directory of ``.npy`` files + ``manifest.json``).
 
-    Everything is written into a temporary sibling directory, which is then renamed into place. If
-    ``directory`` already holds a saved graph it is replaced: the old directory is first renamed aside,
-    the new one renamed in, and only then is the old one deleted (if the second rename fails the old one
-    is put back). An error at any point leaves ``directory`` as it was and no temporary directory behind.
+    Everything is written into a temporary sibling directory, which is then renamed into place (see
+    :func:`gpuroute.io.atomic.atomic_directory`). If ``directory`` already holds a saved graph it is
+    replaced: the old directory is first renamed aside, the new one renamed in, and only then is the
+    old one deleted (if the second rename fails the old one is put back). An error at any point leaves
+    ``directory`` as it was and no temporary directory behind. The directory gets mode
+    ``0o777 & ~umask`` and its files ``0o666 & ~umask``.
 
     Parameters
     ----------
     graph : RoadGraph
+        Its CSR arrays, weights (with units), arc attributes (with units), coordinates, node ids,
+        turn restrictions (arrays and meta), name, ``coord_system`` and ``meta`` are saved.
     directory : str or path-like
         Target directory; its parent is created if needed.
     checksums : bool
-        Record the SHA-256 of every array file in the manifest (checked by
-        ``load_graph(..., check_files=True)``).
+        Ignored since format version 2 (kept so that old calls work): the SHA-256 of every array file
+        and of every manifest field is always recorded.
 
     Returns
     -------
@@ -99,39 +155,49 @@ def save_graph(graph, directory, *, checksums=True):
     FileExistsError
         ``directory`` exists and is a file, or a non-empty directory without a ``manifest.json`` (it
         is not replaced, so that no unrelated data is deleted).
+    TypeError
+        ``graph.meta`` (or the turns' meta) has keys JSON cannot hold (e.g. tuples).
     OSError
         Writing failed (nothing is left half-written).
     """
+    del checksums  # always recorded since version 2
     directory = os.path.abspath(os.fspath(directory)).rstrip(os.sep)
-    parent, base = os.path.split(directory)
     if os.path.lexists(directory):
         if not os.path.isdir(directory) or os.path.islink(directory):
             raise FileExistsError(f"{directory}: exists and is not a directory; not replacing it")
         if os.listdir(directory) and not os.path.exists(os.path.join(directory, MANIFEST)):
             raise FileExistsError(f"{directory}: a non-empty directory that is not a saved gpuroute graph "
                                   f"(no {MANIFEST}); not replacing it")
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{base}.tmp-", dir=parent)
-    try:
+    from .. import __version__
+
+    with atomic_directory(directory) as tmp:
         arrays = {"first_out.npy": graph.first_out, "head.npy": graph.head}
         weights = []
         for i, k in enumerate(graph.weights):
             fname = f"weight-{i}.npy"
             arrays[fname] = graph.weights[k]
             weights.append({"name": k, "unit": graph.units[k].to_json(), "file": fname})
+        attributes = []
+        for i, k in enumerate(getattr(graph, "arc_attrs", None) or {}):
+            fname = f"attr-{i}.npy"
+            arrays[fname] = graph.arc_attrs[k]
+            attributes.append({"name": k, "unit": graph.attr_units[k].to_json(), "file": fname})
         if graph.coords is not None:
             arrays["coords.npy"] = graph.coords
         if graph.node_ids is not None:
             arrays["node_ids.npy"] = graph.node_ids
+        turns = getattr(graph, "turns", None)
+        turns_entry = None
+        if turns is not None:
+            for attr, fname in TURN_FILES.items():
+                arrays[fname] = getattr(turns, attr)
+            turns_entry = {"files": dict(TURN_FILES), "meta": turns.meta}
         files = {}
         for fname, a in arrays.items():
             p = os.path.join(tmp, fname)
             _save_array(p, a)
-            files[fname] = {"dtype": str(np.asarray(a).dtype), "shape": list(np.shape(a))}
-            if checksums:
-                files[fname]["sha256"] = _sha256_file(p)
-        from .. import __version__
-
+            files[fname] = {"dtype": str(np.asarray(a).dtype), "shape": list(np.shape(a)),
+                            "sha256": _sha256_file(p)}
         manifest = {
             "format": FORMAT,
             "version": VERSION,
@@ -139,6 +205,8 @@ def save_graph(graph, directory, *, checksums=True):
             "n_nodes": graph.n_nodes,
             "n_arcs": graph.n_arcs,
             "weights": weights,
+            "attributes": attributes,
+            "turns": turns_entry,
             "coord_system": graph.coord_system,
             "has_coords": graph.coords is not None,
             "has_node_ids": graph.node_ids is not None,
@@ -148,33 +216,21 @@ def save_graph(graph, directory, *, checksums=True):
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "gpuroute_version": __version__,
         }
+        # Hash exactly the values a reader gets back from the JSON text (numpy scalars, tuples, ...
+        # become plain JSON values first).
+        manifest = json.loads(json.dumps(manifest, default=_json_default))
+        manifest[INTEGRITY] = manifest_integrity(manifest)
         with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=1, default=_json_default)
+            json.dump(manifest, f, indent=1)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
-        _fsync_dir(tmp)
-        if os.path.lexists(directory):
-            old = tempfile.mkdtemp(prefix=f".{base}.old-", dir=parent)
-            os.rmdir(old)  # only reserve a unique name
-            os.rename(directory, old)
-            try:
-                os.rename(tmp, directory)
-            except BaseException:
-                os.rename(old, directory)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, directory)
-        _fsync_dir(parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return directory
 
 
 def read_manifest(directory):
-    """Read and check ``directory/manifest.json``.
+    """Read and check ``directory/manifest.json`` (format, version, required entries; not the hashes,
+    see :func:`verify_manifest`).
 
     Returns
     -------
@@ -187,7 +243,7 @@ def read_manifest(directory):
         ``directory`` does not exist.
     ParseError
         Naming the manifest: it is missing, is not valid JSON (with its line), is not a gpuroute graph,
-        or has an unsupported version.
+        has an unsupported version, or lacks a required entry.
     """
     directory = os.fspath(directory)
     if not os.path.isdir(directory):
@@ -205,58 +261,139 @@ def read_manifest(directory):
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         got = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
         raise ParseError(mpath, None, f"format is {got!r}, expected {FORMAT!r}")
-    if manifest.get("version") != VERSION:
-        raise ParseError(mpath, None, f"version {manifest.get('version')!r} is not supported "
-                                      f"(this gpuroute reads version {VERSION})")
-    for key in ("weights", "fingerprint", "files"):
+    version = manifest.get("version")
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        raise ParseError(mpath, None, f"version {version!r} is not supported (this gpuroute reads versions "
+                                      f"{', '.join(map(str, READABLE_VERSIONS))})")
+    required = ("weights", "fingerprint", "files") + ((INTEGRITY,) if version >= 2 else ())
+    for key in required:
         if key not in manifest:
             raise ParseError(mpath, None, f"no {key!r} entry")
+    if not isinstance(manifest["files"], dict):
+        raise ParseError(mpath, None, "malformed 'files' entry (expected a mapping file name -> dtype, shape, sha256)")
     return manifest
 
 
+def verify_manifest(manifest, mpath):
+    """Check a version-2 manifest's fields against the hashes under ``integrity``.
+
+    Parameters
+    ----------
+    manifest : dict
+        As returned by :func:`read_manifest`.
+    mpath : str
+        The manifest's path (for the error message).
+
+    Raises
+    ------
+    ParseError
+        Naming ``mpath`` and the fields that were changed, added or removed after saving, or a
+        malformed ``integrity`` entry.
+    """
+    rec = manifest.get(INTEGRITY)
+    if (not isinstance(rec, dict) or rec.get("algorithm") != HASH_ALGORITHM
+            or not isinstance(rec.get("fields"), dict)):
+        raise ParseError(mpath, None, f"malformed {INTEGRITY!r} entry (expected algorithm {HASH_ALGORITHM!r} "
+                                      "and the hash of every field)")
+    now = manifest_integrity(manifest)
+    want, got = rec["fields"], now["fields"]
+    changed = sorted(k for k in got if k in want and got[k] != want[k])
+    added = sorted(k for k in got if k not in want)
+    removed = sorted(k for k in want if k not in got)
+    problems = []
+    if changed:
+        problems.append(f"field{'s' if len(changed) > 1 else ''} {', '.join(map(repr, changed))} changed")
+    if added:
+        problems.append(f"field{'s' if len(added) > 1 else ''} {', '.join(map(repr, added))} added")
+    if removed:
+        problems.append(f"field{'s' if len(removed) > 1 else ''} {', '.join(map(repr, removed))} removed")
+    if problems:
+        raise ParseError(mpath, None, f"edited after saving: {'; '.join(problems)} (the SHA-256 recorded under "
+                                      f"{INTEGRITY!r} differs); re-save the graph instead of editing it")
+    if rec.get("content") != now["content"]:
+        raise ParseError(mpath, None, f"the {INTEGRITY!r} entry was edited after saving (its content hash "
+                                      "does not match its field hashes)")
+
+
+_BLAME = (
+    (re.compile(r"^coords"), lambda m, man: "coords.npy"),
+    (re.compile(r"^node_ids"), lambda m, man: "node_ids.npy"),
+    (re.compile(r"^first_out|exceed the int32 id space"), lambda m, man: "first_out.npy"),
+    (re.compile(r"^head of arc"), lambda m, man: "head.npy"),
+    (re.compile(r"^weight '([^']*)'"), lambda m, man: _file_of(man.get("weights"), m.group(1))),
+    (re.compile(r"^arc attribute '([^']*)'"), lambda m, man: _file_of(man.get("attributes"), m.group(1))),
+    (re.compile(r"^turn restriction"), lambda m, man: TURN_FILES["in_arc"]),
+)
+
+
+def _file_of(entries, name):
+    for e in entries or ():
+        if isinstance(e, dict) and e.get("name") == name:
+            return e.get("file")
+    return None
+
+
+def _blame(message, manifest):
+    """The array file a RoadGraph/TurnRestrictions error message is about (None if unknown)."""
+    for rx, f in _BLAME:
+        m = rx.search(message)
+        if m:
+            return f(m, manifest)
+    return None
+
+
 def load_graph(directory, mmap=True, *, verify=True, check_files=False):
-    """Load a graph written by :func:`save_graph`.
+    """Load a graph written by :func:`save_graph` (format version 2, or version 1).
 
     Parameters
     ----------
     directory : str or path-like
     mmap : bool
         Memory-map the arrays (``np.load(mmap_mode="r")``) instead of reading them. ``head``, the
-        weights, ``coords`` and ``node_ids`` then stay file-backed and read-only (RoadGraph keeps int32 /
-        float64 / int64 arrays without copying). ``first_out`` is copied (RoadGraph validates it as
-        int64) and ``tail`` is derived in memory, so about ``4 * (n_nodes + n_arcs)`` bytes are
-        allocated either way.
+        weights, the arc attributes, ``coords``, ``node_ids`` and the turn arrays then stay file-backed
+        and read-only (RoadGraph keeps their dtypes without copying). ``first_out`` is copied
+        (RoadGraph validates it as int64) and ``tail`` is derived in memory, so about
+        ``4 * (n_nodes + n_arcs)`` bytes are allocated either way.
     verify : bool
-        Recompute the fingerprint and compare it with the manifest's (reads every array once).
+        Check the saved graph's integrity (default). Version 2: every manifest field against the hashes
+        under ``integrity``, and every array file against its SHA-256 in ``files`` (each file is read
+        once more; the page cache makes that cheap next to building the graph). Version 1: the
+        fingerprint over the CSR arrays and weights, and any recorded file checksums.
     check_files : bool
-        Also compare each file's SHA-256 with the manifest (reads every file once more).
+        Check the array files' SHA-256 even when ``verify=False`` (with ``verify=True`` they are
+        checked anyway).
 
     Returns
     -------
     RoadGraph
+        With ``arc_attrs``, ``attr_units`` and ``turns`` as saved (version 1: none).
 
     Raises
     ------
     FileNotFoundError
         ``directory`` does not exist.
     ParseError
-        Naming the manifest (or the bad array file): see :func:`read_manifest`; a listed file is
-        missing, unreadable, or of the wrong dtype/shape; a checksum or the fingerprint differs; the
-        arrays do not form a valid graph.
+        Naming the manifest: see :func:`read_manifest` and :func:`verify_manifest`; a listed file is
+        missing or of the wrong dtype/shape; a file's checksum or the fingerprint differs. Naming the
+        array file: it is not a readable ``.npy`` array, or its values do not form a valid graph (e.g.
+        ``coords.npy`` with a longitude outside [-180, 180]; RoadGraph's GraphError is turned into
+        this).
     """
     directory = os.fspath(directory)
     manifest = read_manifest(directory)
     mpath = os.path.join(directory, MANIFEST)
+    version = manifest["version"]
     files = manifest["files"]
+    if verify and version >= 2:
+        verify_manifest(manifest, mpath)
+    check_hashes = verify or check_files
 
     def load(fname):
         p = os.path.join(directory, fname)
-        if fname not in files:
+        if fname not in files or not isinstance(files[fname], dict):
             raise ParseError(mpath, None, f"{fname} is not listed under 'files'")
         if not os.path.exists(p):
             raise ParseError(mpath, None, f"lists {fname}, which is missing from {directory}")
-        if check_files and "sha256" in files[fname] and _sha256_file(p) != files[fname]["sha256"]:
-            raise ParseError(mpath, None, f"checksum of {fname} does not match: the file was changed or damaged")
         try:
             a = np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
         except (ValueError, OSError, EOFError) as e:
@@ -265,22 +402,58 @@ def load_graph(directory, mmap=True, *, verify=True, check_files=False):
         if str(a.dtype) != want.get("dtype", str(a.dtype)) or list(a.shape) != want.get("shape", list(a.shape)):
             raise ParseError(mpath, None, f"{fname} is {a.dtype}{list(a.shape)}, the manifest says "
                                           f"{want.get('dtype')}{want.get('shape')}")
+        if check_hashes:
+            rec = want.get("sha256")
+            if rec is None and version >= 2:
+                raise ParseError(mpath, None, f"no sha256 recorded for {fname}")
+            if rec is not None:
+                got = _sha256_file(p)
+                if got != rec:
+                    raise ParseError(mpath, None, f"checksum of {fname} does not match: the file hashes to "
+                                                  f"sha256 {got[:16]}..., the manifest records {str(rec)[:16]}... "
+                                                  "(the file was changed or damaged after saving)")
         return a
 
-    try:
-        weights = {w["name"]: load(w["file"]) for w in manifest["weights"]}
-        units = {w["name"]: w.get("unit", "") for w in manifest["weights"]}
-    except (KeyError, TypeError):
-        raise ParseError(mpath, None, "malformed 'weights' entry") from None
+    def entries(key):
+        try:
+            out = [(e["name"], e.get("unit", ""), e["file"]) for e in manifest.get(key) or []]
+        except (KeyError, TypeError, AttributeError):
+            raise ParseError(mpath, None, f"malformed {key!r} entry") from None
+        return out
+
+    weights, units = {}, {}
+    for name, unit, fname in entries("weights"):
+        weights[name], units[name] = load(fname), unit
+    arc_attrs, attr_units = {}, {}
+    for name, unit, fname in entries("attributes"):
+        arc_attrs[name], attr_units[name] = load(fname), unit
     coords = load("coords.npy") if manifest.get("has_coords", "coords.npy" in files) else None
     node_ids = load("node_ids.npy") if manifest.get("has_node_ids", "node_ids.npy" in files) else None
+    turns_entry = manifest.get("turns")
+    turn_files = None
+    if turns_entry is not None:
+        try:
+            turn_files = [turns_entry["files"][k] for k in TURN_FILES]
+            turn_meta = dict(turns_entry.get("meta") or {})
+        except (KeyError, TypeError, AttributeError, ValueError):
+            raise ParseError(mpath, None, "malformed 'turns' entry (expected files in_arc, out_arc, kind "
+                                          "and a meta mapping)") from None
     try:
+        turns = None
+        if turn_files is not None:
+            turns = TurnRestrictions(*(load(f) for f in turn_files), meta=turn_meta)
         g = RoadGraph(load("first_out.npy"), load("head.npy"), weights, units=units, coords=coords,
                       name=manifest.get("name", os.path.basename(directory)), node_ids=node_ids,
-                      coord_system=manifest.get("coord_system", "lonlat"), meta=manifest.get("meta") or {})
-    except GraphError as e:
-        raise ParseError(mpath, None, f"the arrays do not form a valid graph: {e}") from None
-    if verify:
+                      coord_system=manifest.get("coord_system", "lonlat"), meta=manifest.get("meta") or {},
+                      arc_attrs=arc_attrs, attr_units=attr_units, turns=turns)
+    except ParseError:
+        raise
+    except (ValueError, TypeError) as e:  # GraphError is a ValueError; a malformed unit raises either
+        fname = _blame(str(e), manifest) if isinstance(e, GraphError) else None
+        where = os.path.join(directory, fname) if fname else mpath
+        raise ParseError(where, None, f"the arrays and fields listed in {mpath} do not form a valid graph: "
+                                      f"{e}") from None
+    if verify and version < 2:
         fp = g.fingerprint()
         if fp != manifest["fingerprint"]:
             raise ParseError(mpath, None, f"fingerprint mismatch: the arrays hash to {fp}, the manifest says "

@@ -1,4 +1,15 @@
-"""Single-source shortest paths without preprocessing (CPU Dijkstra and the GPU methods of seeds 001/002)."""
-from .api import ALGORITHMS, SSSPResult, sssp, sssp_full
+"""Single-source shortest paths without preprocessing: CPU Dijkstra and the GPU methods of Nakajima et
+al., "GPU SSSP without preprocessing" (Bellman-Ford family) and Ortega-Arranz et al., "A New GPU-based
+Approach to the Shortest Path Problem" (settling family), near-far and cell-local Bellman-Ford.
 
-__all__ = ["sssp", "sssp_full", "SSSPResult", "ALGORITHMS"]
+Layout: ``api.py`` (the public function, the registry, query objects), ``common.py`` (options records,
+stats layout), ``dijkstra.py``, and one folder per family, each with ``options.py`` (one record used by
+both twins), ``cpu.py`` (numba twin), ``gpu.py`` (CuPy launcher) and its ``.cu`` kernels:
+``bellman_ford/`` (conventional, selection, adaptive), ``settle/`` (Martín, Crauser), ``buckets/``
+(near-far, Δ-stepping), ``cell_bf/``.
+"""
+from .api import ALGORITHMS, DTYPES, SSSPQuery, SSSPResult, auto_algorithm, release, sssp, sssp_full
+from .common import STATS_KEYS
+
+__all__ = ["sssp", "sssp_full", "SSSPQuery", "SSSPResult", "ALGORITHMS", "DTYPES", "STATS_KEYS", "auto_algorithm",
+           "release"]

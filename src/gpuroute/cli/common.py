@@ -1,0 +1,242 @@
+"""What the command modules share: errors reported in one line, argument parsing of points, loading a
+graph (with the companion rule and a progress spinner), and text formatting."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import logging
+import math
+import re
+import sys
+import threading
+import time
+
+log = logging.getLogger("gpuroute.cli")
+
+EXIT_OK = 0
+EXIT_NO_ROUTE = 1
+EXIT_BAD_INPUT = 2
+
+#: Graph used when none is named.
+DEFAULT_GRAPH = "ny"
+
+#: ``--metric`` -> weight name.
+METRICS = {"distance": "distance", "time": "travel_time"}
+
+DEVICES = ("auto", "cpu", "gpu")
+
+
+class CLIError(Exception):
+    """Bad input that the CLI reports in one line on stderr with exit code 2."""
+
+
+class UsageError(Exception):
+    """An argparse error, reported in one line instead of argparse's usage block."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(f"{self.prog}: error: {message} (see '{self.prog} --help')")
+
+
+def parse_point(text):
+    """Parse ``"X,Y"`` (``LON,LAT`` in degrees on lon/lat graphs, planar ``X,Y`` on planar ones) into a
+    tuple of two finite floats; the range check needs the graph (:func:`check_point`).
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Not two comma-separated finite numbers.
+    """
+    parts = text.split(",")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        x, y = float(parts[0]), float(parts[1])
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected LON,LAT in degrees (e.g. -73.9855,40.7580) or X,Y on a planar graph, got {text!r}") from None
+    if not (math.isfinite(x) and math.isfinite(y)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a position: both numbers must be finite")
+    return x, y
+
+
+def check_point(graph, point, opt):
+    """Range-check a parsed point against the graph's coordinate system.
+
+    Raises
+    ------
+    CLIError
+        A lon/lat graph and a point outside [-180, 180] x [-90, 90].
+    """
+    x, y = point
+    if not graph.is_planar and (abs(x) > 180 or abs(y) > 90):
+        raise CLIError(f"{opt} {x:g},{y:g} is not a position: longitude must be in [-180, 180] and latitude in "
+                       f"[-90, 90] (graph {graph.name!r} is lon/lat)")
+
+
+def join_coordinate_args(argv):
+    """Let ``--from -73.98,40.75`` work: argparse would take a value starting with '-' for an option."""
+    out = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--from", "--to") and i + 1 < len(argv) and re.match(r"^-[\d.]", argv[i + 1]):
+            out.append(f"{a}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
+def one_line(msg):
+    return " ".join(str(msg).split())
+
+
+def fmt_int(x):
+    return f"{int(x):,}"
+
+
+def fmt_num(x):
+    x = float(x)
+    return f"{int(x):,}" if x == int(x) else f"{x:,.1f}"
+
+
+def fmt_ms(seconds):
+    return f"{seconds * 1e3:,.1f} ms"
+
+
+def id_label(graph):
+    fmt = str(graph.meta.get("format", "")).lower()
+    if fmt.startswith("dimacs"):
+        return "DIMACS id"
+    if "osm" in fmt or "pbf" in fmt:
+        return "OSM id"
+    return "external id"
+
+
+def external_id(graph, node):
+    return int(graph.node_ids[node]) if graph.node_ids is not None else int(node)
+
+
+def describe_node(graph, node):
+    s = f"node {int(node)}"
+    if graph.node_ids is not None:
+        s += f" ({id_label(graph)} {external_id(graph, node)})"
+    return s
+
+
+def stderr_is_tty():
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def progress(desc, delay=2.0):
+    """A tqdm spinner on stderr for a step that may take a while.
+
+    Shown only when stderr is a terminal and only once the step has run ``delay`` seconds; it is cleared
+    when the step ends, so stdout (``--json``) and captured stderr never see it.
+    """
+    if not stderr_is_tty():
+        yield
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(total=None, desc=desc, file=sys.stderr, delay=delay, leave=False,
+               bar_format="{desc} [{elapsed}]")
+    stop = threading.Event()
+    shown = []
+
+    def spin():
+        t0 = time.monotonic()
+        for ch in itertools.cycle("|/-\\"):
+            if stop.wait(0.125):
+                return
+            if time.monotonic() - t0 >= delay:
+                bar.set_description_str(f"{desc} {ch}", refresh=False)
+                bar.refresh()
+                shown.append(True)
+
+    th = threading.Thread(target=spin, name="gpuroute-progress", daemon=True)
+    th.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        th.join()
+        if shown:
+            bar.clear()  # refresh() does not mark the bar as printed, so close() alone would leave it
+        bar.close()
+
+
+def load(spec, weight=None):
+    """Open a graph by dataset name or path (:func:`gpuroute.open_graph`), the companion graph when it
+    carries ``weight`` (:func:`gpuroute.datasets.for_weight`); returns ``(graph, seconds)``.
+
+    Raises
+    ------
+    CLIError
+        Unknown name or missing file (one line, listing the shipped graphs).
+    """
+    from .. import datasets
+    from ..opener import open_graph
+
+    spec = datasets.for_weight(spec, weight)
+    looks_like_name = not any(c in spec for c in "/\\.")
+    t0 = time.perf_counter()
+    try:
+        with progress(f"loading {spec}"):
+            graph = open_graph(spec)
+    except KeyError as e:
+        msg = one_line(e.args[0] if e.args else e)
+        names = datasets.names()
+        if not all(n in msg for n in names):
+            msg += f"; shipped graphs: {', '.join(names)}"
+        raise CLIError(msg) from e
+    except FileNotFoundError as e:
+        msg = f"{e.strerror}: {e.filename}" if e.filename and e.strerror else one_line(e)
+        names = datasets.names()
+        if looks_like_name and not all(n in msg for n in names):
+            msg += f" (not a file; shipped graphs: {', '.join(names)})"
+        raise CLIError(msg) from e
+    dt = time.perf_counter() - t0
+    log.info("loaded %r in %.3f s", graph, dt)
+    return graph, dt
+
+
+def pick_weight(graph, metric):
+    """Weight name for ``--metric`` (None: the graph's default weight)."""
+    if metric is None:
+        return graph.default_weight
+    want = METRICS[metric]
+    if want not in graph.weights:
+        raise CLIError(f"graph {graph.name!r} has no {metric} weight ({want!r}); it has {graph.weight_names}")
+    return want
+
+
+def check_device(device):
+    """Fail fast (before loading) when ``--device gpu`` cannot be honoured."""
+    if device == "gpu":
+        from ..backend import resolve_device
+
+        resolve_device("gpu")
+
+
+def graph_line(graph, weight=None):
+    s = f"{graph.name} ({fmt_int(graph.n_nodes)} nodes, {fmt_int(graph.n_arcs)} arcs"
+    if weight is not None:
+        unit = graph.units[weight]
+        s += f"; weight {weight}" + (f" [{unit.symbol}]" if unit.symbol else "")
+    return s + ")"
+
+
+def print_rows(rows, out=None):
+    out = out or sys.stdout
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}", file=out)

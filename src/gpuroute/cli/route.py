@@ -1,0 +1,167 @@
+"""``gpuroute route``: snap two points and query one shortest path (:func:`gpuroute.geo.nearest_node` +
+:func:`gpuroute.query.shortest_path`); text or GeoJSON (:mod:`gpuroute.geo.geojson`)."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from .common import (
+    DEFAULT_GRAPH,
+    DEVICES,
+    EXIT_NO_ROUTE,
+    EXIT_OK,
+    METRICS,
+    CLIError,
+    check_device,
+    check_point,
+    describe_node,
+    external_id,
+    fmt_int,
+    graph_line,
+    id_label,
+    load,
+    log,
+    one_line,
+    parse_point,
+    pick_weight,
+    print_rows,
+    progress,
+)
+
+#: The default route without ``--from``/``--to``: two landmarks of the NY network (name, lon, lat).
+LANDMARKS = (
+    ("Times Square, Manhattan", -73.9855, 40.7580),
+    ("Grand Army Plaza, Prospect Park, Brooklyn", -73.9701, 40.6743),
+)
+
+#: Node ids shown at each end of an abbreviated path.
+PATH_HEAD = 5
+
+
+def _bbox_hint(graph, x, y):
+    """'; ... did you swap them?' when swapping the two would land inside a lon/lat graph's box."""
+    if graph.coords is None or graph.n_nodes == 0 or graph.is_planar:
+        return ""
+    lo, hi = graph.coords.min(axis=0), graph.coords.max(axis=0)
+    if lo[0] <= y <= hi[0] and lo[1] <= x <= hi[1]:
+        return "; the order is LON,LAT - did you swap them?"
+    return ""
+
+
+def run(args):
+    from ..geo import OutOfBoundsError, SnapError, nearest_node
+    from ..query import shortest_path
+    from ..query.p2p import compile_kernels
+
+    if (args.from_ is None) != (args.to is None):
+        raise CLIError("give both --from and --to, or neither (for the default route on the NY network)")
+    default_route = args.from_ is None
+    points = list(LANDMARKS) if default_route else [(None, *args.from_), (None, *args.to)]
+    check_device(args.device)
+    graph, t_load = load(args.graph or DEFAULT_GRAPH, METRICS.get(args.metric))
+    weight = pick_weight(graph, args.metric)
+    if graph.coords is None:
+        raise CLIError(f"graph {graph.name!r} has no node coordinates: cannot snap points to it")
+
+    t0 = time.perf_counter()
+    snapped = []
+    for (name, x, y), opt in zip(points, ("--from", "--to"), strict=True):
+        check_point(graph, (x, y), opt)
+        try:
+            node, offset = nearest_node(graph, x, y, snapping=args.snapping, radius=args.radius)
+        except OutOfBoundsError as e:
+            what = f"landmark {name!r} ({x:g},{y:g})" if default_route else f"{opt} {x:g},{y:g}"
+            x0, y0, x1, y1 = e.bbox
+            axes = ("x", "y") if graph.is_planar else ("lon", "lat")
+            msg = (f"{what} lies outside the bounding box of graph {graph.name!r} "
+                   f"({axes[0]} {x0:.4f} .. {x1:.4f}, {axes[1]} {y0:.4f} .. {y1:.4f})")
+            msg += (" (the default route is on the NY network; give --from and --to for this graph)"
+                    if default_route else _bbox_hint(graph, x, y))
+            raise CLIError(msg) from e
+        except SnapError as e:
+            raise CLIError(f"{opt} {x:g},{y:g}: {one_line(e)}") from e
+        snapped.append({"name": name, "query": [x, y], "node": int(node), "offset": float(offset)})
+    t_snap = time.perf_counter() - t0
+
+    src, dst = snapped[0]["node"], snapped[1]["node"]
+    t_compile = compile_kernels(args.method)  # numba's first-call compilation, reported apart from the query
+    t0 = time.perf_counter()
+    with progress(f"routing on {graph.name}"):
+        res = shortest_path(graph, src, dst, weight=weight, method=args.method, device=args.device)
+    t_query = time.perf_counter() - t0
+    log.info("route %d -> %d: distance %s, %d arcs, %s settled", src, dst, res.distance, len(res.arcs), res.settled)
+    times = {"load": t_load * 1e3, "snap": t_snap * 1e3, "compile": t_compile * 1e3, "query": t_query * 1e3}
+    times["total"] = sum(times.values())
+    if args.json:
+        from ..geo.geojson import route_feature_collection
+
+        fc = route_feature_collection(graph, res, snapped,
+                                      properties={"time_ms": {k: round(v, 3) for k, v in times.items()}})
+        json.dump(fc, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        _print_text(graph, weight, snapped, res, times)
+    if not res.reachable:
+        print(f"gpuroute route: no route: {describe_node(graph, dst)} cannot be reached from "
+              f"{describe_node(graph, src)} in {graph.name!r}", file=sys.stderr)
+        return EXIT_NO_ROUTE
+    return EXIT_OK
+
+
+def _print_text(graph, weight, snapped, res, times):
+    unit = graph.units[weight]
+    rows = [("graph", graph_line(graph, weight))]
+    dunit = "units" if graph.is_planar else "m"
+    for label, e in zip(("from", "to"), snapped, strict=True):
+        x, y = e["query"]
+        where = f"{e['name']} ({x:.5f}, {y:.5f})" if e["name"] else f"{x:.5f}, {y:.5f}"
+        rows.append((label, where))
+        nx, ny = graph.coords[e["node"]]
+        rows.append(("", f"-> {describe_node(graph, e['node'])} at {nx:.5f}, {ny:.5f}, snapped "
+                         f"{e['offset']:,.1f} {dunit} away"))
+    if res.reachable:
+        label = "duration" if unit.is_duration else ("distance" if unit.is_distance else "cost")
+        rows.append((label, unit.format(int(res.distance))))
+        rows.append(("arcs", fmt_int(len(res.arcs))))
+    else:
+        rows.append(("distance", "unreachable (no route)"))
+    rows.append(("search", f"{res.method} on {res.device}, {fmt_int(res.settled)} nodes "
+                           f"{'reached' if res.method == 'gpu-sssp' else 'settled'}"))
+    rows.append(("time", f"{times['total']:,.1f} ms (load {times['load']:,.1f}, snap {times['snap']:,.1f}, "
+                         f"compile {times['compile']:,.1f}, query {times['query']:,.1f})"))
+    if res.reachable:
+        ids = [external_id(graph, v) for v in res.nodes]
+        label = f"{id_label(graph)}s" if graph.node_ids is not None else "node ids"
+        if len(ids) > 2 * PATH_HEAD + 2:
+            shown = " ".join(map(str, ids[:PATH_HEAD])) + " ... " + " ".join(map(str, ids[-PATH_HEAD:]))
+        else:
+            shown = " ".join(map(str, ids))
+        rows.append(("path", f"{fmt_int(len(ids))} nodes ({label}): {shown}"))
+    print_rows(rows)
+
+
+def add_parser(sub, common):
+    from ..geo import SNAPPING
+    from ..query import METHODS
+
+    r = sub.add_parser("route", parents=[common], help="shortest route between two points",
+                       description="Shortest route between two points (LON,LAT in degrees, or X,Y on a planar "
+                                   "graph), snapped to the nearest nodes of the largest strongly connected "
+                                   "component. Without --from/--to: from Times Square to Prospect Park on NY.")
+    r.add_argument("--graph", metavar="PATH|NAME", default=None, help=f"graph to route on (default {DEFAULT_GRAPH})")
+    r.add_argument("--from", dest="from_", metavar="LON,LAT", type=parse_point, help="start point (X,Y if planar)")
+    r.add_argument("--to", metavar="LON,LAT", type=parse_point, help="end point (X,Y if planar)")
+    r.add_argument("--metric", choices=tuple(METRICS), default=None,
+                   help="distance or time (default: the graph's first weight; for ny, time loads ny-time)")
+    r.add_argument("--method", choices=METHODS, default=None,
+                   help="default: bidirectional on the CPU, gpu-sssp on the GPU")
+    r.add_argument("--device", choices=DEVICES, default="auto",
+                   help="auto: the GPU when usable and the method runs there (the same rule everywhere)")
+    r.add_argument("--snapping", choices=SNAPPING, default="default",
+                   help="default: only nodes of the largest strongly connected component; any: every node")
+    r.add_argument("--radius", type=float, default=None, metavar="R",
+                   help="largest snap distance (metres; planar units on planar graphs)")
+    r.add_argument("--json", action="store_true", help="print a GeoJSON FeatureCollection")
+    r.set_defaults(func=run)
+    return r

@@ -1,0 +1,56 @@
+"""numba kernels of :mod:`gpuroute.geo`: great-circle and planar lengths (one Earth radius)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from . import EARTH_RADIUS_M
+
+
+@njit(cache=True)
+def gc_metres(lon1, lat1, lon2, lat2):
+    """Great-circle distance in metres between two lon/lat points in degrees (haversine formula)."""
+    p1 = math.radians(lat1)
+    p2 = math.radians(lat2)
+    dp = p2 - p1
+    dl = math.radians(lon2 - lon1)
+    a = math.sin(0.5 * dp) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(0.5 * dl) ** 2
+    if a > 1.0:
+        a = 1.0
+    return 2.0 * EARTH_RADIUS_M * math.asin(math.sqrt(a))
+
+
+@njit(cache=True, inline="always")
+def point_distance(x1, y1, x2, y2, planar):
+    if planar:
+        return math.hypot(x2 - x1, y2 - y1)
+    return gc_metres(x1, y1, x2, y2)
+
+
+@njit(cache=True)
+def arc_lengths(tail, head, x, y, planar):
+    """Straight-line length of every arc, float64 (m,): great-circle metres, or planar units."""
+    m = tail.shape[0]
+    out = np.empty(m, dtype=np.float64)
+    for a in range(m):
+        u = tail[a]
+        v = head[a]
+        out[a] = point_distance(x[u], y[u], x[v], y[v], planar)
+    return out
+
+
+@njit(cache=True)
+def min_weight_per_length(tail, head, weight, x, y, planar):
+    """``min over arcs with length > 0 of weight / length`` (float64; ``inf`` if no such arc)."""
+    best = np.inf
+    for a in range(tail.shape[0]):
+        u = tail[a]
+        v = head[a]
+        d = point_distance(x[u], y[u], x[v], y[v], planar)
+        if d > 0.0:
+            r = weight[a] / d
+            if r < best:
+                best = r
+    return best
