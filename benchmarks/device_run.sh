@@ -13,7 +13,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --fo
 for s in $SUITES; do
   case $s in
     tests) eval "set -- ${TEST_ARGS:-tests}"
-           timeout ${T_TESTS:-300} python3 -m pytest -q -m gpu -p no:cacheprovider -x "$@" 2>&1 \
+           timeout ${T_TESTS:-300} python3 -m pytest -q -m gpu -p no:cacheprovider --maxfail=40 "$@" 2>&1 \
              | tee "$OUT/pytest_gpu.log" | tail -25 ;;
     sweep) eval "set -- ${SWEEP_ARGS:-}"
            timeout ${T_SWEEP:-240} python3 benchmarks/cell_bf_sweep.py --out "$OUT" "$@" 2>&1 | tee "$OUT/sweep.log" ;;
