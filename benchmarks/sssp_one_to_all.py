@@ -268,10 +268,14 @@ def main():
                     sync_ms = phases * nk * costs["graph_launch_us"] / 1e3
                 row = {"graph": gname, "method": label, "ms": ms, "phases": phases, "exact": ok,
                        "bytes_floor_ms": bytes_ms, "sync_floor_ms": sync_ms, "reached": n_reach,
-                       "delta": r2.stats["params"].get("delta")}
+                       "delta": r2.stats["params"].get("delta"),
+                       "queue_phases": (r2.stats["extra"].get("queue_phases") or [None])[0],
+                       "params": {k: v for k, v in r2.stats["params"].items() if isinstance(v, (int, float, str))}}
                 rows.append(row)
+                qp = row["queue_phases"]
                 print(f"{label:32s} {ms:10.2f} ms  phases {phases:8d}  floors: bytes {bytes_ms:.3f} ms, "
-                      f"sync {sync_ms:.2f} ms  exact={ok}", flush=True)
+                      f"sync {sync_ms:.2f} ms  exact={ok}" + (f"  queue phases {qp}" if qp is not None else ""),
+                      flush=True)
             except Exception as e:  # report and go on: one failing method must not hide the others
                 rows.append({"graph": gname, "method": label, "error": f"{type(e).__name__}: {e}"})
                 print(f"{label:32s} ERROR {type(e).__name__}: {e}", flush=True)

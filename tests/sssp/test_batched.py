@@ -40,7 +40,10 @@ def test_auto_batch_rule():
     """Passes of config.SSSP_BATCH_ITEMS items (measured best, BENCHMARKS.md); main used 64 sources per
     pass whatever the graph (NY: 17M items) while 512 per pass measured 35 % faster on an H100."""
     n = 264_346
-    assert auto_batch(n, 10_000) == config.SSSP_BATCH_ITEMS // n >= 256
+    per = config.SSSP_BATCH_ITEMS // n
+    assert per >= 256
+    assert auto_batch(n, per * 20) == per
+    assert auto_batch(n, 1024) == 342  # balanced: 3 passes of 342, not 507 + 507 + 10
     assert auto_batch(n, 7) == 7 and auto_batch(10, 1) == 1
     # the 32-bit item index bounds a pass (the only hard limit; no cap below it)
     assert config.SSSP_MAX_BATCH_ITEMS == 2**32 - 2
