@@ -12,15 +12,15 @@ SSSP_THREADS_PER_BLOCK = 256
 SSSP_PHASES_PER_GRAPH = 64
 #: Blocks per multiprocessor of the grid-stride queue kernels (selection, near-far).
 SSSP_QUEUE_BLOCKS_PER_SM = 8
-#: Adaptive thread creation (seed 001 "GPU SSSP without preprocessing", Alg. 4): time-switch thresholds
+#: Adaptive thread creation ("Accelerating SSSP Algorithm on GPU with Adaptive Thread Creation", Alg. 4): time-switch thresholds
 #: in microseconds on the mean of this and the previous phase time. None = calibrate on the device.
 SSSP_ADAPTIVE_UP_US = None
 SSSP_ADAPTIVE_DOWN_US = None
 #: Calibrated time switch: up = this factor x the median all-node phase time the solver's probe search
-#: measured; down = 330/350 x up (the seed's ratio on its Tesla K20c). Tiled NY 8x8 (H200): 1.5 beat
+#: measured; down = 330/350 x up (the paper's ratio on its Tesla K20c). Tiled NY 8x8 (H200): 1.5 beat
 #: 1.2 and 3.
 SSSP_ADAPTIVE_TIME_UP_FACTOR = 1.5
-#: algorithm="adaptive" with no variant: "count", "time" (device clock) or "time-host" (the seed's loop).
+#: algorithm="adaptive" with no variant: "count", "time" (device clock) or "time-host" (the paper's loop).
 #: "count" measured ahead of "time" on tiled NY 8x8 by 0-1 % (the same kernel elsewhere) and its phase
 #: sequence does not depend on timing noise.
 SSSP_ADAPTIVE_VARIANT = "count"
@@ -32,10 +32,12 @@ SSSP_ADAPTIVE_FRONTIER_FRACTION = 0.02
 #: Near-far and delta-stepping bucket width as a multiple of the mean arc weight (both twins): 64 was
 #: the best measured on NY, BAY and tiled NY (BENCHMARKS.md).
 SSSP_DELTA_FACTOR = 64.0
-#: Items (source x node) per pass of the batched GPU mode (near-far) when ``batch=`` is not given:
-#: ``batch = SSSP_BATCH_ITEMS // n_nodes`` sources (NY: 507). Larger passes amortise the phase loop's
-#: per-phase cost over more sources; measured on an H100 (BENCHMARKS.md, batched section).
-SSSP_BATCH_ITEMS = 1 << 27
+#: Most items (source x node) per pass of the batched GPU mode (near-far) when ``batch=`` is not given;
+#: the sources are split into equal passes under this bound (and under the free device memory). Measured
+#: on an H100 (BENCHMARKS.md, batched section): NY/BAY 1,024 sources run fastest in passes of 342-512
+#: (90M-165M items: 4,400 / 4,160 trees/s), slower at 1,024 (270M: 4,030 / 3,980) and at 128 (3,310 /
+#: 2,600). 3 x 2^26 = 201M items gives NY and BAY two passes of 512 for 1,024 sources.
+SSSP_BATCH_ITEMS = 3 << 26
 #: Items (source x node) one batched pass may hold: distances are addressed by a 32-bit item index
 #: ``s * n + v`` in the near-far kernels, so a pass must stay below 2^32 - 1 items; the memory a pass
 #: takes (~20 bytes per item) bounds it further (the solver checks free device memory).

@@ -5,7 +5,7 @@ Layout of ``flags`` (int32, :data:`N_FLAGS` words): see the header of ``gpuroute
 """
 from __future__ import annotations
 
-#: "Something changed" in the phase of parity 0 / 1 (seed 001's conventional loop).
+#: "Something changed" in the phase of parity 0 / 1 (the Adaptive Thread Creation paper's conventional loop).
 FLAG_CHANGED0, FLAG_CHANGED1 = 0, 1
 #: The loop is finished; every later kernel of a captured CUDA graph returns at once.
 FLAG_DONE = 2

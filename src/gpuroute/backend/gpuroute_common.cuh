@@ -6,7 +6,7 @@
 // Batched kernels address item x = s * n + v (source slot s, node v).
 //
 // The flag words (int32 flags[N_FLAGS], mirrored in gpuroute/backend/flags.py, a test compares them):
-//   F_CH0, F_CH1  "something changed" of the last two phases (by parity; seed 001's conventional loop)
+//   F_CH0, F_CH1  "something changed" of the last two phases (by parity; the Adaptive Thread Creation paper's conventional loop)
 //   F_DONE        the loop is finished: every later kernel of a captured CUDA graph returns at once
 //   F_PHASES      phases (or rounds) run
 //   F_OVF         1: a distance overflowed the 32-bit keys; 2: a persistent kernel hit its bound

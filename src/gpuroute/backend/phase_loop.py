@@ -113,7 +113,7 @@ def run_phase_loop(stream, flags, launches, max_phases, *, graph=None, time_phas
     time_phases : bool
         Per-phase times in microseconds: from the start stamps the kernels write into ``device_ts``
         with the device clock (the loop is unchanged), or, when ``device_ts`` is None, one phase per
-        step with CUDA events around it (the seed's measurement, host round trip per phase).
+        step with CUDA events around it (the paper's measurement, host round trip per phase).
     device_ts : cupy.ndarray of uint64, optional
         The stamps buffer of kernels that record ``%globaltimer`` at each phase start.
     pipelined : bool

@@ -1,6 +1,7 @@
-"""Single-source shortest paths without preprocessing: CPU Dijkstra and the GPU methods of Nakajima et
-al., "GPU SSSP without preprocessing" (Bellman-Ford family) and Ortega-Arranz et al., "A New GPU-based
-Approach to the Shortest Path Problem" (settling family), near-far and cell-local Bellman-Ford.
+"""Single-source shortest paths without preprocessing: CPU Dijkstra and the GPU methods of "Accelerating
+SSSP Algorithm on GPU with Adaptive Thread Creation" (Bellman-Ford family) and Ortega-Arranz et al., "A
+New GPU-based Approach to the Shortest Path Problem" (settling family), near-far and cell-local
+Bellman-Ford.
 
 Layout: ``api.py`` (the public function, the registry, query objects), ``common.py`` (options records,
 stats layout), ``dijkstra.py``, and one folder per family, each with ``options.py`` (one record used by

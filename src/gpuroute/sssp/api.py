@@ -358,8 +358,8 @@ def sssp(graph, sources, *, weight=None, algorithm="auto", variant=None, return_
         Weight name (default: the graph's first weight).
     algorithm : str
         ``"auto"`` (see :func:`auto_algorithm`), ``"dijkstra"`` (CPU), ``"conventional"`` (alias
-        ``"bellman-ford"``; Harish & Narayanan as Nakajima et al., "GPU SSSP without preprocessing",
-        Alg. 1-3, describe it), ``"selection"`` (same paper, Alg. 5-6), ``"adaptive"`` (Alg. 4),
+        ``"bellman-ford"``; Harish & Narayanan as "Accelerating SSSP Algorithm on GPU with Adaptive
+        Thread Creation", Alg. 1-3, describes it), ``"selection"`` (same paper, Alg. 5-6), ``"adaptive"`` (Alg. 4),
         ``"martin"``, ``"crauser"``, ``"crauser-economic"`` (Ortega-Arranz et al., "A New GPU-based
         Approach to the Shortest Path Problem", sec. IV), ``"near-far"`` (Davidson et al., IPDPS 2014),
         ``"cell-bf"`` (cell-local Bellman-Ford, ours: ``sssp/cell_bf/cell_bf.cu``), ``"delta-stepping"``

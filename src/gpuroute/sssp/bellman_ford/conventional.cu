@@ -1,9 +1,9 @@
-// Harish & Narayanan's GPU Bellman-Ford: the "conventional method" of Nakajima et al., "GPU SSSP without
-// preprocessing" (seed 001), Algorithms 1-3, with the seed's two kernels per phase.
+// Harish & Narayanan's GPU Bellman-Ford: the "conventional method" of "Accelerating SSSP Algorithm on GPU
+// with Adaptive Thread Creation", Algorithms 1-3, with the paper's two kernels per phase.
 //
 // One thread per node in every phase. RELAX_KERNEL (Alg. 2): a node whose mask Ma is set clears it
 // and relaxes its outgoing arcs into Ua with atomicMin. UPDATE_KERNEL (Alg. 3): if Ua[v] < Ca[v] the
-// node takes the new tentative distance and sets Ma[v] for the next phase. (The seed's Alg. 2 line 6
+// node takes the new tentative distance and sets Ma[v] for the next phase. (The paper's Alg. 2 line 6
 // reads Wa[n]; the weight meant is the arc's, Wa[i].)
 //
 // Keys. A 64-bit key packs (tentative distance << 32 | predecessor node): one atomicMin then keeps the

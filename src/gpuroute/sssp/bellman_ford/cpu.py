@@ -1,6 +1,6 @@
 """Bellman-Ford family on the CPU (numba twins of ``gpu.py``): Harish & Narayanan's conventional method,
-selection and adaptive thread creation, as Nakajima et al., "GPU SSSP without preprocessing" (seed
-001), run them: Alg. 1-3 (conventional), 5-6 (selection), 4 (adaptive).
+selection and adaptive thread creation, as "Accelerating SSSP Algorithm on GPU with Adaptive Thread
+Creation" runs them: Alg. 1-3 (conventional), 5-6 (selection), 4 (adaptive).
 
 Each twin runs the same phases as its GPU method with Jacobi-style relaxation (a node relaxes with the
 distance it had at the phase start), so its statistics are those of the method, deterministic.
@@ -22,7 +22,7 @@ _INF = INF
 
 @njit(cache=True)
 def _relax_masked(first_out, head, weight, ma, ca, ua, select, nra, nr, sched, nwa):
-    """Harish & Narayanan relax step (seed 001): every ``v`` with ``Ma[v]`` clears it and relaxes its
+    """Harish & Narayanan relax step (Adaptive Thread Creation paper): every ``v`` with ``Ma[v]`` clears it and relaxes its
     out-arcs with ``Ca[v]`` into ``Ua``.
 
     ``select=False``: RELAX_KERNEL (Alg. 2) over all nodes ``0 .. nr-1`` (``nr = n``; ``nra``, ``sched``,
@@ -63,7 +63,7 @@ def _update_all(ma, ca, ua):
 
 @njit(cache=True)
 def conventional_one(first_out, head, weight, source, dist):
-    """Harish & Narayanan's method run on the CPU (seed 001, Alg. 1-3): the conventional all-node
+    """Harish & Narayanan's method run on the CPU (Adaptive Thread Creation paper, Alg. 1-3): the conventional all-node
     phase loop with mask ``Ma``, cost ``Ca`` and update ``Ua`` arrays. Returns the number of phases.
 
     ``dist`` (int64 (n,)) is filled in place. The loop is bounded by n phases (Bellman-Ford's bound).
@@ -105,7 +105,7 @@ def _select_update(ma, ca, ua, sched, nra, nr):
 
 
 @njit(cache=True)
-def seed_adaptive_one(first_out, head, weight, source, dist, up_count, down_count):
+def paper_adaptive_one(first_out, head, weight, source, dist, up_count, down_count):
     """Seed 001 Alg. 4 (with Alg. 2-3 and 5-6) from ``source``; ``dist`` (int64 (n,)) is filled in place.
 
     Phase ``p`` runs in one of two modes, with the same frontier (the nodes whose ``Ma`` flag is set,
@@ -197,7 +197,7 @@ def _now_ns():
 
 @njit(cache=True)
 def adaptive_one(first_out, head, weight, source, dist, timed, thr, up_ns, down_ns):
-    """Adaptive thread creation (seed 001 Alg. 4) with the switch rules of the GPU's fused step
+    """Adaptive thread creation (Adaptive Thread Creation paper, Alg. 4) with the switch rules of the GPU's fused step
     (``fa_step`` in ``fused.cu``), Jacobi style; ``dist`` (int64 (n,)) is filled in place.
 
     Phase ``p`` processes the pending nodes (``Ua < Ca``): all nodes are scanned (kind ``KIND_SCAN``),
@@ -207,7 +207,7 @@ def adaptive_one(first_out, head, weight, source, dist, timed, thr, up_ns, down_
     it; phase 0 runs on the queue (the source) and builds. Whether phase ``p`` builds:
 
     * count switch (``timed`` False): phase ``p - 1`` processed fewer than ``thr`` nodes;
-    * time switch (``timed`` True): the seed's rule on the mean duration of phases ``p - 2`` and
+    * time switch (``timed`` True): the paper's rule on the mean duration of phases ``p - 2`` and
       ``p - 1`` (this CPU's clock): in the queue regime stop building when it exceeds ``up_ns``, in the
       all-node regime start building when it drops below ``down_ns``; a regime is held 4 phases.
 
@@ -238,7 +238,7 @@ def adaptive_one(first_out, head, weight, source, dist, timed, thr, up_ns, down_
     q[0] = source
     nq = 1
     on_queue = True
-    bflag = True  # time switch: phase 0 builds (the seed starts with selection)
+    bflag = True  # time switch: phase 0 builds (the paper starts with selection)
     since = 0
     prev = 1
     p = 0
@@ -348,7 +348,7 @@ def selection_cpu(graph, weight, sources, want_pred, variant, opts):
     big = float(graph.n_nodes + 1)
 
     def one(s, row):
-        ph, upd, fr, _ = seed_adaptive_one(graph.first_out, graph.head, w, s, row, big, -1.0)
+        ph, upd, fr, _ = paper_adaptive_one(graph.first_out, graph.head, w, s, row, big, -1.0)
         return {"phases": ph, "updated": upd, "frontier": fr}
 
     dist, runs = run_each(graph, w, sources, one)
@@ -356,7 +356,7 @@ def selection_cpu(graph, weight, sources, want_pred, variant, opts):
 
 
 def adaptive_cpu(graph, weight, sources, want_pred, variant, opts):
-    """Adaptive thread creation (seed 001 Alg. 4) on the CPU with the GPU's switch rules and options
+    """Adaptive thread creation (Adaptive Thread Creation paper, Alg. 4) on the CPU with the GPU's switch rules and options
     (:func:`adaptive_one`): ``variant`` "count" (``frac``), "time" / "time-host" (``up_us``,
     ``down_us``, phases timed with this CPU's clock; both variants are one loop here). Thresholds left
     None are calibrated on this CPU as the GPU calibrates on its device: a queue phase is cheaper than

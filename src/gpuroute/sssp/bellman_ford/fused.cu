@@ -1,7 +1,7 @@
-// Fused Bellman-Ford phases (Harish & Narayanan's method as Nakajima et al., "GPU SSSP without
-// preprocessing" (seed 001), run it in Alg. 1-3, with UPDATE of phase p fused into RELAX of phase p + 1),
-// and adaptive thread creation (seed 001 Alg. 4) with the switch on the device. One kernel per phase,
-// CUDA-graph replays, device-side termination. Launchers in gpu.py; the seed's own two-kernel loop is
+// Fused Bellman-Ford phases (Harish & Narayanan's method as "Accelerating SSSP Algorithm on GPU
+// with Adaptive Thread Creation", run it in Alg. 1-3, with UPDATE of phase p fused into RELAX of phase p + 1),
+// and adaptive thread creation (Adaptive Thread Creation paper, Alg. 4) with the switch on the device. One kernel per phase,
+// CUDA-graph replays, device-side termination. Launchers in gpu.py; the paper's own two-kernel loop is
 // conventional.cu, its selection kernels selection.cu.
 #include "gpuroute_common.cuh"
 
@@ -128,7 +128,7 @@ __global__ void fc_step1(int n, const int* __restrict__ fo, const int* __restric
 }
 
 // ----------------------------------------------------------------------------------------------
-// Adaptive thread creation (seed 001 Alg. 4) on the fused conventional step, with device-side
+// Adaptive thread creation (Adaptive Thread Creation paper, Alg. 4) on the fused conventional step, with device-side
 // switching. A phase is one of three kinds:
 //   all-node        one thread per node, fc_step1's loop (FA_SCAN);
 //   all-node+build  one thread per node, and every head whose Ua a relaxation lowered is appended once
@@ -145,7 +145,7 @@ __global__ void fc_step1(int n, const int* __restrict__ fo, const int* __restric
 // processed in phase p (and, lowered again after that, queued) or lowered during it (queued).
 // Whether phase p builds:
 //   count switch (cfg[2] == 0): phase p - 1 processed fewer than cfg[3] nodes (the counted frontier);
-//   time switch  (cfg[2] != 0): the seed's rule on the mean time of the last two phases, measured on the
+//   time switch  (cfg[2] != 0): the paper's rule on the mean time of the last two phases, measured on the
 //                device with %globaltimer: in the queue regime switch to all-node phases when the mean
 //                exceeds cfg[0] (up, ns), in the all-node regime switch to the queue when it drops below
 //                cfg[1] (down, ns). cfg lives in device memory (set by the host between runs: the

@@ -1,7 +1,7 @@
 """GPU launchers of the Bellman-Ford family (CuPy; kernels in ``conventional.cu``, ``selection.cu`` and
 ``fused.cu`` beside this module): Harish & Narayanan's conventional method, selection and adaptive thread
-creation as Nakajima et al., "GPU SSSP without preprocessing" (seed 001), describe them (Alg. 1-6), with
-the seed's own loops kept for comparison and device-side loops that never read back per phase.
+creation as "Accelerating SSSP Algorithm on GPU with Adaptive Thread Creation" describes them (Alg. 1-6), with
+the paper's own loops kept for comparison and device-side loops that never read back per phase.
 
 Every solver takes a :class:`~gpuroute.backend.device_graph.DeviceGraph` (owned by the caller), is
 built once and reused across sources. The numba twins are in ``cpu.py``; both read their options from
@@ -22,7 +22,7 @@ from .options import KIND_QUEUE, KIND_SCAN, adaptive_params, conventional_params
 
 
 class ConventionalGPU(GPUSolver):
-    """Harish & Narayanan Bellman-Ford with the seed's two kernels per phase (seed 001 Alg. 1-3), on one
+    """Harish & Narayanan Bellman-Ford with the paper's two kernels per phase (Adaptive Thread Creation paper, Alg. 1-3), on one
     DeviceGraph, reusable across sources.
 
     Parameters
@@ -62,7 +62,7 @@ class ConventionalGPU(GPUSolver):
     def run(self, source, mode="graph"):
         """Distances (and predecessors) from ``source``; returns ``(dist, pred, phases)`` on the device.
 
-        ``mode="graph"``: device-side termination, CUDA graph replays. ``mode="host"``: the seed's host
+        ``mode="graph"``: device-side termination, CUDA graph replays. ``mode="host"``: the paper's host
         loop, one launch pair and one flag read per phase.
 
         Raises
@@ -99,11 +99,11 @@ class ConventionalGPU(GPUSolver):
 
 
 class SelectionGPU(GPUSolver):
-    """Selection (seed 001 Alg. 5-6) and adaptive-by-count (device-side switching on frontier size).
+    """Selection (Adaptive Thread Creation paper, Alg. 5-6) and adaptive-by-count (device-side switching on frontier size).
 
     ``adaptive=True``: each phase the device picks the thread mapping for the next relax: one thread
     per node (the conventional mapping) when the frontier exceeds ``frac * n`` (default 0.05), else one
-    thread per queued node, on the seed's two-kernel phase. ``algorithm="adaptive", variant="count"``
+    thread per queued node, on the paper's two-kernel phase. ``algorithm="adaptive", variant="count"``
     runs :class:`AdaptiveFusedGPU` instead (one fused kernel per phase).
     """
 
@@ -161,13 +161,13 @@ class SelectionGPU(GPUSolver):
 
 
 class AdaptiveTimeGPU(SelectionGPU):
-    """Adaptive thread creation exactly as seed 001 Alg. 4: the host times every phase and switches
+    """Adaptive thread creation exactly as Adaptive Thread Creation paper, Alg. 4: the host times every phase and switches
     between selection phases and conventional all-node phases when the mean of this and the previous
     phase time crosses ``up_us`` (selection -> all-node) or ``down_us`` (all-node -> selection).
 
-    The seed's thresholds (350/330 us on a Tesla K20c) do not transfer: by default both are calibrated
+    The paper's thresholds (350/330 us on a Tesla K20c) do not transfer: by default both are calibrated
     on the GPU at hand from the measured time of an all-node phase (``up = t_all``,
-    ``down = 0.94 * t_all``, the seed's ratio).
+    ``down = 0.94 * t_all``, the paper's ratio).
     """
 
     def __init__(self, dgraph, up_us=None, down_us=None):
@@ -241,7 +241,7 @@ class AdaptiveTimeGPU(SelectionGPU):
             else:
                 self.stream.synchronize()
                 f = self.flags[0:1].get(stream=self.stream)
-                updated.append(-1)  # not counted in all-node phases (the seed's point)
+                updated.append(-1)  # not counted in all-node phases (the paper's point)
                 if f[0] == 0:
                     break
             mean = dt if prev is None else 0.5 * (dt + prev)
@@ -263,10 +263,10 @@ class AdaptiveTimeGPU(SelectionGPU):
 
 
 class ConventionalFusedGPU(GPUSolver):
-    """Harish & Narayanan (seed 001 Alg. 1-3) with UPDATE of phase p fused into RELAX of phase p + 1:
+    """Harish & Narayanan (Adaptive Thread Creation paper, Alg. 1-3) with UPDATE of phase p fused into RELAX of phase p + 1:
     one kernel per phase (``fc_step1``: one thread per node; ``fc_step``: one per 4 nodes),
     fire-and-forget atomicMin, replayed as a CUDA graph with device-side termination. At most the
-    seed's phases, half its launches and no read-back per phase.
+    paper's phases, half its launches and no read-back per phase.
 
     Parameters
     ----------
@@ -334,7 +334,7 @@ class ConventionalFusedGPU(GPUSolver):
 
 
 class AdaptiveFusedGPU(GPUSolver):
-    """Adaptive thread creation (seed 001 Alg. 4) on the fused conventional step with device-side
+    """Adaptive thread creation (Adaptive Thread Creation paper, Alg. 4) on the fused conventional step with device-side
     switching (``fa_step`` in frontier.cu): a phase runs one thread per node (fc_step1's loop), one
     thread per node that also builds the next phase's queue, or one thread per queued node (selection,
     Alg. 5-6); one kernel per phase, CUDA-graph replays, device-side termination, no host round trip
@@ -352,7 +352,7 @@ class AdaptiveFusedGPU(GPUSolver):
     dgraph : DeviceGraph
     switch : {"count", "time"}
         ``"count"``: phase p builds the queue (and phase p + 1 runs on it) when phase p - 1 processed
-        fewer than ``frac * n`` nodes (the frontier counted on the device). ``"time"``: the seed's
+        fewer than ``frac * n`` nodes (the frontier counted on the device). ``"time"``: the paper's
         rule on phase times measured on the device with ``%globaltimer``: in the queue regime switch
         to all-node phases when the mean of the last two phase times exceeds ``up_us``; in the
         all-node regime switch to the queue when it drops below ``down_us``.
@@ -363,7 +363,7 @@ class AdaptiveFusedGPU(GPUSolver):
     up_us, down_us : float, optional
         Time switch thresholds in microseconds (defaults ``config.SSSP_ADAPTIVE_UP_US`` /
         ``config.SSSP_ADAPTIVE_DOWN_US``; None = calibrated: ``up`` = ``config.SSSP_ADAPTIVE_TIME_UP_FACTOR`` x
-        ``t_all_us``, ``down`` = 330/350 x ``up`` (the seed's ratio), or both 0 when queue phases are not
+        ``t_all_us``, ``down`` = 330/350 x ``up`` (the paper's ratio), or both 0 when queue phases are not
         cheaper). ``down_us = 0``: the queue regime is never entered (``fc_step1`` alone).
     pipelined : bool, optional
         Queue the next CUDA-graph replay before the host checks the last one's done flag (default
@@ -468,7 +468,7 @@ class AdaptiveFusedGPU(GPUSolver):
                 self.qcnt[0:1].fill(1)
                 self.ast.fill(0)
                 if queue_regime:  # phase 0 runs on the queue (the source alone) and the time switch
-                    self.ast[0:1].fill(1)  # starts in the queue regime, as the seed starts with selection
+                    self.ast[0:1].fill(1)  # starts in the queue regime, as the paper starts with selection
                     self.ast[2:3].fill(1)
                 self.tring.fill(0)
                 self.sched.fill(0)
@@ -569,7 +569,7 @@ def conventional_gpu(dgraph, variant, opts):
 
 
 def selection_gpu(dgraph, variant, opts):
-    """Solver for ``algorithm="selection"`` on the GPU (seed 001 Alg. 5-6)."""
+    """Solver for ``algorithm="selection"`` on the GPU (Adaptive Thread Creation paper, Alg. 5-6)."""
     solver = SelectionGPU(dgraph)
 
     def one(s, want_pred, phase_times):
@@ -581,7 +581,7 @@ def selection_gpu(dgraph, variant, opts):
 
 def adaptive_gpu(dgraph, variant, opts):
     """Solver for ``algorithm="adaptive"`` on the GPU: variants ``count`` / ``time`` run the fused step
-    with the switch on the device (:class:`AdaptiveFusedGPU`), ``time-host`` the seed's own loop
+    with the switch on the device (:class:`AdaptiveFusedGPU`), ``time-host`` the paper's own loop
     (:class:`AdaptiveTimeGPU`)."""
     variant = config.SSSP_ADAPTIVE_VARIANT if variant is None else variant
     if variant == "time-host":

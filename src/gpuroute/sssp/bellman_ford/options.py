@@ -1,6 +1,6 @@
 """Options records of the Bellman-Ford family, shared by the CPU twins (``cpu.py``) and the GPU
 launchers (``gpu.py``): Harish & Narayanan's conventional method, selection and adaptive thread creation
-(Nakajima et al., "GPU SSSP without preprocessing" (seed 001), Alg. 1-6)."""
+("Accelerating SSSP Algorithm on GPU with Adaptive Thread Creation", Alg. 1-6)."""
 from __future__ import annotations
 
 from ... import config
@@ -8,15 +8,15 @@ from ..common import Option, Spec
 
 #: Kinds of an adaptive phase (``fa_step`` in fused.cu and ``adaptive_one`` in cpu.py).
 KIND_SCAN, KIND_SCAN_BUILD, KIND_QUEUE = 0, 1, 2
-#: The seed's down/up ratio (330/350 us on its Tesla K20c).
+#: The paper's down/up ratio (330/350 us on its Tesla K20c).
 DOWN_UP_RATIO = 330.0 / 350.0
 
 CONVENTIONAL = Spec(
     "conventional",
     options=(
         Option("mode", "fused", "GPU loop: 'fused' (one kernel per phase, UPDATE fused into RELAX), 'graph' "
-                                "(the seed's two kernels per phase in CUDA-graph replays) or 'host' (the "
-                                "seed's own loop: a launch pair and a flag read per phase)", gpu_only=True),
+                                "(the paper's two kernels per phase in CUDA-graph replays) or 'host' (the "
+                                "paper's own loop: a launch pair and a flag read per phase)", gpu_only=True),
         Option("nodes_per_thread", None, "fused step: 1 or 4 nodes per thread (default "
                                          "config.SSSP_FUSED_NODES_PER_THREAD)", gpu_only=True),
         Option("chase", None, "fused step: hops followed at once after improving a head (default "
@@ -25,7 +25,7 @@ CONVENTIONAL = Spec(
                                   "(default config.SSSP_FUSED_PIPELINED)", gpu_only=True),
     ),
     params=("mode", "nodes_per_thread", "chase"),
-    doc="Harish & Narayanan Bellman-Ford, seed 001 Alg. 1-3",
+    doc="Harish & Narayanan Bellman-Ford, Adaptive Thread Creation paper, Alg. 1-3",
 )
 
 
@@ -50,7 +50,7 @@ def conventional_params(opts):
     return {"mode": mode, "nodes_per_thread": npt, "chase": chase}
 
 
-SELECTION = Spec("selection", doc="updated-node threads with a duplicate-free queue, seed 001 Alg. 5-6")
+SELECTION = Spec("selection", doc="updated-node threads with a duplicate-free queue, Adaptive Thread Creation paper, Alg. 5-6")
 
 ADAPTIVE = Spec(
     "adaptive",
@@ -66,9 +66,9 @@ ADAPTIVE = Spec(
     variants=(None, "count", "time", "time-host"),
     params=("switch", "frac", "up_us", "down_us", "t_all_us", "t_queue_us"),
     extra=("modes", "queue_phases"),
-    doc="adaptive thread creation, seed 001 Alg. 4: switch on the frontier counted on the device "
-        "('count'), on phase times measured on the device ('time'), or on host-timed phases as the seed "
-        "runs it ('time-host')",
+    doc="adaptive thread creation (Adaptive Thread Creation paper, Alg. 4): switch on the frontier counted on "
+        "the device ('count'), on phase times measured on the device ('time'), or on host-timed phases as the "
+        "paper runs it ('time-host')",
 )
 
 

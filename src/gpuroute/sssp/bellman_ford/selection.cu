@@ -1,12 +1,12 @@
-// Selection and adaptive thread creation, the seed's two-kernel phases (Nakajima et al., "GPU SSSP
-// without preprocessing" (seed 001), Alg. 4 SELECT/UPDATE with SWITCH_KERNEL, Alg. 5
+// Selection and adaptive thread creation, the paper's two-kernel phases ("Accelerating SSSP Algorithm
+// on GPU with Adaptive Thread Creation", Alg. 4 SELECT/UPDATE with SWITCH_KERNEL, Alg. 5
 // SELECT_RELAX_KERNEL, Alg. 6 SELECT_UPDATE_KERNEL). The fused one-kernel-per-phase versions are in
 // fused.cu; launchers in gpu.py. Distances are 32-bit (gpuroute_common.cuh).
 #include "gpuroute_common.cuh"
 
 extern "C" {
 
-// Selection (seed 001, Alg. 5 SELECT_RELAX_KERNEL and Alg. 6 SELECT_UPDATE_KERNEL). Queues q[par]
+// Selection (Adaptive Thread Creation paper, Alg. 5 SELECT_RELAX_KERNEL and Alg. 6 SELECT_UPDATE_KERNEL). Queues q[par]
 // (read) and q[par^1] (write); sched[] makes "if n is not scheduled then add n to NWa".
 __global__ void sel_relax(int n, const int* __restrict__ fo, const int* __restrict__ hd, const int* __restrict__ w,
                           unsigned char* ma, const unsigned int* ca, unsigned int* ua,
@@ -79,7 +79,7 @@ __global__ void ad_relax_all(int n, const int* __restrict__ fo, const int* __res
     }
 }
 
-// SWITCH_KERNEL of seed 001 Alg. 4 (line 29): build the read queue NRa from the mask Ma.
+// SWITCH_KERNEL of Adaptive Thread Creation paper, Alg. 4 (line 29): build the read queue NRa from the mask Ma.
 __global__ void switch_build_queue(int n, const unsigned char* ma, unsigned int* q, unsigned int* cnt) {
     int v = blockIdx.x * blockDim.x + threadIdx.x;
     bool on = v < n && ma[v];

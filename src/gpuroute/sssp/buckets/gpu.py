@@ -201,13 +201,16 @@ class NearFarPersistentGPU(GPUSolver):
                             "cooperative": self.cooperative}
 
 
-def auto_batch(n_nodes, n_sources):
+def auto_batch(n_nodes, n_sources, max_items=None):
     """Sources per pass when ``batch`` is not given: at most ``config.SSSP_BATCH_ITEMS`` items per pass
-    (the measured best, BENCHMARKS.md) and what the 32-bit item index allows, balanced so that every
-    pass holds about the same number of sources (1,024 NY sources: 3 passes of 342, not 507 + 507 + 10)."""
+    (the measured best, BENCHMARKS.md), what the 32-bit item index allows and ``max_items`` (free device
+    memory), balanced so that every pass holds about the same number of sources (1,030 NY sources: 2
+    passes of 515, not 761 + 269)."""
     k = max(int(n_sources), 1)
-    per = max(1, int(config.SSSP_BATCH_ITEMS) // max(n_nodes, 1))
-    per = min(per, max(1, int(config.SSSP_MAX_BATCH_ITEMS) // max(n_nodes, 1)))
+    cap = min(int(config.SSSP_BATCH_ITEMS), int(config.SSSP_MAX_BATCH_ITEMS))
+    if max_items is not None:
+        cap = min(cap, int(max_items))
+    per = max(1, cap // max(n_nodes, 1))
     passes = -(-k // per)
     return -(-k // passes)
 
@@ -248,8 +251,15 @@ class NearFarRunner:
                 "loop": self.opts["loop"], "frac": self.opts["frac"]}
 
     def batch_for(self, k):
+        """The pass size for ``k`` sources: the caller's ``batch``, else :func:`auto_batch` within half the
+        free device memory (:data:`BYTES_PER_ITEM` per item)."""
         b = self.opts["batch"]
-        return auto_batch(self.dg.n_nodes, k) if b is None else max(1, min(int(b), k))
+        if b is not None:
+            return max(1, min(int(b), k))
+        import cupy as cp
+
+        free, _ = cp.cuda.runtime.memGetInfo()
+        return auto_batch(self.dg.n_nodes, k, max_items=free // 2 // BYTES_PER_ITEM)
 
     def solve(self, sources, want_pred, phase_times, dtype="int64", to_host=False):
         """Distances (and canonical predecessors) from every source: ``(dist, pred, runs, params)``.

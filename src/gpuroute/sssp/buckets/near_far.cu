@@ -10,7 +10,7 @@ extern "C" {
 // Fused frontier step: near-far (Davidson, Baxter, Garland, Owens, IPDPS 2014) with adaptive thread
 // mapping, ONE kernel per phase, batched over k sources (items x = s*n + v). With delta = INF it is a
 // Bellman-Ford work queue; with all_threshold < k*n it switches, per phase and on the device, between
-// one thread per queued item and one thread per item (seed 001's two thread-creation modes, chosen by
+// one thread per queued item and one thread per item (the Adaptive Thread Creation paper's two thread-creation modes, chosen by
 // the frontier count instead of the measured phase time).
 //
 // State by phase: near queues alternate by parity (`par`), their counters rotate mod 3 (`p3`: read

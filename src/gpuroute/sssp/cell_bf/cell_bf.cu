@@ -5,7 +5,7 @@
 // and a phase advances it by one arc; each phase costs a launch plus a few dependent memory round
 // trips, and that product is the floor of every phase-synchronous method (BENCHMARKS.md). Here the
 // nodes are renumbered so that cell c owns the contiguous range [c*S, c*S + S) of close nodes (the cells of
-// Delling, Kobitzsch, Werneck, "Customizing Driving Directions with GPUs" (seed 000), sec. 2). A round is one kernel; in it every dirty cell's block
+// Delling, Kobitzsch, Werneck, "Customizing Driving Directions with GPUs", Euro-Par 2014, sec. 2). A round is one kernel; in it every dirty cell's block
 //   1. loads its tentative distances into shared memory, and each thread the internal in-arcs (both
 //      endpoints in the cell) of its nodes into registers (padded slots; the few beyond them into
 //      shared memory);

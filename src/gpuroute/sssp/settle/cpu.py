@@ -1,6 +1,6 @@
 """Settling family on the CPU (numba twins of ``gpu.py``): Martín et al. and Crauser et al. as
 Ortega-Arranz, Torres, Llanos, Gonzalez-Escribano, "A New GPU-based Approach to the Shortest Path Problem"
-(seed 002), sec. IV, describe them: each phase relaxes from the frontier, takes a minimum over the
+, sec. IV, describe them: each phase relaxes from the frontier, takes a minimum over the
 unsettled nodes by the rule, and settles every node within the bound.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ _INF = INF
 
 @njit(cache=True)
 def node_min_out_weight(first_out, weight):
-    """Δ_node(v) = min weight of v's out-arcs, ``INF`` for a node without out-arcs (seed 002, §IV-A).
+    """Δ_node(v) = min weight of v's out-arcs, ``INF`` for a node without out-arcs (Ortega-Arranz et al., §IV-A).
 
     Returns int64 (n,).
     """

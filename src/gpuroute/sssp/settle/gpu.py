@@ -1,5 +1,5 @@
 """GPU launchers of the settling family (kernels in ``settle.cu``): Martín et al. and Crauser et al. as
-Ortega-Arranz et al., "A New GPU-based Approach to the Shortest Path Problem" (seed 002), sec. IV, run
+Ortega-Arranz et al., "A New GPU-based Approach to the Shortest Path Problem" , sec. IV, run
 them, three kernels per phase replayed as a CUDA graph with device-side termination."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from .options import RULES, is_pull
 class DijkstraFrontierGPU(GPUSolver):
     """Martín et al. and Crauser et al. general / economic (``rule``: :data:`~.options.RULE_MARTIN`,
     ``RULE_GENERAL``, ``RULE_ECONOMIC``, the numbers of ``settle.cu``); successor or predecessor variant
-    (seed 002 sec. IV). A phase: relax from the frontier F, minimum reduction over the unsettled set U,
+    (Ortega-Arranz et al., sec. IV). A phase: relax from the frontier F, minimum reduction over the unsettled set U,
     update (settle every node within the bound)."""
 
     phases_per_graph = 256

@@ -1,4 +1,4 @@
-"""Options records of the settling family (Martín et al., Crauser et al.; seed 002 sec. IV), shared by
+"""Options records of the settling family (Martín et al., Crauser et al.; Ortega-Arranz et al. sec. IV), shared by
 both twins: the rule numbers below are also the GPU kernel's (``settle.cu``; a test compares them)."""
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ RULES = {"martin": RULE_MARTIN, "crauser": RULE_GENERAL, "crauser-economic": RUL
 
 _VARIANTS = (None, "successor", "predecessor")
 MARTIN = Spec("martin", variants=_VARIANTS, params=("rule",),
-              doc="Martin et al.: frontier = unsettled nodes at the minimum distance, seed 002 sec. IV-D/E")
+              doc="Martin et al.: frontier = unsettled nodes at the minimum distance, Ortega-Arranz et al. sec. IV-D/E")
 CRAUSER = Spec("crauser", variants=_VARIANTS, params=("rule",),
-               doc="Crauser et al. general variant, seed 002 sec. IV-A/B")
+               doc="Crauser et al. general variant, Ortega-Arranz et al. sec. IV-A/B")
 CRAUSER_ECONOMIC = Spec("crauser-economic", variants=_VARIANTS, params=("rule",),
-                        doc="Crauser et al. economic variant, seed 002 sec. IV-C")
+                        doc="Crauser et al. economic variant, Ortega-Arranz et al. sec. IV-C")
 
 
 def is_pull(name, variant):

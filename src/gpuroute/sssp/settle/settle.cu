@@ -1,5 +1,5 @@
 // Martin et al. and Crauser et al. (Ortega-Arranz, Torres, Llanos, Gonzalez-Escribano, "A New GPU-based
-// Approach to the Shortest Path Problem" (seed 002), sec. IV): each phase relaxes from the frontier F,
+// Approach to the Shortest Path Problem" , sec. IV): each phase relaxes from the frontier F,
 // reduces the minimum over the unsettled set U by the rule, and settles every node within the bound.
 // The rules (the CPU twin in cpu.py uses the same numbers, gpuroute.sssp.settle.RULES):
 //   RULE_MARTIN   settle delta == min dist over U                              (sec. IV-D, eq. 3)
@@ -11,7 +11,7 @@ enum { RULE_MARTIN = 0, RULE_GENERAL = 1, RULE_ECONOMIC = 2 };
 
 extern "C" {
 
-// Martin et al. / Crauser et al. (seed 002). U: unsettled, F: frontier. kind: RULE_MARTIN (settle
+// Martin et al. / Crauser et al. (Ortega-Arranz et al., sec. IV). U: unsettled, F: frontier. kind: RULE_MARTIN (settle
 // delta == min), RULE_GENERAL (min of dist + min out weight), RULE_ECONOMIC (min + gmin).
 // red[par] collects this phase's minimum.
 __global__ void dk_relax_succ(int n, const int* __restrict__ fo, const int* __restrict__ hd, const int* __restrict__ w,
