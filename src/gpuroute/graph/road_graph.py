@@ -90,6 +90,37 @@ def _as_weight_array(name, w, m, tail=None, head=None):
     return np.ascontiguousarray(w, dtype=WEIGHT_DTYPE)
 
 
+def merge_parallel(tail, head, weight):
+    """The one merge rule of :meth:`RoadGraph.from_arcs`: self-loops dropped, each group of parallel arcs
+    ``(u, v)`` represented by ONE real arc, the lightest by ``weight`` (ties: the first in input order).
+
+    Parameters
+    ----------
+    tail, head : ndarray of int, shape (m,)
+    weight : ndarray, shape (m,)
+        The primary weight.
+
+    Returns
+    -------
+    kept : ndarray of int64
+        Input positions of the kept arcs, sorted by (tail, head).
+    rep : ndarray of int64, shape (m,)
+        For every input arc, the input position of the arc that represents its group; -1 for self-loops.
+    """
+    m = tail.size
+    rep = np.full(m, -1, dtype=np.int64)
+    pos = np.flatnonzero(tail != head)
+    order = pos[np.lexsort((pos, weight[pos], head[pos], tail[pos]))]  # lightest first, then input order
+    if order.size == 0:
+        return order, rep
+    t, h = tail[order], head[order]
+    new = np.ones(order.size, dtype=bool)
+    new[1:] = (t[1:] != t[:-1]) | (h[1:] != h[:-1])
+    kept = order[new]
+    rep[order] = kept[np.cumsum(new) - 1]
+    return kept, rep
+
+
 class RoadGraph:
     """A directed road network in CSR form with named integer weights.
 
@@ -257,21 +288,9 @@ class RoadGraph:
         if not ws:
             raise GraphError("a RoadGraph needs at least one weight")
         attrs = {str(k): _as_attr_array(k, v, m) for k, v in (arc_attrs or {}).items()}
-        pos = np.arange(m, dtype=np.int64)  # input position of every arc still in the list
-        keep = tail != head
-        n_loops = int(m - keep.sum())
-        pos = pos[keep]
-        first_w = next(iter(ws.values()))[pos]
-        order = np.lexsort((pos, first_w, head[pos], tail[pos]))  # lightest first, then input order
-        pos = pos[order]
-        t, h = tail[pos], head[pos]
-        if t.size:
-            new = np.ones(t.size, dtype=bool)
-            new[1:] = (t[1:] != t[:-1]) | (h[1:] != h[:-1])
-            n_par = int(t.size - np.count_nonzero(new))
-            pos = pos[new]
-        else:
-            n_par = 0
+        pos, _ = merge_parallel(tail, head, next(iter(ws.values())))
+        n_loops = int(np.count_nonzero(tail == head))
+        n_par = int(m - n_loops - pos.size)
         tail, head = tail[pos], head[pos]
         ws = {k: v[pos] for k, v in ws.items()}
         attrs = {k: v[pos] for k, v in attrs.items()}

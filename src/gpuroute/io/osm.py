@@ -22,7 +22,7 @@ import numpy as np
 from ..geo import EARTH_RADIUS_M as EARTH_RADIUS_M  # re-exported: the radius OSM lengths use
 from ..geo import haversine_m
 from ..graph.errors import GraphError, ParseError
-from ..graph.road_graph import RoadGraph
+from ..graph.road_graph import RoadGraph, merge_parallel
 from ..graph.turns import NO, ONLY, TurnRestrictions
 from ..graph.units import METRE, Unit
 
@@ -419,22 +419,6 @@ def _resolve_restrictions(relations, profile, node_ids, arc_tail, arc_head, arc_
     return in_pos, out_pos, kind, meta
 
 
-def _kept_positions(tail, head, weight):
-    """Input position of the arc :meth:`RoadGraph.from_arcs` keeps for each arc's (tail, head) group:
-    the lightest by ``weight``, ties by input position (int64 (m,)); -1 for self-loops."""
-    m = tail.size
-    rep = np.full(m, -1, dtype=np.int64)
-    pos = np.flatnonzero(tail != head)
-    order = pos[np.lexsort((pos, weight[pos], head[pos], tail[pos]))]
-    if order.size:
-        t, h = tail[order], head[order]
-        new = np.ones(order.size, dtype=bool)
-        new[1:] = (t[1:] != t[:-1]) | (h[1:] != h[:-1])
-        group = np.cumsum(new) - 1
-        rep[order] = order[new][group]
-    return rep
-
-
 def load_osm(path, *, profile="car", name=None, progress=True):
     """Load an OpenStreetMap extract as a directed road graph for one routing profile.
 
@@ -553,7 +537,7 @@ def load_osm(path, *, profile="car", name=None, progress=True):
     if in_pos.size:
         # A restriction names its ways; after parallel arcs merge, the same turn between the same nodes
         # goes through the kept arc, so point the pair there instead of letting from_arcs drop it.
-        rep = _kept_positions(tail, head, tt)
+        _, rep = merge_parallel(tail, head, tt)
         in_pos, out_pos = rep[in_pos], rep[out_pos]
         keep = (in_pos >= 0) & (out_pos >= 0)  # a self-loop segment is dropped, its pairs with it
         tmeta["dropped"] += int((~keep).sum())
