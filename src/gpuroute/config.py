@@ -74,3 +74,20 @@ CELL_ASYNC_MAX_BLOCKS = None
 SNAP_BBOX_MARGIN_DEG = 0.01
 #: The same margin for planar graphs, as a fraction of the larger side of the bounding box.
 SNAP_BBOX_MARGIN_FRACTION = 0.01
+
+# ------------------------------------------------------------------------------------------- CH_
+#: CU-CH (Karimi, Koppelman, Michael, ICS '19, Algorithm 1): the selection fraction C (the top C x |V_l|
+#: nodes by score are candidates of an iteration) and the cutoff K (contraction stops below K nodes;
+#: the rest becomes a complete core graph by all-pairs shortest paths). The paper's values.
+CH_SELECTION_FRACTION = 0.3
+CH_CORE_CUTOFF = 1025
+#: Luby rounds of CU-CH's SELECT step (the paper: two).
+CH_LUBY_ROUNDS = 2
+#: Sequential CH (Geisberger, Sanders, Schultes, Delling, WEA 2008): witness searches stop after this
+#: many settled nodes or this many hops (a stopped search adds the shortcut: always correct).
+CH_WITNESS_SETTLE_LIMIT = 500
+CH_WITNESS_HOP_LIMIT = 5
+#: Sequential CH priority = ED x edge difference + DN x deleted neighbours + DEPTH x search-space depth.
+CH_PRIORITY_EDGE_DIFF = 2
+CH_PRIORITY_DELETED = 1
+CH_PRIORITY_DEPTH = 1

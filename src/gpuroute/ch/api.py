@@ -1,0 +1,335 @@
+"""``ContractionHierarchy``: build once (slow, saved), query many times (fast) -- STYLE's "phases are
+objects". The arrays are a :class:`~gpuroute.ch.hierarchy.Hierarchy`; this facade validates inputs,
+picks the device and the implementation, and returns arrays in the caller's array module."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import config
+from ..backend import is_cupy_array, resolve_device
+from ..graph.constants import INF
+from .hierarchy import Hierarchy
+
+METHODS = ("cu-ch", "sequential")
+
+
+def _ids(n, x, what):
+    """Node ids as int64 (k,) from an int, a list, NumPy or CuPy; IndexError naming the bad id."""
+    if is_cupy_array(x):
+        x = x.get()
+    a = np.asarray(x)
+    scalar = a.ndim == 0
+    a = np.atleast_1d(a)
+    if a.ndim != 1:
+        raise ValueError(f"{what} must be a node id or a 1-D array of node ids, got shape {a.shape}")
+    if a.size and a.dtype.kind not in "iu":
+        raise TypeError(f"{what} must be integer node ids (dtype {a.dtype})")
+    a = a.astype(np.int64)
+    bad = (a < 0) | (a >= n)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise IndexError(f"{what}[{i}] = {int(a[i])} is outside the node range [0, {n})")
+    return a, scalar
+
+
+class ContractionHierarchy:
+    """A contraction hierarchy of one graph and one weight, with every query over it.
+
+    Build with :meth:`build` (or :meth:`load` a saved one). Queries: :meth:`route` (one path),
+    :meth:`distances` (paired distances), :meth:`tree` (PHAST one-to-all), :meth:`table` (many-to-many),
+    :meth:`within` (one-to-all within a bound).
+
+    Attributes
+    ----------
+    graph : RoadGraph or None
+        The graph it was built from (needed for paths and predecessors).
+    weight : str
+        The weight it was built for.
+    h : Hierarchy
+        The arrays.
+    method : {"cu-ch", "sequential"}
+    params : dict
+        The build parameters (C, K, witness limits, ...).
+    stats : dict
+        Build statistics: ``time_s``, ``device``, per-iteration lists (CU-CH: nodes contracted,
+        shortcuts added, overlay nodes and arcs, time per step).
+    graph_fingerprint, weight_fingerprint : str
+    """
+
+    def __init__(self, h, *, graph=None, weight=None, method="sequential", params=None, stats=None,
+                 graph_fingerprint=None, weight_fingerprint=None):
+        self.h = h
+        self.graph = graph
+        self.weight = weight
+        self.method = method
+        self.params = dict(params or {})
+        self.stats = dict(stats or {})
+        self.graph_fingerprint = graph_fingerprint or (graph.fingerprint() if graph is not None else None)
+        self.weight_fingerprint = weight_fingerprint or (
+            weight_fingerprint_of(graph, weight) if graph is not None else None)
+        self._queries = {}
+        self._gpu = None
+
+    # ------------------------------------------------------------------ build, save, load
+    @classmethod
+    def build(cls, graph, weight=None, *, method="cu-ch", device="auto", progress=True, **options):
+        """Contract ``graph`` for ``weight``.
+
+        Parameters
+        ----------
+        graph : RoadGraph
+        weight : str, optional
+            Default: the graph's first weight.
+        method : {"cu-ch", "sequential"}
+            ``"cu-ch"``: Karimi, Koppelman, Michael, ICS '19, Algorithm 1 (on the GPU, or its numba twin
+            on the CPU: the same hierarchy); options ``C`` (selection fraction, default
+            ``config.CH_SELECTION_FRACTION``) and ``K`` (core cutoff, default ``config.CH_CORE_CUTOFF``).
+            ``"sequential"``: Geisberger et al., WEA 2008 (CPU only), options of
+            :func:`gpuroute.ch.sequential.build_sequential`.
+        device : {"auto", "cpu", "gpu"}
+        progress : bool
+            A progress bar on the CPU.
+
+        Returns
+        -------
+        ContractionHierarchy
+
+        Raises
+        ------
+        ValueError
+            Unknown method; ``"sequential"`` with ``device="gpu"``.
+        KeyError
+            Unknown weight.
+        GPUUnavailableError
+            ``device="gpu"`` without a GPU.
+        """
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        wname = graph.default_weight if weight is None else weight
+        graph.weight(wname)
+        dev = resolve_device(device, method == "cu-ch")
+        if method == "sequential" and dev == "gpu":
+            raise ValueError("method='sequential' runs on the CPU; use method='cu-ch' on the GPU")
+        t0 = time.perf_counter()
+        if method == "sequential":
+            from .sequential import build_sequential
+
+            h, stats, params = build_sequential(graph, wname, progress=progress, **options)
+        elif dev == "gpu":
+            from .cuch_gpu import build_cuch_gpu
+
+            h, stats, params = build_cuch_gpu(graph, wname, **options)
+        else:
+            from .cuch import build_cuch_cpu
+
+            h, stats, params = build_cuch_cpu(graph, wname, progress=progress, **options)
+        stats = dict(stats, time_s=time.perf_counter() - t0, device=dev)
+        return cls(h, graph=graph, weight=wname, method=method, params=params, stats=stats)
+
+    def save(self, directory):
+        """Write the hierarchy to ``directory`` (arrays + a manifest with the graph's and the weight's
+        fingerprints and the format version; atomic). See :func:`gpuroute.ch.store.save_hierarchy`."""
+        from .store import save_hierarchy
+
+        return save_hierarchy(self, directory)
+
+    @classmethod
+    def load(cls, directory, graph=None):
+        """Read a saved hierarchy; with ``graph``, check that it was built from this graph and weight.
+        See :func:`gpuroute.ch.store.load_hierarchy` (errors name what differs)."""
+        from .store import load_hierarchy
+
+        return load_hierarchy(directory, graph=graph)
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def n_nodes(self):
+        return self.h.n_nodes
+
+    def _need_graph(self, what):
+        if self.graph is None:
+            raise ValueError(f"{what} needs the graph the hierarchy was built from: "
+                             "ContractionHierarchy.load(directory, graph=...)")
+
+    def query(self):
+        """A point-to-point query object (reuses its buffers across calls; one per thread)."""
+        from .query import CHQuery
+
+        return CHQuery(self)
+
+    def route(self, source, target):
+        """Shortest path ``source -> target`` by a bidirectional CH search on the CPU with path
+        unpacking (Geisberger et al. 2008, sec. 4).
+
+        Returns
+        -------
+        PathResult
+            ``distance`` (INF when unreachable), ``nodes`` and ``arcs`` of the graph (the arcs' weights
+            sum to the distance), ``settled`` (nodes settled by both searches), ``method="ch"``.
+
+        Raises
+        ------
+        IndexError
+            An id outside ``[0, n)``.
+        ValueError
+            The hierarchy was loaded without its graph.
+        """
+        self._need_graph("route")
+        q = self._queries.get("p2p")
+        if q is None:
+            q = self._queries["p2p"] = self.query()
+        return q.route(source, target)
+
+    def distances(self, sources, targets, *, device="auto"):
+        """Distances of the pairs ``(sources[i], targets[i])``: int64 (k,), INF where unreachable.
+
+        CPU: bidirectional CH searches in parallel (numba); GPU: one thread block per pair batch.
+
+        Raises
+        ------
+        ValueError
+            ``sources`` and ``targets`` of different lengths.
+        IndexError
+            An id outside ``[0, n)``.
+        """
+        want_cupy = is_cupy_array(sources)
+        s, _ = _ids(self.n_nodes, sources, "sources")
+        t, _ = _ids(self.n_nodes, targets, "targets")
+        if s.shape != t.shape:
+            raise ValueError(f"sources and targets must pair up: {s.size} sources, {t.size} targets")
+        dev = resolve_device(device)
+        if dev == "gpu":
+            d = self._gpu_engine().distances(s, t)
+            return d if want_cupy else d.get()
+        from .query import distances_cpu
+
+        d = distances_cpu(self.h, s, t)
+        return _to(d, want_cupy)
+
+    def tree(self, sources, *, device="auto", return_predecessors=False, dtype="int64"):
+        """PHAST one-to-all distances (Delling, Goldberg, Nowatzyk, Werneck, "PHAST: Hardware-
+        Accelerated Shortest Path Trees", IPDPS 2011; the CU-CH query of Karimi et al., sec. 3.8):
+        an upward search from each source, then the downward sweep level by level.
+
+        Parameters
+        ----------
+        sources : int or array_like of int, shape (k,)
+        device : {"auto", "cpu", "gpu"}
+        return_predecessors : bool
+            Also the canonical predecessors (the smallest tail of a tight arc of the graph, as
+            :func:`gpuroute.sssp` returns them; PHAST's third pass).
+        dtype : {"int64", "uint32"}
+
+        Returns
+        -------
+        dist : ndarray, shape (n,) for one source, (k, n) for several; INF (or INF_U32) where
+            unreachable. NumPy, or CuPy for CuPy sources (GPU results stay on the device).
+        pred : ndarray int32, same shape (with ``return_predecessors``)
+        """
+        want_cupy = is_cupy_array(sources)
+        s, scalar = _ids(self.n_nodes, sources, "sources")
+        if return_predecessors:
+            self._need_graph("predecessors")
+        dev = resolve_device(device)
+        if dev == "gpu":
+            dist, pred = self._gpu_engine().tree(s, return_predecessors, dtype=dtype, to_host=not want_cupy)
+        else:
+            from .phast import tree_cpu
+
+            dist = tree_cpu(self.h, s)
+            pred = None
+            if return_predecessors:
+                from ..sssp.common import cpu_predecessors
+
+                g = self.graph
+                pred = cpu_predecessors(g, g.weight(self.weight), dist, s, True)
+            if dtype == "uint32":
+                from ..sssp.api import _narrow_cpu
+
+                dist = _narrow_cpu(dist)
+            dist, pred = _to(dist, want_cupy), (_to(pred, want_cupy) if pred is not None else None)
+        if scalar:
+            dist = dist[0]
+            pred = pred[0] if pred is not None else None
+        return (dist, pred) if return_predecessors else dist
+
+    def table(self, sources, targets, *, device="auto", dtype="int64"):
+        """Many-to-many distances (|S|, |T|): int64 with INF (or uint32 with INF_U32).
+
+        GPU: batched PHAST restricted to the targets' upward closure (RPHAST target selection) or CH
+        buckets, whichever measured faster for the size (BENCHMARKS.md); CPU: CH buckets (Knopp et al.,
+        "Computing Many-to-Many Shortest Paths Using Highway Hierarchies", ALENEX 2007).
+        """
+        want_cupy = is_cupy_array(sources)
+        s, _ = _ids(self.n_nodes, sources, "sources")
+        t, _ = _ids(self.n_nodes, targets, "targets")
+        dev = resolve_device(device)
+        if dev == "gpu":
+            return self._gpu_engine().table(s, t, dtype=dtype, to_host=not want_cupy)
+        from .phast import table_cpu
+
+        d = table_cpu(self.h, s, t)
+        if dtype == "uint32":
+            from ..sssp.api import _narrow_cpu
+
+            d = _narrow_cpu(d)
+        return _to(d, want_cupy)
+
+    def within(self, source, bound, *, device="auto"):
+        """Every node at distance <= ``bound`` from ``source``: ``(nodes int32 (r,), dist int64 (r,))``
+        sorted by node id; the primitive of isochrones and accessibility.
+
+        Raises
+        ------
+        ValueError
+            A negative bound.
+        """
+        s, _ = _ids(self.n_nodes, source, "source")
+        if s.size != 1:
+            raise ValueError("within() takes one source")
+        if bound < 0:
+            raise ValueError(f"bound must be >= 0, got {bound}")
+        dev = resolve_device(device)
+        if dev == "gpu":
+            return self._gpu_engine().within(int(s[0]), int(bound))
+        from .phast import within_cpu
+
+        return within_cpu(self.h, int(s[0]), int(bound))
+
+    # ------------------------------------------------------------------ GPU side
+    def _gpu_engine(self):
+        if self._gpu is None:
+            from .phast_gpu import GPUHierarchy
+
+            self._gpu = GPUHierarchy(self)
+        return self._gpu
+
+    def release(self):
+        """Free the GPU copy of the hierarchy (built on first GPU query)."""
+        self._gpu = None
+
+    def __repr__(self):
+        h = self.h
+        return (f"ContractionHierarchy({self.method}, weight={self.weight!r}, n={h.n_nodes:,}, up={h.n_up:,}, "
+                f"down={h.n_down:,}, levels={h.n_levels}, core={h.core.size})")
+
+
+def weight_fingerprint_of(graph, weight):
+    """SHA-256 (16 hex) of one weight array: a hierarchy is valid for exactly this metric."""
+    import hashlib
+
+    w = graph.weight(weight)
+    return hashlib.sha256(np.ascontiguousarray(w).tobytes() + str(weight).encode()).hexdigest()[:16]
+
+
+def _to(a, want_cupy):
+    if want_cupy:
+        import cupy as cp
+
+        return cp.asarray(a)
+    return a
+
+
+__all__ = ["ContractionHierarchy", "METHODS", "weight_fingerprint_of", "INF", "Hierarchy", "config"]
