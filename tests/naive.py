@@ -193,3 +193,121 @@ def canonical_predecessors(graph, dist, source, weight=None):
     pred = np.where(best == np.iinfo(np.int64).max, -1, best)
     pred[source] = -1
     return pred.astype(np.int32)
+
+
+def naive_ch(graph, weight=None, order=None, core_from=None):
+    """A slow, obviously correct contraction hierarchy of a small graph (the oracle hierarchy).
+
+    Nodes are contracted one by one in ``order`` (Geisberger, Sanders, Schultes, Delling, WEA 2008,
+    sec. 3) with *exact* witness searches: contracting ``v`` adds the shortcut ``u -> w`` (middle ``v``)
+    for every pair ``u -> v -> w`` of the remaining graph unless a Dijkstra in the remaining graph
+    without ``v`` finds ``u -> w`` no longer than the broken path. Every arc of the graph and every
+    shortcut becomes a hierarchy arc; ``level[v]`` = 1 + the largest level of ``v``'s lower-ranked
+    hierarchy neighbours (0 without any).
+
+    Parameters
+    ----------
+    graph : RoadGraph
+    weight : str, optional
+        Default: the graph's first weight.
+    order : array_like of int, shape (n,), optional
+        The contraction order (``rank[order[i]] = i``); default ``0 .. n-1``.
+    core_from : int, optional
+        Make the nodes of rank ``>= core_from`` a core (CU-CH's overlay, Karimi et al., ICS '19,
+        sec. 3.6): contraction stops there, ``core_dist`` is computed by Dijkstra on the remaining graph
+        and every reachable ordered core pair ``(a, b)`` becomes a hierarchy arc of weight
+        ``core_dist[a, b]``: with the direct arc's ``(mid, arc)`` when that arc is tight, else with
+        ``mid`` = the smallest-id tight predecessor of ``b`` in the core SSSP from ``a`` and arc -1.
+        Core nodes all get level 1 + the largest level of a contracted node.
+
+    Returns
+    -------
+    gpuroute.ch.hierarchy.Hierarchy
+    """
+    from gpuroute.ch.hierarchy import Hierarchy
+
+    n = graph.n_nodes
+    w = graph.weight(weight).astype(np.int64)
+    order = np.arange(n, dtype=np.int64) if order is None else np.asarray(order, dtype=np.int64)
+    assert sorted(order.tolist()) == list(range(n)), "order must be a permutation of the nodes"
+    n_contract = n if core_from is None else max(0, min(int(core_from), n))
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+
+    out = [{} for _ in range(n)]  # remaining graph: out[u][v] = (weight, mid, arc)
+    inn = [set() for _ in range(n)]
+    arcs = []  # hierarchy arcs (tail, head, weight, mid, arc)
+    for a in range(graph.n_arcs):
+        u, v = int(graph.tail[a]), int(graph.head[a])
+        if v not in out[u] or w[a] < out[u][v][0]:
+            out[u][v] = (int(w[a]), -1, a)
+        inn[v].add(u)
+        arcs.append((u, v, int(w[a]), -1, a))
+
+    def dijkstra_remaining(src):
+        dist = {src: 0}
+        heap = [(0, src)]
+        done = set()
+        while heap:
+            d, x = heapq.heappop(heap)
+            if x in done:
+                continue
+            done.add(x)
+            for y, (wy, _, _) in out[x].items():
+                if d + wy < dist.get(y, INF):
+                    dist[y] = d + wy
+                    heapq.heappush(heap, (d + wy, y))
+        return dist
+
+    for i in range(n_contract):
+        v = int(order[i])
+        ins = {u: out[u][v][0] for u in inn[v]}
+        outs = {x: wx for x, (wx, _, _) in out[v].items()}
+        for u in ins:  # remove v from the remaining graph
+            del out[u][v]
+        for x in outs:
+            inn[x].discard(v)
+        out[v].clear()
+        inn[v].clear()
+        new = []
+        for u, wu in ins.items():
+            dist = dijkstra_remaining(u)
+            for x, wx in outs.items():
+                if x != u and dist.get(x, INF) > wu + wx:
+                    new.append((u, x, wu + wx))
+        for u, x, length in new:
+            out[u][x] = (length, v, -1)  # an existing u -> x is longer (the witness search saw it)
+            inn[x].add(u)
+            arcs.append((u, x, length, v, -1))
+
+    core = order[n_contract:]
+    c = core.size
+    core_dist = np.full((c, c), INF, dtype=np.int64)
+    for ia, a in enumerate(core.tolist()):
+        dist = dijkstra_remaining(a)
+        for ib, b in enumerate(core.tolist()):
+            core_dist[ia, ib] = dist.get(b, INF)
+            if a == b or b not in dist:
+                continue
+            direct = out[a].get(b)
+            if direct is not None and direct[0] == dist[b]:
+                arcs.append((a, b, dist[b], direct[1], direct[2]))
+            else:
+                mid = min(p for p in inn[b] if p in dist and dist[p] + out[p][b][0] == dist[b])
+                arcs.append((a, b, dist[b], mid, -1))
+
+    level = np.zeros(n, dtype=np.int64)
+    lower = [[] for _ in range(n)]
+    for t, h, _, _, _ in arcs:
+        lo, hi = (t, h) if rank[t] < rank[h] else (h, t)
+        lower[hi].append(lo)
+    for v in order[:n_contract].tolist():
+        level[v] = 1 + max((level[u] for u in lower[v]), default=-1)
+    if c:
+        level[core] = 1 + (int(level[order[:n_contract]].max()) if n_contract else -1)
+    if arcs:
+        t, h, wt, mid, arc = (np.array(col, dtype=np.int64) for col in zip(*arcs, strict=True))
+    else:
+        t = h = wt = mid = arc = np.zeros(0, dtype=np.int64)
+    return Hierarchy.from_arcs(n, rank, level, t, h, wt, mid, arc,
+                               core=core if c else None, core_dist=core_dist if c else None)

@@ -91,3 +91,8 @@ CH_WITNESS_HOP_LIMIT = 5
 CH_PRIORITY_EDGE_DIFF = 2
 CH_PRIORITY_DELETED = 1
 CH_PRIORITY_DEPTH = 1
+#: PHAST on the GPU: most items (source x node) of one batched pass (the distance rows are node-major,
+#: 4 bytes per item, plus the pass's output); sources are split into equal passes under this bound.
+CH_PHAST_BATCH_ITEMS = 1 << 27
+#: Threads per block of the PHAST level kernels.
+CH_PHAST_THREADS = 256

@@ -246,9 +246,9 @@ class ContractionHierarchy:
                 g = self.graph
                 pred = cpu_predecessors(g, g.weight(self.weight), dist, s, True)
             if dtype == "uint32":
-                from ..sssp.api import _narrow_cpu
+                from ..sssp.api import narrow_to_uint32
 
-                dist = _narrow_cpu(dist)
+                dist = narrow_to_uint32(dist)
             dist, pred = _to(dist, want_cupy), (_to(pred, want_cupy) if pred is not None else None)
         if scalar:
             dist = dist[0]
@@ -272,9 +272,9 @@ class ContractionHierarchy:
 
         d = table_cpu(self.h, s, t)
         if dtype == "uint32":
-            from ..sssp.api import _narrow_cpu
+            from ..sssp.api import narrow_to_uint32
 
-            d = _narrow_cpu(d)
+            d = narrow_to_uint32(d)
         return _to(d, want_cupy)
 
     def within(self, source, bound, *, device="auto"):

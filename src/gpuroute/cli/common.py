@@ -7,6 +7,7 @@ import contextlib
 import itertools
 import logging
 import math
+import os
 import re
 import sys
 import threading
@@ -240,3 +241,58 @@ def print_rows(rows, out=None):
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{width}}  {v}", file=out)
+
+
+def output_path(path):
+    """Check ``--output`` before any work: a file path in an existing directory.
+
+    Raises
+    ------
+    CLIError
+        The path is a directory, or its directory does not exist.
+    """
+    full = os.path.abspath(path)
+    if os.path.isdir(full):
+        raise CLIError(f"--output {path} is a directory; give a file name such as {os.path.join(path, 'dist.npy')}")
+    d = os.path.dirname(full)
+    if not os.path.isdir(d):
+        raise CLIError(f"cannot write {full}: directory {d} does not exist")
+    return full
+
+
+def open_ch(directory, graph_spec=None):
+    """Open a saved hierarchy and its graph for the ``--ch`` commands (route, tree, table).
+
+    The graph is ``graph_spec`` (a name or path, as ``--graph`` takes it) or the one recorded in the
+    hierarchy's manifest (:func:`gpuroute.ch.store.graph_spec`); it is opened by
+    :func:`gpuroute.cli.common.load` with the hierarchy's weight (the companion rule applies) and the
+    hierarchy is checked to belong to it (:func:`gpuroute.ch.store.load_hierarchy`).
+
+    Returns
+    -------
+    (ContractionHierarchy, RoadGraph, float)
+        The hierarchy with its graph, the graph, and the seconds both took to load.
+
+    Raises
+    ------
+    CLIError
+        The recorded graph cannot be reopened (the message asks for ``--graph``).
+    FileNotFoundError, ParseError, ValueError
+        No such directory; a damaged or edited hierarchy; a hierarchy of another graph or weight.
+    """
+    from ..ch.store import graph_spec as recorded_graph
+    from ..ch.store import load_hierarchy, read_manifest
+
+    t0 = time.perf_counter()
+    weight = read_manifest(directory)["weight"]
+    if graph_spec is None:
+        try:
+            graph_spec = recorded_graph(directory)
+        except FileNotFoundError as e:
+            raise CLIError(f"{e} (--graph PATH)") from e
+    graph, _ = load(graph_spec, weight)
+    with progress(f"loading the hierarchy {directory}"):
+        ch = load_hierarchy(directory, graph=graph)
+    dt = time.perf_counter() - t0
+    log.info("loaded %r with %r in %.3f s", ch, graph, dt)
+    return ch, graph, dt

@@ -1,6 +1,6 @@
 """``gpuroute`` command line: the parser and the dispatch. Each command is one module of this package
-(``route``, ``info``, ``sssp``) that parses its arguments, calls one stage or service of the library and
-formats the answer.
+(``route``, ``info``, ``sssp``, ``contract``, ``tree``, ``table``) that parses its arguments, calls one
+stage or service of the library and formats the answer.
 
 Exit codes: 0 success; 1 no route between the two points; 2 bad input or any other failure (missing
 file, unknown graph name, point outside the network, malformed point, ``--device gpu`` without a GPU,
@@ -15,12 +15,13 @@ import logging
 import os
 import sys
 
-from . import info, route, sssp
+from . import contract, info, route, sssp, table, tree
 from .common import EXIT_BAD_INPUT, CLIError, Parser, UsageError, join_coordinate_args, log, one_line
 
 
 def build_parser():
-    """The ``gpuroute`` argument parser (subcommands ``route``, ``info``, ``sssp``)."""
+    """The ``gpuroute`` argument parser (subcommands ``route``, ``info``, ``sssp``, ``contract``, ``tree``,
+    ``table``)."""
     from .. import __version__
 
     common = argparse.ArgumentParser(add_help=False)
@@ -33,7 +34,7 @@ def build_parser():
     p.add_argument("-v", "--verbose", action="count", default=0, help="log debug information to stderr")
     p.add_argument("--version", action="version", version=f"gpuroute {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in (route, info, sssp):
+    for mod in (route, info, sssp, contract, tree, table):
         mod.add_parser(sub, common)
     return p
 

@@ -1,5 +1,6 @@
 """``gpuroute route``: snap two points and query one shortest path (:func:`gpuroute.geo.nearest_node` +
-:func:`gpuroute.query.shortest_path`); text or GeoJSON (:mod:`gpuroute.geo.geojson`)."""
+:func:`gpuroute.query.shortest_path`, or with ``--ch DIR`` a saved contraction hierarchy's
+:meth:`~gpuroute.ch.ContractionHierarchy.route`); text or GeoJSON (:mod:`gpuroute.geo.geojson`)."""
 from __future__ import annotations
 
 import json
@@ -23,6 +24,7 @@ from .common import (
     load,
     log,
     one_line,
+    open_ch,
     parse_point,
     pick_weight,
     print_rows,
@@ -58,9 +60,22 @@ def run(args):
         raise CLIError("give both --from and --to, or neither (for the default route on the NY network)")
     default_route = args.from_ is None
     points = list(LANDMARKS) if default_route else [(None, *args.from_), (None, *args.to)]
-    check_device(args.device)
-    graph, t_load = load(args.graph or DEFAULT_GRAPH, METRICS.get(args.metric))
-    weight = pick_weight(graph, args.metric)
+    ch = None
+    if args.ch is not None:
+
+        if args.method is not None:
+            raise CLIError(f"--method {args.method} does not apply with --ch (the route is a CH query)")
+        if args.device == "gpu":
+            raise CLIError("--ch routes on the CPU (a bidirectional CH search); leave --device out")
+        ch, graph, t_load = open_ch(args.ch, args.graph)
+        weight = ch.weight
+        if args.metric is not None and METRICS[args.metric] != weight:
+            raise CLIError(f"--metric {args.metric} asks for weight {METRICS[args.metric]!r}, but the hierarchy in "
+                           f"{args.ch} was built for {weight!r}")
+    else:
+        check_device(args.device)
+        graph, t_load = load(args.graph or DEFAULT_GRAPH, METRICS.get(args.metric))
+        weight = pick_weight(graph, args.metric)
     if graph.coords is None:
         raise CLIError(f"graph {graph.name!r} has no node coordinates: cannot snap points to it")
 
@@ -85,10 +100,17 @@ def run(args):
     t_snap = time.perf_counter() - t0
 
     src, dst = snapped[0]["node"], snapped[1]["node"]
-    t_compile = compile_kernels(args.method)  # numba's first-call compilation, reported apart from the query
-    t0 = time.perf_counter()
-    with progress(f"routing on {graph.name}"):
-        res = shortest_path(graph, src, dst, weight=weight, method=args.method, device=args.device)
+    if ch is not None:
+        t0 = time.perf_counter()
+        ch.route(src, dst)  # the first call compiles the query (numba), reported apart from the query
+        t_compile = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        res = ch.route(src, dst)
+    else:
+        t_compile = compile_kernels(args.method)  # numba's first-call compilation, reported apart from the query
+        t0 = time.perf_counter()
+        with progress(f"routing on {graph.name}"):
+            res = shortest_path(graph, src, dst, weight=weight, method=args.method, device=args.device)
     t_query = time.perf_counter() - t0
     log.info("route %d -> %d: distance %s, %d arcs, %s settled", src, dst, res.distance, len(res.arcs), res.settled)
     times = {"load": t_load * 1e3, "snap": t_snap * 1e3, "compile": t_compile * 1e3, "query": t_query * 1e3}
@@ -149,7 +171,11 @@ def add_parser(sub, common):
                        description="Shortest route between two points (LON,LAT in degrees, or X,Y on a planar "
                                    "graph), snapped to the nearest nodes of the largest strongly connected "
                                    "component. Without --from/--to: from Times Square to Prospect Park on NY.")
-    r.add_argument("--graph", metavar="PATH|NAME", default=None, help=f"graph to route on (default {DEFAULT_GRAPH})")
+    r.add_argument("--graph", metavar="PATH|NAME", default=None,
+                   help=f"graph to route on (default {DEFAULT_GRAPH}; with --ch, the hierarchy's own graph)")
+    r.add_argument("--ch", metavar="DIR", default=None,
+                   help="route with a saved contraction hierarchy (gpuroute contract); its graph is reopened from "
+                        "the hierarchy's manifest unless --graph is given")
     r.add_argument("--from", dest="from_", metavar="LON,LAT", type=parse_point, help="start point (X,Y if planar)")
     r.add_argument("--to", metavar="LON,LAT", type=parse_point, help="end point (X,Y if planar)")
     r.add_argument("--metric", choices=tuple(METRICS), default=None,

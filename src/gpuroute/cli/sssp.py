@@ -2,7 +2,6 @@
 optionally saved as ``.npy``."""
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -21,27 +20,11 @@ from .common import (
     graph_line,
     id_label,
     load,
+    output_path,
     pick_weight,
     print_rows,
     progress,
 )
-
-
-def _output_path(path):
-    """Check ``--output`` before any work: a file path in an existing directory.
-
-    Raises
-    ------
-    CLIError
-        The path is a directory, or its directory does not exist.
-    """
-    full = os.path.abspath(path)
-    if os.path.isdir(full):
-        raise CLIError(f"--output {path} is a directory; give a file name such as {os.path.join(path, 'dist.npy')}")
-    d = os.path.dirname(full)
-    if not os.path.isdir(d):
-        raise CLIError(f"cannot write {full}: directory {d} does not exist")
-    return full
 
 
 def run(args):
@@ -50,7 +33,7 @@ def run(args):
     from ..sssp import sssp_full
 
     check_device(args.device)
-    out = _output_path(args.output) if args.output else None
+    out = output_path(args.output) if args.output else None
     graph, t_load = load(args.graph, METRICS.get(args.metric))
     weight = pick_weight(graph, args.metric)
     unit = graph.units[weight]

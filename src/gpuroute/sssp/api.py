@@ -162,7 +162,7 @@ def _check_dtype(dtype):
     return d
 
 
-def _narrow_cpu(dist):
+def narrow_to_uint32(dist):
     """int64 distances with INF -> uint32 with INF_U32 (OverflowError if a finite one does not fit)."""
     fin = dist != INF
     if fin.any() and int(dist[fin].max()) >= INF_U32:
@@ -270,7 +270,7 @@ class SSSPQuery:
         else:
             dist, pred, runs, params = alg.cpu(self.graph, self.weight, src, want_pred, self.variant, opts)
             if dtype == "uint32":
-                dist = _narrow_cpu(dist)
+                dist = narrow_to_uint32(dist)
             if want_cupy:
                 import cupy as cp
 

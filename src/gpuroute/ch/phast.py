@@ -1,0 +1,447 @@
+"""One-to-all, bounded one-to-all and many-to-many distances over a contraction hierarchy on the CPU
+(numba): :func:`tree_cpu`, :func:`within_cpu`, :func:`table_cpu`.
+
+Trees follow PHAST (Delling, Goldberg, Nowatzyk, Werneck, "PHAST: Hardware-Accelerated Shortest Path
+Trees", IPDPS 2011, sec. 3): an upward Dijkstra over ``up`` from the source, then one linear sweep over
+the nodes by decreasing rank, each taking ``d[v] = min(d[v], d[u] + w)`` over its ``down`` arcs
+``u -> v`` (all from higher ranks, hence final). With a core (CU-CH's overlay, Karimi, Koppelman,
+Michael, ICS '19, sec. 3.6-3.8) the upward search does not expand core nodes; the core is done in one
+dense step, ``d[b] = min over reached core a of d[a] + core_dist[a, b]``, and the sweep skips it.
+
+Tables are the bucket algorithm of Knopp, Sanders, Schultes, Schulz, Wagner, "Computing Many-to-Many
+Shortest Paths Using Highway Hierarchies", ALENEX 2007, on the CH: a backward upward search from every
+target leaves ``(target, distance)`` in the bucket of every node it settles; a forward upward search
+from every source scans the buckets of the nodes it settles. A core is again one dense step: each target's
+backward core entries are pushed through ``core_dist`` to a vector over the core (``(c, |T|)`` in all),
+which the forward search reads at its own core entries. Both searches use stall-on-demand (Geisberger et al.,
+WEA 2008, sec. 4); a stalled node neither leaves nor reads bucket entries.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from ..graph.constants import DIST_DTYPE, INDEX_DTYPE, INF
+from ..sssp.dijkstra import heap_pop, heap_push
+from .query import id_array, prepared
+
+__all__ = ["tree_cpu", "within_cpu", "table_cpu", "INF"]
+
+_INF = INF
+#: Sources (or targets) per parallel chunk at least (each chunk allocates its own search buffers).
+_MIN_PER_CHUNK = 8
+#: Chunks per thread (load balance).
+_CHUNKS_PER_THREAD = 4
+
+
+def _n_chunks(k):
+    return max(1, min(k // _MIN_PER_CHUNK, _CHUNKS_PER_THREAD * numba.get_num_threads()))
+
+
+# ---------------------------------------------------------------------------------------------- kernels
+# Every kernel works in :class:`~gpuroute.ch.query.Prepared`'s layout: ranks as node ids, node ``u``'s up
+# arcs at ``rec[u, 0] .. rec[u, 1]`` and its down arcs (by head) at ``rec[u, 1] .. rec[u + 1, 0]`` of
+# ``nw`` (neighbour, weight).
+@njit(cache=True)
+def _upward(rec, nw, core_pos, s, d, hk, hn, entries, bound):
+    """Upward Dijkstra from ``s`` into ``d`` (n,) (all INF on entry), settling keys ``<= bound`` only
+    and expanding no core node. Core nodes reached are listed in ``entries``; returns how many."""
+    d[s] = 0
+    if core_pos[s] >= 0:
+        entries[0] = s
+        return 1
+    ne = 0
+    size = heap_push(hk, hn, 0, 0, s)
+    while size > 0:
+        du, u, size = heap_pop(hk, hn, size)
+        if du > bound:
+            break
+        if du > d[u]:
+            continue
+        for j in range(rec[u, 0], rec[u, 1]):
+            v = nw[j, 0]
+            nd = du + nw[j, 1]
+            if nd < d[v]:
+                if core_pos[v] >= 0:
+                    if d[v] == _INF:
+                        entries[ne] = v
+                        ne += 1
+                    d[v] = nd
+                else:
+                    d[v] = nd
+                    size = heap_push(hk, hn, size, nd, v)
+    return ne
+
+
+@njit(cache=True, inline="always")
+def _core_step(core, core_pos, core_dist, d, entries, ne, bound):
+    """``d[b] = min(d[b], d[a] + core_dist[a, b])`` for every core ``b`` and reached core ``a`` with
+    ``d[a] <= bound``."""
+    c = core.shape[0]
+    for e in range(ne):
+        a = entries[e]
+        da = d[a]
+        if da > bound:
+            continue
+        row = core_dist[core_pos[a]]
+        for bi in range(c):
+            cd = row[bi]
+            if cd != _INF:
+                x = da + cd
+                b = core[bi]
+                if x < d[b]:
+                    d[b] = x
+
+
+@njit(cache=True, inline="always")
+def _sweep(rec, nw, core_pos, d):
+    """PHAST's downward pass: ranks ``n-1 .. 0`` (core skipped) pull over their down arcs, whose tails
+    have higher ranks and are final."""
+    for v in range(d.shape[0] - 1, -1, -1):
+        if core_pos[v] >= 0:
+            continue
+        dv = d[v]
+        for j in range(rec[v, 1], rec[v + 1, 0]):
+            du = d[nw[j, 0]]
+            if du != _INF:
+                x = du + nw[j, 1]
+                if x < dv:
+                    dv = x
+        d[v] = dv
+
+
+@njit(cache=True, inline="always")
+def _phast(rec, nw, core_pos, core_dist, core, s, d, hk, hn, entries, bound):
+    """One PHAST tree from rank ``s`` into ``d`` (n,) indexed by rank."""
+    d[:] = _INF
+    ne = _upward(rec, nw, core_pos, s, d, hk, hn, entries, bound)
+    _core_step(core, core_pos, core_dist, d, entries, ne, bound)
+    _sweep(rec, nw, core_pos, d)
+
+
+@njit(cache=True, parallel=True)
+def _trees(rec, nw, core_pos, core_dist, core, rank, sources, heap_cap, n_chunks):
+    """PHAST distances from each source (a rank): int64 (k, n) by node id, INF where unreachable."""
+    k = sources.shape[0]
+    n = core_pos.shape[0]
+    out = np.empty((k, n), dtype=np.int64)
+    for ci in prange(n_chunks):
+        lo = ci * k // n_chunks
+        hi = (ci + 1) * k // n_chunks
+        hk = np.empty(heap_cap, dtype=np.int64)
+        hn = np.empty(heap_cap, dtype=np.int32)
+        entries = np.empty(max(core.shape[0], 1), dtype=np.int32)
+        d = np.empty(n, dtype=np.int64)
+        for i in range(lo, hi):
+            _phast(rec, nw, core_pos, core_dist, core, sources[i], d, hk, hn, entries, _INF)
+            row = out[i]
+            for v in range(n):
+                row[v] = d[rank[v]]
+    return out
+
+
+@njit(cache=True)
+def _within(rec, nw, core_pos, core_dist, core, rank, source, heap_cap, bound):
+    """One bounded PHAST tree from rank ``source``; returns ``(nodes int32 (r,), dist int64 (r,))`` by node
+    id with ``dist <= bound``."""
+    n = core_pos.shape[0]
+    d = np.empty(n, dtype=np.int64)
+    hk = np.empty(heap_cap, dtype=np.int64)
+    hn = np.empty(heap_cap, dtype=np.int32)
+    entries = np.empty(max(core.shape[0], 1), dtype=np.int32)
+    _phast(rec, nw, core_pos, core_dist, core, source, d, hk, hn, entries, bound)
+    r = 0
+    for v in range(n):
+        x = d[rank[v]]
+        if x <= bound and x != _INF:
+            r += 1
+    nodes = np.empty(r, dtype=np.int32)
+    dist = np.empty(r, dtype=np.int64)
+    r = 0
+    for v in range(n):
+        x = d[rank[v]]
+        if x <= bound and x != _INF:
+            nodes[r] = v
+            dist[r] = x
+            r += 1
+    return nodes, dist
+
+
+@njit(cache=True)
+def _bucket_search(side, rec, nw, core_pos, s, d, hk, hn, touched, entries, sett_node, sett_dist, stall):
+    """Full upward search from rank ``s`` (``side`` 0: forward over up arcs; 1: backward over down arcs),
+    stall-on-demand, no core node expanded. Writes the settled, unstalled non-core nodes and their
+    distances to ``sett_node``/``sett_dist`` and the reached core nodes to ``entries``; returns
+    ``(n_settled, n_entries, n_touched)`` (``touched`` lists every node whose ``d`` was set, for the
+    caller's reset)."""
+    ns = 0
+    ne = 0
+    nt = 1
+    d[s] = 0
+    touched[0] = s
+    if core_pos[s] >= 0:
+        entries[0] = s
+        return 0, 1, 1
+    size = heap_push(hk, hn, 0, 0, s)
+    while size > 0:
+        du, u, size = heap_pop(hk, hn, size)
+        if du > d[u]:
+            continue
+        a = rec[u, 0]
+        b = rec[u, 1]
+        c = rec[u + 1, 0]
+        if side == 0:
+            r0, r1, s0, s1 = a, b, b, c
+        else:
+            r0, r1, s0, s1 = b, c, a, b
+        stalled = False
+        if stall:
+            for j in range(s0, s1):
+                dx = d[nw[j, 0]]
+                if dx != _INF and dx + nw[j, 1] < du:
+                    stalled = True
+                    break
+        if stalled:
+            continue
+        sett_node[ns] = u
+        sett_dist[ns] = du
+        ns += 1
+        for j in range(r0, r1):
+            v = nw[j, 0]
+            nd = du + nw[j, 1]
+            if nd < d[v]:
+                if d[v] == _INF:
+                    touched[nt] = v
+                    nt += 1
+                    if core_pos[v] >= 0:
+                        entries[ne] = v
+                        ne += 1
+                d[v] = nd
+                if core_pos[v] < 0:
+                    size = heap_push(hk, hn, size, nd, v)
+    return ns, ne, nt
+
+
+@njit(cache=True, parallel=True)
+def _backward(rec, nw, core_pos, core_dist_t, targets, heap_cap, n_chunks, stall, counts, offsets, b_node, b_dist,
+              tcore, fill):
+    """Backward upward searches from every target (a rank). ``fill=False``: ``counts[j]`` = bucket
+    entries of target ``j``. ``fill=True``: write them at ``offsets[j]`` into ``b_node``/``b_dist`` and
+    the target's core vector ``tcore[j]`` (c,): ``min over backward entries y of core_dist[a, y] + d(y, t)``
+    for every core ``a`` (``core_dist_t`` is ``core_dist`` transposed, so that this reads rows)."""
+    k = targets.shape[0]
+    n = core_pos.shape[0]
+    c = core_dist_t.shape[0]
+    for ci in prange(n_chunks):
+        lo = ci * k // n_chunks
+        hi = (ci + 1) * k // n_chunks
+        d = np.full(n, _INF, dtype=np.int64)
+        hk = np.empty(heap_cap, dtype=np.int64)
+        hn = np.empty(heap_cap, dtype=np.int32)
+        touched = np.empty(n, dtype=np.int32)
+        entries = np.empty(max(c, 1), dtype=np.int32)
+        sn = np.empty(n, dtype=np.int32)
+        sd = np.empty(n, dtype=np.int64)
+        for j in range(lo, hi):
+            ns, ne, nt = _bucket_search(1, rec, nw, core_pos, targets[j], d, hk, hn, touched, entries, sn, sd, stall)
+            if not fill:
+                counts[j] = ns
+            else:
+                o = offsets[j]
+                for i in range(ns):
+                    b_node[o + i] = sn[i]
+                    b_dist[o + i] = sd[i]
+                tv = tcore[j]
+                for e in range(ne):
+                    y = entries[e]
+                    dy = d[y]
+                    row = core_dist_t[core_pos[y]]
+                    for ai in range(c):
+                        cd = row[ai]
+                        if cd != _INF and cd + dy < tv[ai]:
+                            tv[ai] = cd + dy
+            for i in range(nt):
+                d[touched[i]] = _INF
+
+
+@njit(cache=True)
+def _bucket_csr(n, offsets, b_node, b_dist):
+    """Buckets as a CSR by node: ``(first int64 (n+1,), target int32, dist int64)``, each bucket in
+    target order (entries of target ``j`` lie at ``offsets[j] .. offsets[j+1]``)."""
+    total = b_node.shape[0]
+    first = np.zeros(n + 1, dtype=np.int64)
+    for i in range(total):
+        first[b_node[i] + 1] += 1
+    for v in range(n):
+        first[v + 1] += first[v]
+    fill = first[:-1].copy()
+    tgt = np.empty(total, dtype=np.int32)
+    dist = np.empty(total, dtype=np.int64)
+    k = offsets.shape[0] - 1
+    for j in range(k):
+        for i in range(offsets[j], offsets[j + 1]):
+            v = b_node[i]
+            p = fill[v]
+            tgt[p] = j
+            dist[p] = b_dist[i]
+            fill[v] = p + 1
+    return first, tgt, dist
+
+
+@njit(cache=True, parallel=True)
+def _forward(rec, nw, core_pos, core_dist, sources, heap_cap, n_chunks, stall, b_first, b_tgt, b_dist, tcore,
+             n_targets):
+    """Forward upward searches from every source (a rank) scanning the buckets: int64 (|S|, |T|)."""
+    k = sources.shape[0]
+    n = core_pos.shape[0]
+    c = core_dist.shape[0]
+    out = np.full((k, n_targets), _INF, dtype=np.int64)
+    for ci in prange(n_chunks):
+        lo = ci * k // n_chunks
+        hi = (ci + 1) * k // n_chunks
+        d = np.full(n, _INF, dtype=np.int64)
+        hk = np.empty(heap_cap, dtype=np.int64)
+        hn = np.empty(heap_cap, dtype=np.int32)
+        touched = np.empty(n, dtype=np.int32)
+        entries = np.empty(max(c, 1), dtype=np.int32)
+        sn = np.empty(n, dtype=np.int32)
+        sd = np.empty(n, dtype=np.int64)
+        for i in range(lo, hi):
+            row = out[i]
+            ns, ne, nt = _bucket_search(0, rec, nw, core_pos, sources[i], d, hk, hn, touched, entries, sn, sd, stall)
+            for q in range(ns):
+                v = sn[q]
+                dv = sd[q]
+                for p in range(b_first[v], b_first[v + 1]):
+                    x = dv + b_dist[p]
+                    jt = b_tgt[p]
+                    if x < row[jt]:
+                        row[jt] = x
+            for e in range(ne):
+                a = entries[e]
+                da = d[a]
+                tr = tcore[core_pos[a]]
+                for jt in range(n_targets):
+                    y = tr[jt]
+                    if y != _INF and da + y < row[jt]:
+                        row[jt] = da + y
+            for q in range(nt):
+                d[touched[q]] = _INF
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- Python API
+def tree_cpu(h, sources):
+    """PHAST one-to-all distances (Delling et al., IPDPS 2011, sec. 3; a core in one dense step), in
+    parallel over sources (numba ``prange``).
+
+    Parameters
+    ----------
+    h : Hierarchy
+    sources : array_like of int, shape (k,)
+
+    Returns
+    -------
+    ndarray int64, shape (k, n)
+        Distances in the weight's unit, ``INF`` where unreachable.
+
+    Raises
+    ------
+    IndexError
+        An id outside ``[0, n)``.
+    """
+    s = id_array(sources, h.n_nodes, "sources")
+    p = prepared(h)
+    return _trees(*p.search_arrays(), p.core, p.rank, p.rank[s], p.heap_cap, _n_chunks(s.size))
+
+
+def within_cpu(h, source, bound):
+    """Every node at distance ``<= bound`` from ``source``: a PHAST tree whose upward search settles
+    nothing beyond ``bound`` and whose core step starts only from entries within it.
+
+    Exact: a node at distance ``<= bound`` has an up-down shortest path whose upward part (and core
+    entry) lies within ``bound`` (weights are positive), so that part is settled exactly and the sweep
+    carries it down; every value computed is the length of some path, so none falls below a node's
+    distance and nodes beyond ``bound`` stay beyond it.
+
+    Parameters
+    ----------
+    h : Hierarchy
+    source : int
+    bound : int
+        In the weight's unit; ``>= 0``.
+
+    Returns
+    -------
+    nodes : ndarray int32, shape (r,)
+        Sorted by node id (``source`` included).
+    dist : ndarray int64, shape (r,)
+
+    Raises
+    ------
+    IndexError
+        ``source`` outside ``[0, n)``.
+    ValueError
+        A negative bound.
+    """
+    s = id_array(source, h.n_nodes, "source")
+    if s.size != 1:
+        raise ValueError("within_cpu takes one source")
+    bound = int(bound)
+    if bound < 0:
+        raise ValueError(f"bound must be >= 0, got {bound}")
+    p = prepared(h)
+    return _within(*p.search_arrays(), p.core, p.rank, int(p.rank[s[0]]), p.heap_cap, min(bound, _INF))
+
+
+def table_cpu(h, sources, targets, *, stall=True):
+    """Many-to-many distances by CH buckets (Knopp et al., ALENEX 2007, on the CH; a core through
+    ``core_dist``), both phases in parallel (over targets, then over sources).
+
+    Parameters
+    ----------
+    h : Hierarchy
+    sources : array_like of int, shape (|S|,)
+    targets : array_like of int, shape (|T|,)
+    stall : bool
+        Stall-on-demand in both searches (same result either way).
+
+    Returns
+    -------
+    ndarray int64, shape (|S|, |T|)
+        ``INF`` where unreachable.
+
+    Raises
+    ------
+    IndexError
+        An id outside ``[0, n)``.
+    """
+    n = h.n_nodes
+    s = id_array(sources, n, "sources")
+    t = id_array(targets, n, "targets")
+    if s.size == 0 or t.size == 0:
+        return np.full((s.size, t.size), INF, dtype=DIST_DTYPE)
+    p = prepared(h)
+    a = p.search_arrays()
+    s, t = p.rank[s], p.rank[t]
+    c = h.core.size
+    counts = np.zeros(t.size, dtype=np.int64)
+    dummy_i = np.zeros(0, dtype=INDEX_DTYPE)
+    dummy_d = np.zeros(0, dtype=DIST_DTYPE)
+    no_core = np.zeros((t.size, 0), dtype=DIST_DTYPE)
+    nc = _n_chunks(t.size)
+    rec, nw, core_pos, core_dist = a
+    core_dist_t = np.ascontiguousarray(core_dist.T)
+    _backward(rec, nw, core_pos, core_dist_t, t, p.heap_cap, nc, bool(stall), counts, counts, dummy_i, dummy_d,
+              no_core, False)
+    offsets = np.zeros(t.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    b_node = np.empty(int(offsets[-1]), dtype=INDEX_DTYPE)
+    b_dist = np.empty(int(offsets[-1]), dtype=DIST_DTYPE)
+    tcore = np.full((t.size, c), INF, dtype=DIST_DTYPE)
+    _backward(rec, nw, core_pos, core_dist_t, t, p.heap_cap, nc, bool(stall), counts, offsets, b_node, b_dist,
+              tcore, True)
+    tcore = np.ascontiguousarray(tcore.T)  # (c, |T|): the forward search reads one row per core entry
+    b_first, b_tgt, b_d = _bucket_csr(n, offsets, b_node, b_dist)
+    return _forward(*a, s, p.heap_cap, _n_chunks(s.size), bool(stall), b_first, b_tgt, b_d, tcore, t.size)

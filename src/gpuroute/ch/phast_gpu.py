@@ -1,0 +1,265 @@
+"""PHAST on the GPU (kernels in ``phast.cu``): one-to-all trees, batched trees, tables, bounded one-to-all
+and paired distances over a :class:`~gpuroute.ch.hierarchy.Hierarchy` (Delling, Goldberg, Nowatzyk,
+Werneck, "PHAST: Hardware-Accelerated Shortest Path Trees", IPDPS 2011; the CU-CH query of Karimi,
+Koppelman, Michael, ICS '19, sec. 3.8: the upward pass runs on the GPU too).
+
+The hierarchy is uploaded once (:class:`GPUHierarchy`): nodes renumbered by level, top first (the core
+first, in ``core`` order, so the core distance matrix needs no permutation), upward and downward in-arcs
+as CSRs by head over the new ids, 32-bit weights. A pass of ``k`` sources is one CUDA graph (captured once
+per pass size): fill, sources, one pull kernel per level up, the dense core step, one per level down.
+The CPU twin is :mod:`gpuroute.ch.phast`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import config
+from ..backend.flags import DINF, check_overflow
+from ..backend.kernels import load_module
+from ..graph.constants import INF
+
+
+def _balanced(k, per):
+    """Pass size: at most ``per``, the ``k`` items split into equal passes."""
+    per = max(1, int(per))
+    passes = -(-max(k, 1) // per)
+    return -(-max(k, 1) // passes)
+
+
+class GPUHierarchy:
+    """A hierarchy on the GPU, with its captured PHAST passes.
+
+    Parameters
+    ----------
+    ch : ContractionHierarchy
+
+    Raises
+    ------
+    OverflowError
+        A hierarchy weight or core distance that does not fit the kernels' 32-bit distances.
+    GPUUnavailableError
+        Without a usable GPU.
+    """
+
+    def __init__(self, ch):
+        import cupy as cp
+
+        from ..backend import resolve_device
+
+        resolve_device("gpu")
+        self.cp = cp
+        self.ch = ch
+        h = ch.h
+        n = self.n = h.n_nodes
+        core = h.core.astype(np.int64)
+        c = self.c = core.size
+        in_core = np.zeros(n, dtype=bool)
+        in_core[core] = True
+        lvl = h.level.astype(np.int64)
+        rest = np.flatnonzero(~in_core)
+        rest = rest[np.lexsort((rest, -lvl[rest]))]  # levels from the top down, ties by id
+        new_order = np.concatenate([core, rest])  # new id -> node
+        pos = np.empty(n, dtype=np.int64)
+        pos[new_order] = np.arange(n)
+        self.pos_host = pos
+        # level ranges over the new ids (non-core levels only), top first
+        levels = []
+        if rest.size:
+            lv = lvl[rest]
+            cuts = np.flatnonzero(np.diff(lv)) + 1
+            starts = np.concatenate([[0], cuts]) + c
+            ends = np.concatenate([cuts, [rest.size]]) + c
+            levels = [(int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
+        self.levels_down = levels  # top first
+        self.levels_up = levels[::-1]  # level 0 first
+        # upward in-arcs: up arcs u -> v (rank v > rank u) except core-core, as a CSR by head (new ids)
+        ut = np.repeat(np.arange(n, dtype=np.int64), np.diff(h.up_first_out))
+        uh = h.up_head.astype(np.int64)
+        keep = ~(in_core[ut] & in_core[uh])
+        ufo, utl, uw = self._csr(pos[uh[keep]], pos[ut[keep]], h.up_weight[keep])
+        # downward in-arcs: down arcs u -> v (rank u > rank v), stored at head v, except core-core
+        dh = np.repeat(np.arange(n, dtype=np.int64), np.diff(h.down_first_out))
+        dt = h.down_tail.astype(np.int64)
+        keep = ~(in_core[dt] & in_core[dh])
+        dfo, dtl, dw = self._csr(pos[dh[keep]], pos[dt[keep]], h.down_weight[keep])
+        D = np.asarray(h.core_dist, dtype=np.int64)
+        if c:
+            fin = D != INF
+            if fin.any() and int(D[fin].max()) >= DINF:
+                raise OverflowError("a core distance does not fit the GPU's 32-bit distances; use device='cpu'")
+            D = np.where(fin, D, DINF).astype(np.uint32)
+        self.up = tuple(cp.asarray(a) for a in (ufo, utl, uw))
+        self.down = tuple(cp.asarray(a) for a in (dfo, dtl, dw))
+        self.D = cp.asarray(D.ravel()) if c else cp.zeros(1, dtype=cp.uint32)
+        self.pos = cp.asarray(pos.astype(np.int32))
+        self.mod = load_module("ch/phast.cu")
+        self.k_sources = self.mod.get_function("ph_sources")
+        self.k_level = self.mod.get_function("ph_level")
+        self.k_core = self.mod.get_function("ph_core")
+        self.k_gather = self.mod.get_function("ph_gather")
+        self.k_table = self.mod.get_function("ph_table")
+        self.k_pairs = self.mod.get_function("ph_pairs")
+        self.flags = cp.zeros(8, dtype=cp.int32)
+        self.stream = cp.cuda.Stream(non_blocking=False)
+        self.tpb = int(config.CH_PHAST_THREADS)
+        self._passes = {}  # k -> (graph, d, src buffer)
+        cp.cuda.Device().synchronize()
+
+    def _csr(self, key, tail, weight):
+        n = self.n
+        w = np.asarray(weight, dtype=np.int64)
+        if w.size and int(w.max()) >= DINF:
+            raise OverflowError("a hierarchy arc weight does not fit the GPU's 32-bit distances; use device='cpu'")
+        order = np.argsort(key, kind="stable")
+        fo = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(key, minlength=n), out=fo[1:])
+        return fo.astype(np.int32), tail[order].astype(np.int32), w[order].astype(np.uint32)
+
+    @property
+    def n_levels(self):
+        return len(self.levels_down) + (1 if self.c else 0)
+
+    # ------------------------------------------------------------------ one pass
+    def _pass(self, k):
+        """The captured CUDA graph of a pass of ``k`` sources: ``(graph, d (n * k,), src (k,))``."""
+        if k in self._passes:
+            return self._passes[k]
+        cp = self.cp
+        self._passes.clear()  # one pass size at a time: free the other's rows
+        d = cp.empty(self.n * k, dtype=cp.uint32)
+        src = cp.zeros(k, dtype=cp.int32)
+        tpb = self.tpb
+        i32 = np.int32
+        s = self.stream
+        with s:
+            s.begin_capture()
+            d.fill(DINF)
+            self.k_sources(((k + tpb - 1) // tpb,), (tpb,), (i32(k), src, d))
+            ufo, utl, uw = self.up
+            ranges_up = self.levels_up + ([(0, self.c)] if self.c else [])
+            for lo, hi in ranges_up:
+                items = (hi - lo) * k
+                self.k_level(((items + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), ufo, utl, uw, d,
+                                                                  self.flags))
+            if self.c:
+                ct = min(1024, max(32, -(-self.c // 32) * 32))
+                self.k_core(((self.c + ct - 1) // ct, k), (ct,), (i32(self.c), i32(k), self.D, d, self.flags),
+                            shared_mem=4 * self.c)
+            dfo, dtl, dw = self.down
+            for lo, hi in self.levels_down:
+                items = (hi - lo) * k
+                self.k_level(((items + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), dfo, dtl, dw, d,
+                                                                  self.flags))
+            graph = s.end_capture()
+        self._passes[k] = (graph, d, src)
+        return self._passes[k]
+
+    def _run(self, sources):
+        """Run one pass over ``sources`` (int64, k of them); returns the node-major rows ``d``."""
+        cp = self.cp
+        k = int(sources.size)
+        graph, d, src = self._pass(k)
+        with self.stream:
+            src.set(self.pos_host[sources].astype(np.int32), stream=self.stream)
+            self.flags.fill(0)
+        graph.launch(self.stream)
+        host = self.flags.get(stream=self.stream)
+        self.stream.synchronize()
+        check_overflow(host)
+        return d, cp
+
+    def _pass_size(self, k):
+        return _balanced(k, int(config.CH_PHAST_BATCH_ITEMS) // max(self.n, 1))
+
+    # ------------------------------------------------------------------ queries
+    def tree(self, sources, want_pred, dtype="int64", to_host=True):
+        """Distances (k, n) of the k sources (int64 with INF, or uint32 with INF_U32) and, with
+        ``want_pred``, canonical predecessors (k, n) int32; NumPy when ``to_host``."""
+        cp = self.cp
+        k = int(sources.size)
+        n = self.n
+        out32 = cp.empty((k, n), dtype=cp.uint32)
+        per = self._pass_size(k)
+        tpb = self.tpb
+        for lo in range(0, k, per):
+            chunk = sources[lo:lo + per]
+            d, _ = self._run(chunk)
+            kk = int(chunk.size)
+            with self.stream:
+                self.k_gather((((n * kk) + tpb - 1) // tpb,), (tpb,),
+                              (np.int32(n), np.int32(kk), self.pos, d, out32[lo:lo + kk]))
+        self.stream.synchronize()
+        pred = None
+        if want_pred:
+            from ..backend.device_graph import DeviceGraph
+            from ..backend.predecessors import canonical_predecessors
+
+            dg = DeviceGraph.shared(self.ch.graph, self.ch.weight)
+            pred = canonical_predecessors(dg, out32, self.stream)
+        if dtype == "uint32":
+            dist = out32
+        else:
+            from ..backend.predecessors import widen
+
+            dist = widen(out32, self.stream)
+        self.stream.synchronize()
+        if to_host:
+            dist = dist.get()
+            pred = pred.get() if pred is not None else None
+        return dist, pred
+
+    def table(self, sources, targets, dtype="int64", to_host=True):
+        """Distances (|S|, |T|) (see :meth:`ContractionHierarchy.table`)."""
+        cp = self.cp
+        k, t = int(sources.size), int(targets.size)
+        out32 = cp.empty((k, t), dtype=cp.uint32)
+        tpos = cp.asarray(self.pos_host[targets].astype(np.int32))
+        per = self._pass_size(k)
+        tpb = self.tpb
+        for lo in range(0, k, per):
+            chunk = sources[lo:lo + per]
+            d, _ = self._run(chunk)
+            kk = int(chunk.size)
+            with self.stream:
+                self.k_table((((t * kk) + tpb - 1) // tpb,), (tpb,),
+                             (np.int32(t), np.int32(kk), tpos, d, out32[lo:lo + kk]))
+        self.stream.synchronize()
+        if dtype == "uint32":
+            res = out32
+        else:
+            from ..backend.predecessors import widen
+
+            res = widen(out32, self.stream)
+            self.stream.synchronize()
+        return res.get() if to_host else res
+
+    def distances(self, sources, targets):
+        """Paired distances (k,) int64 (CuPy): PHAST passes over the distinct sources, each gathering the
+        targets of its pairs."""
+        cp = self.cp
+        m = int(sources.size)
+        out32 = cp.full(m, DINF, dtype=cp.uint32)
+        uniq, inv = np.unique(sources, return_inverse=True)
+        tpos = cp.asarray(self.pos_host[targets].astype(np.int32))
+        per = self._pass_size(uniq.size)
+        tpb = self.tpb
+        for lo in range(0, uniq.size, per):
+            chunk = uniq[lo:lo + per]
+            d, _ = self._run(chunk)
+            slot = np.where((inv >= lo) & (inv < lo + chunk.size), inv - lo, -1).astype(np.int32)
+            with self.stream:
+                self.k_pairs(((m + tpb - 1) // tpb,), (tpb,),
+                             (np.int32(m), np.int32(chunk.size), cp.asarray(slot), tpos, d, out32))
+        from ..backend.predecessors import widen
+
+        res = widen(out32, self.stream)
+        self.stream.synchronize()
+        return res
+
+    def within(self, source, bound):
+        """``(nodes int32, dist int64)`` with distance <= ``bound``, sorted by node id (NumPy)."""
+        cp = self.cp
+        dist, _ = self.tree(np.asarray([source], dtype=np.int64), False, dtype="int64", to_host=False)
+        row = dist[0]
+        nodes = cp.flatnonzero(row <= bound)
+        return nodes.get().astype(np.int32), row[nodes].get()

@@ -1,0 +1,86 @@
+"""PHAST on the GPU (gpuroute.ch.phast_gpu) against Dijkstra: one tree, batched trees (several passes),
+predecessors, tables, paired distances, bounded one-to-all, uint32 results, CuPy in and out; on oracle
+hierarchies (tests/naive.py's ``naive_ch``) with and without a core."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from naive import naive_ch, random_road_graph
+
+import gpuroute
+from gpuroute import INF, INF_U32, config
+from gpuroute.backend import gpu_available
+from gpuroute.ch import ContractionHierarchy
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a CUDA GPU")]
+
+
+def _case(seed, n=60, core_from=None, order="random"):
+    rng = np.random.default_rng(seed)
+    g, _ = random_road_graph(rng, n)
+    o = rng.permutation(n) if order == "random" else None
+    h = naive_ch(g, order=o, core_from=core_from)
+    return g, ContractionHierarchy(h, graph=g, weight=g.default_weight)
+
+
+@pytest.mark.parametrize("core_from", [None, 40, 0, 55])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_trees_tables_distances_within(seed, core_from, monkeypatch):
+    monkeypatch.setattr(config, "CH_PHAST_BATCH_ITEMS", 7 * 60)  # several passes of 7 sources
+    monkeypatch.setattr(config, "CH_PHAST_THREADS", 64)
+    g, ch = _case(seed, core_from=core_from)
+    n = g.n_nodes
+    src = np.arange(n)
+    ref_d, ref_p = gpuroute.sssp(g, src, algorithm="dijkstra", device="cpu", return_predecessors=True)
+    d, p = ch.tree(src, device="gpu", return_predecessors=True)
+    np.testing.assert_array_equal(d, ref_d)
+    np.testing.assert_array_equal(p, ref_p)
+    d1 = ch.tree(3, device="gpu")
+    assert d1.shape == (n,)
+    np.testing.assert_array_equal(d1, ref_d[3])
+    d32 = ch.tree(src[:9], device="gpu", dtype="uint32")
+    assert d32.dtype == np.uint32
+    np.testing.assert_array_equal(d32, np.where(ref_d[:9] == INF, INF_U32, ref_d[:9]))
+    S, T = np.array([5, 0, 17, 5]), np.array([1, 2, 3, 59, 0, 44])
+    np.testing.assert_array_equal(ch.table(S, T, device="gpu"), ref_d[S][:, T])
+    ps, pt = np.array([0, 4, 4, 9, 33]), np.array([9, 1, 2, 4, 33])
+    np.testing.assert_array_equal(ch.distances(ps, pt, device="gpu"), ref_d[ps, pt])
+    for bound in (0, 50, 10**6, 10**12):
+        nodes, dist = ch.within(7, bound, device="gpu")
+        want = np.flatnonzero(ref_d[7] <= bound)
+        np.testing.assert_array_equal(nodes, want)
+        np.testing.assert_array_equal(dist, ref_d[7][want])
+
+
+def test_cupy_in_cupy_out():
+    import cupy as cp
+
+    g, ch = _case(5)
+    src = cp.asarray([1, 2, 3])
+    d = ch.tree(src, device="gpu")
+    assert isinstance(d, cp.ndarray) and d.shape == (3, g.n_nodes)
+    np.testing.assert_array_equal(d.get(), gpuroute.sssp(g, [1, 2, 3], device="cpu"))
+    t = ch.table(src, cp.asarray([0, 1]), device="gpu")
+    assert isinstance(t, cp.ndarray)
+
+
+def test_gpu_overflow_and_bad_ids():
+    g = gpuroute.RoadGraph.from_arcs(4, [0, 1, 2], [1, 2, 3], {"w": [2**31 - 1] * 3})
+    ch = ContractionHierarchy(naive_ch(g), graph=g, weight="w")
+    with pytest.raises(OverflowError):
+        ch.tree(0, device="gpu")
+    with pytest.raises(IndexError, match="sources\\[1\\] = 4"):
+        ch.tree([0, 4], device="gpu")
+
+
+@pytest.mark.slow
+def test_ny_sequential_and_cuch_trees():
+    """A real hierarchy: NY contracted by CU-CH on the GPU; trees and tables equal Dijkstra."""
+    g = gpuroute.datasets.load("ny")
+    ch = ContractionHierarchy.build(g, method="cu-ch", device="gpu")
+    rng = np.random.default_rng(9)
+    src = rng.integers(0, g.n_nodes, 6)
+    ref = gpuroute.sssp(g, src, device="cpu")
+    np.testing.assert_array_equal(ch.tree(src, device="gpu"), ref)
+    T = rng.integers(0, g.n_nodes, 50)
+    np.testing.assert_array_equal(ch.table(src, T, device="gpu"), ref[:, T])
