@@ -72,6 +72,7 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "out"))
     ap.add_argument("--graphs", nargs="*", default=["NY"])
     ap.add_argument("--skip-sequential", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="only the GPU-built CU-CH and the GPU queries")
     ap.add_argument("--pairs", type=int, default=2000)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -115,7 +116,9 @@ def main():
                           ("sequential CH (CPU)", {"method": "sequential", "device": "cpu", "progress": False})):
             if big and "CPU" in label and "GPU" not in label:
                 continue
-            if args.skip_sequential and label.startswith("sequential"):
+            if (args.skip_sequential or args.quick) and label.startswith("sequential"):
+                continue
+            if args.quick and "CPU twin" in label:
                 continue
             t = time.perf_counter()
             ch = ContractionHierarchy.build(g, **kw)
@@ -174,7 +177,14 @@ def main():
                 m_arcs = h.n_up + h.n_down
                 floor_b = (m_arcs * 12 + n * 4) / bw * 1e3
                 row(gname, f"PHAST one tree, GPU {tag}", t1, "ms", exact=ok, levels=eng.n_levels,
-                    bytes_floor_ms=round(floor_b, 4), sync_floor_ms=round(2 * eng.n_levels * 0.8e-3, 4))
+                    launches=eng.launches, bytes_floor_ms=round(floor_b, 4),
+                    sync_floor_ms=round(eng.launches * 0.8e-3, 4))
+                t_graph = med(lambda eng=eng, s0=src[:1]: eng._run(s0), 21, sync)
+                row(gname, f"PHAST one tree, GPU, the captured pass alone {tag}", t_graph, "ms")
+                prof = eng.profile(src[:1])
+                prof = eng.profile(src[:1])
+                results[f"phast_levels_{gname}_{label}"] = prof
+                plot_levels(prof, gname, label, args.out)
                 for k in (256, 1000):
                     sk = cp.asarray(rng.integers(0, n, k))
                     ch.tree(sk, device="gpu")
@@ -245,6 +255,26 @@ def main():
             json.dump(results, f, indent=1, default=float)
         plots(results, gname, hs, args.out)
     print("\nDone.")
+
+
+def plot_levels(prof, gname, label, out):
+    """Per-launch PHAST times of one tree (the paper's Fig. 12): up levels, the core, down levels."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception:
+        return
+    fig, ax = plt.subplots(figsize=(8, 3))
+    colors = {"up": "tab:blue", "core": "tab:red", "down": "tab:green"}
+    for i, (phase, _, _nodes, us) in enumerate(prof):
+        ax.bar(i, us, color=colors[phase.split("-")[0]])
+    ax.set_xlabel("launch (up levels, core, down levels)")
+    ax.set_ylabel("us")
+    ax.set_title(f"{gname} [{label}]: PHAST one tree, time per launch (total {sum(p[3] for p in prof):.0f} us)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, f"phast_levels_{gname.replace(' ', '_')}_{label.split()[0]}.png"), dpi=100)
 
 
 def plots(results, gname, hs, out):

@@ -96,3 +96,6 @@ CH_PRIORITY_DEPTH = 1
 CH_PHAST_BATCH_ITEMS = 1 << 27
 #: Threads per block of the PHAST level kernels.
 CH_PHAST_THREADS = 256
+#: PHAST on the GPU: for fewer than 32 sources, a level whose nodes average at least this many in-arcs
+#: (the top levels of a hierarchy) runs a warp per node instead of a thread per node.
+CH_PHAST_WARP_DEGREE = 8

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from naive import graphs
+from naive import graphs, random_road_graph
 
 import gpuroute
 from gpuroute import INF, RoadGraph, config
@@ -190,8 +190,6 @@ def test_stopped_searches_still_exact():
     """settle_limit=1 stops every witness search at its source: every needed-looking pair gets a shortcut,
     and distances stay exact."""
     rng = np.random.default_rng(7)
-    from naive import random_road_graph
-
     g, _ = random_road_graph(rng, 60, neighbours=4, one_way=0.3)
     h1, s1, _ = build_sequential(g, "distance", progress=False, settle_limit=1)
     assert s1["searches_stopped"] > 0 and s1["witness_searches"] >= s1["searches_stopped"]
@@ -239,8 +237,6 @@ def test_witness_saves_a_shortcut_unless_hops_stop_it():
 
 
 def test_deterministic():
-    from naive import random_road_graph
-
     g, _ = random_road_graph(np.random.default_rng(3), 80, neighbours=4)
     a, sa, _ = build_sequential(g, "distance")  # with the (delayed, so unseen) progress bar
     b, sb, _ = build_sequential(g, "distance", progress=False)
@@ -251,8 +247,6 @@ def test_deterministic():
 
 # ---------------------------------------------------------------------------------------------- parameters
 def test_params_read_config_at_call_time(monkeypatch):
-    from naive import random_road_graph
-
     monkeypatch.setattr(config, "CH_WITNESS_SETTLE_LIMIT", 3)
     monkeypatch.setattr(config, "CH_WITNESS_HOP_LIMIT", 2)
     monkeypatch.setattr(config, "CH_PRIORITY_EDGE_DIFF", 1)
@@ -278,8 +272,6 @@ def test_bad_arguments():
 
 
 def test_facade_builds_the_same():
-    from naive import random_road_graph
-
     from gpuroute.ch import ContractionHierarchy
 
     g, _ = random_road_graph(np.random.default_rng(11), 40)

@@ -44,39 +44,83 @@ __global__ void ph_level(int lo, int hi, int k, const int* __restrict__ fo, cons
 }
 
 // The core: for core nodes b in [0, c): d[b] = min(d[b], min over a of d[a] + D[a * c + b]). Grid
-// (ceil(c / threads), k): a block holds one source's c core distances in shared memory.
+// (ceil(c / blockDim), k, chunks): block (x, j, z) takes the core distances d[a] of source j for the z-th
+// slice of a (shared memory) and lowers d[b] with atomicMin, so one source's c x c step spreads over
+// many blocks (one block alone walks all c rows: ~c dependent L2 round trips).
+// Another block may read d[a] while this one lowers it: harmless, since D is the core's exact distance
+// matrix (the triangle inequality holds), so a value already lowered through the core gives no smaller
+// sum than the one it came from.
 __global__ void ph_core(int c, int k, const unsigned int* __restrict__ D, unsigned int* d, int* flags) {
-    int j = blockIdx.y;
-    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = blockIdx.y;
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    const int per = (c + gridDim.z - 1) / gridDim.z;
+    const int a0 = blockIdx.z * per;
+    const int a1 = min(c, a0 + per);
     extern __shared__ unsigned int da[];
-    for (int a = threadIdx.x; a < c; a += blockDim.x) da[a] = d[(unsigned long long)a * k + j];
+    for (int a = a0 + threadIdx.x; a < a1; a += blockDim.x) da[a - a0] = d[(unsigned long long)a * k + j];
     __syncthreads();
     if (b >= c) return;  // no barrier below this point
-    unsigned int best = da[b];
+    unsigned int best = DINF;
     bool ovf = false;
-    for (int a = 0; a < c; ++a) {
-        unsigned int du = da[a];
-        unsigned int w = D[(unsigned long long)a * c + b];
+    for (int a = a0; a < a1; ++a) {
+        const unsigned int du = da[a - a0];
+        const unsigned int w = D[(unsigned long long)a * c + b];
         if (du == DINF || w == DINF) continue;
-        unsigned long long s = (unsigned long long)du + w;
+        const unsigned long long s = (unsigned long long)du + w;
         if (s >= DINF) { ovf = true; continue; }
         if ((unsigned int)s < best) best = (unsigned int)s;
     }
-    // Another block may read d[b] while this one writes it: harmless, since D is the core's exact
-    // distance matrix (the triangle inequality holds), so a value already lowered through the core
-    // gives no smaller sum than the one it came from.
-    d[(unsigned long long)b * k + j] = best;
+    if (best != DINF) atomicMin(&d[(unsigned long long)b * k + j], best);
     if (ovf) flags[F_OVF] = 1;
 }
 
+// One level with a warp per (node, source) item: the lanes stride over the node's in-arcs and the warp
+// takes the minimum with shuffles. For the top levels, whose few nodes have hundreds of in-arcs each:
+// a thread per node would walk them one by one (a chain of dependent L2 round trips).
+__global__ void ph_level_warp(int lo, int hi, int k, const int* __restrict__ fo, const int* __restrict__ tl,
+                              const unsigned int* __restrict__ w, unsigned int* d, int* flags) {
+    const unsigned long long x = ((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    const unsigned long long items = (unsigned long long)(hi - lo) * k;
+    if (x >= items) return;  // whole warps leave together (x is per warp)
+    const int v = lo + (int)(x / k);
+    const int j = (int)(x - (unsigned long long)(v - lo) * k);
+    const unsigned long long self = (unsigned long long)v * k + j;
+    unsigned int best = DINF;
+    bool ovf = false;
+    const int a1 = fo[v + 1];
+    for (int a = fo[v] + lane; a < a1; a += 32) {
+        const unsigned int du = d[(unsigned long long)tl[a] * k + j];
+        if (du == DINF) continue;
+        const unsigned long long s = (unsigned long long)du + w[a];
+        if (s >= DINF) { ovf = true; continue; }
+        if ((unsigned int)s < best) best = (unsigned int)s;
+    }
+    for (int o = 16; o > 0; o >>= 1) best = min(best, __shfl_down_sync(0xFFFFFFFFu, best, o));
+    if (lane == 0) {
+        const unsigned int cur = d[self];
+        if (best < cur) d[self] = best;
+    }
+    if (__any_sync(0xFFFFFFFFu, ovf) && lane == 0) flags[F_OVF] = 1;
+}
+
 // Back to the caller's node ids, source-major: out[j * n + v] = d[pos[v] * k + j] (uint32), for k rows.
+// A 32 x 32 tile through shared memory: the reads of a tile row (one node, 32 sources) and the writes of
+// a tile column (one source, 32 nodes) are both coalesced. Block (32, 8), grid (ceil(n / 32),
+// ceil(k / 32)).
 __global__ void ph_gather(int n, int k, const int* __restrict__ pos, const unsigned int* __restrict__ d,
                           unsigned int* out) {
-    unsigned long long x = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (x >= (unsigned long long)n * k) return;
-    int j = (int)(x / n);
-    int v = (int)(x - (unsigned long long)j * n);
-    out[x] = d[(unsigned long long)pos[v] * k + j];
+    __shared__ unsigned int tile[32][33];
+    const int v0 = blockIdx.x * 32, j0 = blockIdx.y * 32;
+    for (int r = threadIdx.y; r < 32; r += 8) {
+        const int v = v0 + r, j = j0 + threadIdx.x;
+        if (v < n && j < k) tile[r][threadIdx.x] = d[(unsigned long long)pos[v] * k + j];
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < 32; r += 8) {
+        const int j = j0 + r, v = v0 + threadIdx.x;
+        if (v < n && j < k) out[(unsigned long long)j * n + v] = tile[threadIdx.x][r];
+    }
 }
 
 // A table: out[i * t + q] = d[tpos[q] * k + i] for the t targets (renumbered ids) of the k sources.

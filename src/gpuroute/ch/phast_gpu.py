@@ -88,6 +88,7 @@ class GPUHierarchy:
             if fin.any() and int(D[fin].max()) >= DINF:
                 raise OverflowError("a core distance does not fit the GPU's 32-bit distances; use device='cpu'")
             D = np.where(fin, D, DINF).astype(np.uint32)
+        self.up_fo_host, self.down_fo_host = ufo, dfo
         self.up = tuple(cp.asarray(a) for a in (ufo, utl, uw))
         self.down = tuple(cp.asarray(a) for a in (dfo, dtl, dw))
         self.D = cp.asarray(D.ravel()) if c else cp.zeros(1, dtype=cp.uint32)
@@ -96,12 +97,14 @@ class GPUHierarchy:
         self.k_sources = self.mod.get_function("ph_sources")
         self.k_level = self.mod.get_function("ph_level")
         self.k_core = self.mod.get_function("ph_core")
+        self.k_warp = self.mod.get_function("ph_level_warp")
         self.k_gather = self.mod.get_function("ph_gather")
         self.k_table = self.mod.get_function("ph_table")
         self.k_pairs = self.mod.get_function("ph_pairs")
         self.flags = cp.zeros(8, dtype=cp.int32)
         self.stream = cp.cuda.Stream(non_blocking=False)
         self.tpb = int(config.CH_PHAST_THREADS)
+        self.sms = int(cp.cuda.Device().attributes["MultiProcessorCount"])
         self._passes = {}  # k -> (graph, d, src buffer)
         cp.cuda.Device().synchronize()
 
@@ -131,28 +134,85 @@ class GPUHierarchy:
         tpb = self.tpb
         i32 = np.int32
         s = self.stream
+        up_plan = self._plan(self.levels_up + ([(0, self.c)] if self.c else []), k, self.up_fo_host)
+        down_plan = self._plan(self.levels_down, k, self.down_fo_host)
         with s:
             s.begin_capture()
             d.fill(DINF)
             self.k_sources(((k + tpb - 1) // tpb,), (tpb,), (i32(k), src, d))
-            ufo, utl, uw = self.up
-            ranges_up = self.levels_up + ([(0, self.c)] if self.c else [])
-            for lo, hi in ranges_up:
-                items = (hi - lo) * k
-                self.k_level(((items + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), ufo, utl, uw, d,
-                                                                  self.flags))
+            self._launch_plan(up_plan, k, self.up, d)
             if self.c:
-                ct = min(1024, max(32, -(-self.c // 32) * 32))
-                self.k_core(((self.c + ct - 1) // ct, k), (ct,), (i32(self.c), i32(k), self.D, d, self.flags),
-                            shared_mem=4 * self.c)
-            dfo, dtl, dw = self.down
-            for lo, hi in self.levels_down:
-                items = (hi - lo) * k
-                self.k_level(((items + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), dfo, dtl, dw, d,
-                                                                  self.flags))
+                self._core(k, d)
+            self._launch_plan(down_plan, k, self.down, d)
             graph = s.end_capture()
+        self.launches = 2 + len(up_plan) + len(down_plan) + (1 if self.c else 0)
         self._passes[k] = (graph, d, src)
         return self._passes[k]
+
+    def _plan(self, ranges, k, fo_host):
+        """Launches of a pass over level ``ranges`` (in order), one per level: a thread per (node, source)
+        item, or, for few sources and levels whose nodes average at least
+        ``config.CH_PHAST_WARP_DEGREE`` in-arcs (the top levels), a warp per item."""
+        plan = []
+        warp_deg = float(config.CH_PHAST_WARP_DEGREE)
+        for lo, hi in ranges:
+            arcs = int(fo_host[hi] - fo_host[lo])
+            warp = k < 32 and hi > lo and arcs / (hi - lo) >= warp_deg
+            plan.append(("warp" if warp else "level", lo, hi))
+        return plan
+
+    def _core(self, k, d):
+        """The dense core step: enough blocks to spread one source's c x c step (a-slices of the rows)."""
+        c = self.c
+        ct = min(1024, max(32, -(-c // 32) * 32))
+        bx = (c + ct - 1) // ct
+        chunks = max(1, min(32, -(-4 * self.sms // (bx * k)), c))
+        per = -(-c // chunks)
+        self.k_core((bx, k, chunks), (ct,), (np.int32(c), np.int32(k), self.D, d, self.flags), shared_mem=4 * per)
+
+    def _launch_plan(self, plan, k, arcs, d):
+        fo, tl, w = arcs
+        tpb = self.tpb
+        i32 = np.int32
+        for kind, lo, hi in plan:
+            items = (hi - lo) * k
+            if kind == "level":
+                self.k_level(((items + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), fo, tl, w, d, self.flags))
+            else:
+                self.k_warp(((items * 32 + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), fo, tl, w, d,
+                                                                        self.flags))
+
+    def profile(self, sources):
+        """Per-launch times (us) of one pass over ``sources``, run launch by launch with CUDA events (not
+        the captured graph): a list of ``(phase, first node, nodes, microseconds)`` in order, phase
+        "up", "core" or "down" (the paper's Fig. 12, per level)."""
+        cp = self.cp
+        k = int(sources.size)
+        _, d, src = self._pass(k)
+        up_plan = self._plan(self.levels_up + ([(0, self.c)] if self.c else []), k, self.up_fo_host)
+        down_plan = self._plan(self.levels_down, k, self.down_fo_host)
+        out = []
+        ev = [cp.cuda.Event() for _ in range(2)]
+
+        def timed(label, lo, nodes, fn):
+            ev[0].record(self.stream)
+            with self.stream:
+                fn()
+            ev[1].record(self.stream)
+            ev[1].synchronize()
+            out.append((label, lo, nodes, cp.cuda.get_elapsed_time(ev[0], ev[1]) * 1e3))
+
+        with self.stream:
+            src.set(self.pos_host[sources].astype(np.int32), stream=self.stream)
+            d.fill(DINF)
+            self.k_sources(((k + self.tpb - 1) // self.tpb,), (self.tpb,), (np.int32(k), src, d))
+        for phase, plan, arcs in (("up", up_plan, self.up), ("down", down_plan, self.down)):
+            if phase == "down" and self.c:
+                timed("core", 0, self.c, lambda: self._core(k, d))
+            for item in plan:
+                _, lo, hi = item
+                timed(f"{phase}-{item[0]}", lo, hi - lo, lambda item=item, arcs=arcs: self._launch_plan([item], k, arcs, d))
+        return out
 
     def _run(self, sources):
         """Run one pass over ``sources`` (int64, k of them); returns the node-major rows ``d``."""
@@ -180,13 +240,12 @@ class GPUHierarchy:
         n = self.n
         out32 = cp.empty((k, n), dtype=cp.uint32)
         per = self._pass_size(k)
-        tpb = self.tpb
         for lo in range(0, k, per):
             chunk = sources[lo:lo + per]
             d, _ = self._run(chunk)
             kk = int(chunk.size)
             with self.stream:
-                self.k_gather((((n * kk) + tpb - 1) // tpb,), (tpb,),
+                self.k_gather(((n + 31) // 32, (kk + 31) // 32), (32, 8),
                               (np.int32(n), np.int32(kk), self.pos, d, out32[lo:lo + kk]))
         self.stream.synchronize()
         pred = None
