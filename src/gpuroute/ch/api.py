@@ -258,8 +258,9 @@ class ContractionHierarchy:
     def table(self, sources, targets, *, device="auto", dtype="int64"):
         """Many-to-many distances (|S|, |T|): int64 with INF (or uint32 with INF_U32).
 
-        GPU: batched PHAST restricted to the targets' upward closure (RPHAST target selection) or CH
-        buckets, whichever measured faster for the size (BENCHMARKS.md); CPU: CH buckets (Knopp et al.,
+        GPU: batched PHAST, full sweeps of up to ``config.CH_PHAST_BATCH_ITEMS`` distances per pass, each
+        pass gathering the target columns on the device (RPHAST's restriction of the sweep to the targets'
+        upward closure is not built: BENCHMARKS.md has the measured sizes); CPU: CH buckets (Knopp et al.,
         "Computing Many-to-Many Shortest Paths Using Highway Hierarchies", ALENEX 2007).
         """
         want_cupy = is_cupy_array(sources)
