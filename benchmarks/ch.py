@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import gpuroute  # noqa: E402
+from gpuroute import config  # noqa: E402
 from gpuroute.ch import ContractionHierarchy  # noqa: E402
 
 
@@ -173,6 +174,7 @@ def main():
                 ch.tree(s1, device="gpu")
                 t1 = med(lambda ch=ch, s1=s1: ch.tree(s1, device="gpu"), 21, sync)
                 ok = bool(np.array_equal(ch.tree(src[:4], device="gpu"), ref))
+                ok = ok and all(np.array_equal(ch.tree(int(x), device="gpu"), ref[i]) for i, x in enumerate(src[:4]))
                 h = ch.h
                 m_arcs = h.n_up + h.n_down
                 floor_b = (m_arcs * 12 + n * 4) / bw * 1e3
@@ -181,6 +183,14 @@ def main():
                     sync_floor_ms=round(eng.launches * 0.8e-3, 4))
                 t_graph = med(lambda eng=eng, s0=src[:1]: eng._run(s0), 21, sync)
                 row(gname, f"PHAST one tree, GPU, the captured pass alone {tag}", t_graph, "ms")
+                config.CH_PHAST_UP_SEARCH = False  # the upward pass as a pull launch per level, to compare
+                eng._passes.clear()
+                t_lv = med(lambda eng=eng, s0=src[:1]: eng._run(s0), 21, sync)
+                row(gname, f"PHAST one tree, GPU, captured pass, upward pass per level {tag}", t_lv, "ms",
+                    launches=eng.launches)
+                config.CH_PHAST_UP_SEARCH = True
+                eng._passes.clear()
+                eng._run(src[:1])
                 prof = eng.profile(src[:1])
                 prof = eng.profile(src[:1])
                 results[f"phast_levels_{gname}_{label}"] = prof

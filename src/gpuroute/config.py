@@ -99,3 +99,6 @@ CH_PHAST_THREADS = 256
 #: PHAST on the GPU: for fewer than 32 sources, a level whose nodes average at least this many in-arcs
 #: (the top levels of a hierarchy) runs a warp per node instead of a thread per node.
 CH_PHAST_WARP_DEGREE = 8
+#: PHAST on the GPU, one source: the upward pass is one block searching the upward search space
+#: (label-correcting rounds over a frontier) instead of a pull launch per level over every node.
+CH_PHAST_UP_SEARCH = True

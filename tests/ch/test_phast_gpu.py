@@ -52,6 +52,18 @@ def test_trees_tables_distances_within(seed, core_from, monkeypatch):
         np.testing.assert_array_equal(dist, ref_d[7][want])
 
 
+@pytest.mark.parametrize("core_from", [None, 30, 0])
+@pytest.mark.parametrize("up_search", [True, False])
+def test_one_source_upward_search(core_from, up_search, monkeypatch):
+    """One source runs the one-block upward search (or, switched off, the per-level pull): every single
+    source's tree equals Dijkstra's."""
+    monkeypatch.setattr(config, "CH_PHAST_UP_SEARCH", up_search)
+    g, ch = _case(11, n=80, core_from=core_from)
+    ref = gpuroute.sssp(g, np.arange(g.n_nodes), algorithm="dijkstra", device="cpu")
+    for s in range(g.n_nodes):
+        np.testing.assert_array_equal(ch.tree(s, device="gpu"), ref[s])
+
+
 def test_cupy_in_cupy_out():
     import cupy as cp
 
@@ -84,3 +96,5 @@ def test_ny_sequential_and_cuch_trees():
     np.testing.assert_array_equal(ch.tree(src, device="gpu"), ref)
     T = rng.integers(0, g.n_nodes, 50)
     np.testing.assert_array_equal(ch.table(src, T, device="gpu"), ref[:, T])
+    for i, s in enumerate(src):  # one source: the one-block upward search
+        np.testing.assert_array_equal(ch.tree(int(s), device="gpu"), ref[i])

@@ -6,7 +6,8 @@
 // Nodes are renumbered by level, top first: the core (if any) is [0, c), then every level from the
 // highest to level 0 is a contiguous range. One tree (or k trees) is, in one CUDA graph:
 //   upward pass   levels 0, 1, ..., top, core: every node pulls over its upward in-arcs (tail at a lower
-//                 level), so d holds the distances of the upward search space;
+//                 level), so d holds the distances of the upward search space (one source: ph_up_search,
+//                 one block searching the space itself);
 //   core step     d[b] = min over core a of d[a] + D[a][b] (the core is a complete graph: one dense step);
 //   downward pass levels top, ..., 0: every node pulls over its downward in-arcs (tail at a higher level).
 // Distances are unsigned 32-bit with DINF; a sum that would reach DINF raises flags[F_OVF].
@@ -102,6 +103,55 @@ __global__ void ph_level_warp(int lo, int hi, int k, const int* __restrict__ fo,
         if (best < cur) d[self] = best;
     }
     if (__any_sync(0xFFFFFFFFu, ovf) && lane == 0) flags[F_OVF] = 1;
+}
+
+// The upward search of one source as one block (a single tree: the upward search space of a hierarchy is
+// a few thousand nodes, so 50-odd level launches over all n nodes cost more than a label-correcting search
+// over the space itself). Rounds of a frontier in global memory (q0, q1: n ints each); a node enters the
+// next frontier once per round (stamp[v] = round, zeroed before the pass) when an arc lowers it. The
+// up-arcs form a DAG (rank increases), so the rounds end after at most the search space's depth plus
+// re-pushes; a warp per frontier node, its lanes over the node's arcs. d is read with __ldcg (L2): other threads of the block lower it with atomicMin, which L1
+// would not see. Core nodes (ids < c) are lowered but not expanded: the core step takes them on.
+__global__ void __launch_bounds__(1024)
+ph_up_search(int c, const int* __restrict__ src, const int* __restrict__ fo, const int* __restrict__ hd,
+             const unsigned int* __restrict__ w, unsigned int* d, int* stamp, int* q0, int* q1, int* flags) {
+    __shared__ int n_cur, n_next;
+    int* cur = q0;
+    int* nxt = q1;
+    if (threadIdx.x == 0) {
+        n_cur = 0;
+        const int s = src[0];
+        if (s >= c) { cur[0] = s; n_cur = 1; }
+    }
+    __syncthreads();
+    int round = 1;
+    bool ovf = false;
+    while (n_cur > 0) {
+        if (threadIdx.x == 0) n_next = 0;
+        __syncthreads();
+        const int m = n_cur;
+        const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+        for (int i = threadIdx.x >> 5; i < m; i += warps) {  // a warp per frontier node, lanes over its arcs
+            const int u = cur[i];
+            const unsigned int du = __ldcg(d + u);
+            const int a1 = fo[u + 1];
+            for (int a = fo[u] + lane; a < a1; a += 32) {
+                const int v = hd[a];
+                const unsigned long long sum = (unsigned long long)du + w[a];
+                if (sum >= DINF) { ovf = true; continue; }
+                const unsigned int sv = (unsigned int)sum;
+                if (sv >= __ldcg(d + v)) continue;
+                const unsigned int old = atomicMin(d + v, sv);
+                if (sv < old && v >= c && atomicExch(stamp + v, round) != round) nxt[atomicAdd(&n_next, 1)] = v;
+            }
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) n_cur = n_next;
+        int* t = cur; cur = nxt; nxt = t;
+        ++round;
+        __syncthreads();
+    }
+    if (ovf) flags[F_OVF] = 1;
 }
 
 // Back to the caller's node ids, source-major: out[j * n + v] = d[pos[v] * k + j] (uint32), for k rows.

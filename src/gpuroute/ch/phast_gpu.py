@@ -77,6 +77,8 @@ class GPUHierarchy:
         uh = h.up_head.astype(np.int64)
         keep = ~(in_core[ut] & in_core[uh])
         ufo, utl, uw = self._csr(pos[uh[keep]], pos[ut[keep]], h.up_weight[keep])
+        # the same arcs as a CSR by tail, for the one-block upward search of a single source
+        ofo, ohd, ow = self._csr(pos[ut[keep]], pos[uh[keep]], h.up_weight[keep])
         # downward in-arcs: down arcs u -> v (rank u > rank v), stored at head v, except core-core
         dh = np.repeat(np.arange(n, dtype=np.int64), np.diff(h.down_first_out))
         dt = h.down_tail.astype(np.int64)
@@ -91,6 +93,7 @@ class GPUHierarchy:
         self.up_fo_host, self.down_fo_host = ufo, dfo
         self.up = tuple(cp.asarray(a) for a in (ufo, utl, uw))
         self.down = tuple(cp.asarray(a) for a in (dfo, dtl, dw))
+        self.up_out = tuple(cp.asarray(a) for a in (ofo, ohd, ow))
         self.D = cp.asarray(D.ravel()) if c else cp.zeros(1, dtype=cp.uint32)
         self.pos = cp.asarray(pos.astype(np.int32))
         self.mod = load_module("ch/phast.cu")
@@ -98,6 +101,7 @@ class GPUHierarchy:
         self.k_level = self.mod.get_function("ph_level")
         self.k_core = self.mod.get_function("ph_core")
         self.k_warp = self.mod.get_function("ph_level_warp")
+        self.k_up_search = self.mod.get_function("ph_up_search")
         self.k_gather = self.mod.get_function("ph_gather")
         self.k_table = self.mod.get_function("ph_table")
         self.k_pairs = self.mod.get_function("ph_pairs")
@@ -106,6 +110,7 @@ class GPUHierarchy:
         self.tpb = int(config.CH_PHAST_THREADS)
         self.sms = int(cp.cuda.Device().attributes["MultiProcessorCount"])
         self._passes = {}  # k -> (graph, d, src buffer)
+        self._search_buf = None  # stamp + two frontiers of the one-source upward search (3n int32)
         cp.cuda.Device().synchronize()
 
     def _csr(self, key, tail, weight):
@@ -134,20 +139,27 @@ class GPUHierarchy:
         tpb = self.tpb
         i32 = np.int32
         s = self.stream
-        up_plan = self._plan(self.levels_up + ([(0, self.c)] if self.c else []), k, self.up_fo_host)
+        up_plan = self._up_plan(k)
         down_plan = self._plan(self.levels_down, k, self.down_fo_host)
         with s:
             s.begin_capture()
             d.fill(DINF)
             self.k_sources(((k + tpb - 1) // tpb,), (tpb,), (i32(k), src, d))
-            self._launch_plan(up_plan, k, self.up, d)
+            self._launch_plan(up_plan, k, self.up, d, src)
             if self.c:
                 self._core(k, d)
             self._launch_plan(down_plan, k, self.down, d)
             graph = s.end_capture()
-        self.launches = 2 + len(up_plan) + len(down_plan) + (1 if self.c else 0)
+        self.launches = 2 + len(up_plan) + len(down_plan) + (1 if self.c else 0) + sum(p[0] == "search" for p in up_plan)
         self._passes[k] = (graph, d, src)
         return self._passes[k]
+
+    def _up_plan(self, k):
+        """The upward pass: for one source and ``config.CH_PHAST_UP_SEARCH``, one block searching the
+        upward search space (``ph_up_search``); else a pull launch per level, then the core's level."""
+        if k == 1 and config.CH_PHAST_UP_SEARCH:
+            return [("search", 0, self.n)]
+        return self._plan(self.levels_up + ([(0, self.c)] if self.c else []), k, self.up_fo_host)
 
     def _plan(self, ranges, k, fo_host):
         """Launches of a pass over level ``ranges`` (in order), one per level: a thread per (node, source)
@@ -170,13 +182,21 @@ class GPUHierarchy:
         per = -(-c // chunks)
         self.k_core((bx, k, chunks), (ct,), (np.int32(c), np.int32(k), self.D, d, self.flags), shared_mem=4 * per)
 
-    def _launch_plan(self, plan, k, arcs, d):
+    def _launch_plan(self, plan, k, arcs, d, src=None):
         fo, tl, w = arcs
         tpb = self.tpb
         i32 = np.int32
         for kind, lo, hi in plan:
             items = (hi - lo) * k
-            if kind == "level":
+            if kind == "search":
+                if self._search_buf is None:
+                    self._search_buf = self.cp.empty(3 * self.n, dtype=self.cp.int32)
+                n = self.n
+                stamp, q0, q1 = self._search_buf[:n], self._search_buf[n:2 * n], self._search_buf[2 * n:]
+                stamp.fill(0)
+                ofo, ohd, ow = self.up_out
+                self.k_up_search((1,), (1024,), (i32(self.c), src, ofo, ohd, ow, d, stamp, q0, q1, self.flags))
+            elif kind == "level":
                 self.k_level(((items + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), fo, tl, w, d, self.flags))
             else:
                 self.k_warp(((items * 32 + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), fo, tl, w, d,
@@ -189,7 +209,7 @@ class GPUHierarchy:
         cp = self.cp
         k = int(sources.size)
         _, d, src = self._pass(k)
-        up_plan = self._plan(self.levels_up + ([(0, self.c)] if self.c else []), k, self.up_fo_host)
+        up_plan = self._up_plan(k)
         down_plan = self._plan(self.levels_down, k, self.down_fo_host)
         out = []
         ev = [cp.cuda.Event() for _ in range(2)]
@@ -211,7 +231,8 @@ class GPUHierarchy:
                 timed("core", 0, self.c, lambda: self._core(k, d))
             for item in plan:
                 _, lo, hi = item
-                timed(f"{phase}-{item[0]}", lo, hi - lo, lambda item=item, arcs=arcs: self._launch_plan([item], k, arcs, d))
+                timed(f"{phase}-{item[0]}", lo, hi - lo,
+                      lambda item=item, arcs=arcs: self._launch_plan([item], k, arcs, d, src))
         return out
 
     def _run(self, sources):
