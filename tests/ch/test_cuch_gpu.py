@@ -6,8 +6,11 @@ Carries the ``gpu`` marker: skipped cleanly where CuPy or a CUDA GPU is missing 
 How to read a failure: the step tests come first and each checks one step of one iteration against the
 CPU function of the same name (``merge_csr`` / ``merge_csr_gpu``, ``score`` / ``score_gpu``, ``luby`` /
 ``luby_gpu``, ``shortcut_flags`` + ``emit_shortcuts`` / ``shortcuts_gpu``, ``core_apsp`` + ``core_arcs``
-/ ``core_gpu``); the whole-build tests then report the first iteration whose counts differ and the first
-array that differs. Run with ``-s`` to see the per-step times of NY.
+/ ``core_gpu``), every kernel form (group / wide SCORE, group / row SHORTCUT of 1, 2, 4 warps) included;
+the whole-build tests then report the first iteration whose counts differ and the first array that
+differs, also with each kernel form forced, EXTRACT's packed and index-array sorts, SELECT's exact
+fallback, growing buffers, repeated builds and graphs without arcs. Run with ``-s`` to see the per-step
+times of NY.
 """
 from __future__ import annotations
 
@@ -110,7 +113,7 @@ OV_NAMES = ("ffo", "ftail", "fhead", "fw", "fmid", "farc", "bfo", "btail", "bw")
 
 
 def assert_same_overlay(ov_cpu, ov_gpu):
-    for name, a, b in zip(OV_NAMES, ov_cpu, ov_gpu, strict=True):
+    for name, a, b in zip(OV_NAMES, ov_cpu, ov_gpu.arrays(), strict=True):
         b = b.get()
         assert a.shape == b.shape, f"overlay {name}: shape {a.shape} (CPU) != {b.shape} (GPU)"
         assert np.array_equal(a, b.astype(np.int64)), f"overlay {name} differs"
@@ -128,10 +131,15 @@ def hub_graph(seed=0, spokes=300, n_in=40):
 
 
 # ---------------------------------------------------------------------------------------------- steps
+@pytest.mark.parametrize("pack", [True, False])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_merge_csr_gpu(cp, kern, seed):
-    """EXTRACT's merge on random arc lists with many parallel arcs, ties in weight and loops."""
+def test_merge_csr_gpu(cp, kern, monkeypatch, seed, pack):
+    """EXTRACT's merge on random arc lists with many parallel arcs, ties in weight and loops (packed keys
+    and an index array)."""
+    from gpuroute.ch import cuch_gpu
     from gpuroute.ch.cuch_gpu import merge_csr_gpu
+
+    monkeypatch.setattr(cuch_gpu, "PACK_KEYS", pack)
 
     rng = np.random.default_rng(seed)
     n, m = 50, 2000
@@ -163,11 +171,11 @@ def test_steps_first_iteration(cp, kern, which):
     assert_same_overlay(ov_c, ov_g)
     ffo, ftail, fhead, fw, fmid, farc, bfo, btail, bw = ov_c
     nodes = np.arange(n, dtype=np.int64)
-    mean_w = mean_weight(ov_g[3])
+    mean_w = mean_weight(ov_g.arrays()[3])
     assert mean_w == (max(1, int(fw.sum()) // fw.size) if fw.size else 1)
     cost_c = score(nodes, ffo, fhead, fw, bfo, btail, bw, np.int64(mean_w))
     gs_needed = group_size(int(np.diff(bfo).max()))
-    for gs in (8, 16, 32):  # any group size gives the same costs (lanes stride over the in-arcs)
+    for gs in (8, 16, 32, "wide"):  # any group size gives the same costs (lanes stride over the in-arcs)
         cost_g = score_gpu(cp, kern, ov_g, cp.arange(n, dtype=cp.int32), gs).get()
         bad = np.flatnonzero(cost_c != cost_g)
         assert bad.size == 0, (f"SCORE gs={gs}: {bad.size} nodes differ, first {bad[0]}: CPU {cost_c[bad[0]]} "
@@ -186,7 +194,7 @@ def test_steps_first_iteration(cp, kern, which):
     flags = shortcut_flags(sel_c, off, ffo, fhead, fw, bfo, btail, bw)
     want = sorted(zip(*(a.tolist() for a in emit_shortcuts(sel_c, off, flags, ffo, fhead, fw, bfo, btail, bw)),
                       strict=True))
-    for gs in sorted({gs_needed, 8, 32}):
+    for gs in sorted({gs_needed, 8, 32}) + ["rows1", "rows2", "rows4"]:
         got = shortcuts_gpu(cp, kern, ov_g, cp.asarray(sel_c, dtype=cp.int32), gs)
         got = sorted(zip(*(a.get().tolist() for a in got), strict=True))
         assert got == want, f"SHORTCUT gs={gs}: {len(want)} (CPU) vs {len(got)} (GPU) shortcuts"
@@ -230,6 +238,63 @@ def test_hypothesis_graphs_match_cpu(gr, K, C):
 def test_hub_graph_matches_cpu():
     """Degrees beyond the shared-memory cache and 32-lane groups in the whole build."""
     both(hub_graph(), K=30)
+
+
+@pytest.mark.parametrize("score_mode,shortcut_mode,wpr,pack", [
+    ("group", "group", 0, True), ("wide", "rows", 1, True), ("group", "rows", 2, False), ("wide", "rows", 4, True),
+    ("wide", "group", 0, False)])
+def test_kernel_forms_match_cpu(monkeypatch, score_mode, shortcut_mode, wpr, pack):
+    """Every form of SCORE (group / wide), SHORTCUT (group / rows of 1, 2, 4 warps) and EXTRACT's sort
+    (packed keys / an index array) in whole builds."""
+    from gpuroute.ch import cuch_gpu
+
+    monkeypatch.setattr(cuch_gpu, "SCORE_MODE", score_mode)
+    monkeypatch.setattr(cuch_gpu, "SHORTCUT_MODE", shortcut_mode)
+    monkeypatch.setattr(cuch_gpu, "ROWS_WPR", wpr)
+    monkeypatch.setattr(cuch_gpu, "PACK_KEYS", pack)
+    graph = random_road_graph(np.random.default_rng(21), 700, neighbours=4, one_way=0.3)[0]
+    both(graph, K=10, C=0.3)
+    both(hub_graph(3), K=30, C=1.0, luby_rounds=1)
+
+
+def test_no_arcs_matches_cpu():
+    graph = gpuroute.RoadGraph.from_arcs(7, np.zeros(0, np.int32), np.zeros(0, np.int32),
+                                         {"distance": np.zeros(0, np.int32)})
+    for K in (1, 3, 100):
+        both(graph, K=K)
+
+
+def test_buffers_grow(monkeypatch):
+    """The hierarchy-arc buffers and the info rows start tiny and grow; one node per iteration."""
+    from gpuroute.ch import cuch_gpu
+
+    monkeypatch.setattr(cuch_gpu, "HBUF_ARCS_PER_ARC", 0)
+    monkeypatch.setattr(cuch_gpu, "INFO_ROWS", 2)
+    graph = random_road_graph(np.random.default_rng(4), 120, neighbours=4, one_way=0.3)[0]
+    hc, sc, hg, sg = both(graph, K=1, C=0.001)
+    assert sg["iterations"] == 120 and sg["core_nodes"] == 0
+    both(graph, K=10, C=0.3)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_exact_select_fallback_matches_cpu(monkeypatch, seed):
+    """SELECT's exact path (taken when a cost leaves int32) gives the same hierarchy."""
+    from gpuroute.ch import cuch_gpu
+
+    monkeypatch.setattr(cuch_gpu, "FORCE_EXACT_SELECT", True)
+    graph = random_road_graph(np.random.default_rng(seed), 500, neighbours=4, one_way=0.3)[0]
+    both(graph, K=20, C=0.3, luby_rounds=2)
+    both(hub_graph(seed), K=30)
+
+
+def test_repeat_builds_identical():
+    """Two GPU builds of one graph: identical arrays (nothing depends on timing or atomics' order)."""
+    from gpuroute.ch.cuch_gpu import build_cuch_gpu
+
+    graph = random_road_graph(np.random.default_rng(11), 800, neighbours=4, one_way=0.3)[0]
+    h1 = build_cuch_gpu(graph, K=40)[0]
+    h2 = build_cuch_gpu(graph, K=40)[0]
+    assert_same_hierarchy(h1, h2)
 
 
 def test_facade_gpu():
