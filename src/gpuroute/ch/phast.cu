@@ -173,6 +173,25 @@ __global__ void ph_gather(int n, int k, const int* __restrict__ pos, const unsig
     }
 }
 
+// The same with int64 output (INF, the largest int64, for DINF): the gather and the widening in one pass.
+__global__ void ph_gather64(int n, int k, const int* __restrict__ pos, const unsigned int* __restrict__ d,
+                            long long* out) {
+    __shared__ unsigned int tile[32][33];
+    const int v0 = blockIdx.x * 32, j0 = blockIdx.y * 32;
+    for (int r = threadIdx.y; r < 32; r += 8) {
+        const int v = v0 + r, j = j0 + threadIdx.x;
+        if (v < n && j < k) tile[r][threadIdx.x] = d[(unsigned long long)pos[v] * k + j];
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < 32; r += 8) {
+        const int j = j0 + r, v = v0 + threadIdx.x;
+        if (v < n && j < k) {
+            const unsigned int x = tile[threadIdx.x][r];
+            out[(unsigned long long)j * n + v] = (x == DINF) ? 0x7FFFFFFFFFFFFFFFLL : (long long)x;
+        }
+    }
+}
+
 // A table: out[i * t + q] = d[tpos[q] * k + i] for the t targets (renumbered ids) of the k sources.
 __global__ void ph_table(int t, int k, const int* __restrict__ tpos, const unsigned int* __restrict__ d,
                          unsigned int* out) {

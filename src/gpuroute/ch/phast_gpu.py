@@ -103,6 +103,7 @@ class GPUHierarchy:
         self.k_warp = self.mod.get_function("ph_level_warp")
         self.k_up_search = self.mod.get_function("ph_up_search")
         self.k_gather = self.mod.get_function("ph_gather")
+        self.k_gather64 = self.mod.get_function("ph_gather64")
         self.k_table = self.mod.get_function("ph_table")
         self.k_pairs = self.mod.get_function("ph_pairs")
         self.flags = cp.zeros(8, dtype=cp.int32)
@@ -235,19 +236,26 @@ class GPUHierarchy:
                       lambda item=item, arcs=arcs: self._launch_plan([item], k, arcs, d, src))
         return out
 
-    def _run(self, sources):
-        """Run one pass over ``sources`` (int64, k of them); returns the node-major rows ``d``."""
+    def _run(self, sources, check=True):
+        """Run one pass over ``sources`` (int64, k of them); returns the node-major rows ``d``. With
+        ``check``, clear the overflow flag first and wait for it after (OverflowError); without, the
+        caller cleared it before its passes and calls :meth:`_check` after the last (one wait per query)."""
         cp = self.cp
         k = int(sources.size)
         graph, d, src = self._pass(k)
         with self.stream:
             src.set(self.pos_host[sources].astype(np.int32), stream=self.stream)
-            self.flags.fill(0)
+            if check:
+                self.flags.fill(0)
         graph.launch(self.stream)
+        if check:
+            self._check()
+        return d, cp
+
+    def _check(self):
         host = self.flags.get(stream=self.stream)
         self.stream.synchronize()
         check_overflow(host)
-        return d, cp
 
     def _pass_size(self, k):
         return _balanced(k, int(config.CH_PHAST_BATCH_ITEMS) // max(self.n, 1))
@@ -259,16 +267,22 @@ class GPUHierarchy:
         cp = self.cp
         k = int(sources.size)
         n = self.n
-        out32 = cp.empty((k, n), dtype=cp.uint32)
+        wide = dtype != "uint32" and not want_pred  # the int64 rows straight from the gather
+        out = cp.empty((k, n), dtype=cp.int64 if wide else cp.uint32)
+        gather = self.k_gather64 if wide else self.k_gather
         per = self._pass_size(k)
+        with self.stream:
+            self.flags.fill(0)
         for lo in range(0, k, per):
             chunk = sources[lo:lo + per]
-            d, _ = self._run(chunk)
+            d, _ = self._run(chunk, check=False)
             kk = int(chunk.size)
             with self.stream:
-                self.k_gather(((n + 31) // 32, (kk + 31) // 32), (32, 8),
-                              (np.int32(n), np.int32(kk), self.pos, d, out32[lo:lo + kk]))
-        self.stream.synchronize()
+                gather(((n + 31) // 32, (kk + 31) // 32), (32, 8), (np.int32(n), np.int32(kk), self.pos, d, out[lo:lo + kk]))
+        self._check()
+        if wide:
+            return (out.get() if to_host else out), None
+        out32 = out
         pred = None
         if want_pred:
             from ..backend.device_graph import DeviceGraph
@@ -296,14 +310,16 @@ class GPUHierarchy:
         tpos = cp.asarray(self.pos_host[targets].astype(np.int32))
         per = self._pass_size(k)
         tpb = self.tpb
+        with self.stream:
+            self.flags.fill(0)
         for lo in range(0, k, per):
             chunk = sources[lo:lo + per]
-            d, _ = self._run(chunk)
+            d, _ = self._run(chunk, check=False)
             kk = int(chunk.size)
             with self.stream:
                 self.k_table((((t * kk) + tpb - 1) // tpb,), (tpb,),
                              (np.int32(t), np.int32(kk), tpos, d, out32[lo:lo + kk]))
-        self.stream.synchronize()
+        self._check()
         if dtype == "uint32":
             res = out32
         else:
@@ -323,9 +339,11 @@ class GPUHierarchy:
         tpos = cp.asarray(self.pos_host[targets].astype(np.int32))
         per = self._pass_size(uniq.size)
         tpb = self.tpb
+        with self.stream:
+            self.flags.fill(0)
         for lo in range(0, uniq.size, per):
             chunk = uniq[lo:lo + per]
-            d, _ = self._run(chunk)
+            d, _ = self._run(chunk, check=False)
             slot = np.where((inv >= lo) & (inv < lo + chunk.size), inv - lo, -1).astype(np.int32)
             with self.stream:
                 self.k_pairs(((m + tpb - 1) // tpb,), (tpb,),
@@ -333,7 +351,7 @@ class GPUHierarchy:
         from ..backend.predecessors import widen
 
         res = widen(out32, self.stream)
-        self.stream.synchronize()
+        self._check()
         return res
 
     def within(self, source, bound):
