@@ -224,6 +224,35 @@ def main():
                 row(gname, f"p2p distances batched, CPU 2 threads {tag}", args.pairs / (tq / 1e3), "queries/s")
             except Exception as e:
                 print("2-thread row failed:", e)
+            if not big:  # hub labels (opt in): their build, then the same p2p rows
+                t = time.perf_counter()
+                lab = ch.hub_labels()
+                row(gname, f"hub labels build, CPU {os.cpu_count()} cores {tag}", (time.perf_counter() - t) * 1e3, "ms",
+                    MB=round(sum(getattr(a, "nbytes", 0) for a in vars(lab).values()) / 2**20, 1))
+                ch.route(int(pairs_s[0]), int(pairs_t[0]))
+                t = time.perf_counter()
+                for s_, t_ in zip(pairs_s[:500], pairs_t[:500], strict=True):
+                    ch.route(int(s_), int(t_))
+                row(gname, f"p2p route with path, CPU, Python API, hub labels {tag}",
+                    (time.perf_counter() - t) / 500 * 1e6, "us")
+                big_s, big_t = rng.integers(0, n, 200000), rng.integers(0, n, 200000)
+                import numba
+
+                nt = numba.get_num_threads()
+                numba.set_num_threads(2)
+                tq = med(lambda ch=ch, ps=big_s, pt=big_t: ch.distances(ps, pt, device="cpu"), 3)
+                numba.set_num_threads(nt)
+                row(gname, f"p2p distances batched, CPU 2 threads, hub labels {tag}", 200000 / (tq / 1e3), "queries/s")
+            try:
+                gs, gt = rng.integers(0, n, 10000), rng.integers(0, n, 10000)
+                ch.distances(gs[:8], gt[:8], device="gpu")
+                tg = med(lambda ch=ch, gs=gs, gt=gt: ch.distances(gs, gt, device="gpu"), 3, sync)
+                okg = bool(np.array_equal(ch.distances(pairs_s, pairs_t, device="gpu"),
+                                          ch.distances(pairs_s, pairs_t, device="cpu")))
+                row(gname, f"p2p distances batched x10000, GPU (PHAST passes) {tag}", 10000 / (tg / 1e3), "queries/s",
+                    same_as_cpu=okg)
+            except Exception as e:
+                row(gname, f"p2p distances GPU {tag} failed: {type(e).__name__}: {e}", 0.0, "")
             d_ref = np.array([gpuroute.sssp(g, int(s_), device="cpu")[t_] for s_, t_ in zip(pairs_s[:3], pairs_t[:3],
                                                                                              strict=True)])
             ok = bool(np.array_equal(ch.distances(pairs_s[:3], pairs_t[:3], device="cpu"), d_ref))
