@@ -34,7 +34,7 @@ sec. 4.1): nodes are renumbered by rank and each node's up arcs and down arcs (b
 record, neighbour and weight side by side (32-bit where they fit). A query's search space sits mostly
 at the top of the hierarchy (on NY, 88% of the settled nodes are among the 5,000 highest ranks), which
 this numbering keeps together in memory. The kernels read the layout and their buffers as flat arrays
-through unsigned indices (:func:`_u`), which spares numba's negative-index checks and shape loads.
+through unsigned indices (:func:`uidx`), which spares numba's negative-index checks and shape loads.
 
 Hub labels (:class:`HubLabels`, Abraham et al., SEA 2011) trade memory for time: on DIMACS NY about
 0.5 GB and 10 s to build, then a distance is a merge of two sorted labels (1-3 us) and a path a walk from
@@ -277,10 +277,10 @@ class _Work:
 # ---------------------------------------------------------------------------------------------- kernels
 # The kernels take the layout flat (``rec.ravel()``: node ``u``'s up arcs start at ``rec[2u]``, its down
 # arcs at ``rec[2u + 1]``, the next record at ``rec[2u + 2]``; ``nw.ravel()``: arc ``j``'s neighbour at
-# ``nw[2j]``, its weight at ``nw[2j + 1]``) and index through :func:`_u`: an unsigned index spares numba's
+# ``nw[2j]``, its weight at ``nw[2j + 1]``) and index through :func:`uidx`: an unsigned index spares numba's
 # negative-index wraparound and its shape loads on every access (measured 20-40% of a query's time).
 @njit(cache=True, inline="always")
-def _u(i):
+def uidx(i):
     return np.uint64(i)
 
 
@@ -289,24 +289,24 @@ def _q_up(qk, qn, qpos, side, i, d, v):
     """Sift ``(d, v)`` up from slot ``i`` of a 4-ary heap, keeping ``qpos[2x + side]`` = slot of ``x``."""
     while i > 0:
         p = (i - 1) >> 2
-        kp = qk[_u(p)]
+        kp = qk[uidx(p)]
         if kp <= d:
             break
-        qk[_u(i)] = kp
-        x = qn[_u(p)]
-        qn[_u(i)] = x
-        qpos[_u(2 * x + side)] = i
+        qk[uidx(i)] = kp
+        x = qn[uidx(p)]
+        qn[uidx(i)] = x
+        qpos[uidx(2 * x + side)] = i
         i = p
-    qk[_u(i)] = d
-    qn[_u(i)] = v
-    qpos[_u(2 * v + side)] = i
+    qk[uidx(i)] = d
+    qn[uidx(i)] = v
+    qpos[uidx(2 * v + side)] = i
 
 
 @njit(cache=True, inline="always")
 def _q_push(qk, qn, size, qpos, side, d, v):
     """Insert ``v`` with key ``d``, or decrease its key if it is in the heap; returns the new size."""
-    p = qpos[_u(2 * v + side)]
-    if p >= 0 and p < size and qn[_u(p)] == v:
+    p = qpos[uidx(2 * v + side)]
+    if p >= 0 and p < size and qn[uidx(p)] == v:
         _q_up(qk, qn, qpos, side, p, d, v)
         return size
     _q_up(qk, qn, qpos, side, size, d, v)
@@ -320,32 +320,32 @@ def _q_pop(qk, qn, size, qpos, side):
     v = qn[0]
     size -= 1
     if size > 0:
-        kd = qk[_u(size)]
-        kv = qn[_u(size)]
+        kd = qk[uidx(size)]
+        kv = qn[uidx(size)]
         i = 0
         while True:
             c = 4 * i + 1
             if c >= size:
                 break
             b = c
-            bk = qk[_u(c)]
+            bk = qk[uidx(c)]
             e = min(c + 4, size)
             for q in range(c + 1, e):
-                k = qk[_u(q)]
+                k = qk[uidx(q)]
                 if k < bk:
                     bk = k
                     b = q
             if bk >= kd:
                 break
-            qk[_u(i)] = bk
-            x = qn[_u(b)]
-            qn[_u(i)] = x
-            qpos[_u(2 * x + side)] = i
+            qk[uidx(i)] = bk
+            x = qn[uidx(b)]
+            qn[uidx(i)] = x
+            qpos[uidx(2 * x + side)] = i
             i = b
-        qk[_u(i)] = kd
-        qn[_u(i)] = kv
-        qpos[_u(2 * kv + side)] = i
-    qpos[_u(2 * v + side)] = -1
+        qk[uidx(i)] = kd
+        qn[uidx(i)] = kv
+        qpos[uidx(2 * kv + side)] = i
+    qpos[uidx(2 * v + side)] = -1
     return d, v, size
 
 
@@ -353,13 +353,13 @@ def _q_pop(qk, qn, size, qpos, side):
 def _sort_entries(ent, k, dist, side):
     """Insertion sort of ``ent[:k]`` by distance (a few dozen entries)."""
     for i in range(1, k):
-        x = ent[_u(i)]
-        dx = dist[_u(2 * x + side)]
+        x = ent[uidx(i)]
+        dx = dist[uidx(2 * x + side)]
         j = i - 1
-        while j >= 0 and dist[_u(2 * ent[_u(j)] + side)] > dx:
-            ent[_u(j + 1)] = ent[_u(j)]
+        while j >= 0 and dist[uidx(2 * ent[uidx(j)] + side)] > dx:
+            ent[uidx(j + 1)] = ent[uidx(j)]
             j -= 1
-        ent[_u(j + 1)] = x
+        ent[uidx(j + 1)] = x
 
 
 @njit(cache=True)
@@ -378,20 +378,20 @@ def _search(rec, nw, core_pos, core_dist, s, t, dist, par, qpos, qk, qn, touched
     touched[0] = s
     touched[1] = t
     nt = 2
-    dist[_u(2 * s)] = 0
-    dist[_u(2 * t + 1)] = 0
+    dist[uidx(2 * s)] = 0
+    dist[uidx(2 * t + 1)] = 0
     qkf, qnf, qkb, qnb = qk[0], qn[0], qk[1], qn[1]  # views once, not per heap operation
     entf, entb = ent[0], ent[1]
     sf = 0
     sb = 0
     nef = 0
     neb = 0
-    if core_pos[_u(s)] < 0:
+    if core_pos[uidx(s)] < 0:
         sf = _q_push(qkf, qnf, 0, qpos, 0, 0, s)
     else:
         entf[0] = s
         nef = 1
-    if core_pos[_u(t)] < 0:
+    if core_pos[uidx(t)] < 0:
         sb = _q_push(qkb, qnb, 0, qpos, 1, 0, t)
     else:
         entb[0] = t
@@ -415,9 +415,9 @@ def _search(rec, nw, core_pos, core_dist, s, t, dist, par, qpos, qk, qn, touched
         else:
             d, u, sb = _q_pop(qkb, qnb, sb, qpos, 1)
         settled += 1
-        a = rec[_u(2 * u)]
-        b = rec[_u(2 * u + 1)]
-        c = rec[_u(2 * u + 2)]
+        a = rec[uidx(2 * u)]
+        b = rec[uidx(2 * u + 1)]
+        c = rec[uidx(2 * u + 2)]
         if side == 0:
             r0, r1, s0, s1 = a, b, b, c
         else:
@@ -425,60 +425,60 @@ def _search(rec, nw, core_pos, core_dist, s, t, dist, par, qpos, qk, qn, touched
         if stall:
             stalled = False
             for j in range(s0, s1):
-                dx = dist[_u(2 * nw[_u(2 * j)] + side)]
-                if dx != _INF and dx + nw[_u(2 * j + 1)] < d:
+                dx = dist[uidx(2 * nw[uidx(2 * j)] + side)]
+                if dx != _INF and dx + nw[uidx(2 * j + 1)] < d:
                     stalled = True
                     break
             if stalled:
                 continue
         o = 1 - side
         for j in range(r0, r1):
-            v = nw[_u(2 * j)]
-            nd = d + nw[_u(2 * j + 1)]
-            iv = _u(2 * v)
-            dv = dist[iv + _u(side)]
+            v = nw[uidx(2 * j)]
+            nd = d + nw[uidx(2 * j + 1)]
+            iv = uidx(2 * v)
+            dv = dist[iv + uidx(side)]
             if nd < dv:
-                dvo = dist[iv + _u(o)]
+                dvo = dist[iv + uidx(o)]
                 if dv == _INF and dvo == _INF:
-                    touched[_u(nt)] = v
+                    touched[uidx(nt)] = v
                     nt += 1
-                dist[iv + _u(side)] = nd
+                dist[iv + uidx(side)] = nd
                 if want_par:
-                    par[iv + _u(side)] = u
+                    par[iv + uidx(side)] = u
                 if dvo != _INF and nd + dvo < best:
                     best = nd + dvo
                     ma = v
                     mb = v
-                if core_pos[_u(v)] < 0:
+                if core_pos[uidx(v)] < 0:
                     if side == 0:
                         sf = _q_push(qkf, qnf, sf, qpos, 0, nd, v)
                     else:
                         sb = _q_push(qkb, qnb, sb, qpos, 1, nd, v)
                 elif dv == _INF:
                     if side == 0:
-                        entf[_u(nef)] = v
+                        entf[uidx(nef)] = v
                         nef += 1
                     else:
-                        entb[_u(neb)] = v
+                        entb[uidx(neb)] = v
                         neb += 1
     if nef > 0 and neb > 0:
         # the core: every forward entry against every backward entry, both by distance, so that the
         # join stops as soon as two entry distances alone reach the best distance
         _sort_entries(entf, nef, dist, 0)
         _sort_entries(entb, neb, dist, 1)
-        dmin_b = dist[_u(2 * entb[0] + 1)]
+        dmin_b = dist[uidx(2 * entb[0] + 1)]
         for i in range(nef):
-            x = entf[_u(i)]
-            dx = dist[_u(2 * x)]
+            x = entf[uidx(i)]
+            dx = dist[uidx(2 * x)]
             if dx + dmin_b >= best:
                 break
-            row = core_dist[_u(core_pos[_u(x)])]
+            row = core_dist[uidx(core_pos[uidx(x)])]
             for k in range(neb):
-                y = entb[_u(k)]
-                dy = dist[_u(2 * y + 1)]
+                y = entb[uidx(k)]
+                dy = dist[uidx(2 * y + 1)]
                 if dx + dy >= best:
                     break
-                cd = row[_u(core_pos[_u(y)])]
+                cd = row[uidx(core_pos[uidx(y)])]
                 if cd != _INF and dx + cd + dy < best:
                     best = dx + cd + dy
                     ma = x
@@ -489,9 +489,9 @@ def _search(rec, nw, core_pos, core_dist, s, t, dist, par, qpos, qk, qn, touched
 @njit(cache=True, inline="always")
 def _reset(dist, touched, nt):
     for i in range(nt):
-        x = touched[_u(i)]
-        dist[_u(2 * x)] = _INF
-        dist[_u(2 * x + 1)] = _INF
+        x = touched[uidx(i)]
+        dist[uidx(2 * x)] = _INF
+        dist[uidx(2 * x + 1)] = _INF
 
 
 @njit(cache=True)
@@ -499,19 +499,19 @@ def _find(rec, nw, a, b):
     """Position of the arc ``a -> b`` (ranks; flat layout), -1 if none (binary search: a record is sorted
     by neighbour, and a core node's record holds the whole core)."""
     if b > a:
-        lo, end = rec[_u(2 * a)], rec[_u(2 * a + 1)]
+        lo, end = rec[uidx(2 * a)], rec[uidx(2 * a + 1)]
         x = b
     else:
-        lo, end = rec[_u(2 * b + 1)], rec[_u(2 * b + 2)]
+        lo, end = rec[uidx(2 * b + 1)], rec[uidx(2 * b + 2)]
         x = a
     hi = end
     while lo < hi:
         m = (lo + hi) >> 1
-        if nw[_u(2 * m)] < x:
+        if nw[uidx(2 * m)] < x:
             lo = m + 1
         else:
             hi = m
-    if lo < end and nw[_u(2 * lo)] == x:
+    if lo < end and nw[uidx(2 * lo)] == x:
         return lo
     return -1
 
@@ -536,34 +536,34 @@ def _route(rec, nw, core_pos, core_dist, unp, expand, tail, s, t, dist, par, qpo
     # x -> u of the backward search is in the down part of u's record
     x = mb
     while x != t and top < cap:
-        u = par[_u(2 * x + 1)]
+        u = par[uidx(2 * x + 1)]
         j = _find(rec, nw, x, u)
         if j < 0:
             n_arcs = _ERR_MISSING_HALF
-        stack[_u(top)] = j
+        stack[uidx(top)] = j
         top += 1
         x = u
     if x != t:
         n_arcs = _ERR_TOO_LONG
     i, k = 0, top - 1
     while i < k:
-        stack[_u(i)], stack[_u(k)] = stack[_u(k)], stack[_u(i)]
+        stack[uidx(i)], stack[uidx(k)] = stack[uidx(k)], stack[uidx(i)]
         i += 1
         k -= 1
     if ma != mb and top < cap:  # the core pair ma -> mb
         j = _find(rec, nw, ma, mb)
         if j < 0:
             n_arcs = _ERR_MISSING_HALF
-        stack[_u(top)] = j
+        stack[uidx(top)] = j
         top += 1
     # forward tree ma -> s, walked backwards: already in reverse path order
     x = ma
     while x != s and top < cap:
-        u = par[_u(2 * x)]
+        u = par[uidx(2 * x)]
         j = _find(rec, nw, u, x)
         if j < 0:
             n_arcs = _ERR_MISSING_HALF
-        stack[_u(top)] = j
+        stack[uidx(top)] = j
         top += 1
         x = u
     if x != s:
@@ -583,33 +583,33 @@ def _unpack(stack, top, unp, expand, tail, out_arcs, out_nodes):
     n_arcs = 0
     while top > 0:
         top -= 1
-        j = stack[_u(top)]
-        m = unp[_u(4 * j)]
-        a = unp[_u(4 * j + 1)]
+        j = stack[uidx(top)]
+        m = unp[uidx(4 * j)]
+        a = unp[uidx(4 * j + 1)]
         if m < 0:  # an arc of the graph
             if n_arcs == n_out:
                 return _ERR_TOO_LONG
-            out_arcs[_u(n_arcs)] = a
+            out_arcs[uidx(n_arcs)] = a
             n_arcs += 1
         elif a >= 0:  # a small shortcut, unpacked once
-            k = expand[_u(a)]
+            k = expand[uidx(a)]
             if n_arcs + k > n_out:
                 return _ERR_TOO_LONG
             for q in range(k):
-                out_arcs[_u(n_arcs + q)] = expand[_u(a + 1 + q)]
+                out_arcs[uidx(n_arcs + q)] = expand[uidx(a + 1 + q)]
             n_arcs += k
         else:
-            h1 = unp[_u(4 * j + 2)]
-            h2 = unp[_u(4 * j + 3)]
+            h1 = unp[uidx(4 * j + 2)]
+            h2 = unp[uidx(4 * j + 3)]
             if h1 < 0 or h2 < 0:
                 return _ERR_MISSING_HALF
             if top + 2 > cap:
                 return _ERR_TOO_LONG
-            stack[_u(top)] = h2  # mid -> head, popped second
-            stack[_u(top + 1)] = h1  # tail -> mid, popped first
+            stack[uidx(top)] = h2  # mid -> head, popped second
+            stack[uidx(top + 1)] = h1  # tail -> mid, popped first
             top += 2
     for i in range(n_arcs):  # independent loads: they overlap
-        out_nodes[_u(i)] = tail[_u(out_arcs[_u(i)])]
+        out_nodes[uidx(i)] = tail[uidx(out_arcs[uidx(i)])]
     return n_arcs
 
 
@@ -1143,20 +1143,20 @@ def hub_labels(h):
 def _meet(node, hub, dist, s, t):
     """Merge of ``s``'s forward and ``t``'s backward labels: ``(distance, i, k, scanned)`` with ``i``, ``k``
     the entries of the best hub (-1 when none)."""
-    i = node[_u(4 * s)]
-    ie = node[_u(4 * s + 4)]
-    k = node[_u(4 * t + 1)]
-    ke = node[_u(4 * t + 5)]
+    i = node[uidx(4 * s)]
+    ie = node[uidx(4 * s + 4)]
+    k = node[uidx(4 * t + 1)]
+    ke = node[uidx(4 * t + 5)]
     i0 = i
     k0 = k
     best = _INF
     bi = -1
     bk = -1
     while i < ie and k < ke:
-        a = hub[_u(i)]
-        b = hub[_u(k)]
+        a = hub[uidx(i)]
+        b = hub[uidx(k)]
         if a == b:
-            x = np.int64(dist[_u(i)]) + np.int64(dist[_u(k)])
+            x = np.int64(dist[uidx(i)]) + np.int64(dist[uidx(k)])
             if x < best:
                 best = x
                 bi = i
@@ -1176,11 +1176,11 @@ def _label_find(lo, end, hub, x):
     hi = end
     while lo < hi:
         m = (lo + hi) >> 1
-        if hub[_u(m)] < x:
+        if hub[uidx(m)] < x:
             lo = m + 1
         else:
             hi = m
-    if lo < end and hub[_u(lo)] == x:
+    if lo < end and hub[uidx(lo)] == x:
         return lo
     return -1
 
@@ -1194,7 +1194,7 @@ def _route_labels(node, hub, dist, par, arc, unp, expand, tail, s, t, stack, out
     best, i, k, scanned = _meet(node, hub, dist, s, t)
     if best == _INF:
         return best, scanned, 0, -1
-    hbest = hub[_u(i)]
+    hbest = hub[uidx(i)]
     cap = stack.shape[0]
     top = 0
     # backward: t up to the hub; the arcs come last-first, so they go to the bottom in this order
@@ -1202,29 +1202,29 @@ def _route_labels(node, hub, dist, par, arc, unp, expand, tail, s, t, stack, out
     while v != hbest:
         if k < 0 or top == cap:
             return best, scanned, _ERR_MISSING_HALF, hbest
-        a = node[_u(4 * v + 3)] + np.int64(par[_u(k)])
-        stack[_u(top)] = arc[_u(2 * a + 1)]
+        a = node[uidx(4 * v + 3)] + np.int64(par[uidx(k)])
+        stack[uidx(top)] = arc[uidx(2 * a + 1)]
         top += 1
-        v = arc[_u(2 * a)]
-        k = _label_find(node[_u(4 * v + 1)], node[_u(4 * v + 5)], hub, hbest)
+        v = arc[uidx(2 * a)]
+        k = _label_find(node[uidx(4 * v + 1)], node[uidx(4 * v + 5)], hub, hbest)
     # forward: s up to the hub, then reversed (the first arc on top)
     base = top
     v = s
     while v != hbest:
         if i < 0 or top == cap:
             return best, scanned, _ERR_MISSING_HALF, hbest
-        a = node[_u(4 * v + 2)] + np.int64(par[_u(i)])
-        stack[_u(top)] = arc[_u(2 * a + 1)]
+        a = node[uidx(4 * v + 2)] + np.int64(par[uidx(i)])
+        stack[uidx(top)] = arc[uidx(2 * a + 1)]
         top += 1
-        v = arc[_u(2 * a)]
-        i = _label_find(node[_u(4 * v)], node[_u(4 * v + 4)], hub, hbest)
+        v = arc[uidx(2 * a)]
+        i = _label_find(node[uidx(4 * v)], node[uidx(4 * v + 4)], hub, hbest)
     x, y = base, top - 1
     while x < y:
-        stack[_u(x)], stack[_u(y)] = stack[_u(y)], stack[_u(x)]
+        stack[uidx(x)], stack[uidx(y)] = stack[uidx(y)], stack[uidx(x)]
         x += 1
         y -= 1
     for q in range(top):
-        if stack[_u(q)] < 0:
+        if stack[uidx(q)] < 0:
             return best, scanned, _ERR_MISSING_HALF, hbest
     return best, scanned, _unpack(stack, top, unp, expand, tail, out_arcs, out_nodes), hbest
 
