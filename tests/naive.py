@@ -311,3 +311,32 @@ def naive_ch(graph, weight=None, order=None, core_from=None):
         t = h = wt = mid = arc = np.zeros(0, dtype=np.int64)
     return Hierarchy.from_arcs(n, rank, level, t, h, wt, mid, arc,
                                core=core if c else None, core_dist=core_dist if c else None)
+
+
+def turn_aware_distances(graph, source, arc_cost, turn_cost_of):
+    """Shortest distances from ``source`` to every node in the arc-based turn model, naively (heapq on
+    arcs as states): leaving ``source`` by arc ``b`` costs ``arc_cost[b]``; the turn ``a -> b`` costs
+    ``turn_cost_of(a, b)`` (``None``: forbidden). Returns a list (n,) of ints, ``None`` if unreachable.
+    """
+    n, m = graph.n_nodes, graph.n_arcs
+    head, first_out = graph.head, graph.first_out
+    dist = [None] * m
+    heap = [(int(arc_cost[b]), b) for b in range(first_out[source], first_out[source + 1])]
+    heapq.heapify(heap)
+    while heap:
+        d, a = heapq.heappop(heap)
+        if dist[a] is not None:
+            continue
+        dist[a] = d
+        v = head[a]
+        for b in range(first_out[v], first_out[v + 1]):
+            if dist[b] is None:
+                c = turn_cost_of(a, b)
+                if c is not None:
+                    heapq.heappush(heap, (d + c, b))
+    out = [None] * n
+    out[source] = 0
+    for a in range(m):
+        if dist[a] is not None and (out[head[a]] is None or dist[a] < out[head[a]]):
+            out[head[a]] = dist[a]
+    return out

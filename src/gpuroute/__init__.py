@@ -18,14 +18,21 @@ nearest_node, nearest_nodes, haversine_m, OutOfBoundsError, SnapError
     Geometry and snapping (:mod:`gpuroute.geo`).
 DeviceGraph, gpu_available, resolve_device, GPUUnavailableError
     The GPU: explicit device-resident graphs and device selection (:mod:`gpuroute.backend`).
+Partition
+    Nested multi-level partitions (KaHIP or inertial flow) (:mod:`gpuroute.partition`).
+Overlay, Metric, Profile, TurnTable
+    Customizable Route Planning: overlay, metrics and turns, customization, traffic updates, turn-aware
+    queries (:mod:`gpuroute.crp`).
 """
 from . import config, datasets
 from .backend import GPUUnavailableError, gpu_available, resolve_device
 from .backend.device_graph import DeviceGraph
+from .crp import Metric, Overlay, Profile, TurnTable
 from .geo import OutOfBoundsError, SnapError, haversine_m, nearest_node, nearest_nodes
 from .graph import INF, INF_U32, NO_PREDECESSOR, GraphError, ParseError, RoadGraph, TurnRestrictions, Unit
 from .io import load_dimacs, load_graph, load_metis, load_osm, load_tntp, save_graph
 from .opener import open_graph
+from .partition import Partition
 from .query import PathResult, extract_path, path_arcs, path_length, shortest_path
 from .sssp import ALGORITHMS, SSSPQuery, sssp, sssp_full
 
@@ -36,4 +43,5 @@ __all__ = ["RoadGraph", "TurnRestrictions", "Unit", "GraphError", "ParseError", 
            "save_graph", "sssp", "sssp_full", "SSSPQuery", "ALGORITHMS", "shortest_path", "PathResult",
            "extract_path", "path_arcs", "path_length", "nearest_node", "nearest_nodes", "haversine_m",
            "OutOfBoundsError", "SnapError", "DeviceGraph", "gpu_available", "resolve_device", "GPUUnavailableError",
+           "Partition", "Overlay", "Metric", "Profile", "TurnTable",
            "__version__"]

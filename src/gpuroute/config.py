@@ -102,3 +102,23 @@ CH_PHAST_WARP_DEGREE = 8
 #: PHAST on the GPU, one source: the upward pass is one block searching the upward search space
 #: (label-correcting rounds over a frontier) instead of a pull launch per level over every node.
 CH_PHAST_UP_SEARCH = True
+
+# ------------------------------------------------------------------------------------------- CRP_
+#: Customizable Route Planning (Delling, Kobitzsch, Werneck, Euro-Par 2014, sec. 2): the most nodes per
+#: cell of each level of the nested partition, finest first (gpuroute.partition.Partition).
+CRP_CELL_SIZES = (256, 4096, 65536)
+#: Partitioner of Partition.build: "kahip" (KaHIP's kaffpa, pip install kahip) or "inertial" (inertial
+#: flow on the coordinates). kahip: fewer boundary arcs on level 0 and in total on every graph measured,
+#: in fewer cells (NY, strong: 18,934 / 2,566 / 216 arcs in 1,092 / 69 / 5 cells; inertial: 21,734 /
+#: 2,706 / 212 in 1,570 / 99 / 6; Monaco, Andorra, Helsinki alike; benchmarks/partition.py), and it
+#: needs no coordinates.
+CRP_PARTITION_METHOD = "kahip"
+#: kaffpa's preconfiguration for method="kahip": "fast", "eco" or "strong". strong: fewest level-0 boundary
+#: arcs on every graph measured (NY: 18,934 vs 20,510 eco, 22,600 fast) for 42 s vs 8 s and 2 s on NY
+#: (2 CPU cores); a partition is built once per topology (metric-independent), so quality wins.
+CRP_KAHIP_MODE = "strong"
+#: Keep, per cell and entry point, the shortest-path tree customization computes (2 bytes per vertex when
+#: a cell has fewer than 65,535 search-graph edges, else 4): path unpacking then walks parents instead of
+#: searching every clique arc's cell (NY: ~30 searches of a route replaced by parent walks). Costs memory
+#: (entries x vertices per cell: ~30 MB on NY) and customization writes.
+CRP_KEEP_TREES = True

@@ -1,0 +1,622 @@
+"""``Overlay``: Customizable Route Planning's three phases as one object -- the metric-independent
+topology (built once from a graph and a nested partition), customization (a metric, fast, repeated),
+traffic updates (only the affected cells), and exact turn-aware queries.
+
+Follows Delling, Kobitzsch, Werneck, "Customizing Driving Directions with GPUs" (Euro-Par 2014),
+sec. 2-4, and Delling, Goldberg, Pajor, Werneck, "Customizable Route Planning in Road Networks"
+(Transportation Science 2017), sec. 3-4. The model and array layout are described in
+:mod:`gpuroute.crp.topology`; the CPU customization in :mod:`gpuroute.crp.customize`; the query in
+:mod:`gpuroute.crp.search`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+
+import numba
+import numpy as np
+
+from .. import config
+from ..graph.constants import INF
+from ..io.atomic import atomic_directory
+from ..partition import Partition
+from ..partition.multilevel import topology_fingerprint
+from ..query.p2p import PathResult
+from . import search
+from .customize import customize_level, unpack
+from .metric import FORBIDDEN, RESTRICTED, Metric, TurnTable, decode_turn_costs
+from .topology import build_topology
+
+__all__ = ["Overlay", "OverlayQuery", "FORMAT", "FORMAT_VERSION"]
+
+FORMAT = "gpuroute-overlay"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+DEVICES = ("auto", "cpu", "gpu")
+
+
+def node_ids(n, x, what):
+    """Node ids as int64 (k,) and whether ``x`` was a scalar; IndexError naming the first bad id."""
+    a = np.asarray(x)
+    scalar = a.ndim == 0
+    a = np.atleast_1d(a)
+    if a.ndim != 1:
+        raise ValueError(f"{what} must be a node id or a 1-D array of node ids, got shape {a.shape}")
+    if a.size and a.dtype.kind not in "iu":
+        raise TypeError(f"{what} must be integer node ids (dtype {a.dtype})")
+    a = a.astype(np.int64)
+    bad = (a < 0) | (a >= n)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise IndexError(f"{what}[{i}] = {int(a[i])} is outside the node range [0, {n})")
+    return a, scalar
+
+
+class _State:
+    """One customized metric: everything a query reads, swapped as one reference (a query never sees
+    half of a metric)."""
+
+    __slots__ = ("metric", "arc_cost", "turn_cost", "clique", "tree", "seconds")
+
+    def __init__(self, metric, arc_cost, turn_cost, clique, tree, seconds):
+        self.metric = metric
+        self.arc_cost = arc_cost
+        self.turn_cost = turn_cost
+        self.clique = clique
+        self.tree = tree
+        self.seconds = seconds
+
+
+class Overlay:
+    """The multi-level overlay of one graph and one nested partition, with its current metric.
+
+    Build with :meth:`build` (metric-independent, once), then :meth:`customize` with a metric (repeated:
+    a new metric or new traffic replaces the old one atomically), :meth:`update` for changed arc costs,
+    and query with :meth:`route` / :meth:`distances` (or one :meth:`query` object per thread).
+
+    Attributes
+    ----------
+    graph : RoadGraph
+    partition : Partition
+        Nested, level 0 finest (``partition.cells`` int32 (L, n)).
+    turns : TurnTable
+        Every turn of the arc-based model, with its kind (restricted turns are never taken).
+    n_levels : int
+    n_cells : tuple of int
+        Cells per level.
+    stats : dict
+        Entry and exit points and clique entries per level, topology build seconds.
+    metric : Metric or None
+        The metric customized last (None before :meth:`customize`).
+    """
+
+    def __init__(self, graph, partition, turns=None):
+        t0 = time.perf_counter()
+        if not isinstance(partition, Partition):
+            raise TypeError(f"partition must be a gpuroute.Partition, got {type(partition).__name__}")
+        partition.check_graph(graph)
+        self.graph = graph
+        self.partition = partition
+        self.turns = turns if turns is not None else TurnTable.build(graph)
+        restricted = self.turns.kind == RESTRICTED
+        topo = build_topology(graph.tail, graph.head, partition.cells, self.turns.first, self.turns.out_arc,
+                              restricted)
+        self._topo = topo
+        # arc-major copies for the query (one state's cells and indices at every level in one cache line)
+        self._am = {k: np.ascontiguousarray(topo[k].T) for k in ("hc", "tc", "entry_idx", "exit_idx")}
+        fl = topo["flat"]
+        self._tree_first = np.zeros(int(topo["cell_base"][-1]) + 1, np.int64)
+        if config.CRP_KEEP_TREES:
+            np.cumsum(np.diff(topo["ent_first"]) * np.diff(fl["vf"]), out=self._tree_first[1:])
+        self._tree_dtype = np.uint16 if fl["max_edges"] + 1 < np.iinfo(np.uint16).max else np.int32
+        self.n_levels = partition.cells.shape[0]
+        self.n_cells = topo["n_cells"]
+        self._state = None
+        cb = topo["cell_base"]
+        ne = np.diff(topo["ent_first"])
+        nx = np.diff(topo["ex_first"])
+        self.stats = {
+            "topology_s": time.perf_counter() - t0,
+            "entry_points": [int(ne[cb[p]:cb[p + 1]].sum()) for p in range(self.n_levels)],
+            "exit_points": [int(nx[cb[p]:cb[p + 1]].sum()) for p in range(self.n_levels)],
+            "clique_entries": [int((ne * nx)[cb[p]:cb[p + 1]].sum()) for p in range(self.n_levels)],
+            "search_graph_edges": [int(lg.e_to.size) for lg in topo["levels"]],
+            "turns": int(self.turns.out_arc.size),
+        }
+
+    # ------------------------------------------------------------------------------------------ build
+    @classmethod
+    def build(cls, graph, partition=None, *, turns=None, **partition_options):
+        """The overlay topology of ``graph`` over a nested partition (metric-independent).
+
+        Parameters
+        ----------
+        graph : RoadGraph
+        partition : Partition, optional
+            Default: ``Partition.build(graph, **partition_options)``.
+        turns : TurnTable, optional
+            Default: ``TurnTable.build(graph)`` (the graph's turn restrictions, U-turns, left/right).
+
+        Returns
+        -------
+        Overlay
+            Not yet customized: call :meth:`customize`.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A partition of another graph (node count or fingerprint differs).
+        """
+        if partition is None:
+            partition = Partition.build(graph, **partition_options)
+        return cls(graph, partition, turns)
+
+    @property
+    def metric(self):
+        st = self._state
+        return None if st is None else st.metric
+
+    @property
+    def customized(self) -> bool:
+        return self._state is not None
+
+    # ------------------------------------------------------------------------------------ customization
+    def _run_levels(self, turn_cost, clique, tree, cells_per_level):
+        topo = self._topo
+        cb = topo["cell_base"]
+        cq = topo["cq_first"]
+        times = []
+        for p, lg in enumerate(topo["levels"]):
+            cells = cells_per_level[p]
+            t0 = time.perf_counter()
+            if cells.size:
+                ent_first, ex_first = topo["level_first"][p]
+                customize_level(cells, lg.vert_first, lg.e_first, lg.e_to, lg.e_ref, ent_first, lg.ent_vert,
+                                ex_first, lg.ex_vert, cq[cb[p]:cb[p + 1] + 1], turn_cost, clique, clique,
+                                self._tree_first[cb[p]:cb[p + 1] + 1], tree)
+            times.append(time.perf_counter() - t0)
+        return times
+
+    def customize(self, metric=None, *, device="auto"):
+        """Customize the overlay for ``metric``: every cell's clique, level by level, bottom-up.
+
+        Parameters
+        ----------
+        metric : str, Profile, array_like or (array_like, dict), optional
+            Anything :meth:`gpuroute.crp.Metric.resolve` accepts (``"distance"``, ``"time"``,
+            ``"time-uturn"``, a :class:`~gpuroute.crp.Profile`, per-arc costs, per-arc costs and turn
+            penalties). Default: the graph's default weight, no turn penalties.
+        device : {"auto", "cpu", "gpu"}
+            ``"auto"`` and ``"cpu"`` run the numba customization (parallel over the cells of a level).
+            The GPU customization of the seed (sec. 4) is not built yet: ``"gpu"`` raises.
+
+        Returns
+        -------
+        dict
+            ``seconds`` (total), ``level_seconds`` (per level), ``decode_seconds``.
+
+        Raises
+        ------
+        ValueError
+            An unknown metric or device, or costs that are not positive (the overlay keeps its current
+            metric: nothing is half-applied).
+        NotImplementedError
+            ``device="gpu"``.
+        """
+        if device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+        if device == "gpu":
+            raise NotImplementedError("GPU customization (Delling, Kobitzsch, Werneck 2014, sec. 4) is not "
+                                      "built yet; use device='cpu'")
+        t0 = time.perf_counter()
+        met = Metric.resolve(self.graph, metric if metric is not None else self.graph.default_weight,
+                             turns=self.turns)
+        tcost = np.ascontiguousarray(decode_turn_costs(met, self.turns), dtype=np.int64)
+        arc = np.ascontiguousarray(met.arc_cost, dtype=np.int64)
+        t1 = time.perf_counter()
+        clique = np.empty(int(self._topo["cq_first"][-1]), np.int64)
+        tree = np.empty(int(self._tree_first[-1]), self._tree_dtype)
+        allcells = [np.arange(c, dtype=np.int64) for c in self.n_cells]
+        level_s = self._run_levels(tcost, clique, tree, allcells)
+        total = time.perf_counter() - t0
+        self._state = _State(met, arc, tcost, clique, tree, total)
+        return {"seconds": total, "decode_seconds": t1 - t0, "level_seconds": level_s}
+
+    def update(self, arc_ids, costs):
+        """Apply new costs to some arcs (live traffic) and re-customize only the cells that hold them,
+        bottom-up; exact, and atomic (queries see the old metric or the new one, never a mix).
+
+        Parameters
+        ----------
+        arc_ids : array_like of int, shape (k,)
+            The graph's arc ids (positions in its CSR). A repeated id takes its last cost.
+        costs : array_like of int, shape (k,)
+            New costs in the metric's unit, positive integers below 2^31.
+
+        Returns
+        -------
+        dict
+            ``seconds``, ``cells`` (re-customized cells per level), ``level_seconds``.
+
+        Raises
+        ------
+        RuntimeError
+            Not customized yet.
+        IndexError
+            An arc id outside ``[0, m)`` (named, with its position).
+        ValueError
+            Shapes differ, or a cost is not a positive finite integer (named, with its position).
+        """
+        st = self._state
+        if st is None:
+            raise RuntimeError("customize() the overlay before updating it")
+        t0 = time.perf_counter()
+        m = self.graph.n_arcs
+        ids = np.atleast_1d(np.asarray(arc_ids))
+        c = np.atleast_1d(np.asarray(costs))
+        if ids.ndim != 1 or c.shape != ids.shape:
+            raise ValueError(f"arc_ids and costs must be 1-D of one length, got shapes {ids.shape} and {c.shape}")
+        if ids.size and ids.dtype.kind not in "iu":
+            raise TypeError(f"arc_ids must be integers (dtype {ids.dtype})")
+        ids = ids.astype(np.int64)
+        bad = (ids < 0) | (ids >= m)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise IndexError(f"arc_ids[{i}] = {int(ids[i])} is outside the arc range [0, {m})")
+        if c.size and c.dtype.kind == "f":
+            badf = ~np.isfinite(c) | (c != np.round(c))
+            if badf.any():
+                i = int(np.flatnonzero(badf)[0])
+                raise ValueError(f"costs[{i}] = {c[i]!r} (arc {int(ids[i])}) is not a finite integer")
+        elif c.size and c.dtype.kind not in "iu":
+            raise TypeError(f"costs must be numbers (dtype {c.dtype})")
+        c = c.astype(np.int64)
+        badc = (c <= 0) | (c > np.iinfo(np.int32).max)
+        if badc.any():
+            i = int(np.flatnonzero(badc)[0])
+            raise ValueError(f"costs[{i}] = {int(c[i])} (arc {int(ids[i])}) must be a positive integer below 2^31")
+        arc = st.arc_cost.copy()
+        arc[ids] = c
+        uniq = np.unique(ids)
+        tcost = st.turn_cost.copy()
+        tr = self.turns
+        rv = tr.reverse()
+        rows = [np.arange(rv.first_in[b], rv.first_in[b + 1]) for b in uniq]
+        into = rv.turn_id[np.concatenate(rows)] if rows else np.zeros(0, np.int64)
+        live = tcost[into] != FORBIDDEN
+        into = into[live]
+        out_arc = tr.out_arc[into]
+        tcost[into] = tcost[into] - st.arc_cost[out_arc] + arc[out_arc]
+        clique = st.clique.copy()
+        # an arc's cost is paid inside its head's cell, and, where it is an exit point, by the cliques of
+        # its tail's cell (a clique ends by traversing the exit arc)
+        hc, tc = self._topo["hc"], self._topo["tc"]
+        cells = [np.unique(np.concatenate([hc[p, uniq], tc[p, uniq]])).astype(np.int64)
+                 for p in range(self.n_levels)]
+        tree = st.tree.copy()
+        level_s = self._run_levels(tcost, clique, tree, cells)
+        met = st.metric.with_arc_costs(arc) if hasattr(st.metric, "with_arc_costs") else st.metric
+        total = time.perf_counter() - t0
+        self._state = _State(met, arc, tcost, clique, tree, total)
+        return {"seconds": total, "cells": [int(x.size) for x in cells], "level_seconds": level_s}
+
+    @property
+    def arc_cost(self):
+        """Current cost of every arc (int64 (m,), the metric's unit)."""
+        return self._need_state().arc_cost
+
+    @property
+    def turn_cost(self):
+        """Current cost of every turn (int64 (T,): penalty + cost of the out-arc; -1 forbidden)."""
+        return self._need_state().turn_cost
+
+    def _need_state(self):
+        st = self._state
+        if st is None:
+            raise RuntimeError("the overlay is not customized: call customize(metric) first")
+        return st
+
+    # ---------------------------------------------------------------------------------------- queries
+    def query(self):
+        """A point-to-point query object with its own buffers (one per thread)."""
+        return OverlayQuery(self)
+
+    def route(self, source, target):
+        """Shortest path ``source -> target`` honouring the metric's turn costs and restrictions.
+
+        Returns
+        -------
+        PathResult
+            ``distance`` (int, the metric's unit; ``INF`` if unreachable), ``nodes`` int32 (k,) and
+            ``arcs`` int32 (k - 1,): the first arc's cost plus the cost of every turn along the path
+            equals the distance; ``settled`` (search states scanned), ``method="crp"``.
+
+        Raises
+        ------
+        IndexError
+            An id outside ``[0, n)``.
+        RuntimeError
+            Not customized yet.
+        """
+        q = getattr(self, "_q", None)
+        if q is None:
+            q = self._q = OverlayQuery(self)
+        return q.route(source, target)
+
+    def distances(self, sources, targets):
+        """Distances of the pairs ``(sources[i], targets[i])``: int64 (k,), ``INF`` where unreachable.
+        Bidirectional overlay searches in parallel on the CPU (numba, one chunk of pairs per thread).
+
+        Raises
+        ------
+        ValueError
+            ``sources`` and ``targets`` of different lengths.
+        IndexError
+            An id outside ``[0, n)``.
+        """
+        st = self._need_state()
+        n = self.graph.n_nodes
+        s, _ = node_ids(n, sources, "sources")
+        t, _ = node_ids(n, targets, "targets")
+        if s.shape != t.shape:
+            raise ValueError(f"sources and targets must pair up: {s.size} sources, {t.size} targets")
+        out = np.empty(s.size, np.int64)
+        if s.size == 0:
+            return out
+        topo = self._topo
+        am = self._am
+        tr = self.turns
+        rv = tr.reverse()
+        g = self.graph
+        chunks = int(min(s.size, numba.get_num_threads()))
+        search.many(s, t, chunks, self.partition.cells, g.first_out, g.rev_first_out, g.rev_arc, tr.first,
+                    tr.out_arc, st.turn_cost, rv.first_in, rv.in_arc, rv.turn_id, st.arc_cost, am["hc"],
+                    am["tc"], am["entry_idx"], am["exit_idx"], topo["cell_base"], topo["ent_first"], topo["ent_arc"],
+                    topo["ex_first"], topo["ex_arc"], topo["cq_first"], st.clique, out)
+        return out
+
+    # ------------------------------------------------------------------------------------------ store
+    def save(self, directory):
+        """Write the partition and the current customization (atomically) to ``directory``.
+
+        Layout: ``manifest.json`` (format, version, graph and partition fingerprints, metric name and
+        fingerprint, SHA-256 of each file) and ``cells.npy``, ``arc_cost.npy``, ``turn_cost.npy``,
+        ``clique.npy``, ``tree.npy`` (the kept shortest-path trees, :data:`gpuroute.config.CRP_KEEP_TREES`). The topology is rebuilt from the graph on load (it is metric-independent and
+        built in well under a second).
+
+        Raises
+        ------
+        RuntimeError
+            Not customized yet.
+        """
+        st = self._need_state()
+        arrays = {"cells": self.partition.cells, "arc_cost": st.arc_cost, "turn_cost": st.turn_cost,
+                  "clique": st.clique, "tree": st.tree}
+        manifest = {
+            "format": FORMAT, "version": FORMAT_VERSION,
+            "graph_fingerprint": self.graph.fingerprint(), "n_nodes": int(self.graph.n_nodes),
+            "n_arcs": int(self.graph.n_arcs), "graph": _graph_entry(self.graph),
+            "cell_sizes": list(self.partition.cell_sizes),
+            "partition_method": self.partition.method,
+            "partition_fingerprint": _sha(self.partition.cells),
+            "turns_fingerprint": _sha(self.turns.out_arc, self.turns.kind),
+            "metric": {"name": getattr(st.metric, "name", None), "fingerprint": _sha(st.arc_cost, st.turn_cost)},
+            "files": {},
+        }
+        with atomic_directory(directory) as tmp:
+            for name, a in arrays.items():
+                path = os.path.join(tmp, name + ".npy")
+                with open(path, "wb") as f:
+                    np.save(f, np.ascontiguousarray(a), allow_pickle=False)
+                    f.flush()
+                    os.fsync(f.fileno())
+                manifest["files"][name] = {"sha256": _sha_file(path), "shape": list(a.shape), "dtype": str(a.dtype)}
+            with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
+                json.dump(manifest, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+        return os.fspath(directory)
+
+    @classmethod
+    def load(cls, directory, graph=None):
+        """Read an overlay saved by :meth:`save` (topology rebuilt, customization restored).
+
+        Parameters
+        ----------
+        directory : str or path-like
+        graph : RoadGraph, optional
+            The graph it was built for; default: reopened from the manifest (the shipped dataset's name
+            or the recorded source path, :func:`gpuroute.open_graph`).
+
+        Raises
+        ------
+        FileNotFoundError
+            ``graph`` not given and the recorded one cannot be reopened.
+        ValueError
+            The directory is not a saved overlay, its format version differs, it was built for another
+            graph (node/arc counts or fingerprint differ: named), or a file was changed or truncated (its
+            SHA-256 differs: named). Nothing is returned half-read.
+        """
+        directory = os.fspath(directory)
+        mpath = os.path.join(directory, MANIFEST)
+        try:
+            with open(mpath, encoding="utf-8") as f:
+                man = json.load(f)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{directory}: not a saved overlay ({e})") from None
+        if not isinstance(man, dict) or man.get("format") != FORMAT:
+            raise ValueError(f"{mpath}: not a {FORMAT} manifest")
+        if man.get("version") != FORMAT_VERSION:
+            raise ValueError(f"{mpath}: format version {man.get('version')}, this gpuroute reads {FORMAT_VERSION}")
+        if graph is None:
+            graph = _reopen(directory, man)
+        for key, have in (("n_nodes", graph.n_nodes), ("n_arcs", graph.n_arcs), ("graph_fingerprint", graph.fingerprint())):
+            if man.get(key) != have:
+                raise ValueError(f"{directory}: built for another graph ({key} {man.get(key)!r}, this graph {have!r})")
+        arrays = {}
+        for name in ("cells", "arc_cost", "turn_cost", "clique", "tree"):
+            path = os.path.join(directory, name + ".npy")
+            entry = man.get("files", {}).get(name)
+            if entry is None or not os.path.exists(path):
+                raise ValueError(f"{directory}: {name}.npy is missing")
+            if _sha_file(path) != entry["sha256"]:
+                raise ValueError(f"{path}: changed or truncated since it was saved (SHA-256 differs)")
+            arrays[name] = np.load(path, allow_pickle=False)
+        part = Partition(arrays["cells"].astype(np.int32), tuple(man["cell_sizes"]), man["partition_method"],
+                         topology_fingerprint(graph), meta={"loaded_from": directory})
+        ov = cls(graph, part)
+        if _sha(ov.turns.out_arc, ov.turns.kind) != man.get("turns_fingerprint"):
+            raise ValueError(f"{directory}: the graph's turns (restrictions) differ from the saved overlay's")
+        if arrays["clique"].size != int(ov._topo["cq_first"][-1]) or arrays["turn_cost"].size != ov.turns.out_arc.size:
+            raise ValueError(f"{directory}: clique or turn arrays do not match the rebuilt topology")
+        met = Metric.resolve(graph, arrays["arc_cost"].astype(np.int64), turns=ov.turns)
+        met.name = man.get("metric", {}).get("name") or met.name
+        tree = arrays["tree"]
+        if tree.size != int(ov._tree_first[-1]) or tree.dtype != ov._tree_dtype:
+            # saved with CRP_KEEP_TREES set otherwise: no trees (unpacking searches the cells)
+            ov._tree_first = np.zeros_like(ov._tree_first)
+            tree = np.zeros(0, ov._tree_dtype)
+        ov._state = _State(met, arrays["arc_cost"].astype(np.int64), arrays["turn_cost"].astype(np.int64),
+                           arrays["clique"].astype(np.int64), tree, 0.0)
+        return ov
+
+    def __repr__(self):
+        return (f"Overlay({self.graph.name!r}, levels={self.n_levels}, cells={self.n_cells}, "
+                f"metric={getattr(self.metric, 'name', None)!r})")
+
+
+def _graph_entry(graph):
+    """``{"name", "source"}`` of a graph, so that the CLI can reopen it (an existing source path is made
+    absolute)."""
+    source = graph.meta.get("source") if isinstance(graph.meta, dict) else None
+    if isinstance(source, (str, os.PathLike)):
+        source = os.fspath(source)
+        if os.path.exists(source):
+            source = os.path.abspath(source)
+    else:
+        source = None
+    return {"name": graph.name, "source": source}
+
+
+def _reopen(directory, manifest):
+    """The graph a saved overlay names (dataset name first, then its source path)."""
+    from .. import datasets
+    from ..opener import open_graph
+
+    entry = manifest.get("graph") if isinstance(manifest.get("graph"), dict) else {}
+    name, source = entry.get("name"), entry.get("source")
+    if isinstance(name, str) and name in datasets.names():
+        return open_graph(name)
+    if isinstance(source, str) and os.path.exists(source):
+        return open_graph(source)
+    raise FileNotFoundError(f"{directory}: cannot reopen the graph the overlay was built for (name {name!r}, "
+                            f"source {source!r}); give the graph explicitly")
+
+
+def _sha(*arrays):
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(str(a.dtype).encode())
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:32]
+
+
+def _sha_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class OverlayQuery:
+    """Point-to-point queries on a customized :class:`Overlay`, reusing its buffers (one per thread).
+
+    It reads the overlay's current metric at the start of each query, so a concurrent
+    :meth:`Overlay.customize` or :meth:`Overlay.update` is seen whole or not at all.
+    """
+
+    def __init__(self, overlay):
+        self.overlay = overlay
+        m = overlay.graph.n_arcs
+        self._fd = np.full(m, INF, np.int64)
+        self._bd = np.full(m, INF, np.int64)
+        self._fpar = np.empty(2 * m, np.int64)
+        self._bpar = np.empty(2 * m, np.int64)
+        self._fpos = np.full(m, -1, np.int64)
+        self._bpos = np.full(m, -1, np.int64)
+        self._touched = np.empty(m, np.int64)
+        self._h = [np.empty(m, np.int64) for _ in range(4)]
+        self._unp = None
+
+    def _search(self, st, s, t):
+        ov = self.overlay
+        topo = ov._topo
+        am = ov._am
+        tr = ov.turns
+        rv = tr.reverse()
+        g = ov.graph
+        hk, hv, hk2, hv2 = self._h
+        best, meet, nt = search.bidir(
+            s, t, ov.partition.cells, g.first_out, g.rev_first_out, g.rev_arc, tr.first, tr.out_arc,
+            st.turn_cost, rv.first_in, rv.in_arc, rv.turn_id, st.arc_cost, am["hc"], am["tc"], am["entry_idx"],
+            am["exit_idx"], topo["cell_base"], topo["ent_first"], topo["ent_arc"], topo["ex_first"],
+            topo["ex_arc"], topo["cq_first"], st.clique, self._fd, self._bd, self._fpar, self._bpar,
+            self._fpos, self._bpos, self._touched, hk, hv, hk2, hv2)
+        return int(best), int(meet), int(nt)
+
+    def distance(self, source, target):
+        """Distance ``source -> target`` (int; ``INF`` if unreachable). Raises IndexError on a bad id."""
+        ov = self.overlay
+        st = ov._need_state()
+        n = ov.graph.n_nodes
+        s = int(node_ids(n, source, "source")[0][0])
+        t = int(node_ids(n, target, "target")[0][0])
+        if s == t:
+            return 0
+        best, meet, nt = self._search(st, s, t)
+        search.reset(self._fd, self._bd, self._fpos, self._bpos, self._touched, nt)
+        return best
+
+    def route(self, source, target):
+        """See :meth:`Overlay.route`."""
+        ov = self.overlay
+        st = ov._need_state()
+        g = ov.graph
+        n = g.n_nodes
+        s = int(node_ids(n, source, "source")[0][0])
+        t = int(node_ids(n, target, "target")[0][0])
+        unit = getattr(st.metric, "units", "")
+        name = getattr(st.metric, "name", "")
+        if s == t:
+            return PathResult(0, np.array([s], np.int32), np.zeros(0, np.int32), name, unit, 0, "crp", "cpu",
+                              {})
+        best, meet, nt = self._search(st, s, t)
+        try:
+            if meet < 0 or best >= INF:
+                return PathResult(INF, np.zeros(0, np.int32), np.zeros(0, np.int32), name, unit, nt, "crp",
+                                  "cpu", {})
+            states, refs = search.chain(meet, self._fpar, self._bpar)
+        finally:
+            search.reset(self._fd, self._bd, self._fpos, self._bpos, self._touched, nt)
+        fl = ov._topo["flat"]
+        if self._unp is None:
+            L = ov.n_levels
+            mv, me = fl["max_verts"] + 1, fl["max_edges"] + 1
+            self._unp = (np.empty(mv, np.int64), np.empty(mv, np.int64), np.empty(me, np.int64),
+                         np.empty(me, np.int64), np.empty((L + 1) * mv + g.n_arcs, np.int64),
+                         np.empty(mv, np.int64), np.empty(g.n_arcs + 1, np.int64))
+        dist, par, hk, hv, stack, tmp, outbuf = self._unp
+        topo = ov._topo
+        k = unpack(states, refs, ov.turns.out_arc, topo["cq_first"], topo["cell_base"], topo["ex_first"],
+                   topo["ex_arc"], fl["vf"], fl["vh"], fl["vx"], fl["ef"], fl["eto"], fl["eref"], st.turn_cost,
+                   st.clique, ov._tree_first, st.tree, dist, par, hk, hv, stack, tmp, outbuf)
+        arcs = outbuf[:k].astype(np.int32)
+        nodes = np.empty(arcs.size + 1, np.int32)
+        nodes[0] = g.tail[arcs[0]]
+        nodes[1:] = g.head[arcs]
+        return PathResult(best, nodes, arcs, name, unit, nt, "crp", "cpu", {"meet_arc": meet})

@@ -1,0 +1,321 @@
+"""Point-to-point queries on the customized overlay (numba): bidirectional multi-level Dijkstra on the
+arc-based graph, entering only the cells of the source and the target.
+
+Follows Delling, Goldberg, Pajor, Werneck, "Customizable Route Planning in Road Networks"
+(Transportation Science 2017), sec. 4 (the query), with the arc-based turn model of Delling,
+Kobitzsch, Werneck, "Customizing Driving Directions with GPUs" (Euro-Par 2014), sec. 2: a search state
+is an arc ``a`` (standing at its head, cost counted to its end); a turn ``a -> b`` costs the decoded
+turn cost (penalty + cost of ``b``).
+
+The level of a node is the highest level ``q`` at which its cell contains neither the source nor the
+target (0: none). The forward search scans state ``a`` at the level of ``head[a]``: at level 0 every turn
+out of ``a``; at ``q > 0``, if ``a`` is an entry point of its level-``q - 1`` cell, that cell's clique row
+(the exits it leads to are entry points of the next cells). The backward search scans state ``b`` at the
+level of ``tail[b]``: every turn into ``b`` at level 0, else the clique column of ``b`` as an exit point
+of its tail's cell. Both searches thus run on one graph, and only the cells of ``s`` and ``t`` are entered.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from ..graph.constants import INF
+
+
+@njit(cache=True, inline="always")
+def state_level(a, hc, cs, ct):
+    """Query level of arc ``a`` (see the module docstring); ``hc`` (m, L), ``cs``/``ct`` (L,)."""
+    for p in range(hc.shape[1] - 1, -1, -1):
+        c = hc[a, p]
+        if c != cs[p] and c != ct[p]:
+            return p + 1
+    return 0
+
+
+@njit(cache=True, inline="always")
+def ih_update(hk, hv, pos, size, k, v):
+    """Insert ``v`` with key ``k`` into an indexed binary min-heap, or lower its key (``pos[v]``: slot,
+    -1 never queued, -2 settled); returns the new size."""
+    i = pos[v]
+    if i < 0:
+        i = size
+        size += 1
+    while i > 0:
+        p = (i - 1) >> 1
+        if hk[p] <= k:
+            break
+        hk[i] = hk[p]
+        hv[i] = hv[p]
+        pos[hv[i]] = i
+        i = p
+    hk[i] = k
+    hv[i] = v
+    pos[v] = i
+    return size
+
+
+@njit(cache=True, inline="always")
+def ih_pop(hk, hv, pos, size):
+    """Remove the minimum (read ``hk[0]``, ``hv[0]`` first) and mark it settled; returns the new size."""
+    pos[hv[0]] = -2
+    size -= 1
+    if size == 0:
+        return 0
+    k = hk[size]
+    v = hv[size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and hk[c + 1] < hk[c]:
+            c += 1
+        if hk[c] >= k:
+            break
+        hk[i] = hk[c]
+        hv[i] = hv[c]
+        pos[hv[i]] = i
+        i = c
+    hk[i] = k
+    hv[i] = v
+    pos[v] = i
+    return size
+
+
+@njit(cache=True)
+def bidir(s, t, ncell, first_out, rev_first, rev_arc, tfirst, tout, tcost, rfirst, rin, rturn, arc_cost, hc, tc,
+          entry_idx, exit_idx, cell_base, ent_first, ent_arc, ex_first, ex_arc, cq_first, clique,
+          fd, bd, fpar, bpar, fpos, bpos, touched, hk, hv, hk2, hv2):
+    """One bidirectional multi-level query from node ``s`` to node ``t``.
+
+    The per-arc level arrays come arc-major (``hc``, ``tc``, ``entry_idx``, ``exit_idx``: (m, L), see
+    ``Overlay``), so that one state's cells at every level share a cache line.
+
+    Returns ``(distance, meet, n_touched)``: ``meet`` is the arc where the searches met (-1: no path).
+    ``fd``/``bd`` (m,) must be ``INF`` and ``fpos``/``bpos`` -1 on entry; the ``n_touched`` arcs listed
+    in ``touched`` are the ones :func:`reset` puts back. ``fpar[2a]`` is the previous state of ``a`` in
+    the forward search and ``fpar[2a + 1]`` the edge reference it came by (turn id >= 0, or
+    ``-(1 + clique position)``); ``bpar`` likewise holds the next state towards ``t``.
+    """
+    cs = ncell[:, s]
+    ct = ncell[:, t]
+    nt = 0
+    best = INF
+    meet = -1
+    fsize = 0
+    bsize = 0
+    for b in range(first_out[s], first_out[s + 1]):
+        c = arc_cost[b]
+        if c < fd[b]:
+            if fd[b] == INF and bd[b] == INF:
+                touched[nt] = b
+                nt += 1
+            fd[b] = c
+            fpar[2 * b] = -1
+            fpar[2 * b + 1] = -1
+            fsize = ih_update(hk, hv, fpos, fsize, c, b)
+    for k in range(rev_first[t], rev_first[t + 1]):
+        a = rev_arc[k]
+        if fd[a] == INF and bd[a] == INF:
+            touched[nt] = a
+            nt += 1
+        bd[a] = 0
+        bpar[2 * a] = -1
+        bpar[2 * a + 1] = -1
+        bsize = ih_update(hk2, hv2, bpos, bsize, 0, a)
+        if fd[a] < INF and fd[a] < best:
+            best = fd[a]
+            meet = a
+    while fsize > 0 or bsize > 0:
+        fmin = hk[0] if fsize > 0 else INF
+        bmin = hk2[0] if bsize > 0 else INF
+        if fmin == INF and bmin == INF:
+            break
+        if best < INF and (fmin >= best or bmin >= best or fmin + bmin >= best):
+            break
+        if fmin <= bmin:
+            d = fmin
+            a = hv[0]
+            fsize = ih_pop(hk, hv, fpos, fsize)
+            q = state_level(a, hc, cs, ct)
+            if q == 0:
+                for tt in range(tfirst[a], tfirst[a + 1]):
+                    c = tcost[tt]
+                    if c < 0:
+                        continue
+                    b = tout[tt]
+                    nd = d + c
+                    if nd < fd[b]:
+                        if fd[b] == INF and bd[b] == INF:
+                            touched[nt] = b
+                            nt += 1
+                        fd[b] = nd
+                        fpar[2 * b] = a
+                        fpar[2 * b + 1] = tt
+                        fsize = ih_update(hk, hv, fpos, fsize, nd, b)
+                        if bd[b] < INF and nd + bd[b] < best:
+                            best = nd + bd[b]
+                            meet = b
+            else:
+                p = q - 1
+                cell = hc[a, p]
+                g = cell_base[p] + cell
+                i = entry_idx[a, p]
+                if i >= 0:
+                    nx = ex_first[g + 1] - ex_first[g]
+                    base = cq_first[g] + i * nx
+                    for j in range(nx):
+                        w = clique[base + j]
+                        if w >= INF:
+                            continue
+                        b = ex_arc[ex_first[g] + j]
+                        nd = d + w
+                        if nd < fd[b]:
+                            if fd[b] == INF and bd[b] == INF:
+                                touched[nt] = b
+                                nt += 1
+                            fd[b] = nd
+                            fpar[2 * b] = a
+                            fpar[2 * b + 1] = -(1 + base + j)
+                            fsize = ih_update(hk, hv, fpos, fsize, nd, b)
+                            if bd[b] < INF and nd + bd[b] < best:
+                                best = nd + bd[b]
+                                meet = b
+        else:
+            d = bmin
+            b = hv2[0]
+            bsize = ih_pop(hk2, hv2, bpos, bsize)
+            q = state_level(b, tc, cs, ct)
+            if q == 0:
+                for k in range(rfirst[b], rfirst[b + 1]):
+                    tt = rturn[k]
+                    c = tcost[tt]
+                    if c < 0:
+                        continue
+                    a = rin[k]
+                    nd = d + c
+                    if nd < bd[a]:
+                        if fd[a] == INF and bd[a] == INF:
+                            touched[nt] = a
+                            nt += 1
+                        bd[a] = nd
+                        bpar[2 * a] = b
+                        bpar[2 * a + 1] = tt
+                        bsize = ih_update(hk2, hv2, bpos, bsize, nd, a)
+                        if fd[a] < INF and nd + fd[a] < best:
+                            best = nd + fd[a]
+                            meet = a
+            else:
+                p = q - 1
+                g = cell_base[p] + tc[b, p]
+                j = exit_idx[b, p]
+                if j >= 0:
+                    nx = ex_first[g + 1] - ex_first[g]
+                    ne = ent_first[g + 1] - ent_first[g]
+                    for i in range(ne):
+                        pos = cq_first[g] + i * nx + j
+                        w = clique[pos]
+                        if w >= INF:
+                            continue
+                        a = ent_arc[ent_first[g] + i]
+                        nd = d + w
+                        if nd < bd[a]:
+                            if fd[a] == INF and bd[a] == INF:
+                                touched[nt] = a
+                                nt += 1
+                            bd[a] = nd
+                            bpar[2 * a] = b
+                            bpar[2 * a + 1] = -(1 + pos)
+                            bsize = ih_update(hk2, hv2, bpos, bsize, nd, a)
+                            if fd[a] < INF and nd + fd[a] < best:
+                                best = nd + fd[a]
+                                meet = a
+    return best, meet, nt
+
+
+@njit(cache=True)
+def reset(fd, bd, fpos, bpos, touched, nt):
+    """Set the ``nt`` touched arcs back to unreached in both searches."""
+    for i in range(nt):
+        a = touched[i]
+        fd[a] = INF
+        bd[a] = INF
+        fpos[a] = -1
+        bpos[a] = -1
+
+
+@njit(cache=True)
+def chain(meet, fpar, bpar):
+    """The search-graph path through ``meet``: states (arcs) and the edge references between them.
+
+    Returns ``(states, refs)`` with ``refs[i]`` the edge from ``states[i]`` to ``states[i + 1]``.
+    """
+    k = 1
+    a = meet
+    while fpar[2 * a] >= 0:
+        a = fpar[2 * a]
+        k += 1
+    b = meet
+    while bpar[2 * b] >= 0:
+        b = bpar[2 * b]
+        k += 1
+    states = np.empty(k, np.int64)
+    refs = np.empty(k - 1, np.int64)
+    a = meet
+    i = 0
+    while fpar[2 * a] >= 0:
+        i += 1
+        a = fpar[2 * a]
+    nf = i
+    a = meet
+    i = nf
+    states[i] = meet
+    while fpar[2 * a] >= 0:
+        refs[i - 1] = fpar[2 * a + 1]
+        a = fpar[2 * a]
+        i -= 1
+        states[i] = a
+    b = meet
+    i = nf
+    while bpar[2 * b] >= 0:
+        refs[i] = bpar[2 * b + 1]
+        b = bpar[2 * b]
+        i += 1
+        states[i] = b
+    return states, refs
+
+
+@njit(cache=True, parallel=True)
+def many(src, dst, n_chunks, ncell, first_out, rev_first, rev_arc, tfirst, tout, tcost, rfirst, rin, rturn, arc_cost, hc, tc,
+         entry_idx, exit_idx, cell_base, ent_first, ent_arc, ex_first, ex_arc, cq_first, clique, out):
+    """Paired distances ``out[i] = dist(src[i], dst[i])`` (``INF`` when unreachable), ``n_chunks``
+    chunks in parallel, each with its own search arrays."""
+    m = arc_cost.size
+    k = src.size
+    for ch in prange(n_chunks):
+        lo = ch * k // n_chunks
+        hi = (ch + 1) * k // n_chunks
+        if hi <= lo:
+            continue
+        fd = np.full(m, INF, np.int64)
+        bd = np.full(m, INF, np.int64)
+        fpar = np.empty(2 * m, np.int64)
+        bpar = np.empty(2 * m, np.int64)
+        fpos = np.full(m, -1, np.int64)
+        bpos = np.full(m, -1, np.int64)
+        touched = np.empty(m, np.int64)
+        hk = np.empty(m, np.int64)
+        hv = np.empty(m, np.int64)
+        hk2 = np.empty(m, np.int64)
+        hv2 = np.empty(m, np.int64)
+        for i in range(lo, hi):
+            s = src[i]
+            t = dst[i]
+            if s == t:
+                out[i] = 0
+                continue
+            best, meet, nt = bidir(s, t, ncell, first_out, rev_first, rev_arc, tfirst, tout, tcost, rfirst, rin, rturn,
+                                   arc_cost, hc, tc, entry_idx, exit_idx, cell_base, ent_first, ent_arc, ex_first,
+                                   ex_arc, cq_first, clique, fd, bd, fpar, bpar, fpos, bpos, touched, hk, hv, hk2, hv2)
+            out[i] = best
+            reset(fd, bd, fpos, bpos, touched, nt)

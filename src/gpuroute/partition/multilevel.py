@@ -1,0 +1,693 @@
+"""The nested multi-level partition of Customizable Route Planning.
+
+Delling, Kobitzsch, Werneck, "Customizing Driving Directions with GPUs" (Euro-Par 2014), sec. 2: a nested
+L-level partition of the nodes, built top-down, where level ``l`` has cells of at most ``U_l`` nodes and
+every level-``l`` cell is a union of level-``(l-1)`` cells; the partitioner minimises the number of
+boundary arcs (arcs whose ends lie in different cells). The paper uses PUNCH; this module uses one of two
+well-kept partitioners instead (there is no home-made multilevel partitioner here):
+
+``"kahip"``
+    KaHIP's ``kaffpa`` (Sanders, Schulz, "Think Locally, Act Globally: Highly Balanced Graph
+    Partitioning", SEA 2013) through the ``kahip`` PyPI package (``pip install kahip`` or
+    ``gpuroute[crp]``), on the symmetrised simple undirected graph: self-loops dropped, the arcs
+    ``u -> v`` and ``v -> u`` merged into one edge ``{u, v}`` whose weight is the number of directed
+    arcs it stands for (1 or 2), so that kaffpa's edge cut is exactly the number of boundary arcs. The
+    whole graph is cut into ``k`` blocks (the fewest for which kaffpa's balance bound
+    ``(1 + imbalance) * ceil(n / k)`` is at most ``U_top``), then each cell's induced subgraph into
+    blocks of at most the next finer bound, and so on; a block over its bound is cut again.
+``"inertial"``
+    Inertial flow (Schild, Sommer, "On Balanced Separators in Road Networks", SEA 2015) on the node
+    coordinates: recursive bisection, each bisection the best of four directions (x, y, x + y, x - y):
+    nodes sorted by their projection, the first and the last fraction ``b = 0.25`` tied to a super
+    source and a super sink, a minimum cut by maximum flow with unit capacities per undirected edge
+    (:func:`scipy.sparse.csgraph.maximum_flow`, Dinic), the source side being the nodes reachable from
+    the source in the residual graph; the smallest cut wins (ties: the more balanced). Cells are bisected
+    until every piece fits the bound of the level below.
+
+Both work on the induced subgraph of one cell at a time. Disconnected pieces inside a cell are allowed.
+Cell ids of each level are dense (``0 .. n_cells[l] - 1``) and nested cells are contiguous: the
+level-``(l-1)`` cells of a level-``l`` cell have consecutive ids, in the order of their parents.
+
+Saved as a directory (format ``"gpuroute-crp-partition"``) of ``cells.npy`` plus ``manifest.json`` with
+the file's SHA-256, the topology fingerprint of the graph and the SHA-256 of every manifest field
+(:func:`gpuroute.io.store.manifest_integrity`), written atomically (:mod:`gpuroute.io.atomic`).
+
+The partition depends on the topology only (CRP's metric independence): its :attr:`Partition.fingerprint`
+hashes the CSR arrays ``first_out`` and ``head``, not the weights, so one partition serves every metric
+of a graph (e.g. ``ny`` and ``ny-time``).
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+import numbers
+import os
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order, maximum_flow
+
+from .. import config
+from ..graph.errors import ParseError
+from ..io.atomic import atomic_directory
+from ..io.store import manifest_integrity
+
+__all__ = ["Partition", "METHODS", "KAHIP_MODES", "FORMAT", "FORMAT_VERSION", "INERTIAL_FRACTION",
+           "topology_fingerprint", "symmetric_adjacency"]
+
+#: Partitioners :meth:`Partition.build` knows.
+METHODS = ("kahip", "inertial")
+#: kaffpa's preconfigurations by name (the ``kahip`` module's FAST, ECO, STRONG).
+KAHIP_MODES = ("fast", "eco", "strong")
+#: Inertial flow's source/sink fraction ``b`` (Schild and Sommer use 0.25).
+INERTIAL_FRACTION = 0.25
+FORMAT = "gpuroute-crp-partition"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+CELLS_FILE = "cells.npy"
+INTEGRITY = "integrity"
+HASH_ALGORITHM = "sha256"
+#: Inertial flow's four projection directions (x, y, x + y, x - y).
+DIRECTIONS = ((1.0, 0.0), (0.0, 1.0), (1.0, 1.0), (1.0, -1.0))
+
+
+# --------------------------------------------------------------------------------------------- helpers
+def _sha256_bytes(*arrays):
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def _sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def topology_fingerprint(graph):
+    """SHA-256 (hex, first 16 characters) of a graph's node and arc counts and CSR arrays ``first_out``
+    and ``head`` (int64), not of its weights: what a partition depends on.
+
+    Parameters
+    ----------
+    graph : RoadGraph
+
+    Returns
+    -------
+    str
+    """
+    n, m = graph.n_nodes, graph.n_arcs
+    return _sha256_bytes(np.array([n, m], dtype=np.int64), np.asarray(graph.first_out, dtype=np.int64),
+                         np.asarray(graph.head, dtype=np.int64))[:16]
+
+
+def symmetric_adjacency(graph):
+    """The symmetrised simple undirected graph of a road graph, as a symmetric CSR matrix.
+
+    Self-loops are dropped; ``A[u, v] = A[v, u]`` = the number of directed arcs between ``u`` and ``v``
+    in either direction (1 or 2 for a graph whose parallel arcs were merged, as a RoadGraph's are).
+
+    Parameters
+    ----------
+    graph : RoadGraph
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix of int32, shape (n_nodes, n_nodes)
+        Sorted indices, no explicit zeros, empty diagonal.
+    """
+    n = graph.n_nodes
+    t = np.asarray(graph.tail, dtype=np.int64)
+    h = np.asarray(graph.head, dtype=np.int64)
+    keep = t != h
+    a = sp.csr_matrix((np.ones(int(keep.sum()), dtype=np.int32), (t[keep], h[keep])), shape=(n, n))
+    a = (a + a.T).tocsr()
+    a.sum_duplicates()
+    a.sort_indices()
+    return a.astype(np.int32)
+
+
+def _check_cell_sizes(cell_sizes):
+    if isinstance(cell_sizes, (str, bytes)) or not isinstance(cell_sizes, (Sequence, np.ndarray)):
+        raise ValueError(f"cell_sizes must be a sequence of ints (finest level first), got {cell_sizes!r}")
+    sizes = list(cell_sizes)
+    if not sizes:
+        raise ValueError("cell_sizes must name at least one level (e.g. (256, 4096, 65536))")
+    for s in sizes:
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, numbers.Integral):
+            raise ValueError(f"cell_sizes must hold ints, got {s!r} in {tuple(sizes)!r}")
+        if s < 2:
+            raise ValueError(f"every cell size must be at least 2 nodes, got {int(s)} in {tuple(sizes)!r}")
+    sizes = tuple(int(s) for s in sizes)
+    if any(b <= a for a, b in zip(sizes, sizes[1:], strict=False)):
+        raise ValueError(f"cell_sizes must be strictly increasing (finest level first), got {sizes!r}")
+    return sizes
+
+
+def _import_kahip():
+    try:
+        import kahip
+    except ImportError as e:
+        raise ImportError("method='kahip' needs the KaHIP Python package: pip install kahip "
+                          "(or install gpuroute[crp])") from e
+    return kahip
+
+
+# --------------------------------------------------------------------------------------------- kahip
+def _kahip_blocks(n, bound, imbalance):
+    """The fewest blocks ``k`` for which kaffpa's bound ``floor((1 + imbalance) * ceil(n / k))`` is at
+    most ``bound``."""
+    k = max(2, math.ceil(n / bound))
+    while math.floor((1.0 + imbalance) * math.ceil(n / k)) > bound:
+        k += 1
+    return min(k, n)
+
+
+def _kahip_split(kahip, a, bound, imbalance, seed, mode, stats):
+    """Local node sets (sorted int64 arrays) of the pieces of the graph ``a`` (symmetric CSR), each of at
+    most ``bound`` nodes; a kaffpa block over the bound is cut again."""
+    n = a.shape[0]
+    if n <= bound:
+        return [np.arange(n, dtype=np.int64)]
+    k = _kahip_blocks(n, bound, imbalance)
+    if a.nnz == 0:  # no edges: any split cuts nothing
+        blocks = np.arange(n, dtype=np.int64) * k // n
+    else:
+        _, blocks = kahip.kaffpa(np.ones(n, dtype=np.int32), a.indptr.astype(np.int32), a.data.astype(np.int32),
+                                 a.indices.astype(np.int32), int(k), float(imbalance), True, int(seed), int(mode))
+        blocks = np.asarray(blocks, dtype=np.int64)
+        stats["kaffpa_calls"] += 1
+    order = np.argsort(blocks, kind="stable")
+    counts = np.bincount(blocks, minlength=k)
+    out = []
+    for idx in np.split(order, np.cumsum(counts)[:-1]):
+        if idx.size == 0:
+            continue
+        if idx.size > bound:
+            stats["resplits"] += 1
+            if idx.size == n:  # kaffpa gave everything to one block: cut it in index order instead
+                sub = [idx[i * idx.size // k:(i + 1) * idx.size // k] for i in range(k)]
+                out.extend(s for s in sub if s.size)
+                continue
+            sub_a = a[idx][:, idx]
+            out.extend(idx[p] for p in _kahip_split(kahip, sub_a, bound, imbalance, seed, mode, stats))
+        else:
+            out.append(idx)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- inertial
+def _planar_coords(graph):
+    """Node coordinates as planar x/y: lon/lat degrees scaled by cos(mean latitude) (equirectangular)."""
+    xy = np.array(graph.coords, dtype=np.float64)
+    if not graph.is_planar and xy.size:
+        xy[:, 0] *= math.cos(math.radians(float(np.mean(xy[:, 1]))))
+    return xy
+
+
+def _inertial_bisect(a, xy, b, stats):
+    """Best inertial-flow bisection of the graph ``a`` (symmetric CSR, k >= 2 nodes): a boolean mask of
+    the source side (never empty, never everything)."""
+    k = a.shape[0]
+    s = min(max(1, int(b * k)), k // 2)
+    cap = a.copy()
+    cap.data = np.ones(cap.nnz, dtype=np.int32)
+    big = np.int32(min(cap.nnz + 1, np.iinfo(np.int32).max))
+    coo = cap.tocoo()
+    best = None
+    for dx, dy in DIRECTIONS:
+        order = np.argsort(xy[:, 0] * dx + xy[:, 1] * dy, kind="stable")
+        src, snk = order[:s], order[k - s:]
+        rows = np.concatenate([coo.row, np.full(s, k), snk]).astype(np.int32)
+        cols = np.concatenate([coo.col, src, np.full(s, k + 1)]).astype(np.int32)
+        data = np.concatenate([coo.data, np.full(2 * s, big, dtype=np.int32)])
+        g = sp.csr_matrix((data, (rows, cols)), shape=(k + 2, k + 2))
+        g.sort_indices()
+        res = maximum_flow(g, k, k + 1, method="dinic")
+        stats["max_flows"] += 1
+        r = (g - res.flow).tocsr()
+        r.data = (r.data > 0).astype(np.int32)
+        r.eliminate_zeros()
+        reached = breadth_first_order(r, k, directed=True, return_predecessors=False)
+        side = np.zeros(k + 2, dtype=bool)
+        side[reached] = True
+        side = side[:k]
+        size = int(side.sum())
+        key = (int(res.flow_value), -min(size, k - size))
+        if best is None or key < best[0]:
+            best = (key, side)
+    return best[1]
+
+
+def _inertial_split(a, xy, bound, b, stats):
+    """Local node sets (sorted int64 arrays) of the pieces of ``a`` (recursive inertial-flow bisection
+    until every piece has at most ``bound`` nodes), in depth-first order."""
+    n = a.shape[0]
+    if n <= bound:
+        return [np.arange(n, dtype=np.int64)]
+    side = _inertial_bisect(a, xy, b, stats)
+    out = []
+    for half in (np.flatnonzero(side), np.flatnonzero(~side)):
+        sub = a[half][:, half]
+        out.extend(half[p] for p in _inertial_split(sub, xy[half], bound, b, stats))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- Partition
+class Partition:
+    """A nested multi-level partition of a road graph's nodes (Customizable Route Planning).
+
+    Delling, Kobitzsch, Werneck, "Customizing Driving Directions with GPUs" (Euro-Par 2014), sec. 2. Build
+    one with :meth:`build`, or read one with :meth:`load`.
+
+    Parameters
+    ----------
+    cells : array_like of int, shape (L, n_nodes)
+        Row ``l``: the level-``l`` cell id of every node (level 0 is the finest). Ids of each level must
+        be dense (``0 .. n_cells[l] - 1``) and nested (the nodes of a level-``(l-1)`` cell share one
+        level-``l`` cell).
+    cell_sizes : sequence of int, length L
+        The bound ``U_l`` of each level, strictly increasing.
+    method : str
+        The partitioner that made it.
+    fingerprint : str
+        :func:`topology_fingerprint` of the graph it was built for.
+    meta : dict, optional
+
+    Attributes
+    ----------
+    cells : ndarray of int32, shape (L, n_nodes)
+    cell_sizes : tuple of int
+    n_cells : tuple of int
+        Cells per level.
+    method : str
+    fingerprint : str
+    meta : dict
+        ``seed``, ``seconds`` (wall time of the build), ``boundary_arcs`` (list, per level), ``imbalance``,
+        ``graph`` (name), ``graph_fingerprint`` (:meth:`RoadGraph.fingerprint`, with the weights), and the
+        partitioner's settings and counters.
+
+    Raises
+    ------
+    ValueError
+        ``cells`` is not (L, n) with L = len(cell_sizes), or its ids are not dense or not nested.
+    """
+
+    def __init__(self, cells, cell_sizes, method, fingerprint, meta=None):
+        self.cell_sizes = _check_cell_sizes(cell_sizes)
+        cells = np.asarray(cells)
+        if cells.ndim != 2 or cells.shape[0] != len(self.cell_sizes):
+            raise ValueError(f"cells has shape {cells.shape}, expected ({len(self.cell_sizes)}, n_nodes): one row "
+                             "per level of cell_sizes")
+        if cells.dtype.kind not in "iu":
+            raise ValueError(f"cells has dtype {cells.dtype}, expected integers")
+        self.cells = np.ascontiguousarray(cells, dtype=np.int32)
+        self.n_cells = self._check_structure(self.cells)
+        self.method = str(method)
+        self.fingerprint = str(fingerprint)
+        self.meta = dict(meta or {})
+
+    @staticmethod
+    def _check_structure(cells):
+        """Dense ids per level and nesting; returns the number of cells per level."""
+        n_cells = []
+        n = cells.shape[1]
+        for lvl, row in enumerate(cells):
+            if n == 0:
+                n_cells.append(0)
+                continue
+            lo, hi = int(row.min()), int(row.max())
+            if lo < 0 or np.unique(row).size != hi + 1:
+                raise ValueError(f"level {lvl}: cell ids must be dense 0..n_cells-1 (got ids {lo}..{hi}, "
+                                 f"{np.unique(row).size} distinct)")
+            n_cells.append(hi + 1)
+        for lvl in range(1, cells.shape[0]):
+            parent = np.full(n_cells[lvl - 1], -1, dtype=np.int64)
+            parent[cells[lvl - 1]] = cells[lvl]
+            if np.any(parent[cells[lvl - 1]] != cells[lvl]):
+                raise ValueError(f"not nested: a level-{lvl - 1} cell spans several level-{lvl} cells")
+        return tuple(n_cells)
+
+    # ------------------------------------------------------------------------------------------ build
+    @classmethod
+    def build(cls, graph, *, cell_sizes=None, method=None, seed=0, imbalance=0.03):
+        """Partition ``graph`` top-down into a nested multi-level partition.
+
+        Parameters
+        ----------
+        graph : RoadGraph
+        cell_sizes : sequence of int, optional
+            Most nodes per cell of each level, finest first, strictly increasing, each at least 2.
+            Default: :data:`gpuroute.config.CRP_CELL_SIZES`.
+        method : {"kahip", "inertial"}, optional
+            Default: :data:`gpuroute.config.CRP_PARTITION_METHOD`. ``"kahip"`` runs kaffpa in the mode
+            :data:`gpuroute.config.CRP_KAHIP_MODE`; ``"inertial"`` needs ``graph.coords``.
+        seed : int
+            kaffpa's seed (inertial flow is deterministic and ignores it). The same seed gives the same
+            partition.
+        imbalance : float
+            kaffpa's allowed imbalance ``epsilon`` in ``[0, 1)``: blocks of at most
+            ``(1 + epsilon) * ceil(n / k)`` nodes, ``k`` chosen so that this fits the level's bound.
+
+        Returns
+        -------
+        Partition
+            ``cells`` int32 (L, n_nodes) with every level-``l`` cell of at most ``cell_sizes[l]`` nodes.
+
+        Raises
+        ------
+        ValueError
+            Bad ``cell_sizes``, an unknown ``method`` (the message lists the valid ones), ``imbalance``
+            outside ``[0, 1)``, or ``method="inertial"`` on a graph without coordinates.
+        ImportError
+            ``method="kahip"`` without the ``kahip`` package (``pip install kahip`` or ``gpuroute[crp]``).
+        """
+        sizes = _check_cell_sizes(config.CRP_CELL_SIZES if cell_sizes is None else cell_sizes)
+        method = config.CRP_PARTITION_METHOD if method is None else method
+        if method not in METHODS:
+            raise ValueError(f"unknown partition method {method!r}; valid: {', '.join(map(repr, METHODS))}")
+        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
+            raise ValueError(f"seed must be an int, got {seed!r}")
+        if isinstance(imbalance, (bool, np.bool_)) or not isinstance(imbalance, numbers.Real) \
+                or not 0.0 <= float(imbalance) < 1.0:
+            raise ValueError(f"imbalance must be a number in [0, 1), got {imbalance!r}")
+        imbalance = float(imbalance)
+        stats = {"kaffpa_calls": 0, "resplits": 0, "max_flows": 0}
+        meta = {"seed": int(seed), "imbalance": imbalance}
+        if method == "kahip":
+            kahip = _import_kahip()
+            mode_name = str(config.CRP_KAHIP_MODE).lower()
+            if mode_name not in KAHIP_MODES:
+                raise ValueError(f"config.CRP_KAHIP_MODE is {config.CRP_KAHIP_MODE!r}; valid: "
+                                 f"{', '.join(map(repr, KAHIP_MODES))}")
+            mode = getattr(kahip, mode_name.upper())
+            meta.update(kahip_mode=mode_name, kahip_version=getattr(kahip, "__version__", None),
+                        edge_weights="multiplicity (directed arcs per undirected edge)")
+
+            def split(a, nodes, bound):
+                return _kahip_split(kahip, a, bound, imbalance, seed, mode, stats)
+        else:
+            if graph.coords is None:
+                raise ValueError(f"method='inertial' needs node coordinates and graph {graph.name!r} has none; "
+                                 "use method='kahip' (no coordinates needed)")
+            xy = _planar_coords(graph)
+            meta.update(inertial_fraction=INERTIAL_FRACTION, capacities="unit per undirected edge")
+
+            def split(a, nodes, bound):
+                return _inertial_split(a, xy[nodes], bound, INERTIAL_FRACTION, stats)
+
+        t0 = time.perf_counter()
+        n = graph.n_nodes
+        big = symmetric_adjacency(graph)
+        levels = len(sizes)
+        cells = np.zeros((levels, n), dtype=np.int32)
+        parents = [np.arange(n, dtype=np.int64)] if n else []
+        for lvl in range(levels - 1, -1, -1):
+            children = []
+            for nodes in parents:
+                a = big if nodes.size == n else big[nodes][:, nodes]
+                for part in split(a, nodes, sizes[lvl]):
+                    children.append(nodes[part])
+            for cid, nodes in enumerate(children):
+                cells[lvl, nodes] = cid
+            parents = children
+        seconds = time.perf_counter() - t0
+        meta.update(stats)
+        part = cls(cells, sizes, method, topology_fingerprint(graph), meta)
+        part.meta.update(seconds=seconds, boundary_arcs=part.boundary_arcs(graph).tolist(),
+                         graph=graph.name, graph_fingerprint=graph.fingerprint(),
+                         n_arcs=int(graph.n_arcs))
+        return part
+
+    # ------------------------------------------------------------------------------------------ queries
+    @property
+    def n_levels(self):
+        """Number of levels L."""
+        return self.cells.shape[0]
+
+    @property
+    def n_nodes(self):
+        """Nodes partitioned."""
+        return self.cells.shape[1]
+
+    def cell_node_counts(self, level):
+        """Nodes per cell of one level.
+
+        Returns
+        -------
+        ndarray of int64, shape (n_cells[level],)
+        """
+        return np.bincount(self.cells[level], minlength=self.n_cells[level]).astype(np.int64)
+
+    def boundary_arcs(self, graph):
+        """Directed arcs whose tail and head lie in different cells, per level.
+
+        Parameters
+        ----------
+        graph : RoadGraph
+            The graph partitioned (same node count).
+
+        Returns
+        -------
+        ndarray of int64, shape (L,)
+            Self-loops are never boundary arcs.
+
+        Raises
+        ------
+        ValueError
+            ``graph`` has another number of nodes.
+        """
+        if graph.n_nodes != self.n_nodes:
+            raise ValueError(f"the partition has {self.n_nodes} nodes, graph {graph.name!r} {graph.n_nodes}")
+        t = np.asarray(graph.tail, dtype=np.int64)
+        h = np.asarray(graph.head, dtype=np.int64)
+        return np.array([int(np.count_nonzero(row[t] != row[h])) for row in self.cells], dtype=np.int64)
+
+    def __repr__(self):
+        return (f"Partition(method={self.method!r}, n_nodes={self.n_nodes:,}, cell_sizes={self.cell_sizes}, "
+                f"n_cells={self.n_cells})")
+
+    # ------------------------------------------------------------------------------------------ store
+    def save(self, directory):
+        """Write the partition to ``directory`` atomically (``cells.npy`` + ``manifest.json``).
+
+        Written into a temporary sibling, then renamed into place (:func:`gpuroute.io.atomic.atomic_directory`):
+        an error leaves ``directory`` as it was. An existing saved partition there is replaced; a
+        non-empty directory holding anything else is refused.
+
+        Parameters
+        ----------
+        directory : str or path-like
+
+        Returns
+        -------
+        str
+            The absolute path written.
+
+        Raises
+        ------
+        FileExistsError
+            ``directory`` is a file, or a non-empty directory that is not a saved partition.
+        OSError
+            Writing failed.
+        """
+        from .. import __version__
+
+        directory = _check_replaceable(directory)
+        with atomic_directory(directory) as tmp:
+            path = os.path.join(tmp, CELLS_FILE)
+            with open(path, "wb") as f:
+                np.save(f, self.cells, allow_pickle=False)
+                f.flush()
+                os.fsync(f.fileno())
+            manifest = {
+                "format": FORMAT,
+                "version": FORMAT_VERSION,
+                "n_nodes": int(self.n_nodes),
+                "cell_sizes": list(self.cell_sizes),
+                "n_cells": list(self.n_cells),
+                "method": self.method,
+                "fingerprint": self.fingerprint,
+                "meta": json.loads(json.dumps(self.meta, default=_json_default)),
+                "files": {CELLS_FILE: {"dtype": str(self.cells.dtype), "shape": list(self.cells.shape),
+                                       "sha256": _sha256_file(path)}},
+                "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "gpuroute_version": __version__,
+            }
+            manifest[INTEGRITY] = manifest_integrity(manifest)
+            with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
+                json.dump(manifest, f, indent=1)
+                f.write("\n")
+                f.flush()
+                os.fsync(f.fileno())
+        return directory
+
+    @classmethod
+    def load(cls, directory, graph=None):
+        """Read a partition written by :meth:`save`.
+
+        Every check runs before anything is returned: the manifest's format, version and field hashes;
+        the files present; the SHA-256 of ``cells.npy``; its dtype and shape; dense and nested ids; with
+        ``graph``, that it is the graph the partition was built for.
+
+        Parameters
+        ----------
+        directory : str or path-like
+        graph : RoadGraph, optional
+            Checked against the recorded node and arc counts and topology fingerprint (the weights may
+            differ: a partition is metric-independent).
+
+        Returns
+        -------
+        Partition
+
+        Raises
+        ------
+        FileNotFoundError
+            ``directory`` does not exist.
+        ParseError
+            Naming the file: not a saved partition, another format version, a manifest field edited, a
+            file missing, added, changed or truncated (checksum), of the wrong dtype or shape, ids not dense
+            or not nested.
+        ValueError
+            ``graph`` is another graph; the message names what differs (nodes, arcs, arc arrays).
+        """
+        directory = os.fspath(directory)
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(f"{directory}: no such directory")
+        mpath = os.path.join(directory, MANIFEST)
+        manifest = _read_manifest(directory, mpath)
+        present = set(os.listdir(directory)) - {MANIFEST}
+        if present != {CELLS_FILE}:
+            extra, missing = sorted(present - {CELLS_FILE}), sorted({CELLS_FILE} - present)
+            raise ParseError(mpath, None, f"files differ from a saved partition's: missing {missing or 'none'}, "
+                                          f"not listed {extra or 'none'}")
+        cpath = os.path.join(directory, CELLS_FILE)
+        rec = manifest["files"].get(CELLS_FILE) if isinstance(manifest["files"], dict) else None
+        if not isinstance(rec, dict):
+            raise ParseError(mpath, None, f"'files' does not describe {CELLS_FILE}")
+        got = _sha256_file(cpath)
+        if got != rec.get("sha256"):
+            raise ParseError(cpath, None, f"checksum does not match: the file hashes to sha256 {got[:16]}..., the "
+                                          f"manifest records {str(rec.get('sha256'))[:16]}... (changed, truncated or "
+                                          "damaged after saving)")
+        try:
+            cells = np.load(cpath, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as e:
+            raise ParseError(cpath, None, f"not a readable .npy array ({e})") from None
+        levels = len(manifest["cell_sizes"])
+        want = (levels, manifest["n_nodes"])
+        if cells.dtype != np.int32 or cells.shape != want:
+            raise ParseError(cpath, None, f"dtype {cells.dtype}, shape {cells.shape}: expected int32 {want}")
+        try:
+            part = cls(cells, manifest["cell_sizes"], manifest["method"], manifest["fingerprint"],
+                       manifest.get("meta"))
+        except ValueError as e:
+            raise ParseError(cpath, None, str(e)) from None
+        if list(part.n_cells) != manifest["n_cells"]:
+            raise ParseError(mpath, None, f"n_cells {manifest['n_cells']} but the file has {list(part.n_cells)}")
+        if graph is not None:
+            part.check_graph(graph, where=directory)
+        return part
+
+    def check_graph(self, graph, where="the partition"):
+        """Raise unless ``graph`` has the topology this partition was built for.
+
+        Raises
+        ------
+        ValueError
+            Naming what differs: node count, arc count, or the arc arrays (``first_out``/``head``).
+        """
+        problems = []
+        if graph.n_nodes != self.n_nodes:
+            problems.append(f"nodes: {self.n_nodes} in the partition, {graph.n_nodes} in the graph")
+        m = self.meta.get("n_arcs")
+        if m is not None and graph.n_arcs != m:
+            problems.append(f"arcs: {m} in the partition's graph, {graph.n_arcs} in the graph")
+        if not problems:
+            fp = topology_fingerprint(graph)
+            if fp != self.fingerprint:
+                problems.append(f"arc arrays (first_out/head): topology fingerprint {self.fingerprint} recorded, "
+                                f"the graph has {fp}")
+        if problems:
+            raise ValueError(f"{where}: built for another graph than {graph.name!r}: {'; '.join(problems)}")
+
+
+def _json_default(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    return str(o)
+
+
+def _check_replaceable(directory):
+    directory = os.path.abspath(os.fspath(directory)).rstrip(os.sep)
+    if not os.path.lexists(directory):
+        return directory
+    if os.path.islink(directory) or not os.path.isdir(directory):
+        raise FileExistsError(f"{directory}: exists and is not a directory; not replacing it")
+    if not os.listdir(directory):
+        return directory
+    fmt = None
+    try:
+        with open(os.path.join(directory, MANIFEST), encoding="utf-8") as f:
+            m = json.load(f)
+        fmt = m.get("format") if isinstance(m, dict) else None
+    except (OSError, ValueError):
+        pass
+    if fmt != FORMAT:
+        raise FileExistsError(f"{directory}: a non-empty directory that is not a saved partition (no {FORMAT!r} "
+                              f"{MANIFEST}); not replacing it")
+    return directory
+
+
+def _read_manifest(directory, mpath):
+    if not os.path.exists(mpath):
+        raise ParseError(mpath, None, f"missing: {directory} is not a saved partition")
+    try:
+        with open(mpath, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ParseError(mpath, e.lineno, f"invalid JSON ({e.msg})") from None
+    except UnicodeDecodeError:
+        raise ParseError(mpath, None, "not UTF-8 text") from None
+    fmt = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+    if fmt != FORMAT:
+        raise ParseError(mpath, None, f"format is {fmt!r}, expected {FORMAT!r}")
+    version = manifest.get("version")
+    if isinstance(version, bool) or version != FORMAT_VERSION:
+        raise ParseError(mpath, None, f"format version {version!r}: this gpuroute reads version {FORMAT_VERSION} "
+                                      "only; rebuild the partition")
+    for key in ("n_nodes", "cell_sizes", "n_cells", "method", "fingerprint", "files", INTEGRITY):
+        if key not in manifest:
+            raise ParseError(mpath, None, f"no {key!r} entry")
+    rec = manifest[INTEGRITY]
+    if not isinstance(rec, dict) or rec.get("algorithm") != HASH_ALGORITHM or not isinstance(rec.get("fields"), dict):
+        raise ParseError(mpath, None, f"malformed {INTEGRITY!r} entry")
+    now = manifest_integrity(manifest)
+    changed = sorted(k for k in set(now["fields"]) | set(rec["fields"]) if now["fields"].get(k) != rec["fields"].get(k))
+    if changed:
+        raise ParseError(mpath, None, f"edited after saving: field(s) {', '.join(map(repr, changed))} differ from "
+                                      f"the SHA-256 recorded under {INTEGRITY!r}; rebuild the partition")
+    if rec.get("content") != now["content"]:
+        raise ParseError(mpath, None, f"the {INTEGRITY!r} entry was edited after saving")
+    n = manifest["n_nodes"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ParseError(mpath, None, f"malformed 'n_nodes' entry {n!r}")
+    try:
+        _check_cell_sizes(manifest["cell_sizes"])
+    except ValueError as e:
+        raise ParseError(mpath, None, f"malformed 'cell_sizes' entry: {e}") from None
+    return manifest

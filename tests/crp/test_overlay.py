@@ -1,0 +1,284 @@
+"""Customizable Route Planning on the CPU: every query equals a naive turn-aware Dijkstra on the arc-based
+graph (same restrictions, same penalties), after full customization and after traffic updates; paths are
+real and cost what they claim; bad input changes nothing."""
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from naive import random_road_graph, turn_aware_distances
+
+import gpuroute
+from gpuroute import INF, Overlay, Partition, RoadGraph, TurnRestrictions
+from gpuroute.crp import FORBIDDEN, KIND_NAMES, RESTRICTED
+
+PEN = {"straight": 0, "left": 7, "right": 3, "uturn": 40}
+
+
+def oracle(ov, s):
+    """Distances from ``s`` by the naive turn-aware Dijkstra on the overlay's current costs, with the
+    restricted turns taken from the graph's restrictions (independently of the turn table)."""
+    g = ov.graph
+    forbidden = set()
+    if g.turns is not None:
+        fi, fo = g.turns.forbidden_pairs(g.first_out, g.head)
+        forbidden = set(zip(fi.tolist(), fo.tolist(), strict=True))
+    tr = ov.turns
+    tc = ov.turn_cost
+
+    def cost(a, b):
+        if (a, b) in forbidden:
+            return None
+        t = int(tr.turn_index([a], [b])[0])
+        assert t >= 0
+        c = int(tc[t])
+        return None if c == FORBIDDEN else c
+
+    d = turn_aware_distances(g, s, ov.arc_cost, cost)
+    return np.array([INF if x is None else x for x in d], dtype=np.int64)
+
+
+def check_path(ov, s, t, res):
+    g = ov.graph
+    if res.distance == INF:
+        assert res.nodes.size == 0
+        return
+    assert res.nodes[0] == s and res.nodes[-1] == t
+    a = res.arcs.astype(np.int64)
+    if s == t:
+        assert res.distance == 0 and a.size == 0
+        return
+    assert (g.tail[a] == res.nodes[:-1]).all() and (g.head[a] == res.nodes[1:]).all()
+    total = int(ov.arc_cost[a[0]])
+    if a.size > 1:
+        tid = ov.turns.turn_index(a[:-1], a[1:])
+        assert (tid >= 0).all()
+        assert (ov.turns.kind[tid] != RESTRICTED).all()
+        assert (ov.turn_cost[tid] != FORBIDDEN).all()
+        total += int(ov.turn_cost[tid].sum())
+    assert total == res.distance
+
+
+def with_restrictions(g, rng, k):
+    """``g`` with ``k`` random NO restrictions and at most one ONLY per in-arc (arc ids are positions)."""
+    a = np.arange(g.n_arcs)
+    ins, outs, kinds = [], [], []
+    used = set()
+    for x in rng.permutation(a)[: 3 * k]:
+        v = g.head[x]
+        cand = np.arange(g.first_out[v], g.first_out[v + 1])
+        if cand.size == 0 or x in used:
+            continue
+        used.add(int(x))
+        ins.append(int(x))
+        outs.append(int(rng.choice(cand)))
+        kinds.append(1 if len(kinds) % 4 == 3 else 0)
+        if len(ins) == k:
+            break
+    turns = TurnRestrictions(ins, outs, kinds)
+    return RoadGraph(g.first_out, g.head, g.weights, units=g.units, coords=g.coords, name=g.name + "-restricted",
+                     coord_system=g.coord_system, turns=turns)
+
+
+def all_pairs_check(ov, sources=None):
+    n = ov.graph.n_nodes
+    sources = range(n) if sources is None else sources
+    for s in sources:
+        exp = oracle(ov, s)
+        got = ov.distances(np.full(n, s), np.arange(n))
+        np.testing.assert_array_equal(got, exp, err_msg=f"source {s}")
+        for t in range(0, n, max(1, n // 7)):
+            res = ov.route(s, t)
+            assert res.distance == exp[t]
+            check_path(ov, s, t, res)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("method", ["kahip", "inertial"])
+def test_random_graphs_exact_with_turn_costs(seed, method):
+    rng = np.random.default_rng(seed)
+    g, _ = random_road_graph(rng, 60, one_way=0.3)
+    g = with_restrictions(g, rng, 12)
+    part = Partition.build(g, cell_sizes=(6, 18, 40), method=method, seed=seed)
+    ov = Overlay.build(g, part)
+    for metric in ("distance", (g.weight("travel_time"), PEN)):
+        ov.customize(metric)
+        all_pairs_check(ov, sources=range(0, 60, 3))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31), n=st.integers(2, 30), levels=st.integers(1, 3), k=st.integers(0, 10))
+def test_hypothesis_exact(seed, n, levels, k):
+    rng = np.random.default_rng(seed)
+    g, _ = random_road_graph(rng, n, one_way=float(rng.choice([0.0, 0.3, 0.8])))
+    g = with_restrictions(g, rng, k)
+    sizes = (3, 8, 20)[:levels]
+    ov = Overlay.build(g, Partition.build(g, cell_sizes=sizes, seed=seed % 7))
+    costs = rng.integers(1, 50, g.n_arcs)
+    pen = {name: int(rng.integers(0, 30)) for name in ("straight", "left", "right", "uturn")}
+    ov.customize((costs, pen))
+    all_pairs_check(ov)
+
+
+@pytest.fixture(scope="module")
+def monaco():
+    g = gpuroute.datasets.load("monaco")
+    ov = Overlay.build(g, Partition.build(g, cell_sizes=(64, 512, 4096)))
+    return g, ov
+
+
+def test_monaco_restrictions_and_uturn_penalty(monaco):
+    g, ov = monaco
+    assert g.turns is not None and g.turns.in_arc.size > 0
+    ov.customize("time-uturn")
+    assert int(ov.turns.counts()["restricted"]) > 0
+    rng = np.random.default_rng(3)
+    for s in rng.integers(0, g.n_nodes, 6):
+        exp = oracle(ov, int(s))
+        targets = rng.integers(0, g.n_nodes, 300)
+        np.testing.assert_array_equal(ov.distances(np.full(targets.size, s), targets), exp[targets])
+        for t in targets[:15]:
+            res = ov.route(int(s), int(t))
+            assert res.distance == exp[t]
+            check_path(ov, int(s), int(t), res)
+
+
+def test_monaco_without_turn_costs_equals_node_dijkstra_where_no_restriction_binds(monaco):
+    """With the plain travel time the overlay is never shorter than Dijkstra on nodes (restrictions only
+    remove paths), and equal for most pairs."""
+    g, ov = monaco
+    ov.customize("time")
+    from naive import scipy_dijkstra
+
+    rng = np.random.default_rng(5)
+    src = rng.integers(0, g.n_nodes, 4)
+    d = scipy_dijkstra(g, src, weight="travel_time")
+    for i, s in enumerate(src):
+        got = ov.distances(np.full(g.n_nodes, s), np.arange(g.n_nodes))
+        assert (got >= d[i]).all()
+        assert (got == d[i]).mean() > 0.9
+
+
+def test_update_equals_full_customization_and_is_atomic(monaco):
+    g, ov = monaco
+    ov.customize("time-uturn")
+    rng = np.random.default_rng(11)
+    ids = rng.integers(0, g.n_arcs, 300)
+    new = (ov.arc_cost[ids] * rng.integers(1, 6, ids.size)).astype(np.int64)
+    before = (ov.arc_cost.copy(), ov.turn_cost.copy(), ov._state.clique.copy())
+    info = ov.update(ids, new)
+    assert sum(info["cells"]) > 0
+    ref = Overlay.build(g, ov.partition)
+    arc = before[0].copy()
+    arc[ids] = new
+    from gpuroute.crp.metric import UTURN_PENALTY_S
+
+    pen = {"uturn": int(UTURN_PENALTY_S * 10)}
+    ref.customize((arc, pen))
+    np.testing.assert_array_equal(ov.arc_cost, ref.arc_cost)
+    np.testing.assert_array_equal(ov.turn_cost, ref.turn_cost)
+    np.testing.assert_array_equal(ov._state.clique, ref._state.clique)
+    s = int(rng.integers(0, g.n_nodes))
+    exp = oracle(ov, s)
+    np.testing.assert_array_equal(ov.distances(np.full(g.n_nodes, s), np.arange(g.n_nodes)), exp)
+    # bad updates change nothing
+    state = ov._state
+    with pytest.raises(IndexError, match=r"arc_ids\[1\] = -1"):
+        ov.update([0, -1], [5, 5])
+    with pytest.raises(IndexError, match="outside the arc range"):
+        ov.update([g.n_arcs], [5])
+    with pytest.raises(ValueError, match=r"costs\[1\]"):
+        ov.update([0, 1], [5, 0])
+    with pytest.raises(ValueError, match="not a finite integer"):
+        ov.update([0, 1], [5.0, np.nan])
+    with pytest.raises(ValueError, match="one length"):
+        ov.update([0, 1], [5])
+    assert ov._state is state
+
+
+def test_single_level_and_trivial_queries():
+    rng = np.random.default_rng(2)
+    g, _ = random_road_graph(rng, 25)
+    ov = Overlay.build(g, Partition.build(g, cell_sizes=(5,)))
+    with pytest.raises(RuntimeError, match="customize"):
+        ov.route(0, 1)
+    ov.customize()
+    assert ov.route(3, 3).distance == 0 and list(ov.route(3, 3).nodes) == [3]
+    assert ov.distances([4], [4])[0] == 0
+    all_pairs_check(ov)
+    with pytest.raises(IndexError, match=r"targets\[1\] = 25"):
+        ov.distances([0, 1], [1, 25])
+    with pytest.raises(IndexError, match="source"):
+        ov.route(-1, 2)
+    with pytest.raises(ValueError, match="pair up"):
+        ov.distances([0, 1], [1])
+
+
+def test_unreachable_gives_named_inf():
+    # two one-way components: 0 -> 1 -> 2, and 3 <-> 4
+    g = RoadGraph.from_arcs(5, [0, 1, 3, 4], [1, 2, 4, 3], {"distance": [2, 3, 4, 5]},
+                            coords=np.array([[0, 0], [1, 0], [2, 0], [5, 5], [6, 5]], float) * 1e-3 + 10)
+    ov = Overlay.build(g, Partition.build(g, cell_sizes=(2, 4)))
+    ov.customize()
+    assert ov.route(0, 2).distance == 5
+    r = ov.route(2, 0)
+    assert r.distance == INF and r.nodes.size == 0
+    assert ov.distances([0, 0], [3, 2]).tolist() == [INF, 5]
+
+
+def test_customize_errors_keep_the_metric(monaco):
+    g, ov = monaco
+    ov.customize("time")
+    state = ov._state
+    with pytest.raises(ValueError):
+        ov.customize("no-such-metric")
+    with pytest.raises(ValueError):
+        ov.customize(np.zeros(g.n_arcs, np.int64))
+    with pytest.raises(ValueError, match="device"):
+        ov.customize("time", device="tpu")
+    with pytest.raises(NotImplementedError, match="GPU customization"):
+        ov.customize("time", device="gpu")
+    assert ov._state is state
+
+
+def test_save_load_round_trip_and_refusals(monaco, tmp_path):
+    g, ov = monaco
+    ov.customize("time-uturn")
+    d = tmp_path / "ov"
+    ov.save(d)
+    back = Overlay.load(d, g)
+    np.testing.assert_array_equal(back._state.clique, ov._state.clique)
+    back2 = Overlay.load(d)  # the graph reopened from the manifest (shipped dataset name)
+    rng = np.random.default_rng(0)
+    s, t = rng.integers(0, g.n_nodes, 50), rng.integers(0, g.n_nodes, 50)
+    np.testing.assert_array_equal(back2.distances(s, t), ov.distances(s, t))
+    other, _ = random_road_graph(rng, 30)
+    with pytest.raises(ValueError, match="another graph"):
+        Overlay.load(d, other)
+    # a truncated file is refused
+    path = d / "clique.npy"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="clique.npy"):
+        Overlay.load(d, g)
+    os.remove(path)
+    with pytest.raises(ValueError, match="missing"):
+        Overlay.load(d, g)
+    with pytest.raises(ValueError, match="not a saved overlay"):
+        Overlay.load(tmp_path / "nothing-here", g)
+
+
+def test_partition_of_another_graph_refused():
+    rng = np.random.default_rng(4)
+    g1, _ = random_road_graph(rng, 20)
+    g2, _ = random_road_graph(rng, 20)
+    p1 = Partition.build(g1, cell_sizes=(5,))
+    with pytest.raises(ValueError):
+        Overlay.build(g2, p1)
+    with pytest.raises(TypeError, match="Partition"):
+        Overlay(g1, np.zeros((1, 20), np.int32))
+
+
+def test_kind_names_cover_penalty_keys():
+    assert set(PEN) <= set(KIND_NAMES.values())
