@@ -543,12 +543,7 @@ class OverlayQuery:
     def __init__(self, overlay):
         self.overlay = overlay
         m = overlay.graph.n_arcs
-        self._fd = np.full(m, INF, np.int64)
-        self._bd = np.full(m, INF, np.int64)
-        self._fpar = np.empty(2 * m, np.int64)
-        self._bpar = np.empty(2 * m, np.int64)
-        self._fpos = np.full(m, -1, np.int64)
-        self._bpos = np.full(m, -1, np.int64)
+        self._R = search.new_records(m)
         self._touched = np.empty(m, np.int64)
         self._h = [np.empty(m, np.int64) for _ in range(4)]
         self._unp = None
@@ -565,8 +560,7 @@ class OverlayQuery:
             s, t, ov.partition.cells, g.first_out, g.rev_first_out, g.rev_arc, tr.first, tr.out_arc,
             st.turn_cost, rv.first_in, rv.in_arc, rv.turn_id, st.arc_cost, am["hc"], am["tc"], am["entry_idx"],
             am["exit_idx"], topo["cell_base"], topo["ent_first"], topo["ent_arc"], topo["ex_first"],
-            topo["ex_arc"], topo["cq_first"], st.clique, self._fd, self._bd, self._fpar, self._bpar,
-            self._fpos, self._bpos, self._touched, hk, hv, hk2, hv2)
+            topo["ex_arc"], topo["cq_first"], st.clique, self._R, self._touched, hk, hv, hk2, hv2)
         return int(best), int(meet), int(nt)
 
     def distance(self, source, target):
@@ -579,7 +573,7 @@ class OverlayQuery:
         if s == t:
             return 0
         best, meet, nt = self._search(st, s, t)
-        search.reset(self._fd, self._bd, self._fpos, self._bpos, self._touched, nt)
+        search.reset(self._R, self._touched, nt)
         return best
 
     def route(self, source, target):
@@ -600,9 +594,9 @@ class OverlayQuery:
             if meet < 0 or best >= INF:
                 return PathResult(INF, np.zeros(0, np.int32), np.zeros(0, np.int32), name, unit, nt, "crp",
                                   "cpu", {})
-            states, refs = search.chain(meet, self._fpar, self._bpar)
+            states, refs = search.chain(meet, self._R)
         finally:
-            search.reset(self._fd, self._bd, self._fpos, self._bpos, self._touched, nt)
+            search.reset(self._R, self._touched, nt)
         fl = ov._topo["flat"]
         if self._unp is None:
             L = ov.n_levels

@@ -33,10 +33,11 @@ def state_level(a, hc, cs, ct):
 
 
 @njit(cache=True, inline="always")
-def ih_update(hk, hv, pos, size, k, v):
-    """Insert ``v`` with key ``k`` into an indexed binary min-heap, or lower its key (``pos[v]``: slot,
-    -1 never queued, -2 settled); returns the new size."""
-    i = pos[v]
+def ih_update(hk, hv, R, off, size, k, v):
+    """Insert ``v`` with key ``k`` into an indexed binary min-heap, or lower its key; the heap slot of
+    ``v`` lives in its search record at ``R[8v + off]`` (-1 never queued, -2 settled). Returns the new
+    size."""
+    i = R[8 * v + off]
     if i < 0:
         i = size
         size += 1
@@ -46,18 +47,18 @@ def ih_update(hk, hv, pos, size, k, v):
             break
         hk[i] = hk[p]
         hv[i] = hv[p]
-        pos[hv[i]] = i
+        R[8 * hv[i] + off] = i
         i = p
     hk[i] = k
     hv[i] = v
-    pos[v] = i
+    R[8 * v + off] = i
     return size
 
 
 @njit(cache=True, inline="always")
-def ih_pop(hk, hv, pos, size):
+def ih_pop(hk, hv, R, off, size):
     """Remove the minimum (read ``hk[0]``, ``hv[0]`` first) and mark it settled; returns the new size."""
-    pos[hv[0]] = -2
+    R[8 * hv[0] + off] = -2
     size -= 1
     if size == 0:
         return 0
@@ -74,28 +75,30 @@ def ih_pop(hk, hv, pos, size):
             break
         hk[i] = hk[c]
         hv[i] = hv[c]
-        pos[hv[i]] = i
+        R[8 * hv[i] + off] = i
         i = c
     hk[i] = k
     hv[i] = v
-    pos[v] = i
+    R[8 * v + off] = i
     return size
 
 
 @njit(cache=True)
 def bidir(s, t, ncell, first_out, rev_first, rev_arc, tfirst, tout, tcost, rfirst, rin, rturn, arc_cost, hc, tc,
           entry_idx, exit_idx, cell_base, ent_first, ent_arc, ex_first, ex_arc, cq_first, clique,
-          fd, bd, fpar, bpar, fpos, bpos, touched, hk, hv, hk2, hv2):
+          R, touched, hk, hv, hk2, hv2):
     """One bidirectional multi-level query from node ``s`` to node ``t``.
 
     The per-arc level arrays come arc-major (``hc``, ``tc``, ``entry_idx``, ``exit_idx``: (m, L), see
     ``Overlay``), so that one state's cells at every level share a cache line.
 
     Returns ``(distance, meet, n_touched)``: ``meet`` is the arc where the searches met (-1: no path).
-    ``fd``/``bd`` (m,) must be ``INF`` and ``fpos``/``bpos`` -1 on entry; the ``n_touched`` arcs listed
-    in ``touched`` are the ones :func:`reset` puts back. ``fpar[2a]`` is the previous state of ``a`` in
-    the forward search and ``fpar[2a + 1]`` the edge reference it came by (turn id >= 0, or
-    ``-(1 + clique position)``); ``bpar`` likewise holds the next state towards ``t``.
+    ``R`` (8m,) holds one 64-byte record per state (one cache line): ``R[8a]`` forward distance,
+    ``R[8a + 1]`` backward distance (``INF`` on entry), ``R[8a + 2]``/``R[8a + 3]`` forward/backward heap
+    slot (-1 on entry), ``R[8a + 4]``/``R[8a + 5]`` the previous state in the forward search and the
+    edge reference it came by (turn id >= 0, or ``-(1 + clique position)``), ``R[8a + 6]``/``R[8a + 7]``
+    the next state towards ``t`` and its edge. :func:`new_records` makes them; the ``n_touched`` states
+    listed in ``touched`` are the ones :func:`reset` puts back.
     """
     cs = ncell[:, s]
     ct = ncell[:, t]
@@ -106,25 +109,25 @@ def bidir(s, t, ncell, first_out, rev_first, rev_arc, tfirst, tout, tcost, rfirs
     bsize = 0
     for b in range(first_out[s], first_out[s + 1]):
         c = arc_cost[b]
-        if c < fd[b]:
-            if fd[b] == INF and bd[b] == INF:
+        if c < R[8 * b]:
+            if R[8 * b] == INF and R[8 * b + 1] == INF:
                 touched[nt] = b
                 nt += 1
-            fd[b] = c
-            fpar[2 * b] = -1
-            fpar[2 * b + 1] = -1
-            fsize = ih_update(hk, hv, fpos, fsize, c, b)
+            R[8 * b] = c
+            R[8 * b + 4] = -1
+            R[8 * b + 5] = -1
+            fsize = ih_update(hk, hv, R, 2, fsize, c, b)
     for k in range(rev_first[t], rev_first[t + 1]):
         a = rev_arc[k]
-        if fd[a] == INF and bd[a] == INF:
+        if R[8 * a] == INF and R[8 * a + 1] == INF:
             touched[nt] = a
             nt += 1
-        bd[a] = 0
-        bpar[2 * a] = -1
-        bpar[2 * a + 1] = -1
-        bsize = ih_update(hk2, hv2, bpos, bsize, 0, a)
-        if fd[a] < INF and fd[a] < best:
-            best = fd[a]
+        R[8 * a + 1] = 0
+        R[8 * a + 6] = -1
+        R[8 * a + 7] = -1
+        bsize = ih_update(hk2, hv2, R, 3, bsize, 0, a)
+        if R[8 * a] < INF and R[8 * a] < best:
+            best = R[8 * a]
             meet = a
     while fsize > 0 or bsize > 0:
         fmin = hk[0] if fsize > 0 else INF
@@ -136,7 +139,7 @@ def bidir(s, t, ncell, first_out, rev_first, rev_arc, tfirst, tout, tcost, rfirs
         if fmin <= bmin:
             d = fmin
             a = hv[0]
-            fsize = ih_pop(hk, hv, fpos, fsize)
+            fsize = ih_pop(hk, hv, R, 2, fsize)
             q = state_level(a, hc, cs, ct)
             if q == 0:
                 for tt in range(tfirst[a], tfirst[a + 1]):
@@ -145,16 +148,16 @@ def bidir(s, t, ncell, first_out, rev_first, rev_arc, tfirst, tout, tcost, rfirs
                         continue
                     b = tout[tt]
                     nd = d + c
-                    if nd < fd[b]:
-                        if fd[b] == INF and bd[b] == INF:
+                    if nd < R[8 * b]:
+                        if R[8 * b] == INF and R[8 * b + 1] == INF:
                             touched[nt] = b
                             nt += 1
-                        fd[b] = nd
-                        fpar[2 * b] = a
-                        fpar[2 * b + 1] = tt
-                        fsize = ih_update(hk, hv, fpos, fsize, nd, b)
-                        if bd[b] < INF and nd + bd[b] < best:
-                            best = nd + bd[b]
+                        R[8 * b] = nd
+                        R[8 * b + 4] = a
+                        R[8 * b + 5] = tt
+                        fsize = ih_update(hk, hv, R, 2, fsize, nd, b)
+                        if R[8 * b + 1] < INF and nd + R[8 * b + 1] < best:
+                            best = nd + R[8 * b + 1]
                             meet = b
             else:
                 p = q - 1
@@ -170,21 +173,21 @@ def bidir(s, t, ncell, first_out, rev_first, rev_arc, tfirst, tout, tcost, rfirs
                             continue
                         b = ex_arc[ex_first[g] + j]
                         nd = d + w
-                        if nd < fd[b]:
-                            if fd[b] == INF and bd[b] == INF:
+                        if nd < R[8 * b]:
+                            if R[8 * b] == INF and R[8 * b + 1] == INF:
                                 touched[nt] = b
                                 nt += 1
-                            fd[b] = nd
-                            fpar[2 * b] = a
-                            fpar[2 * b + 1] = -(1 + base + j)
-                            fsize = ih_update(hk, hv, fpos, fsize, nd, b)
-                            if bd[b] < INF and nd + bd[b] < best:
-                                best = nd + bd[b]
+                            R[8 * b] = nd
+                            R[8 * b + 4] = a
+                            R[8 * b + 5] = -(1 + base + j)
+                            fsize = ih_update(hk, hv, R, 2, fsize, nd, b)
+                            if R[8 * b + 1] < INF and nd + R[8 * b + 1] < best:
+                                best = nd + R[8 * b + 1]
                                 meet = b
         else:
             d = bmin
             b = hv2[0]
-            bsize = ih_pop(hk2, hv2, bpos, bsize)
+            bsize = ih_pop(hk2, hv2, R, 3, bsize)
             q = state_level(b, tc, cs, ct)
             if q == 0:
                 for k in range(rfirst[b], rfirst[b + 1]):
@@ -194,16 +197,16 @@ def bidir(s, t, ncell, first_out, rev_first, rev_arc, tfirst, tout, tcost, rfirs
                         continue
                     a = rin[k]
                     nd = d + c
-                    if nd < bd[a]:
-                        if fd[a] == INF and bd[a] == INF:
+                    if nd < R[8 * a + 1]:
+                        if R[8 * a] == INF and R[8 * a + 1] == INF:
                             touched[nt] = a
                             nt += 1
-                        bd[a] = nd
-                        bpar[2 * a] = b
-                        bpar[2 * a + 1] = tt
-                        bsize = ih_update(hk2, hv2, bpos, bsize, nd, a)
-                        if fd[a] < INF and nd + fd[a] < best:
-                            best = nd + fd[a]
+                        R[8 * a + 1] = nd
+                        R[8 * a + 6] = b
+                        R[8 * a + 7] = tt
+                        bsize = ih_update(hk2, hv2, R, 3, bsize, nd, a)
+                        if R[8 * a] < INF and nd + R[8 * a] < best:
+                            best = nd + R[8 * a]
                             meet = a
             else:
                 p = q - 1
@@ -219,67 +222,78 @@ def bidir(s, t, ncell, first_out, rev_first, rev_arc, tfirst, tout, tcost, rfirs
                             continue
                         a = ent_arc[ent_first[g] + i]
                         nd = d + w
-                        if nd < bd[a]:
-                            if fd[a] == INF and bd[a] == INF:
+                        if nd < R[8 * a + 1]:
+                            if R[8 * a] == INF and R[8 * a + 1] == INF:
                                 touched[nt] = a
                                 nt += 1
-                            bd[a] = nd
-                            bpar[2 * a] = b
-                            bpar[2 * a + 1] = -(1 + pos)
-                            bsize = ih_update(hk2, hv2, bpos, bsize, nd, a)
-                            if fd[a] < INF and nd + fd[a] < best:
-                                best = nd + fd[a]
+                            R[8 * a + 1] = nd
+                            R[8 * a + 6] = b
+                            R[8 * a + 7] = -(1 + pos)
+                            bsize = ih_update(hk2, hv2, R, 3, bsize, nd, a)
+                            if R[8 * a] < INF and nd + R[8 * a] < best:
+                                best = nd + R[8 * a]
                                 meet = a
     return best, meet, nt
 
 
 @njit(cache=True)
-def reset(fd, bd, fpos, bpos, touched, nt):
+def reset(R, touched, nt):
     """Set the ``nt`` touched arcs back to unreached in both searches."""
     for i in range(nt):
         a = touched[i]
-        fd[a] = INF
-        bd[a] = INF
-        fpos[a] = -1
-        bpos[a] = -1
+        R[8 * a] = INF
+        R[8 * a + 1] = INF
+        R[8 * a + 2] = -1
+        R[8 * a + 3] = -1
 
 
 @njit(cache=True)
-def chain(meet, fpar, bpar):
+def new_records(m):
+    """Search records of ``m`` states, unreached (see :func:`bidir`)."""
+    R = np.empty(8 * m, np.int64)
+    R[0::8] = INF
+    R[1::8] = INF
+    R[2::8] = -1
+    R[3::8] = -1
+    return R
+
+
+@njit(cache=True)
+def chain(meet, R):
     """The search-graph path through ``meet``: states (arcs) and the edge references between them.
 
     Returns ``(states, refs)`` with ``refs[i]`` the edge from ``states[i]`` to ``states[i + 1]``.
     """
     k = 1
     a = meet
-    while fpar[2 * a] >= 0:
-        a = fpar[2 * a]
+    while R[8 * a + 4] >= 0:
+        a = R[8 * a + 4]
         k += 1
     b = meet
-    while bpar[2 * b] >= 0:
-        b = bpar[2 * b]
+    while R[8 * b + 6] >= 0:
+        b = R[8 * b + 6]
         k += 1
     states = np.empty(k, np.int64)
     refs = np.empty(k - 1, np.int64)
     a = meet
     i = 0
-    while fpar[2 * a] >= 0:
+    while R[8 * a + 4] >= 0:
         i += 1
-        a = fpar[2 * a]
+        a = R[8 * a + 4]
     nf = i
     a = meet
     i = nf
     states[i] = meet
-    while fpar[2 * a] >= 0:
-        refs[i - 1] = fpar[2 * a + 1]
-        a = fpar[2 * a]
+    while R[8 * a + 4] >= 0:
+        refs[i - 1] = R[8 * a + 5]
+        a = R[8 * a + 4]
         i -= 1
         states[i] = a
     b = meet
     i = nf
-    while bpar[2 * b] >= 0:
-        refs[i] = bpar[2 * b + 1]
-        b = bpar[2 * b]
+    while R[8 * b + 6] >= 0:
+        refs[i] = R[8 * b + 7]
+        b = R[8 * b + 6]
         i += 1
         states[i] = b
     return states, refs
@@ -297,12 +311,7 @@ def many(src, dst, n_chunks, ncell, first_out, rev_first, rev_arc, tfirst, tout,
         hi = (ch + 1) * k // n_chunks
         if hi <= lo:
             continue
-        fd = np.full(m, INF, np.int64)
-        bd = np.full(m, INF, np.int64)
-        fpar = np.empty(2 * m, np.int64)
-        bpar = np.empty(2 * m, np.int64)
-        fpos = np.full(m, -1, np.int64)
-        bpos = np.full(m, -1, np.int64)
+        R = new_records(m)
         touched = np.empty(m, np.int64)
         hk = np.empty(m, np.int64)
         hv = np.empty(m, np.int64)
@@ -316,6 +325,6 @@ def many(src, dst, n_chunks, ncell, first_out, rev_first, rev_arc, tfirst, tout,
                 continue
             best, meet, nt = bidir(s, t, ncell, first_out, rev_first, rev_arc, tfirst, tout, tcost, rfirst, rin, rturn,
                                    arc_cost, hc, tc, entry_idx, exit_idx, cell_base, ent_first, ent_arc, ex_first,
-                                   ex_arc, cq_first, clique, fd, bd, fpar, bpar, fpos, bpos, touched, hk, hv, hk2, hv2)
+                                   ex_arc, cq_first, clique, R, touched, hk, hv, hk2, hv2)
             out[i] = best
-            reset(fd, bd, fpos, bpos, touched, nt)
+            reset(R, touched, nt)
