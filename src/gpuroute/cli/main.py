@@ -1,6 +1,10 @@
 """``gpuroute`` command line: the parser and the dispatch. Each command is one module of this package
-(``route``, ``info``, ``sssp``, ``contract``, ``tree``, ``table``) that parses its arguments, calls one
-stage or service of the library and formats the answer.
+(``route``, ``info``, ``sssp``, ``contract``, ``tree``, ``table``, ``partition``, ``customize``, ``serve``) that
+parses its arguments, calls one stage or service of the library and formats the answer.
+
+Customizable Route Planning runs as stages on one overlay directory (:mod:`gpuroute.crp.stages`):
+``gpuroute partition GRAPH -o DIR``, ``gpuroute customize DIR --metric M [--traffic CSV]``, then
+``gpuroute route --overlay DIR``; a customization made from another partition is refused.
 
 Exit codes: 0 success; 1 no route between the two points; 2 bad input or any other failure (missing
 file, unknown graph name, point outside the network, malformed point, ``--device gpu`` without a GPU,
@@ -15,13 +19,13 @@ import logging
 import os
 import sys
 
-from . import contract, info, route, sssp, table, tree
+from . import contract, customize, info, partition, route, serve, sssp, table, tree
 from .common import EXIT_BAD_INPUT, CLIError, Parser, UsageError, join_coordinate_args, log, one_line
 
 
 def build_parser():
     """The ``gpuroute`` argument parser (subcommands ``route``, ``info``, ``sssp``, ``contract``, ``tree``,
-    ``table``)."""
+    ``table``, ``partition``, ``customize``)."""
     from .. import __version__
 
     common = argparse.ArgumentParser(add_help=False)
@@ -34,7 +38,7 @@ def build_parser():
     p.add_argument("-v", "--verbose", action="count", default=0, help="log debug information to stderr")
     p.add_argument("--version", action="version", version=f"gpuroute {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in (route, info, sssp, contract, tree, table):
+    for mod in (route, info, sssp, contract, tree, table, partition, customize, serve):
         mod.add_parser(sub, common)
     return p
 

@@ -1,8 +1,10 @@
 """``gpuroute route``: snap two points and query one shortest path (:func:`gpuroute.geo.nearest_node` +
 :func:`gpuroute.query.shortest_path`, or with ``--ch DIR`` a saved contraction hierarchy's
-:meth:`~gpuroute.ch.ContractionHierarchy.route`); text or GeoJSON (:mod:`gpuroute.geo.geojson`)."""
+:meth:`~gpuroute.ch.ContractionHierarchy.route`, or with ``--overlay DIR`` a customized CRP overlay's
+:meth:`~gpuroute.Overlay.route`, turn-aware); text or GeoJSON (:mod:`gpuroute.geo.geojson`)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -60,8 +62,13 @@ def run(args):
         raise CLIError("give both --from and --to, or neither (for the default route on the NY network)")
     default_route = args.from_ is None
     points = list(LANDMARKS) if default_route else [(None, *args.from_), (None, *args.to)]
-    ch = None
-    if args.ch is not None:
+    ch = overlay = None
+    unit = None
+    if args.ch is not None and args.overlay is not None:
+        raise CLIError("give --ch or --overlay, not both")
+    if args.overlay is not None:
+        overlay, graph, weight, unit, t_load = _open_overlay(args)
+    elif args.ch is not None:
 
         if args.method is not None:
             raise CLIError(f"--method {args.method} does not apply with --ch (the route is a CH query)")
@@ -100,12 +107,15 @@ def run(args):
     t_snap = time.perf_counter() - t0
 
     src, dst = snapped[0]["node"], snapped[1]["node"]
-    if ch is not None:
+    if ch is not None or overlay is not None:
+        index = ch if ch is not None else overlay
         t0 = time.perf_counter()
-        ch.route(src, dst)  # the first call compiles the query (numba), reported apart from the query
+        index.route(src, dst)  # the first call compiles the query (numba), reported apart from the query
         t_compile = time.perf_counter() - t0
         t0 = time.perf_counter()
-        res = ch.route(src, dst)
+        res = index.route(src, dst)
+        if overlay is not None:  # the overlay answers in its metric's unit, recorded by gpuroute customize
+            res = _overlay_result(res, weight, unit)
     else:
         t_compile = compile_kernels(args.method)  # numba's first-call compilation, reported apart from the query
         t0 = time.perf_counter()
@@ -123,7 +133,7 @@ def run(args):
         json.dump(fc, sys.stdout)
         sys.stdout.write("\n")
     else:
-        _print_text(graph, weight, snapped, res, times)
+        _print_text(graph, weight, snapped, res, times, unit=unit)
     if not res.reachable:
         print(f"gpuroute route: no route: {describe_node(graph, dst)} cannot be reached from "
               f"{describe_node(graph, src)} in {graph.name!r}", file=sys.stderr)
@@ -131,9 +141,45 @@ def run(args):
     return EXIT_OK
 
 
-def _print_text(graph, weight, snapped, res, times):
-    unit = graph.units[weight]
-    rows = [("graph", graph_line(graph, weight))]
+def _open_overlay(args):
+    """``(Overlay, graph, metric name, Unit, load seconds)`` for ``--overlay DIR`` (refusing options that
+    do not apply and a customization of another partition)."""
+    from ..crp.stages import check_overlay, open_overlay
+
+    if args.method is not None:
+        raise CLIError(f"--method {args.method} does not apply with --overlay (the route is a CRP query)")
+    if args.device == "gpu":
+        raise CLIError("--overlay routes on the CPU (a bidirectional overlay search); leave --device out")
+    t0 = time.perf_counter()
+    info = check_overlay(args.overlay)  # before loading anything: a stale customization is refused
+    metric = info["metric"] or "metric"
+    if args.metric is not None and args.metric != metric:
+        raise CLIError(f"--metric {args.metric}: the overlay in {args.overlay} was customized for {metric!r} "
+                       f"(gpuroute customize {args.overlay} --metric {args.metric})")
+    spec = args.graph or info["graph_spec"]
+    if spec is None:
+        raise CLIError(f"{args.overlay}: cannot reopen the graph the overlay was customized for (--graph PATH)")
+    graph, _ = load(spec)
+    with progress(f"loading the overlay {args.overlay}"):
+        overlay, _ = open_overlay(args.overlay, graph)
+    dt = time.perf_counter() - t0
+    log.info("loaded %r with %r in %.3f s", overlay, graph, dt)
+    return overlay, graph, metric, info["unit"], dt
+
+
+def _overlay_result(res, metric, unit):
+    """The overlay's PathResult with the metric's name and :class:`~gpuroute.Unit` (it carries the unit's
+    symbol)."""
+    return dataclasses.replace(res, weight=metric, unit=unit)
+
+
+def _print_text(graph, weight, snapped, res, times, unit=None):
+    if unit is None:
+        unit = graph.units[weight]
+        rows = [("graph", graph_line(graph, weight))]
+    else:  # a metric that is not a weight of the graph (--overlay)
+        rows = [("graph", f"{graph.name} ({fmt_int(graph.n_nodes)} nodes, {fmt_int(graph.n_arcs)} arcs; metric "
+                          f"{weight}" + (f" [{unit.symbol}]" if unit.symbol else "") + ")")]
     dunit = "units" if graph.is_planar else "m"
     for label, e in zip(("from", "to"), snapped, strict=True):
         x, y = e["query"]
@@ -148,8 +194,9 @@ def _print_text(graph, weight, snapped, res, times):
         rows.append(("arcs", fmt_int(len(res.arcs))))
     else:
         rows.append(("distance", "unreachable (no route)"))
-    rows.append(("search", f"{res.method} on {res.device}, {fmt_int(res.settled)} nodes "
-                           f"{'reached' if res.method == 'gpu-sssp' else 'settled'}"))
+    what = "arc states settled" if res.method == "crp" else (
+        "nodes reached" if res.method == "gpu-sssp" else "nodes settled")
+    rows.append(("search", f"{res.method} on {res.device}, {fmt_int(res.settled)} {what}"))
     rows.append(("time", f"{times['total']:,.1f} ms (load {times['load']:,.1f}, snap {times['snap']:,.1f}, "
                          f"compile {times['compile']:,.1f}, query {times['query']:,.1f})"))
     if res.reachable:
@@ -172,10 +219,15 @@ def add_parser(sub, common):
                                    "graph), snapped to the nearest nodes of the largest strongly connected "
                                    "component. Without --from/--to: from Times Square to Prospect Park on NY.")
     r.add_argument("--graph", metavar="PATH|NAME", default=None,
-                   help=f"graph to route on (default {DEFAULT_GRAPH}; with --ch, the hierarchy's own graph)")
+                   help=f"graph to route on (default {DEFAULT_GRAPH}; with --ch or --overlay, the one it was built "
+                        "for)")
     r.add_argument("--ch", metavar="DIR", default=None,
                    help="route with a saved contraction hierarchy (gpuroute contract); its graph is reopened from "
                         "the hierarchy's manifest unless --graph is given")
+    r.add_argument("--overlay", metavar="DIR", default=None,
+                   help="route with a customized CRP overlay directory (gpuroute partition, then gpuroute "
+                        "customize): turn-aware, in the customized metric; refused if customized from another "
+                        "partition")
     r.add_argument("--from", dest="from_", metavar="LON,LAT", type=parse_point, help="start point (X,Y if planar)")
     r.add_argument("--to", metavar="LON,LAT", type=parse_point, help="end point (X,Y if planar)")
     r.add_argument("--metric", choices=tuple(METRICS), default=None,

@@ -154,6 +154,11 @@ class Overlay:
         return cls(graph, partition, turns)
 
     @property
+    def partition_fingerprint(self) -> str:
+        """Hash of the partition's cells (the one recorded by :meth:`save`)."""
+        return _sha(self.partition.cells)
+
+    @property
     def metric(self):
         st = self._state
         return None if st is None else st.metric
@@ -211,8 +216,12 @@ class Overlay:
             raise NotImplementedError("GPU customization (Delling, Kobitzsch, Werneck 2014, sec. 4) is not "
                                       "built yet; use device='cpu'")
         t0 = time.perf_counter()
-        met = Metric.resolve(self.graph, metric if metric is not None else self.graph.default_weight,
-                             turns=self.turns)
+        if metric is None:
+            g = self.graph
+            name = g.default_weight
+            unit = g.units.get(name) if isinstance(getattr(g, "units", None), dict) else None
+            metric = Metric(g.weight(name), name=name, units=getattr(unit, "symbol", unit or ""))
+        met = Metric.resolve(self.graph, metric, turns=self.turns)
         tcost = np.ascontiguousarray(decode_turn_costs(met, self.turns), dtype=np.int64)
         arc = np.ascontiguousarray(met.arc_cost, dtype=np.int64)
         t1 = time.perf_counter()
@@ -297,7 +306,8 @@ class Overlay:
                  for p in range(self.n_levels)]
         tree = st.tree.copy()
         level_s = self._run_levels(tcost, clique, tree, cells)
-        met = st.metric.with_arc_costs(arc) if hasattr(st.metric, "with_arc_costs") else st.metric
+        old = st.metric
+        met = Metric(arc, old.turn_penalty, turn_cost=old.turn_cost, name=old.name, units=old.units)
         total = time.perf_counter() - t0
         self._state = _State(met, arc, tcost, clique, tree, total)
         return {"seconds": total, "cells": [int(x.size) for x in cells], "level_seconds": level_s}
@@ -400,9 +410,10 @@ class Overlay:
             "n_arcs": int(self.graph.n_arcs), "graph": _graph_entry(self.graph),
             "cell_sizes": list(self.partition.cell_sizes),
             "partition_method": self.partition.method,
-            "partition_fingerprint": _sha(self.partition.cells),
+            "partition_fingerprint": self.partition_fingerprint,
             "turns_fingerprint": _sha(self.turns.out_arc, self.turns.kind),
-            "metric": {"name": getattr(st.metric, "name", None), "fingerprint": _sha(st.arc_cost, st.turn_cost)},
+            "metric": {"name": st.metric.name, "units": st.metric.units,
+                       "fingerprint": _sha(st.arc_cost, st.turn_cost)},
             "files": {},
         }
         with atomic_directory(directory) as tmp:
@@ -473,6 +484,7 @@ class Overlay:
             raise ValueError(f"{directory}: clique or turn arrays do not match the rebuilt topology")
         met = Metric.resolve(graph, arrays["arc_cost"].astype(np.int64), turns=ov.turns)
         met.name = man.get("metric", {}).get("name") or met.name
+        met.units = man.get("metric", {}).get("units") or met.units
         tree = arrays["tree"]
         if tree.size != int(ov._tree_first[-1]) or tree.dtype != ov._tree_dtype:
             # saved with CRP_KEEP_TREES set otherwise: no trees (unpacking searches the cells)
@@ -587,13 +599,13 @@ class OverlayQuery:
         unit = getattr(st.metric, "units", "")
         name = getattr(st.metric, "name", "")
         if s == t:
-            return PathResult(0, np.array([s], np.int32), np.zeros(0, np.int32), name, unit, 0, "crp", "cpu",
-                              {})
+            return PathResult(0, np.array([s], np.int32), np.zeros(0, np.int32), name, unit, settled=0,
+                              method="crp", device="cpu")
         best, meet, nt = self._search(st, s, t)
         try:
             if meet < 0 or best >= INF:
-                return PathResult(INF, np.zeros(0, np.int32), np.zeros(0, np.int32), name, unit, nt, "crp",
-                                  "cpu", {})
+                return PathResult(INF, np.zeros(0, np.int32), np.zeros(0, np.int32), name, unit, settled=nt,
+                                  method="crp", device="cpu")
             states, refs = search.chain(meet, self._R)
         finally:
             search.reset(self._R, self._touched, nt)
@@ -613,4 +625,5 @@ class OverlayQuery:
         nodes = np.empty(arcs.size + 1, np.int32)
         nodes[0] = g.tail[arcs[0]]
         nodes[1:] = g.head[arcs]
-        return PathResult(best, nodes, arcs, name, unit, nt, "crp", "cpu", {"meet_arc": meet})
+        return PathResult(best, nodes, arcs, name, unit, settled=nt, method="crp", device="cpu",
+                          stats={"meet_arc": meet})

@@ -141,20 +141,24 @@ def check_replaceable(directory):
     ------
     FileExistsError
         ``directory`` is a file or a link, or a non-empty directory without a ``gpuroute-crp-stages``
-        manifest (nothing unrelated is overwritten).
+        manifest that holds anything but ``partition/``, ``overlay/`` and hidden entries (what an
+        interrupted :func:`run_partition` leaves): nothing unrelated is overwritten.
     """
     directory = os.path.abspath(os.fspath(directory)).rstrip(os.sep)
     if not os.path.lexists(directory):
         return directory
     if os.path.islink(directory) or not os.path.isdir(directory):
         raise FileExistsError(f"{directory}: exists and is not a directory; not writing an overlay directory there")
-    if not os.listdir(directory):
+    entries = os.listdir(directory)
+    if not entries:
         return directory
     try:
         m = _read_json(os.path.join(directory, MANIFEST), "manifest")
     except StageError:
-        m = None
-    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        m = False
+    # no manifest but only what an interrupted run_partition leaves (partition/ is guarded by Partition.save)
+    interrupted = m is None and all(e in (PARTITION_DIR, OVERLAY_DIR) or e.startswith(".") for e in entries)
+    if not interrupted and (not isinstance(m, dict) or m.get("format") != FORMAT):
         raise FileExistsError(f"{directory}: a non-empty directory that is not an overlay directory (no {FORMAT!r} "
                               f"{MANIFEST}); not writing into it")
     return directory

@@ -1,0 +1,77 @@
+"""``gpuroute customize``: the second stage of Customizable Route Planning -- customize the overlay of a
+directory made by ``gpuroute partition`` for a metric, optionally apply traffic (a CSV of ``arc_id,cost``
+rows), and save it for ``gpuroute route --overlay`` (:func:`gpuroute.crp.stages.run_customize`); a
+summary with the customization time per level on stdout (or ``--json``)."""
+from __future__ import annotations
+
+import json
+import sys
+
+from .common import DEVICES, EXIT_OK, CLIError, check_device, fmt_int, fmt_ms, load, log, print_rows, progress
+
+
+def run(args):
+    from .. import datasets
+    from ..crp.stages import (
+        graph_spec,
+        metric_weight,
+        read_manifest,
+        read_traffic,
+        resolve_metric_spec,
+        run_customize,
+    )
+
+    check_device(args.device)
+    if args.device == "gpu":
+        raise CLIError("the GPU customization is not built yet; use --device cpu (or auto)")
+    read_manifest(args.directory)  # before any work: an overlay directory
+    resolve_metric_spec(args.metric)  # a bad name or profile is reported before the graph is loaded
+    if args.traffic is not None:
+        read_traffic(args.traffic)  # a bad row is reported before the graph is loaded
+    spec = datasets.for_weight(graph_spec(args.directory), metric_weight(args.metric))
+    graph, t_load = load(spec)
+    with progress(f"customizing {graph.name}"):
+        s = run_customize(args.directory, args.metric, graph=graph, spec=spec, traffic=args.traffic, device=args.device)
+    log.info("customize: %s saved to %s", s["metric"], s["directory"])
+    if args.json:
+        s["load_seconds"] = t_load
+        json.dump(s, sys.stdout)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    m = s["metric"]
+    rows = [("graph", f"{graph.name} ({fmt_int(graph.n_nodes)} nodes, {fmt_int(graph.n_arcs)} arcs)"),
+            ("metric", f"{m['name']}" + (f" [{m['unit']}]" if m["unit"] else "")
+             + (f" from {m['spec']}" if m["spec"] and m["spec"] != m["name"] else "")),
+            ("cells", " / ".join(fmt_int(n) for n in s["n_cells"]) + " (per level, finest first)"),
+            ("customize", f"{fmt_ms(s['seconds'])}: " + ", ".join(f"level {i} {fmt_ms(t)}"
+                                                                  for i, t in enumerate(s["level_seconds"])))]
+    t = s["traffic"]
+    if t is not None:
+        rows.append(("traffic", f"{fmt_int(t['rows'])} rows, {fmt_int(t['arcs'])} arcs from {t['file']}"))
+        rows.append(("", f"{fmt_ms(t['seconds'])}: " + ", ".join(
+            f"level {i} {fmt_int(c)} cells {fmt_ms(x)}" for i, (c, x) in enumerate(zip(t["cells"], t["level_seconds"],
+                                                                                     strict=True)))))
+    rows.append(("time", f"load {fmt_ms(t_load)}, topology {fmt_ms(s['build_seconds'])}, "
+                         f"save {fmt_ms(s['save_seconds'])}"))
+    rows.append(("saved", s["directory"]))
+    print_rows(rows)
+    return EXIT_OK
+
+
+def add_parser(sub, common):
+    c = sub.add_parser("customize", parents=[common], help="customize a partitioned overlay for a metric (CRP)",
+                       description="Customizable Route Planning, stage 2: customize the overlay of a directory made "
+                                   "by gpuroute partition for a metric, apply traffic if given, and save it for "
+                                   "gpuroute route --overlay (the previous customization is replaced only on "
+                                   "success).")
+    c.add_argument("directory", metavar="DIR", help="overlay directory (gpuroute partition GRAPH -o DIR)")
+    c.add_argument("--metric", required=True, metavar="distance|time|time-uturn|PROFILE",
+                   help="a metric name (time-uturn: time plus 100 s per U-turn) or a profile JSON file "
+                        "(speeds_kmh per road class, turn_penalties_s per turn type)")
+    c.add_argument("--traffic", metavar="CSV", default=None,
+                   help="new arc costs: arc_id,cost rows (header optional; arc ids are the graph's arc positions, "
+                        "costs in the metric's unit)")
+    c.add_argument("--device", choices=DEVICES, default="auto", help="the customization runs on the CPU")
+    c.add_argument("--json", action="store_true", help="print the summary as a JSON object")
+    c.set_defaults(func=run)
+    return c
