@@ -58,15 +58,18 @@ class _State:
     """One customized metric: everything a query reads, swapped as one reference (a query never sees
     half of a metric)."""
 
-    __slots__ = ("metric", "arc_cost", "turn_cost", "clique", "tree", "seconds")
+    __slots__ = ("metric", "arc_cost", "turn_cost", "clique", "tree", "seconds", "q_arc_cost", "q_turn_cost")
 
-    def __init__(self, metric, arc_cost, turn_cost, clique, tree, seconds):
+    def __init__(self, metric, arc_cost, turn_cost, clique, tree, seconds, qg):
         self.metric = metric
         self.arc_cost = arc_cost
         self.turn_cost = turn_cost
         self.clique = clique
         self.tree = tree
         self.seconds = seconds
+        # the same costs in the query's state numbering (see _query_graph)
+        self.q_arc_cost = np.ascontiguousarray(arc_cost[qg["order"]])
+        self.q_turn_cost = np.ascontiguousarray(turn_cost[qg["torder"]])
 
 
 class Overlay:
@@ -104,8 +107,7 @@ class Overlay:
         topo = build_topology(graph.tail, graph.head, partition.cells, self.turns.first, self.turns.out_arc,
                               restricted)
         self._topo = topo
-        # arc-major copies for the query (one state's cells and indices at every level in one cache line)
-        self._am = {k: np.ascontiguousarray(topo[k].T) for k in ("hc", "tc", "entry_idx", "exit_idx")}
+        self._qg = _query_graph(graph, self.turns, topo)
         fl = topo["flat"]
         self._tree_first = np.zeros(int(topo["cell_base"][-1]) + 1, np.int64)
         if config.CRP_KEEP_TREES:
@@ -230,7 +232,7 @@ class Overlay:
         allcells = [np.arange(c, dtype=np.int64) for c in self.n_cells]
         level_s = self._run_levels(tcost, clique, tree, allcells)
         total = time.perf_counter() - t0
-        self._state = _State(met, arc, tcost, clique, tree, total)
+        self._state = _State(met, arc, tcost, clique, tree, total, self._qg)
         return {"seconds": total, "decode_seconds": t1 - t0, "level_seconds": level_s}
 
     def update(self, arc_ids, costs):
@@ -309,7 +311,7 @@ class Overlay:
         old = st.metric
         met = Metric(arc, old.turn_penalty, turn_cost=old.turn_cost, name=old.name, units=old.units)
         total = time.perf_counter() - t0
-        self._state = _State(met, arc, tcost, clique, tree, total)
+        self._state = _State(met, arc, tcost, clique, tree, total, self._qg)
         return {"seconds": total, "cells": [int(x.size) for x in cells], "level_seconds": level_s}
 
     @property
@@ -350,9 +352,9 @@ class Overlay:
         RuntimeError
             Not customized yet.
         """
-        q = getattr(self, "_q", None)
+        q = getattr(self, "_route_query", None)
         if q is None:
-            q = self._q = OverlayQuery(self)
+            q = self._route_query = OverlayQuery(self)
         return q.route(source, target)
 
     def distances(self, sources, targets):
@@ -376,15 +378,12 @@ class Overlay:
         if s.size == 0:
             return out
         topo = self._topo
-        am = self._am
-        tr = self.turns
-        rv = tr.reverse()
-        g = self.graph
+        qg = self._qg
         chunks = int(min(s.size, numba.get_num_threads()))
-        search.many(s, t, chunks, self.partition.cells, g.first_out, g.rev_first_out, g.rev_arc, tr.first,
-                    tr.out_arc, st.turn_cost, rv.first_in, rv.in_arc, rv.turn_id, st.arc_cost, am["hc"],
-                    am["tc"], am["entry_idx"], am["exit_idx"], topo["cell_base"], topo["ent_first"], topo["ent_arc"],
-                    topo["ex_first"], topo["ex_arc"], topo["cq_first"], st.clique, out)
+        search.many(s, t, chunks, self.partition.cells, self.graph.first_out, qg["fwd_st"], self.graph.rev_first_out,
+                    qg["rev_st"], qg["tfirst"], qg["tout"], st.q_turn_cost, qg["rfirst"], qg["rin"], qg["rturn"],
+                    st.q_arc_cost, qg["hc"], qg["tc"], qg["entry_idx"], qg["exit_idx"], topo["cell_base"],
+                    topo["ent_first"], qg["ent_st"], topo["ex_first"], qg["ex_st"], topo["cq_first"], st.clique, out)
         return out
 
     # ------------------------------------------------------------------------------------------ store
@@ -491,12 +490,54 @@ class Overlay:
             ov._tree_first = np.zeros_like(ov._tree_first)
             tree = np.zeros(0, ov._tree_dtype)
         ov._state = _State(met, arrays["arc_cost"].astype(np.int64), arrays["turn_cost"].astype(np.int64),
-                           arrays["clique"].astype(np.int64), tree, 0.0)
+                           arrays["clique"].astype(np.int64), tree, 0.0, ov._qg)
         return ov
 
     def __repr__(self):
         return (f"Overlay({self.graph.name!r}, levels={self.n_levels}, cells={self.n_cells}, "
                 f"metric={getattr(self.metric, 'name', None)!r})")
+
+
+def _query_graph(graph, turns, topo):
+    """The query's state numbering and every metric-independent array the query reads in it.
+
+    States are the arcs reordered by their head's cell at every level, top level first, the boundary
+    arcs of a level-0 cell before its other arcs: the states of one cell, and the entry points of one
+    cell, sit next to each other, so the records a clique row touches share cache lines. ``order``
+    (state -> arc) and ``perm`` (arc -> state); the turn CSR regrouped by in-state (``torder``: new turn
+    position -> turn id), its reverse by out-state, and the per-state level arrays (state-major).
+    """
+    m = graph.n_arcs
+    hc, tc = topo["hc"], topo["tc"]
+    L = hc.shape[0]
+    inner = hc[0] == tc[0]
+    keys = [np.arange(m)] + [inner] + [hc[p] for p in range(L)]
+    order = np.lexsort(keys).astype(np.int64)
+    perm = np.empty(m, np.int64)
+    perm[order] = np.arange(m, dtype=np.int64)
+
+    def regroup(first, order):
+        counts = np.diff(first)[order]
+        nf = np.zeros(m + 1, np.int64)
+        np.cumsum(counts, out=nf[1:])
+        pos = np.repeat(first[:-1][order] - nf[:-1], counts) + np.arange(int(nf[-1]), dtype=np.int64)
+        return nf, pos
+
+    tfirst, torder = regroup(turns.first, order)
+    tinv = np.empty(torder.size, np.int64)
+    tinv[torder] = np.arange(torder.size, dtype=np.int64)
+    rv = turns.reverse()
+    rfirst, rorder = regroup(rv.first_in, order)
+    return {
+        "order": order, "perm": perm, "torder": torder,
+        "fwd_st": perm.astype(np.int64), "rev_st": perm[graph.rev_arc],
+        "tfirst": tfirst, "tout": perm[turns.out_arc[torder]],
+        "rfirst": rfirst, "rin": perm[rv.in_arc[rorder]], "rturn": tinv[rv.turn_id[rorder]],
+        "hc": np.ascontiguousarray(hc.T[order]), "tc": np.ascontiguousarray(tc.T[order]),
+        "entry_idx": np.ascontiguousarray(topo["entry_idx"].T[order]),
+        "exit_idx": np.ascontiguousarray(topo["exit_idx"].T[order]),
+        "ent_st": perm[topo["ent_arc"]], "ex_st": perm[topo["ex_arc"]],
+    }
 
 
 def _graph_entry(graph):
@@ -563,16 +604,14 @@ class OverlayQuery:
     def _search(self, st, s, t):
         ov = self.overlay
         topo = ov._topo
-        am = ov._am
-        tr = ov.turns
-        rv = tr.reverse()
+        qg = ov._qg
         g = ov.graph
         hk, hv, hk2, hv2 = self._h
         best, meet, nt = search.bidir(
-            s, t, ov.partition.cells, g.first_out, g.rev_first_out, g.rev_arc, tr.first, tr.out_arc,
-            st.turn_cost, rv.first_in, rv.in_arc, rv.turn_id, st.arc_cost, am["hc"], am["tc"], am["entry_idx"],
-            am["exit_idx"], topo["cell_base"], topo["ent_first"], topo["ent_arc"], topo["ex_first"],
-            topo["ex_arc"], topo["cq_first"], st.clique, self._R, self._touched, hk, hv, hk2, hv2)
+            s, t, ov.partition.cells, g.first_out, qg["fwd_st"], g.rev_first_out, qg["rev_st"], qg["tfirst"],
+            qg["tout"], st.q_turn_cost, qg["rfirst"], qg["rin"], qg["rturn"], st.q_arc_cost, qg["hc"], qg["tc"],
+            qg["entry_idx"], qg["exit_idx"], topo["cell_base"], topo["ent_first"], qg["ent_st"], topo["ex_first"],
+            qg["ex_st"], topo["cq_first"], st.clique, self._R, self._touched, hk, hv, hk2, hv2)
         return int(best), int(meet), int(nt)
 
     def distance(self, source, target):
@@ -607,6 +646,10 @@ class OverlayQuery:
                 return PathResult(INF, np.zeros(0, np.int32), np.zeros(0, np.int32), name, unit, settled=nt,
                                   method="crp", device="cpu")
             states, refs = search.chain(meet, self._R)
+            qg = ov._qg
+            states = qg["order"][states]
+            refs = np.where(refs >= 0, qg["torder"][np.maximum(refs, 0)], refs)
+            meet = int(qg["order"][meet])
         finally:
             search.reset(self._R, self._touched, nt)
         fl = ov._topo["flat"]

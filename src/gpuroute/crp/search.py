@@ -84,13 +84,17 @@ def ih_pop(hk, hv, R, off, size):
 
 
 @njit(cache=True)
-def bidir(s, t, ncell, first_out, rev_first, rev_arc, tfirst, tout, tcost, rfirst, rin, rturn, arc_cost, hc, tc,
+def bidir(s, t, ncell, first_out, fwd_st, rev_first, rev_arc, tfirst, tout, tcost, rfirst, rin, rturn, arc_cost, hc, tc,
           entry_idx, exit_idx, cell_base, ent_first, ent_arc, ex_first, ex_arc, cq_first, clique,
           R, touched, hk, hv, hk2, hv2):
     """One bidirectional multi-level query from node ``s`` to node ``t``.
 
-    The per-arc level arrays come arc-major (``hc``, ``tc``, ``entry_idx``, ``exit_idx``: (m, L), see
-    ``Overlay``), so that one state's cells at every level share a cache line.
+    Every per-state array is in the overlay's *state numbering* (a permutation of the arcs that puts the
+    arcs of one cell, boundary arcs first, next to each other: the records a clique row touches share
+    cache lines): ``fwd_st[k]`` is the state of the ``k``-th arc in CSR order (``first_out`` gives the
+    range of node ``s``), ``rev_arc`` the states of the arcs entering each node, the turn CSRs and
+    costs by state, and the per-state level arrays come state-major (``hc``, ``tc``, ``entry_idx``,
+    ``exit_idx``: (m, L)), so that one state's cells at every level share a cache line.
 
     Returns ``(distance, meet, n_touched)``: ``meet`` is the arc where the searches met (-1: no path).
     ``R`` (8m,) holds one 64-byte record per state (one cache line): ``R[8a]`` forward distance,
@@ -107,7 +111,8 @@ def bidir(s, t, ncell, first_out, rev_first, rev_arc, tfirst, tout, tcost, rfirs
     meet = -1
     fsize = 0
     bsize = 0
-    for b in range(first_out[s], first_out[s + 1]):
+    for k0 in range(first_out[s], first_out[s + 1]):
+        b = fwd_st[k0]
         c = arc_cost[b]
         if c < R[8 * b]:
             if R[8 * b] == INF and R[8 * b + 1] == INF:
@@ -300,7 +305,7 @@ def chain(meet, R):
 
 
 @njit(cache=True, parallel=True)
-def many(src, dst, n_chunks, ncell, first_out, rev_first, rev_arc, tfirst, tout, tcost, rfirst, rin, rturn, arc_cost, hc, tc,
+def many(src, dst, n_chunks, ncell, first_out, fwd_st, rev_first, rev_arc, tfirst, tout, tcost, rfirst, rin, rturn, arc_cost, hc, tc,
          entry_idx, exit_idx, cell_base, ent_first, ent_arc, ex_first, ex_arc, cq_first, clique, out):
     """Paired distances ``out[i] = dist(src[i], dst[i])`` (``INF`` when unreachable), ``n_chunks``
     chunks in parallel, each with its own search arrays."""
@@ -323,7 +328,7 @@ def many(src, dst, n_chunks, ncell, first_out, rev_first, rev_arc, tfirst, tout,
             if s == t:
                 out[i] = 0
                 continue
-            best, meet, nt = bidir(s, t, ncell, first_out, rev_first, rev_arc, tfirst, tout, tcost, rfirst, rin, rturn,
+            best, meet, nt = bidir(s, t, ncell, first_out, fwd_st, rev_first, rev_arc, tfirst, tout, tcost, rfirst, rin, rturn,
                                    arc_cost, hc, tc, entry_idx, exit_idx, cell_base, ent_first, ent_arc, ex_first,
                                    ex_arc, cq_first, clique, R, touched, hk, hv, hk2, hv2)
             out[i] = best
