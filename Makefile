@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[osm,crp]'
+	$(PY) -m pip install -q -e '.[osm,crp,serve]'
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed

@@ -122,3 +122,19 @@ CRP_KAHIP_MODE = "strong"
 #: searching every clique arc's cell (NY: ~30 searches of a route replaced by parent walks). Costs memory
 #: (entries x vertices per cell: ~30 MB on NY) and customization writes.
 CRP_KEEP_TREES = True
+
+# ------------------------------------------------------------------------------------------- SERVE_
+#: The OSRM-compatible service (gpuroute.engine and its HTTP server): most coordinates of one /route
+#: request (osrm-routed's --max-viaroute-size default), most cells (sources x destinations) of one /table
+#: request (osrm-routed's --max-table-size is 100 coordinates, i.e. 10,000 cells), most results of one
+#: /nearest request (its --max-nearest-size default).
+SERVE_MAX_LOCATIONS_ROUTE = 500
+SERVE_MAX_LOCATIONS_TABLE = 10000
+SERVE_MAX_LOCATIONS_NEAREST = 100
+#: overview=simplified: Douglas-Peucker tolerance in metres (a route drawn at street zoom loses nothing
+#: visible; OSRM picks a zoom-dependent tolerance instead).
+SERVE_SIMPLIFY_TOLERANCE_M = 3.0
+#: Segment snapping (gpuroute.geo.segments): sample points are placed along every segment at most this
+#: many metres apart (both ends always); the k-d tree holds the samples, and a point's candidate segments
+#: are those with a sample within (best distance + half this spacing), so the result is exact.
+SERVE_SEGMENT_SAMPLE_SPACING_M = 25.0

@@ -3,8 +3,8 @@
 The car profile follows OSRM's ``profiles/car.lua`` (OSRM 5.x), simplified: no turn costs, barriers,
 traffic signals, surface/smoothness limits or ferries. Every OSM node used by a routable way becomes a
 graph node, and every consecutive node pair of such a way becomes one arc per allowed direction. Each
-arc carries its OSM way id, road class, speed and exact length as arc attributes, and turn restriction
-relations (``type=restriction``, via a node) become the graph's
+arc carries its OSM way id, road class, speed, exact length and street name as arc attributes, and turn
+restriction relations (``type=restriction``, via a node) become the graph's
 :class:`~gpuroute.graph.turns.TurnRestrictions`.
 
 Reading needs pyosmium (``pip install gpuroute[osm]``); it is imported only when a file is loaded.
@@ -42,6 +42,7 @@ OSM_ATTR_UNITS = {
     "road_class": Unit("code", "other", None, note="index into meta['road_classes'] (the highway=* value)"),
     "speed_kmh": Unit("km/h", "other", None, note="speed used for travel_time, kilometres per hour"),
     "length_m": METRE,
+    "name_id": Unit("code", "other", None, note="index into meta['way_names'] (OSM name, else ref); -1: none"),
 }
 
 _MPH = 1.609344
@@ -224,6 +225,8 @@ class _Extract:
     bwd: np.ndarray         # float64 (n_ways,): km/h against it
     way_ids: np.ndarray     # int64 (n_ways,): OSM way ids
     road_class: np.ndarray  # int8 (n_ways,): index into profile.road_classes
+    name_id: np.ndarray     # int32 (n_ways,): index into names (-1: the way has neither name nor ref)
+    names: list             # str: the distinct way names, in order of first appearance
     n_highway: int          # highway=* ways seen, routable or not
     relations: list         # (relation id, tags dict, [(member type, ref, role), ...]) of type=restriction*
 
@@ -233,7 +236,8 @@ def _read_extract(path, profile, progress):
     osmium = _import_osmium()
     refs, xs, ys = array("q"), array("q"), array("q")
     starts, fwd, bwd = array("q", [0]), array("d"), array("d")
-    way_ids, road_class = array("q"), array("b")
+    way_ids, road_class, name_id = array("q"), array("b"), array("i")
+    names, name_code = [], {}
     class_code = {h: i for i, h in enumerate(profile.road_classes)}
     relations = []
     n_highway = 0
@@ -271,6 +275,15 @@ def _read_extract(path, profile, progress):
             bwd.append(b)
             way_ids.append(o.id)
             road_class.append(class_code[o.tags.get("highway")])
+            nm = (o.tags.get("name") or o.tags.get("ref") or "").strip()
+            if nm:
+                code = name_code.get(nm)
+                if code is None:
+                    code = name_code[nm] = len(names)
+                    names.append(nm)
+                name_id.append(code)
+            else:
+                name_id.append(-1)
     except RuntimeError as e:  # libosmium reports unreadable input this way
         raise ParseError(path, None, f"cannot read OSM file: {e}") from None
     finally:
@@ -280,7 +293,7 @@ def _read_extract(path, profile, progress):
                     np.frombuffer(ys, dtype=np.int64), np.frombuffer(starts, dtype=np.int64),
                     np.frombuffer(fwd, dtype=np.float64), np.frombuffer(bwd, dtype=np.float64),
                     np.frombuffer(way_ids, dtype=np.int64), np.frombuffer(road_class, dtype=np.int8),
-                    n_highway, relations)
+                    np.frombuffer(name_id, dtype=np.int32), names, n_highway, relations)
 
 
 #: Counters of :func:`parse_restriction` outcomes other than a usable restriction (see load_osm).
@@ -452,7 +465,12 @@ def load_osm(path, *, profile="car", name=None, progress=True):
         * ``"road_class"`` int8: code of the way's ``highway`` value, ``meta["road_classes"][code]``
           (the profile's routable values in a fixed order);
         * ``"speed_kmh"`` float32: the speed in km/h used for ``travel_time``;
-        * ``"length_m"`` float64: the haversine length in metres before rounding.
+        * ``"length_m"`` float64: the haversine length in metres before rounding;
+        * ``"name_id"`` int32: the way's street name as an index into ``meta["way_names"]`` (list of
+          str, distinct names in order of first appearance): the OSM ``name`` tag, else ``ref``
+          (e.g. ``"A8"``); -1 where the way has neither. Present only when at least one routable way
+          has a name or ref (``meta["way_names"]`` is then non-empty); the service layer reads a
+          missing attribute as "no names".
 
         Parallel arcs (two ways joining the same nodes in the same direction) become ONE arc, the
         lightest by travel time (ties: the way read first), which keeps both weights and all
@@ -477,7 +495,7 @@ def load_osm(path, *, profile="car", name=None, progress=True):
         oneway leading away); plus ``ambiguous`` and ``pairs``. ``turns.counts()`` gives the pairs by
         kind.
 
-        ``meta`` also holds ``road_classes``, ``source``, ``profile``, ``highway_ways``,
+        ``meta`` also holds ``road_classes``, ``way_names``, ``source``, ``profile``, ``highway_ways``,
         ``routable_ways``, ``segments`` and the cleaning counts of :meth:`RoadGraph.from_arcs`.
 
     Raises
@@ -532,6 +550,8 @@ def load_osm(path, *, profile="car", name=None, progress=True):
     dd = np.maximum(1, np.rint(d)).astype(np.int64)
     attrs = {"way_id": ex.way_ids[arc_way], "road_class": ex.road_class[arc_way],
              "speed_kmh": speed.astype(np.float32), "length_m": d}
+    if ex.names:  # ways without any name or ref (hand-made extracts) add no attribute
+        attrs["name_id"] = ex.name_id[arc_way]
     in_pos, out_pos, kind, tmeta = _resolve_restrictions(ex.relations, profile, node_ids, tail, head, arc_way,
                                                          ex.way_ids)
     if in_pos.size:
@@ -547,7 +567,8 @@ def load_osm(path, *, profile="car", name=None, progress=True):
     gname = name or re.sub(r"(\.osm)?(\.pbf|\.bz2|\.gz|\.o5m)?$", "", os.path.basename(path)) or "osm"
     meta = {"source": path, "format": "osm", "profile": profile.name, "highway_ways": ex.n_highway,
             "routable_ways": int(n_ways), "segments": int(i.size),
-            "segments_missing_location": n_missing, "road_classes": profile.road_classes}
+            "segments_missing_location": n_missing, "road_classes": profile.road_classes,
+            "way_names": list(ex.names)}
     log.info("%s: %d routable ways, %d nodes, %d arcs before cleaning, %d turn restriction pairs", path, n_ways,
              node_ids.size, tail.size, len(turns))
     try:

@@ -1,0 +1,830 @@
+"""``Engine``: one road graph, its contraction hierarchy and its segment index, answering OSRM v5
+services (``route``, ``table``, ``nearest``) as plain dicts shaped like osrm-backend's JSON
+(``docs/http.md``). The HTTP server serialises these dicts; Python callers use them directly.
+
+Routes run between *phantom nodes* (:class:`gpuroute.geo.segments.Phantom`): a coordinate is snapped onto
+the nearest road segment, and a route starts or ends at that point. With source phantom on arc ``a`` at
+fraction ``fa`` and target phantom on arc ``b`` at fraction ``fb`` (fractions along each arc), the cost is
+
+    (1 - fa) * w(a) + d_CH(head(a), tail(b)) + fb * w(b)
+
+minimised over the usable arcs of both phantoms (forward and reverse of a two-way street), and, when both
+sit on the same arc with the target ahead (``fa <= fb``), ``(fb - fa) * w(a)`` (the route never leaves the
+arc). Durations, distances and weights of partial arcs are fraction-weighted (linear along an arc, as
+OSRM's). With ``continue_straight`` (the car default) a route leaves an intermediate waypoint on the arc
+it arrived on (no U-turn at waypoints); the legs are chosen jointly by a dynamic program over the arcs of
+each waypoint, so the total is exact under that constraint.
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+
+import numpy as np
+
+from .. import config
+from ..geo import haversine_m
+from ..geo.segments import APPROACHES, NoSegment, SegmentIndex, check_bearing, local_xy
+from ..graph.constants import INF
+from .osrm import (
+    GEOMETRIES,
+    OVERVIEWS,
+    ROUTE_ANNOTATIONS,
+    TABLE_ANNOTATIONS,
+    EngineError,
+    encode_geometry,
+    finite_or_none,
+    modifier,
+    round1,
+    simplify,
+    turn_delta,
+    waypoint,
+)
+
+#: File endings read as OpenStreetMap (they take the ``profile``).
+OSM_ENDINGS = (".pbf", ".osm", ".osm.bz2", ".osm.gz", ".o5m")
+
+
+def _osrm_list(value, k, what):
+    """A per-coordinate option list (or None) of length ``k``; InvalidOptions otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        raise EngineError("InvalidOptions", f"{what} must be a list with one entry per coordinate")
+    if len(value) != k:
+        raise EngineError("InvalidOptions",
+                          f"Number of elements in {what} size {len(value)} does not match coordinate size {k}")
+    return list(value)
+
+
+def _one_entry(value, what):
+    """``/nearest`` options: a one-entry list, or the entry itself (a radius, an approach, a bearing pair)."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        single_bearing = (what == "bearings" and len(value) == 2
+                          and all(isinstance(x, (int, float, np.number)) for x in value))
+        if not single_bearing:
+            return _osrm_list(value, 1, what)
+    return [value]
+
+
+class Engine:
+    """Answers OSRM v5 ``route``, ``table`` and ``nearest`` requests on one road graph.
+
+    Build with :meth:`open` (a shipped dataset name, an OSM file, a saved graph or a RoadGraph), or from
+    parts with the constructor. Thread-safe: the hierarchy and the segment index are read-only, each
+    thread gets its own point-to-point query object, and table queries (numba-parallel) take a lock.
+
+    Parameters
+    ----------
+    graph : RoadGraph
+        lon/lat coordinates; ``travel_time`` (or a time-valued routing weight) for durations; street names
+        from ``graph.meta["way_names"]`` and the arc attribute ``name_id`` when present.
+    ch : ContractionHierarchy
+        Built on ``graph`` for the routing weight.
+    profile : str
+        The profile name (``"car"``), reported in :attr:`info`.
+    segments : SegmentIndex, optional
+        Default: ``SegmentIndex.of(graph)`` (largest strongly connected component).
+
+    Attributes
+    ----------
+    graph, ch, segments, profile
+    weight : str
+        The routing weight (``ch.weight``).
+    limits : dict
+        ``max_locations_route`` (coordinates of one route), ``max_locations_table`` (cells of one
+        table: sources x destinations), ``max_locations_nearest`` (results of one nearest), from
+        ``config.SERVE_MAX_LOCATIONS_*``.
+
+    Raises
+    ------
+    ValueError
+        A graph without lon/lat coordinates, or with no time weight to report durations from.
+    """
+
+    def __init__(self, graph, ch, *, profile="car", segments=None):
+        g = graph
+        self.graph = g
+        self.ch = ch
+        self.profile = str(profile)
+        self.weight = ch.weight if ch.weight is not None else g.default_weight
+        self.segments = segments if segments is not None else SegmentIndex.of(g)
+        self.limits = {"max_locations_route": int(config.SERVE_MAX_LOCATIONS_ROUTE),
+                       "max_locations_table": int(config.SERVE_MAX_LOCATIONS_TABLE),
+                       "max_locations_nearest": int(config.SERVE_MAX_LOCATIONS_NEAREST)}
+        self._tail = g.tail.astype(np.int64)
+        self._head = g.head.astype(np.int64)
+        w = g.weight(self.weight)
+        self._w = w.astype(np.float64)
+        unit = g.units[self.weight]
+        self._w_scale = float(unit.scale) if unit.scale else 1.0  # weight unit -> OSRM weight (s or m)
+        self._w_is_time = unit.quantity == "time"
+        if "travel_time" in g.weights and g.units["travel_time"].quantity == "time":
+            self._dur = g.weight("travel_time").astype(np.float64) * float(g.units["travel_time"].scale or 0.1)
+        elif self._w_is_time:
+            self._dur = self._w * self._w_scale
+        else:
+            raise ValueError(f"graph {g.name!r} has no travel_time weight (and the routing weight "
+                             f"{self.weight!r} is not a time) to report durations from")
+        # durations are the routing weight itself (then tables need no path unpacking)
+        self._dur_is_weight = self._w_is_time and (self.weight == "travel_time" or "travel_time" not in g.weights)
+        if "length_m" in g.arc_attrs:
+            self._len = np.asarray(g.arc_attrs["length_m"], dtype=np.float64)
+        elif "distance" in g.weights and g.units["distance"].quantity == "length":
+            self._len = g.weight("distance").astype(np.float64) * float(g.units["distance"].scale or 1.0)
+        else:
+            c = g.coords
+            self._len = haversine_m(c[self._tail, 0], c[self._tail, 1], c[self._head, 0], c[self._head, 1])
+        nid = g.arc_attrs.get("name_id")
+        self._names = list(g.meta.get("way_names") or [])
+        self._name_id = (np.asarray(nid, dtype=np.int64) if nid is not None and self._names
+                         else np.full(g.n_arcs, -1, dtype=np.int64))
+        self._node_ids = (np.asarray(g.node_ids, dtype=np.int64) if g.node_ids is not None
+                          else np.arange(g.n_nodes, dtype=np.int64))
+        c = g.coords
+        lat_t = c[self._tail, 1]
+        dx = (np.mod(c[self._head, 0] - c[self._tail, 0] + 180.0, 360.0) - 180.0) * np.cos(np.radians(lat_t))
+        dy = c[self._head, 1] - lat_t
+        self._bearing = np.mod(np.degrees(np.arctan2(dx, dy)), 360.0)
+        # distinct neighbours of each node (a junction has three or more)
+        lo, hi = np.minimum(self._tail, self._head), np.maximum(self._tail, self._head)
+        pairs = np.unique(lo * g.n_nodes + hi)
+        self._degree = (np.bincount(pairs // g.n_nodes, minlength=g.n_nodes)
+                        + np.bincount(pairs % g.n_nodes, minlength=g.n_nodes))
+        self._fingerprint = g.fingerprint()
+        self._local = threading.local()
+        # the many-to-many query runs numba-parallel: one at a time (numba's workqueue threading layer
+        # aborts on concurrent parallel calls; with omp or tbb this costs nothing, it uses every core anyway)
+        self._table_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def open(cls, spec, *, profile="car", weight="travel_time"):
+        """Load a graph, contract it for ``weight`` and index its segments.
+
+        Parameters
+        ----------
+        spec : str, path-like or RoadGraph
+            A shipped dataset name (``"monaco"``), an OSM extract (``.osm.pbf``, read with ``profile``),
+            another graph file or a saved graph directory (:func:`gpuroute.open_graph`), or a RoadGraph.
+        profile : str
+            Routing profile of an OSM file (``"car"``); the shipped OSM datasets are car graphs.
+        weight : str
+            The routing weight (``"travel_time"``: fastest routes, as OSRM's car profile).
+
+        Returns
+        -------
+        Engine
+
+        Raises
+        ------
+        FileNotFoundError
+            ``spec`` is neither a file, a directory nor a dataset name.
+        KeyError
+            Unknown profile or weight.
+        ValueError
+            A shipped dataset with another profile than ``"car"``; a graph the engine cannot serve
+            (see :class:`Engine`).
+        """
+        from ..ch.api import ContractionHierarchy
+        from ..graph.road_graph import RoadGraph
+
+        if isinstance(spec, RoadGraph):
+            g = spec
+        else:
+            from .. import datasets
+            from ..opener import open_graph
+
+            path = os.fspath(spec)
+            if not os.path.exists(path) and path in datasets.names():
+                if profile != "car":
+                    raise ValueError(f"shipped dataset {path!r} is a car graph; profile {profile!r} needs an OSM file")
+                g = open_graph(path)
+            elif path.lower().endswith(OSM_ENDINGS):
+                g = open_graph(path, profile=profile)
+            else:
+                g = open_graph(path)
+        g.weight(weight)
+        ch = ContractionHierarchy.build(g, weight, progress=False)
+        return cls(g, ch, profile=profile)
+
+    @property
+    def info(self):
+        """What the engine serves: graph name, sizes, profile, weight, limits (plain data)."""
+        g = self.graph
+        return {"graph": g.name, "nodes": int(g.n_nodes), "arcs": int(g.n_arcs), "segments": self.segments.n_segments,
+                "profile": self.profile, "weight": self.weight, "limits": dict(self.limits),
+                "fingerprint": self._fingerprint}
+
+    def _query(self):
+        q = getattr(self._local, "query", None)
+        if q is None:
+            q = self._local.query = self.ch.query()
+        return q
+
+    # ------------------------------------------------------------------ validation and snapping
+    def _coords(self, coords):
+        """Validated coordinates as a list of (lon, lat) floats: InvalidOptions when not a list,
+        InvalidValue naming the first bad coordinate."""
+        if coords is None or isinstance(coords, (str, bytes)) or not hasattr(coords, "__len__"):
+            raise EngineError("InvalidOptions", "coordinates must be a list of [lon, lat] pairs")
+        out = []
+        for i, c in enumerate(coords):
+            try:
+                if isinstance(c, (str, bytes)) or len(c) != 2:
+                    raise TypeError
+                lon, lat = float(c[0]), float(c[1])
+            except (TypeError, ValueError):
+                raise EngineError("InvalidValue", f"Invalid coordinate value at index {i}: {c!r} is not a "
+                                  "[lon, lat] pair") from None
+            if not (math.isfinite(lon) and math.isfinite(lat) and -180.0 <= lon <= 180.0 and -90.0 <= lat <= 90.0):
+                raise EngineError("InvalidValue", f"Invalid coordinate value at index {i}: ({lon}, {lat}) is not "
+                                  "a longitude in [-180, 180] and a latitude in [-90, 90]")
+            out.append((lon, lat))
+        return out
+
+    def _snap(self, coords, radiuses, bearings, approaches):
+        """Phantoms of validated coordinates; InvalidOptions for bad per-coordinate options, NoSegment."""
+        k = len(coords)
+        radiuses = _osrm_list(radiuses, k, "radiuses")
+        bearings = _osrm_list(bearings, k, "bearings")
+        approaches = _osrm_list(approaches, k, "approaches")
+        out = []
+        for i, (lon, lat) in enumerate(coords):
+            r = None if radiuses is None else radiuses[i]
+            if isinstance(r, str) and r == "unlimited":
+                r = None
+            if r is not None:
+                try:
+                    r = float(r)
+                except (TypeError, ValueError):
+                    r = -1.0
+                if not r >= 0:
+                    raise EngineError("InvalidOptions", f"radius of coordinate {i} must be a number of metres >= 0 "
+                                      f"or 'unlimited', got {radiuses[i]!r}")
+            b = None if bearings is None else bearings[i]
+            try:
+                b = check_bearing(b, i)
+            except ValueError as e:
+                raise EngineError("InvalidOptions", str(e)) from None
+            a = None if approaches is None else approaches[i]
+            if a is not None and a not in APPROACHES:
+                raise EngineError("InvalidOptions", f"approach of coordinate {i} must be one of {APPROACHES}, "
+                                  f"got {a!r}")
+            try:
+                out.append(self.segments.snap(lon, lat, radius=r, bearing=b, approach=a, index=i))
+            except NoSegment as e:
+                raise EngineError("NoSegment", f"Could not find a matching segment for coordinate {i}"
+                                  + (f" ({str(e).split(': ', 1)[1]})" if ": " in str(e) else "")) from None
+        return out
+
+    @staticmethod
+    def _choice(value, allowed, what):
+        if value is False and "false" in allowed:
+            value = "false"
+        if value not in allowed:
+            raise EngineError("InvalidOptions", f"{what} must be one of {', '.join(allowed)}, got {value!r}")
+        return value
+
+    @staticmethod
+    def _annotation_set(annotations, allowed, what="annotations"):
+        if annotations is None or annotations is False:
+            return ()
+        if annotations is True:
+            return tuple(allowed)
+        if isinstance(annotations, str):
+            if annotations in ("true", "false"):
+                return tuple(allowed) if annotations == "true" else ()
+            annotations = [a for a in annotations.split(",") if a]
+        try:
+            names = tuple(annotations)
+        except TypeError:
+            raise EngineError("InvalidOptions", f"{what} must be true, false or a list of {allowed}") from None
+        bad = [a for a in names if a not in allowed]
+        if bad:
+            raise EngineError("InvalidOptions", f"unknown {what} {bad[0]!r}; allowed: {', '.join(allowed)}")
+        return tuple(a for a in allowed if a in names)
+
+    # ------------------------------------------------------------------ route
+    def route(self, coords, *, alternatives=False, steps=False, annotations=False, geometries="polyline",
+              overview="simplified", radiuses=None, bearings=None, approaches=None, continue_straight=None):
+        """OSRM ``/route/v1``: the fastest route through the coordinates in order.
+
+        Parameters
+        ----------
+        coords : sequence of (lon, lat), length 2 .. ``limits["max_locations_route"]``
+        alternatives : bool or int
+            Accepted; one route is returned (OSRM returns "up to" that many).
+        steps : bool
+            Turn-by-turn steps per leg.
+        annotations : bool, str or sequence of str
+            ``True`` (all), or some of ``duration``, ``distance``, ``datasources``, ``nodes``, ``weight``,
+            ``speed``; per leg, one value per geometry segment (``nodes``: one per coordinate, OSM ids).
+        geometries : {"polyline", "polyline6", "geojson"}
+        overview : {"simplified", "full", "false"} (or False)
+            ``simplified``: Douglas-Peucker with ``config.SERVE_SIMPLIFY_TOLERANCE_M``.
+        radiuses, bearings, approaches : sequence, one entry per coordinate, optional
+            See :meth:`gpuroute.geo.segments.SegmentIndex.nearest` (``None`` entries: no constraint;
+            a radius may be ``"unlimited"``).
+        continue_straight : bool, optional
+            No U-turn at intermediate waypoints (None: the car default, True).
+
+        Returns
+        -------
+        dict
+            ``{"code": "Ok", "routes": [route], "waypoints": [...]}``: route with ``geometry`` (unless
+            ``overview="false"``), ``legs``, ``weight_name``, ``weight``, ``duration`` (s), ``distance``
+            (m); each leg ``steps``, ``summary`` (the two streets with the longest distance on the leg,
+            in route order), ``weight``, ``duration``, ``distance`` and ``annotation`` when asked.
+
+        Raises
+        ------
+        EngineError
+            ``InvalidOptions`` (fewer than two coordinates, an unknown option value, option lists of
+            the wrong length), ``InvalidValue`` (a bad coordinate), ``TooBig`` (too many coordinates),
+            ``NoSegment`` (a coordinate with no segment to snap to), ``NoRoute`` (no route through the
+            waypoints).
+        """
+        coords = self._coords(coords)
+        if len(coords) < 2:
+            raise EngineError("InvalidOptions", "Number of coordinates needs to be at least two.")
+        mx = self.limits["max_locations_route"]
+        if mx > 0 and len(coords) > mx:
+            raise EngineError("TooBig", f"Number of entries {len(coords)} is higher than current maximum ({mx})")
+        if not isinstance(alternatives, (bool, int, np.integer)) or alternatives < 0:
+            raise EngineError("InvalidOptions", f"alternatives must be true, false or a number >= 0, "
+                              f"got {alternatives!r}")
+        if not isinstance(steps, (bool, np.bool_)):
+            raise EngineError("InvalidOptions", f"steps must be true or false, got {steps!r}")
+        geometries = self._choice(geometries, GEOMETRIES, "geometries")
+        overview = self._choice(overview, OVERVIEWS, "overview")
+        ann = self._annotation_set(annotations, ROUTE_ANNOTATIONS)
+        if continue_straight is None:
+            continue_straight = True
+        if not isinstance(continue_straight, (bool, np.bool_)):
+            raise EngineError("InvalidOptions", f"continue_straight must be true, false or default, "
+                              f"got {continue_straight!r}")
+        phantoms = self._snap(coords, radiuses, bearings, approaches)
+        plan = self._plan(phantoms, bool(continue_straight))
+        legs, points = [], []
+        tot_w = tot_d = tot_l = 0.0
+        for i, (dep, arr, path) in enumerate(plan):
+            leg = self._leg(phantoms[i], phantoms[i + 1], dep, arr, path)
+            legs.append(self._leg_json(leg, phantoms[i + 1], steps, ann, geometries))
+            tot_w += leg["weight"].sum()
+            tot_d += leg["duration"].sum()
+            tot_l += leg["distance"].sum()
+            points.append(leg["points"] if i == 0 else leg["points"][1:])
+        route = {}
+        if overview != "false":
+            pts = np.concatenate(points)
+            if overview == "simplified":
+                pts = simplify(pts, config.SERVE_SIMPLIFY_TOLERANCE_M)
+            route["geometry"] = encode_geometry(pts, geometries)
+        route.update(legs=legs, weight_name=self.weight, weight=round1(tot_w * self._w_scale),
+                     duration=round1(tot_d), distance=round1(tot_l))
+        return {"code": "Ok", "routes": [route],
+                "waypoints": [waypoint(p, self._fingerprint) for p in phantoms]}
+
+    def _plan(self, phantoms, continue_straight):
+        """The arcs each leg leaves and enters by, and the path between: a list of
+        ``((arc, fraction), (arc, fraction), path)`` per leg, ``path`` a PathResult or None (same arc).
+        Raises EngineError NoRoute."""
+        w, head, tail = self._w, self._head, self._tail
+        q = self._query()
+        cache = {}
+        opts = [p.arcs for p in phantoms]
+        costs, paths = [], []
+        for i in range(len(phantoms) - 1):
+            c = np.full((len(opts[i]), len(opts[i + 1])), math.inf)
+            pm = {}
+            for ai, (a, fa) in enumerate(opts[i]):
+                for bi, (b, fb) in enumerate(opts[i + 1]):
+                    if a == b and fa <= fb:
+                        c[ai, bi] = (fb - fa) * w[a]
+                        pm[ai, bi] = None
+                        continue  # never beaten by leaving the arc: that costs at least (1 - fa + fb) w(a)
+                    key = (int(head[a]), int(tail[b]))
+                    r = cache.get(key)
+                    if r is None:
+                        r = cache[key] = q.route(*key)
+                    if r.distance < INF:
+                        c[ai, bi] = (1.0 - fa) * w[a] + float(r.distance) + fb * w[b]
+                        pm[ai, bi] = r
+            costs.append(c)
+            paths.append(pm)
+        # dynamic program over the arcs of each waypoint: best[o] = cost of arriving on option o
+        best = np.zeros(len(opts[0]))
+        back, arrived = [], []
+        free = not continue_straight
+        for i, c in enumerate(costs):
+            arrived.append(best)
+            if i == 0 or not free:
+                dep = best  # leave on the arc arrived on (the first waypoint: any arc)
+            else:
+                dep = np.full(best.size, best.min())  # a U-turn at the waypoint is allowed
+            tot = dep[:, None] + c
+            arg = np.argmin(tot, axis=0)
+            back.append(arg)
+            best = tot[arg, np.arange(tot.shape[1])]
+        if not np.isfinite(best).any():
+            raise EngineError("NoRoute", "Impossible route between points")
+        plan = []
+        o = int(np.argmin(best))  # the arc the last leg arrives on
+        for i in range(len(costs) - 1, -1, -1):
+            d = int(back[i][o])  # the arc leg i leaves waypoint i on
+            a, fa = opts[i][d]
+            b, fb = opts[i + 1][o]
+            plan.append(((a, fa), (b, fb), paths[i][d, o]))
+            o = int(np.argmin(arrived[i])) if (free and i > 0) else d  # the arc leg i - 1 arrives on
+        plan.reverse()
+        return plan
+
+    def _leg(self, pa, pb, dep, arr, path):
+        """The pieces of one leg: arcs, fractions of each arc covered, their weights, durations,
+        distances and the points (pieces + 1, lon/lat). Zero-length partial pieces are dropped."""
+        (a, fa), (b, fb) = dep, arr
+        coords = self.graph.coords
+        if path is None:
+            arcs = np.array([a], dtype=np.int64)
+            frac = np.array([fb - fa])
+            pts = np.array([[pa.lon, pa.lat], [pb.lon, pb.lat]])
+        else:
+            mid = np.asarray(path.arcs, dtype=np.int64)
+            arcs = np.concatenate([[a], mid, [b]]).astype(np.int64)
+            frac = np.concatenate([[1.0 - fa], np.ones(mid.size), [fb]])
+            nodes = np.asarray(path.nodes, dtype=np.int64)
+            pts = np.concatenate([[[pa.lon, pa.lat]], coords[nodes], [[pb.lon, pb.lat]]])
+        keep = frac > 0
+        if not keep.any():
+            keep[0] = True
+        if not keep.all():
+            last = pts[-1].copy()
+            pts = np.concatenate([pts[:1], pts[1:][keep]])
+            pts[-1] = last
+            arcs, frac = arcs[keep], frac[keep]
+        return {"arcs": arcs, "frac": frac, "points": pts, "weight": frac * self._w[arcs],
+                "duration": frac * self._dur[arcs], "distance": frac * self._len[arcs],
+                "start": pa, "end": pb}
+
+    def _name(self, arc):
+        k = int(self._name_id[arc])
+        return self._names[k] if 0 <= k < len(self._names) else ""
+
+    def _summary(self, leg):
+        """The names of the two streets with the longest distance on the leg, in route order."""
+        nid = self._name_id[leg["arcs"]]
+        named = nid >= 0
+        if not named.any():
+            return ""
+        ids, first, inv = np.unique(nid[named], return_index=True, return_inverse=True)
+        length = np.bincount(inv, weights=leg["distance"][named], minlength=ids.size)
+        top = np.argsort(-length, kind="stable")[:2]
+        top = top[np.argsort(first[top])]
+        return ", ".join(self._names[int(ids[t])] for t in top)
+
+    def _leg_json(self, leg, end, steps, ann, geometries):
+        out = {"steps": self._steps(leg, end, geometries) if steps else [], "summary": self._summary(leg),
+               "weight": round1(leg["weight"].sum() * self._w_scale), "duration": round1(leg["duration"].sum()),
+               "distance": round1(leg["distance"].sum())}
+        if ann:
+            a = {}
+            dist, dur = leg["distance"], leg["duration"]
+            if "distance" in ann:
+                a["distance"] = [round(float(x), 6) for x in dist]
+            if "duration" in ann:
+                a["duration"] = [round1(x) for x in dur]
+            if "datasources" in ann:
+                a["datasources"] = [0] * int(dist.size)
+            if "nodes" in ann:
+                arcs = leg["arcs"]
+                nodes = np.concatenate([self._tail[arcs[:1]], self._head[arcs]])
+                a["nodes"] = [int(x) for x in self._node_ids[nodes]]
+            if "weight" in ann:
+                a["weight"] = [round1(x * self._w_scale) for x in leg["weight"]]
+            if "speed" in ann:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    sp = np.where(dur > 0, dist / np.where(dur > 0, dur, 1.0), 0.0)
+                a["speed"] = [round1(x) for x in sp]
+            if "datasources" in ann:
+                a["metadata"] = {"datasource_names": ["gpuroute"]}
+            out["annotation"] = a
+        return out
+
+    # ------------------------------------------------------------------ steps
+    def _intersection(self, node, prev_node, next_node, location):
+        """OSRM intersection object at a graph node: bearings (ascending) of every street there, which
+        may be entered, and the indices of the street arrived from (``in``) and left by (``out``)."""
+        g = self.graph
+        fo, rfo = g.first_out, g.rev_first_out
+        outs = set(self._head[fo[node]:fo[node + 1]].tolist())
+        nb = outs | set(g.rev_tail[rfo[node]:rfo[node + 1]].tolist())
+        c = g.coords
+        x0, y0 = float(c[node, 0]), float(c[node, 1])
+        k = math.cos(math.radians(y0))
+        streets = sorted((int(round(math.degrees(math.atan2((float(c[v, 0]) - x0) * k, float(c[v, 1]) - y0)))) % 360,
+                          v) for v in nb)
+        order = [v for _, v in streets]
+        out = {"location": location, "bearings": [b for b, _ in streets], "entry": [v in outs for v in order]}
+        if prev_node is not None:
+            out["in"] = order.index(prev_node)
+        if next_node is not None:
+            out["out"] = order.index(next_node)
+        return out
+
+    def _steps(self, leg, end, geometries):
+        arcs, pts = leg["arcs"], leg["points"]
+        head, tail = self._head, self._tail
+        bearing = self._bearing[arcs]
+        nid = self._name_id[arcs]
+        loc = [[round(float(p[0]), 6), round(float(p[1]), 6)] for p in pts]
+        # maneuvers: the first piece, and every piece whose street name changes or that turns sharply at a
+        # junction (or turns back)
+        starts, kinds = [0], [("depart", None)]
+        for j in range(1, arcs.size):
+            delta = turn_delta(bearing[j - 1], bearing[j])
+            mod = modifier(delta)
+            x = int(tail[arcs[j]])
+            uturn = int(head[arcs[j]]) == int(tail[arcs[j - 1]])
+            if uturn:
+                mod = "uturn"
+            if nid[j] != nid[j - 1]:
+                kinds.append(("new name" if mod == "straight" else "turn", mod))
+                starts.append(j)
+            elif uturn or (self._degree[x] >= 3 and mod not in ("straight", "slight left", "slight right")):
+                kinds.append(("continue", mod))
+                starts.append(j)
+        steps = []
+        bounds = starts + [arcs.size]
+        for s, (typ, mod) in enumerate(kinds):
+            j0, j1 = bounds[s], bounds[s + 1]
+            b_after = int(round(float(bearing[j0]))) % 360
+            if typ == "depart":
+                b_before = 0
+                inter = [{"location": loc[0], "bearings": [b_after], "entry": [True], "out": 0}]
+            else:
+                b_before = int(round(float(bearing[j0 - 1]))) % 360
+                inter = [self._intersection(int(tail[arcs[j0]]), int(tail[arcs[j0 - 1]]), int(head[arcs[j0]]),
+                                            loc[j0])]
+            for j in range(j0 + 1, j1):  # junctions passed without a maneuver
+                x = int(tail[arcs[j]])
+                if self._degree[x] >= 3:
+                    inter.append(self._intersection(x, int(tail[arcs[j - 1]]), int(head[arcs[j]]), loc[j]))
+            man = {"bearing_after": b_after, "bearing_before": b_before, "location": loc[j0], "type": typ}
+            if mod is not None:
+                man["modifier"] = mod
+            steps.append({"geometry": encode_geometry(pts[j0:j1 + 1], geometries), "maneuver": man,
+                          "mode": "driving", "driving_side": "right", "name": self._name(arcs[j0]),
+                          "intersections": inter, "weight": round1(leg["weight"][j0:j1].sum() * self._w_scale),
+                          "duration": round1(leg["duration"][j0:j1].sum()),
+                          "distance": round1(leg["distance"][j0:j1].sum())})
+        # arrive: the side of the street the destination lies on
+        b_last = float(bearing[-1])
+        px, py = local_xy(end.input_lon, end.input_lat, end.lon, end.lat)
+        side = math.sin(math.radians(b_last)) * float(py) - math.cos(math.radians(b_last)) * float(px)
+        amod = "straight" if end.distance < 1.0 else ("right" if side < 0 else "left")
+        bb = int(round(b_last)) % 360
+        steps.append({"geometry": encode_geometry(pts[-1:].repeat(2, axis=0), geometries),
+                      "maneuver": {"bearing_after": 0, "bearing_before": bb, "location": loc[-1], "type": "arrive",
+                                   "modifier": amod},
+                      "mode": "driving", "driving_side": "right", "name": self._name(arcs[-1]),
+                      "intersections": [{"location": loc[-1], "bearings": [(bb + 180) % 360], "entry": [True],
+                                         "in": 0}],
+                      "weight": 0.0, "duration": 0.0, "distance": 0.0})
+        return steps
+
+    # ------------------------------------------------------------------ table
+    def _indices(self, idx, k, what):
+        if idx is None or (isinstance(idx, str) and idx == "all"):
+            return np.arange(k, dtype=np.int64)
+        if isinstance(idx, (int, np.integer)):
+            idx = [idx]
+        try:
+            vals = [int(v) if not isinstance(v, bool) and float(v) == int(v) else None for v in idx]
+        except (TypeError, ValueError):
+            vals = [None]
+        if not vals or any(v is None for v in vals):
+            raise EngineError("InvalidValue", f"{what} must be a non-empty list of coordinate indices, got {idx!r}")
+        bad = [v for v in vals if not 0 <= v < k]
+        if bad:
+            raise EngineError("InvalidValue", f"{what} index {bad[0]} is outside the {k} coordinates [0, {k - 1}]")
+        return np.asarray(vals, dtype=np.int64)
+
+    def _options(self, phantoms):
+        """Per phantom, its usable arcs padded to two: ``arcs`` int64 (k, 2) (-1 unused) and ``frac``."""
+        arcs = np.full((len(phantoms), 2), -1, dtype=np.int64)
+        frac = np.zeros((len(phantoms), 2))
+        for i, p in enumerate(phantoms):
+            for j, (a, f) in enumerate(p.arcs):
+                arcs[i, j], frac[i, j] = a, f
+        return arcs, frac
+
+    def table(self, coords, *, sources=None, destinations=None, annotations=("duration",), radiuses=None,
+              bearings=None, approaches=None, fallback_speed=None, scale_factor=None):
+        """OSRM ``/table/v1``: durations (and distances) of the fastest routes between sources and
+        destinations.
+
+        Parameters
+        ----------
+        coords : sequence of (lon, lat)
+        sources, destinations : sequence of int, optional
+            Coordinate indices (default: all, or ``"all"``).
+        annotations : str or sequence of {"duration", "distance"}
+            (``"duration,distance"`` accepted.)
+        radiuses, bearings, approaches : sequence, one entry per coordinate, optional
+        fallback_speed : float, optional
+            For pairs without a route, the crow-fly distance between the input coordinates at this speed
+            (m/s), listed in ``fallback_speed_cells``.
+        scale_factor : float, optional
+            Multiplies the durations.
+
+        Returns
+        -------
+        dict
+            ``{"code": "Ok", "durations": [[s]], "distances": [[m]], "sources": [...], "destinations": [...]}``
+            with ``None`` (JSON ``null``) where no route exists; the matrices only as asked.
+
+        Raises
+        ------
+        EngineError
+            ``InvalidOptions`` (unknown annotation, option lists of the wrong length), ``InvalidValue``
+            (a bad coordinate, source or destination index, fallback speed or scale factor), ``TooBig``
+            (more than ``limits["max_locations_table"]`` cells), ``NoSegment``.
+
+        Notes
+        -----
+        Costs come from one many-to-many query on the hierarchy between the nodes at the ends of the
+        phantoms' arcs, plus the partial arcs, minimised over each phantom's (up to two) arcs; the
+        same-arc case is exact. A matrix of a quantity other than the routing weight (distances; durations
+        when routing by distance) unpacks the chosen path of each cell (one CH query per distinct node
+        pair).
+        """
+        coords = self._coords(coords)
+        k = len(coords)
+        if k < 1:
+            raise EngineError("InvalidOptions", "Number of coordinates needs to be at least one.")
+        src = self._indices(sources, k, "sources")
+        dst = self._indices(destinations, k, "destinations")
+        mx = self.limits["max_locations_table"]
+        if mx > 0 and src.size * dst.size > mx:
+            raise EngineError("TooBig", f"Too many table coordinates: {src.size} x {dst.size} = "
+                              f"{src.size * dst.size} cells, the maximum is {mx}")
+        ann = self._annotation_set(annotations, TABLE_ANNOTATIONS)
+        if not ann:
+            raise EngineError("InvalidOptions", "annotations must name duration and/or distance")
+        for what, v in (("fallback_speed", fallback_speed), ("scale_factor", scale_factor)):
+            if v is not None:
+                try:
+                    ok = float(v) > 0 and math.isfinite(float(v))
+                except (TypeError, ValueError):
+                    ok = False
+                if not ok:
+                    raise EngineError("InvalidValue", f"{what} must be a number > 0, got {v!r}")
+        phantoms = self._snap(coords, radiuses, bearings, approaches)
+        cost, choice = self._cost_matrix([phantoms[i] for i in src], [phantoms[j] for j in dst])
+        reach = np.isfinite(cost)
+        need_dur = "duration" in ann
+        need_len = "distance" in ann
+        dur = cost * self._w_scale if (need_dur and self._dur_is_weight) else None
+        length = None
+        if (need_dur and dur is None) or need_len:
+            d2, l2 = self._unpack_cells([phantoms[i] for i in src], [phantoms[j] for j in dst], reach, choice)
+            dur = d2 if dur is None else dur
+            length = l2
+        fb_cells = []
+        if fallback_speed is not None and not reach.all():
+            rows, cols = np.nonzero(~reach)
+            c = np.asarray(coords)
+            crow = haversine_m(c[src[rows], 0], c[src[rows], 1], c[dst[cols], 0], c[dst[cols], 1])
+            if dur is not None:
+                dur = dur.copy()
+                dur[rows, cols] = crow / float(fallback_speed)
+            if length is not None:
+                length = length.copy()
+                length[rows, cols] = crow
+            fb_cells = [[int(r), int(c_)] for r, c_ in zip(rows, cols, strict=True)]
+        out = {"code": "Ok"}
+        if need_dur:
+            if scale_factor is not None:
+                dur = dur * float(scale_factor)
+            out["durations"] = [[finite_or_none(x) for x in row] for row in dur]
+        if need_len:
+            out["distances"] = [[finite_or_none(x) for x in row] for row in length]
+        if fb_cells:
+            out["fallback_speed_cells"] = fb_cells
+        out["sources"] = [waypoint(phantoms[i], self._fingerprint) for i in src]
+        out["destinations"] = [waypoint(phantoms[j], self._fingerprint) for j in dst]
+        return out
+
+    def _cost_matrix(self, sp, tp):
+        """Routing-weight costs (|S|, |T|) float64 (inf unreachable) between phantoms, and the choice of
+        each cell: ``(source option, target option, same_arc)`` as int arrays."""
+        w, head, tail = self._w, self._head, self._tail
+        sa, sf = self._options(sp)
+        ta, tf = self._options(tp)
+        sv, tv = sa >= 0, ta >= 0
+        s_node = np.where(sv, head[np.maximum(sa, 0)], 0)
+        t_node = np.where(tv, tail[np.maximum(ta, 0)], 0)
+        s_cost = np.where(sv, (1.0 - sf) * w[np.maximum(sa, 0)], math.inf)
+        t_cost = np.where(tv, tf * w[np.maximum(ta, 0)], math.inf)
+        us, s_inv = np.unique(s_node, return_inverse=True)
+        ut, t_inv = np.unique(t_node, return_inverse=True)
+        with self._table_lock:
+            d = np.asarray(self.ch.table(us, ut), dtype=np.int64).astype(np.float64)
+        d[d >= INF] = math.inf
+        d = d[s_inv.reshape(s_node.shape)][:, :, t_inv.reshape(t_node.shape)]  # (S, 2, T, 2)
+        via = s_cost[:, :, None, None] + d + t_cost[None, None, :, :]
+        same_ok = (sa[:, :, None, None] == ta[None, None, :, :]) & sv[:, :, None, None] & (
+            sf[:, :, None, None] <= tf[None, None, :, :])
+        same = np.where(same_ok, (tf[None, None] - sf[:, :, None, None]) * w[np.maximum(sa, 0)][:, :, None, None],
+                        math.inf)
+        m = np.minimum(via, same).transpose(0, 2, 1, 3).reshape(len(sp), len(tp), 4)
+        arg = np.argmin(m, axis=2)
+        cost = np.take_along_axis(m, arg[:, :, None], axis=2)[:, :, 0]
+        so, to = arg // 2, arg % 2
+        is_same = np.take_along_axis(
+            (same <= via).transpose(0, 2, 1, 3).reshape(len(sp), len(tp), 4), arg[:, :, None], axis=2)[:, :, 0]
+        return cost, (so, to, is_same)
+
+    def _unpack_cells(self, sp, tp, reach, choice):
+        """Durations (s) and distances (m) of the chosen route of every reachable cell, by unpacking the
+        CH path between the phantoms' arcs (one query per distinct node pair)."""
+        so, to, is_same = choice
+        sa, sf = self._options(sp)
+        ta, tf = self._options(tp)
+        dur = np.full(reach.shape, math.inf)
+        length = np.full(reach.shape, math.inf)
+        q = self._query()
+        cache = {}
+        for i, j in zip(*np.nonzero(reach), strict=True):
+            a, fa = int(sa[i, so[i, j]]), float(sf[i, so[i, j]])
+            b, fb = int(ta[j, to[i, j]]), float(tf[j, to[i, j]])
+            if is_same[i, j]:
+                dur[i, j] = (fb - fa) * self._dur[a]
+                length[i, j] = (fb - fa) * self._len[a]
+                continue
+            key = (int(self._head[a]), int(self._tail[b]))
+            mid = cache.get(key)
+            if mid is None:
+                r = q.route(*key)
+                arcs = np.asarray(r.arcs, dtype=np.int64)
+                mid = cache[key] = (float(self._dur[arcs].sum()), float(self._len[arcs].sum()))
+            dur[i, j] = (1.0 - fa) * self._dur[a] + mid[0] + fb * self._dur[b]
+            length[i, j] = (1.0 - fa) * self._len[a] + mid[1] + fb * self._len[b]
+        return dur, length
+
+    # ------------------------------------------------------------------ nearest
+    def nearest(self, coord, *, number=1, radiuses=None, bearings=None, approaches=None):
+        """OSRM ``/nearest/v1``: the ``number`` nearest road segments of one coordinate.
+
+        Parameters
+        ----------
+        coord : (lon, lat)
+        number : int
+            1 .. ``limits["max_locations_nearest"]``.
+        radiuses, bearings, approaches : one-entry sequences (or the entry itself), optional
+
+        Returns
+        -------
+        dict
+            ``{"code": "Ok", "waypoints": [...]}``, nearest first, each with ``nodes`` (the segment's two
+            OSM node ids), ``hint``, ``distance``, ``name``, ``location``.
+
+        Raises
+        ------
+        EngineError
+            ``InvalidValue`` (bad coordinate), ``InvalidOptions`` (bad number or option), ``TooBig``
+            (``number`` over the limit), ``NoSegment``.
+        """
+        if coord is not None and len(coord) == 1 and not isinstance(coord[0], (int, float, np.number)):
+            coord = coord[0]  # [[lon, lat]] as the URL parser may give it
+        (lon, lat), = self._coords([coord])
+        if isinstance(number, bool) or not isinstance(number, (int, np.integer)) or number < 1:
+            raise EngineError("InvalidOptions", f"number must be an integer >= 1, got {number!r}")
+        mx = self.limits["max_locations_nearest"]
+        if mx > 0 and number > mx:
+            raise EngineError("TooBig", f"Number of results {number} is higher than current maximum ({mx})")
+
+        radiuses = _one_entry(radiuses, "radiuses")
+        bearings = _one_entry(bearings, "bearings")
+        approaches = _one_entry(approaches, "approaches")
+        found = self._snap([(lon, lat)], radiuses, bearings, approaches)  # validates, maps NoSegment
+        if number > 1:
+            r = None if radiuses is None or radiuses[0] in (None, "unlimited") else float(radiuses[0])
+            b = None if bearings is None else check_bearing(bearings[0])
+            found = self.segments.nearest(lon, lat, number, radius=r, bearing=b,
+                                          approach=None if approaches is None else approaches[0])
+        ids = self._node_ids
+        return {"code": "Ok",
+                "waypoints": [waypoint(p, self._fingerprint, nodes=(ids[p.u], ids[p.v])) for p in found]}
+
+    def __repr__(self):
+        g = self.graph
+        return (f"Engine({g.name!r}, profile={self.profile!r}, weight={self.weight!r}, nodes={g.n_nodes:,}, "
+                f"segments={self.segments.n_segments:,})")
+
+
+__all__ = ["Engine", "EngineError", "OSM_ENDINGS"]

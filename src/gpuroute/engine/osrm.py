@@ -1,0 +1,207 @@
+"""The OSRM v5 vocabulary the engine speaks: error codes, option values, geometry encodings, the
+overview simplification, maneuver modifiers and waypoint objects (osrm-backend ``docs/http.md``).
+
+Nothing here routes; :mod:`gpuroute.engine.engine` does, and builds its responses with these helpers.
+"""
+from __future__ import annotations
+
+import base64
+import math
+import struct
+
+import numpy as np
+from numba import njit
+
+from ..geo.segments import local_xy
+
+#: The error codes of OSRM v5 responses (``docs/http.md``, "Responses"); an HTTP server answers each with
+#: status 400 and ``{"code": code, "message": message}``.
+ERROR_CODES = ("InvalidUrl", "InvalidService", "InvalidVersion", "InvalidOptions", "InvalidQuery", "InvalidValue",
+               "NoSegment", "NoRoute", "NoTable", "NoMatch", "NoTrips", "TooBig", "NotImplemented")
+#: Values of the ``geometries`` option.
+GEOMETRIES = ("polyline", "polyline6", "geojson")
+#: Values of the ``overview`` option (``False`` is accepted for ``"false"``).
+OVERVIEWS = ("simplified", "full", "false")
+#: Annotation names of ``/route`` (``annotations=true`` asks for all of them).
+ROUTE_ANNOTATIONS = ("duration", "distance", "datasources", "nodes", "weight", "speed")
+#: Annotation names of ``/table``.
+TABLE_ANNOTATIONS = ("duration", "distance")
+
+
+class EngineError(Exception):
+    """A request the engine refuses or cannot answer, with its OSRM code.
+
+    Attributes
+    ----------
+    code : str
+        One of :data:`ERROR_CODES` (``"InvalidOptions"``, ``"NoSegment"``, ``"NoRoute"``, ``"TooBig"``, ...).
+    message : str
+        One line for the client.
+    """
+
+    def __init__(self, code, message):
+        if code not in ERROR_CODES:
+            raise ValueError(f"unknown OSRM error code {code!r}; codes: {ERROR_CODES}")
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+    def to_json(self):
+        """The OSRM error body: ``{"code": ..., "message": ...}``."""
+        return {"code": self.code, "message": self.message}
+
+
+# ---------------------------------------------------------------------------------- geometries
+def encode_geometry(lonlat, geometries):
+    """A line in one of OSRM's encodings.
+
+    Parameters
+    ----------
+    lonlat : array_like of float, shape (k, 2)
+        Longitude, latitude in degrees.
+    geometries : {"polyline", "polyline6", "geojson"}
+
+    Returns
+    -------
+    str or dict
+        An encoded polyline (Google's algorithm, latitude first, precision 5 or 6) or a GeoJSON
+        ``LineString`` with ``[lon, lat]`` positions rounded to 6 decimals.
+    """
+    pts = np.asarray(lonlat, dtype=np.float64).reshape(-1, 2)
+    if geometries == "geojson":
+        return {"type": "LineString", "coordinates": np.round(pts, 6).tolist()}
+    import polyline
+
+    precision = 6 if geometries == "polyline6" else 5
+    return polyline.encode([(float(la), float(lo)) for lo, la in pts], precision)
+
+
+def simplify(lonlat, tolerance_m):
+    """Douglas-Peucker simplification of a lon/lat line (Douglas and Peucker, "Algorithms for the
+    reduction of the number of points required to represent a digitized line or its caricature",
+    Cartographica 10(2), 1973), in a local equirectangular frame (metres).
+
+    Parameters
+    ----------
+    lonlat : ndarray float64, shape (k, 2)
+    tolerance_m : float
+        Points within this distance (metres) of the simplified line are dropped.
+
+    Returns
+    -------
+    ndarray float64 (j, 2)
+        The kept points, first and last always; consecutive duplicates dropped.
+    """
+    pts = np.asarray(lonlat, dtype=np.float64).reshape(-1, 2)
+    if pts.shape[0] <= 2:
+        return pts
+    lon0, lat0 = float(pts[0, 0]), float(pts[0, 1])
+    x, y = local_xy(pts[:, 0], pts[:, 1], lon0, lat0)
+    out = pts[douglas_peucker_keep(np.ascontiguousarray(x), np.ascontiguousarray(y), float(tolerance_m))]
+    new = np.ones(out.shape[0], dtype=bool)
+    new[1:] = np.any(out[1:] != out[:-1], axis=1)
+    return out[new] if new.sum() >= 2 else out[[0, -1]]
+
+
+@njit(cache=True)
+def douglas_peucker_keep(x, y, tolerance):
+    """Douglas-Peucker on planar points (k,): the boolean (k,) mask of the points kept (an explicit
+    stack; first and last always kept)."""
+    k = x.size
+    keep = np.zeros(k, dtype=np.bool_)
+    if k == 0:
+        return keep
+    keep[0] = True
+    keep[k - 1] = True
+    stack = np.empty((k + 1, 2), dtype=np.int64)
+    top = 0
+    stack[0, 0] = 0
+    stack[0, 1] = k - 1
+    top = 1
+    while top > 0:
+        top -= 1
+        i = stack[top, 0]
+        j = stack[top, 1]
+        if j <= i + 1:
+            continue
+        ax, ay = x[i], y[i]
+        dx, dy = x[j] - ax, y[j] - ay
+        ll = dx * dx + dy * dy
+        best, m = -1.0, -1
+        for p in range(i + 1, j):
+            px, py = x[p] - ax, y[p] - ay
+            if ll > 0:
+                t = (px * dx + py * dy) / ll
+                t = min(max(t, 0.0), 1.0)
+                px -= t * dx
+                py -= t * dy
+            d = px * px + py * py
+            if d > best:
+                best, m = d, p
+        if best > tolerance * tolerance:
+            keep[m] = True
+            stack[top, 0] = i
+            stack[top, 1] = m
+            stack[top + 1, 0] = m
+            stack[top + 1, 1] = j
+            top += 2
+    return keep
+
+
+# ---------------------------------------------------------------------------------- maneuvers
+def turn_delta(bearing_before, bearing_after):
+    """The turn between two bearings in degrees, in (-180, 180]: > 0 turns right, < 0 left."""
+    d = (float(bearing_after) - float(bearing_before)) % 360.0
+    return d - 360.0 if d > 180.0 else d
+
+
+def modifier(delta):
+    """OSRM's direction modifier of a turn (``guidance/turn_instruction.hpp``, ``getTurnDirection``, with
+    the turn angle ``180 - delta``): straight within 20 degrees, slight to 40, left/right to 120, sharp
+    beyond, uturn from 179."""
+    a = abs(delta)
+    side = "right" if delta > 0 else "left"
+    if a <= 20.0:
+        return "straight"
+    if a <= 40.0:
+        return "slight " + side
+    if a <= 120.0:
+        return side
+    if a < 179.0:
+        return "sharp " + side
+    return "uturn"
+
+
+# ---------------------------------------------------------------------------------- waypoints
+def make_hint(segment, fraction, fingerprint):
+    """An opaque hint for a waypoint: base64url of the segment id, the fraction and the graph's
+    fingerprint (clients send it back; gpuroute snaps again instead of reading it)."""
+    raw = struct.pack("<id", int(segment), float(fraction)) + bytes.fromhex(fingerprint[:16].ljust(16, "0"))
+    return base64.urlsafe_b64encode(raw).decode("ascii")
+
+
+def waypoint(phantom, fingerprint, *, nodes=None):
+    """The OSRM waypoint object of a phantom: ``hint``, ``distance`` (metres from the input), ``name``,
+    ``location`` ``[lon, lat]`` (snapped, 6 decimals); with ``nodes`` (``/nearest``) the segment's two
+    node ids."""
+    wp = {"hint": make_hint(phantom.segment, phantom.fraction, fingerprint),
+          "distance": round(float(phantom.distance), 6), "name": phantom.name,
+          "location": [round(float(phantom.lon), 6), round(float(phantom.lat), 6)]}
+    if nodes is not None:
+        wp["nodes"] = [int(nodes[0]), int(nodes[1])]
+    return wp
+
+
+def round1(x):
+    """OSRM rounds durations, weights and distances to one decimal."""
+    return round(float(x), 1)
+
+
+def finite_or_none(x, digits=1):
+    """A float rounded to ``digits``, or None for an unreachable (infinite) value (JSON ``null``)."""
+    return round(float(x), digits) if math.isfinite(x) else None
+
+
+__all__ = ["EngineError", "ERROR_CODES", "GEOMETRIES", "OVERVIEWS", "ROUTE_ANNOTATIONS", "TABLE_ANNOTATIONS",
+           "encode_geometry", "simplify", "douglas_peucker_keep", "turn_delta", "modifier", "make_hint", "waypoint", "round1",
+           "finite_or_none"]

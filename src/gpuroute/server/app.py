@@ -1,0 +1,835 @@
+"""An OSRM v5-compatible HTTP API over :class:`gpuroute.engine.Engine` (Starlette; JSON by orjson).
+
+This module is the HTTP layer only: it parses the URL and the options, checks the limits, calls the
+engine in a worker thread and encodes its answer. Routing, snapping and the shapes of the answers are
+the engine's.
+
+URLs (osrm-backend ``docs/http.md``)
+------------------------------------
+``GET /{service}/v1/{profile}/{coordinates}[.json][?option=value&...]`` with ``service`` one of
+``route``, ``table``, ``nearest``. ``{coordinates}`` is ``lon,lat;lon,lat;...`` (degrees), or
+``polyline(...)`` (Google's encoding, precision 5) or ``polyline6(...)`` (precision 6); a bare ``?``
+inside a polyline is understood (OSRM clients do not always escape it). The profile is any name of
+letters, digits, ``_``, ``-`` and ``.``, and is ignored (one engine serves one profile, as
+``osrm-routed``). Only the ``json`` format exists.
+
+``POST`` takes the same URL (the coordinates may then be left out of it: ``POST /table/v1/car``) with
+the options in the body, either
+
+* ``application/x-www-form-urlencoded``: exactly the query string's ``option=value`` pairs, plus
+  ``coordinates=lon,lat;lon,lat`` when the URL has none; or
+* ``application/json``: an object of the same option names, with values either as the query string
+  writes them (``"radiuses": "5;unlimited"``) or as JSON (``"coordinates": [[7.42, 43.73], ...]``,
+  ``"radiuses": [5, null]``, ``"bearings": [[90, 20], null]``, ``"sources": [0, 1]``,
+  ``"annotations": ["duration", "distance"]``, ``"steps": true``).
+
+Options given in both the query string and the body, or coordinates in both the URL and the body, are
+refused (``InvalidQuery``). ``POST`` is how large tables are sent: the body may hold up to
+``max_body_bytes``, while URLs are bounded by the HTTP server's header limit.
+
+Options
+-------
+Every service: ``bearings`` (``value,range;...``, integers 0..360 and 0..180, empty element = none),
+``radiuses`` (``metres;unlimited;...``), ``approaches`` (``curb;unrestricted;...``), ``hints``
+(accepted and ignored; only their count is checked), ``generate_hints`` (``false`` drops the ``hint``
+of every waypoint from the answer), ``exclude`` (``class,class``; refused unless the engine takes an
+``exclude`` argument) and ``snapping`` (``default`` or ``any``; ``any`` is refused unless the engine
+takes a ``snapping`` argument). A per-coordinate option has one element per coordinate.
+
+* ``route``: ``alternatives`` (``true``, ``false`` or a count), ``steps``, ``annotations`` (``true``,
+  ``false`` or names from ``nodes,distance,duration,datasources,weight,speed``), ``geometries``
+  (``polyline``, ``polyline6``, ``geojson``), ``overview`` (``simplified``, ``full``, ``false``),
+  ``continue_straight`` (``default``, ``true``, ``false``), ``skip_waypoints``.
+* ``table``: ``sources`` and ``destinations`` (``all`` or ``i;j;...``), ``annotations``
+  (``duration``, ``distance`` or ``duration,distance``), ``fallback_speed`` (> 0), ``scale_factor``
+  (> 0), ``fallback_coordinate`` (``input`` or ``snapped``; ``snapped`` needs an engine that takes it),
+  ``skip_waypoints``.
+* ``nearest``: exactly one coordinate; ``number`` (integer >= 1).
+
+Errors
+------
+Every error is one JSON line ``{"code": ..., "message": ...}``, HTTP 400 as ``osrm-routed`` answers
+(except ``InternalError``, 500, and ``Timeout``, 504, which are not the client's fault):
+
+* ``InvalidUrl``: not ``/{service}/{version}/{profile}/{coordinates}``, an empty coordinate list, a
+  profile with other characters, a format other than ``json``.
+* ``InvalidService``: a service other than route, table, nearest. ``InvalidVersion``: not ``v1``.
+* ``InvalidQuery``: the URL or body does not parse: malformed coordinates or polyline, an option
+  without ``=``, an option given twice, a value of the wrong syntax (``steps=maybe``,
+  ``radiuses=abc``), a body that is not a JSON object or a form.
+* ``InvalidOptions``: an unknown option (for this service), a per-coordinate option whose element
+  count differs from the number of coordinates, too few coordinates (route: 2, nearest: exactly 1),
+  a ``sources``/``destinations`` index out of range (as OSRM).
+* ``InvalidValue``: a well-formed value out of range: a coordinate outside [-180, 180] x [-90, 90]
+  (``Invalid coordinate value.``), a bearing outside 0..360/0..180, a negative radius, ``number=0``,
+  ``fallback_speed``/``scale_factor`` <= 0, an ``exclude``/``snapping`` the engine cannot do.
+* ``TooBig``: more coordinates than ``max_locations_route``; a table of more than
+  ``max_locations_table`` cells (sources x destinations, as the engine counts them: 10,000 is
+  ``osrm-routed --max-table-size 100``); ``number`` above ``max_locations_nearest`` (the engine's
+  meaning of that limit, ``osrm-routed --max-nearest-size``); ``alternatives`` above
+  ``max_alternatives``; a body over ``max_body_bytes``.
+* The engine's own codes (``NoSegment``, ``NoRoute``, ``NoTable``, ...): any exception the engine
+  raises with a string ``code`` attribute (:class:`gpuroute.engine.EngineError`) is answered with
+  that code and its message.
+
+Limits and safety
+-----------------
+The limits are the engine's ``limits`` mapping, then :data:`DEFAULT_LIMITS` for the keys it lacks,
+then the ``limits`` argument of :func:`create_app` (``None`` or a value <= 0 means no limit for a
+count). The adapter checks them before calling the engine; the engine checks its own ``limits`` too, so
+raising a limit above the engine's takes raising the engine's (``gpuroute serve`` does both).
+``default_radius`` (metres; ``None``: unlimited, OSRM's default, as ``osrm-routed --default-radius``)
+is the snapping radius of every coordinate whose ``radiuses`` element is empty or missing; an explicit
+``unlimited`` stays unlimited. With it, a coordinate far from any road is answered ``NoSegment``. Nothing in a request names a file: the profile is ignored and every option is a number, a
+flag or a word from a fixed list. The engine runs in worker threads (at most ``workers`` at a time,
+an ``anyio.CapacityLimiter``), each request bounded by ``timeout_s``: past it the client gets 504 and
+the thread is abandoned, finishing its query in the background (a running query cannot be stopped).
+When the engine has a ``query_for_thread()`` method, each worker thread calls it once and keeps the
+object it returns (the engine's per-thread query state), then calls ``route``/``table``/``nearest``
+on that object; otherwise it calls the engine's methods directly. The JSON encoding also runs in the
+worker thread. Answers carry ``Access-Control-Allow-Origin: *``, as ``osrm-routed``'s do.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+import math
+import os
+import re
+import threading
+from urllib.parse import parse_qsl, unquote
+
+log = logging.getLogger("gpuroute.server")
+
+#: The services served, each under ``/{service}/v1/...``.
+SERVICES = ("route", "table", "nearest")
+
+#: The one protocol version.
+VERSION = "v1"
+
+#: Limits used where the engine's ``limits`` has no value (see the module documentation).
+DEFAULT_LIMITS = {
+    "max_locations_route": 500,
+    "max_locations_table": 10000,
+    "max_locations_nearest": 100,
+    "max_alternatives": 3,
+    "default_radius": None,
+    "max_body_bytes": 1 << 20,
+    "timeout_s": 30.0,
+    "workers": min(8, os.cpu_count() or 1),
+}
+
+_COMMON = frozenset({"bearings", "radiuses", "generate_hints", "hints", "approaches", "exclude", "snapping"})
+
+#: The options each service takes.
+OPTIONS = {
+    "route": _COMMON | {"alternatives", "steps", "annotations", "geometries", "overview", "continue_straight",
+                        "skip_waypoints"},
+    "table": _COMMON | {"sources", "destinations", "annotations", "fallback_speed", "fallback_coordinate",
+                        "scale_factor", "skip_waypoints"},
+    "nearest": _COMMON | {"number"},
+}
+
+ROUTE_ANNOTATIONS = ("nodes", "distance", "duration", "datasources", "weight", "speed")
+TABLE_ANNOTATIONS = ("duration", "distance")
+GEOMETRIES = ("polyline", "polyline6", "geojson")
+OVERVIEWS = ("simplified", "full", "false")
+APPROACHES = ("curb", "unrestricted")
+
+_PROFILE = re.compile(r"[A-Za-z0-9_.\-]+")
+_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_INT = re.compile(r"[+-]?\d+")
+_NAME = re.compile(r"[A-Za-z0-9_\-]+")
+_FORMAT = re.compile(r"(?P<body>.*?)(?:\.(?P<fmt>[A-Za-z][A-Za-z0-9]*))?", re.S)
+_CODE = re.compile(r"[A-Z][A-Za-z]+")
+
+
+class OSRMError(Exception):
+    """A request answered with an OSRM error: ``{"code": code, "message": message}``, HTTP ``status``.
+
+    Parameters
+    ----------
+    code : str
+        The OSRM code (``InvalidUrl``, ``InvalidQuery``, ``InvalidOptions``, ``InvalidValue``, ``TooBig``,
+        ...).
+    message : str
+        One line for people.
+    status : int, default 400
+        The HTTP status.
+    """
+
+    def __init__(self, code, message, status=400):
+        super().__init__(message)
+        self.code = code
+        self.message = " ".join(str(message).split())
+        self.status = status
+
+
+@dataclasses.dataclass
+class ServiceCall:
+    """A parsed request: the engine method to call and its arguments.
+
+    Attributes
+    ----------
+    service : str
+        ``route``, ``table`` or ``nearest`` (the engine method of that name).
+    profile : str
+        The profile named in the URL (ignored).
+    coordinates : list of (float, float)
+        ``(lon, lat)`` in degrees.
+    kwargs : dict
+        Keyword arguments for the engine method (only the options the request gave).
+    generate_hints : bool
+        False: drop ``hint`` from the answer's waypoints.
+    skip_waypoints : bool
+        True: drop the answer's ``waypoints`` (``sources``/``destinations`` for a table).
+    """
+
+    service: str
+    profile: str
+    coordinates: list
+    kwargs: dict
+    generate_hints: bool = True
+    skip_waypoints: bool = False
+
+
+# --------------------------------------------------------------------------------------------------
+# URL and coordinates
+
+
+def split_target(target):
+    """Split a request target (``/service/version/profile/coordinates[.fmt][?query]``, not yet
+    percent-decoded) into ``(service, version, profile, coordinates_or_None, query)``.
+
+    The coordinates are percent-decoded and their ``.fmt`` suffix checked (only ``json``); the query is
+    returned raw. A ``?`` inside ``polyline(...)`` does not start the query.
+
+    Raises
+    ------
+    OSRMError
+        ``InvalidUrl``.
+    """
+    path, sep, query = target.partition("?")
+    segs = path.split("/", 4)
+    if len(segs) < 4 or segs[0] != "" or not all(segs[1:4]):
+        raise OSRMError("InvalidUrl", f"URL {_clip(target)!r} is not /{{service}}/{{version}}/{{profile}}/"
+                                      "{coordinates}")
+    service, version, profile = (unquote(s) for s in segs[1:4])
+    if len(segs) == 4:
+        return service, version, profile, None, query
+    rest = unquote(segs[4])
+    if rest.startswith(("polyline(", "polyline6(")) and ")" not in rest and sep and ")" in query:
+        head, _, tail = query.partition(")")  # a bare '?' of the polyline alphabet split the target
+        fmt, _, query = tail.partition("?")
+        rest = rest + "?" + unquote(head) + ")" + unquote(fmt)
+    m = _FORMAT.fullmatch(rest)
+    rest, fmt = m["body"], m["fmt"]
+    if fmt is not None and fmt != "json":
+        raise OSRMError("InvalidUrl", f"format {fmt!r} is not supported (only json)")
+    if not rest:
+        return service, version, profile, None, query
+    return service, version, profile, rest, query
+
+
+def parse_coordinates(text):
+    """``[(lon, lat), ...]`` from ``lon,lat;lon,lat`` or ``polyline(...)``/``polyline6(...)``.
+
+    Raises
+    ------
+    OSRMError
+        ``InvalidQuery`` (malformed) or ``InvalidValue`` (a position outside [-180, 180] x [-90, 90]).
+    """
+    for prefix, precision in (("polyline(", 5), ("polyline6(", 6)):
+        if text.startswith(prefix):
+            if not text.endswith(")") or len(text) == len(prefix) + 1:
+                raise OSRMError("InvalidQuery", f"malformed {prefix[:-1]}(...) coordinates")
+            coords = _decode_polyline(text[len(prefix):-1], precision)
+            break
+    else:
+        coords = []
+        pos = 0
+        for item in text.split(";"):
+            parts = item.split(",")
+            if len(parts) != 2 or not all(_FLOAT.fullmatch(p) for p in parts):
+                raise OSRMError("InvalidQuery", f"coordinates malformed close to position {pos}: expected "
+                                                f"lon,lat;lon,lat..., got {_clip(item)!r}")
+            coords.append((float(parts[0]), float(parts[1])))
+            pos += len(item) + 1
+    for lon, lat in coords:
+        if not (math.isfinite(lon) and math.isfinite(lat) and -180 <= lon <= 180 and -90 <= lat <= 90):
+            raise OSRMError("InvalidValue", f"Invalid coordinate value. ({lon:g},{lat:g}: longitude must be in "
+                                            "[-180, 180] and latitude in [-90, 90], in that order)")
+    return coords
+
+
+def _decode_polyline(text, precision):
+    import polyline
+
+    if not text or any(not 63 <= ord(c) <= 126 for c in text):
+        raise OSRMError("InvalidQuery", "malformed polyline: characters outside the polyline alphabet")
+    try:
+        pts = polyline.decode(text, precision)
+    except Exception as e:  # the package raises IndexError/ValueError on a truncated string
+        raise OSRMError("InvalidQuery", f"malformed polyline ({type(e).__name__})") from None
+    if not pts:
+        raise OSRMError("InvalidQuery", "malformed polyline: no coordinates")
+    return [(float(lon), float(lat)) for lat, lon in pts]
+
+
+def parse_query(query):
+    """``{option: value}`` from a raw query string (``&``-separated ``option=value``, percent-decoded;
+    ``+`` stays ``+``).
+
+    Raises
+    ------
+    OSRMError
+        ``InvalidQuery``: a pair without ``=``, an option given twice.
+    """
+    out = {}
+    for pair in query.split("&"):
+        if not pair:
+            continue
+        key, eq, value = pair.partition("=")
+        key = unquote(key)
+        if not eq:
+            raise OSRMError("InvalidQuery", f"query string malformed: {_clip(key)!r} has no '=value'")
+        if key in out:
+            raise OSRMError("InvalidQuery", f"option {_clip(key)!r} given twice")
+        out[key] = unquote(value)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# POST bodies
+
+_COMMA_LISTS = frozenset({"annotations", "exclude"})
+
+
+def parse_body(body, content_type):
+    """``{option: value}`` (values as the query string writes them) from a POST body.
+
+    Parameters
+    ----------
+    body : bytes
+    content_type : str
+        ``application/json`` or ``application/x-www-form-urlencoded``; anything else is read as JSON when
+        the body starts with ``{``, as a form otherwise.
+
+    Raises
+    ------
+    OSRMError
+        ``InvalidQuery``: not UTF-8, not a JSON object, a value of no meaning, an option given twice.
+    """
+    ctype = (content_type or "").split(";")[0].strip().lower()
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise OSRMError("InvalidQuery", "the body is not UTF-8") from None
+    if not text.strip():
+        return {}
+    if ctype == "application/json" or (ctype != "application/x-www-form-urlencoded"
+                                       and text.lstrip().startswith("{")):
+        import orjson
+
+        try:
+            obj = orjson.loads(text)
+        except orjson.JSONDecodeError as e:
+            raise OSRMError("InvalidQuery", f"the body is not JSON: {e}") from None
+        if not isinstance(obj, dict):
+            raise OSRMError("InvalidQuery", "the JSON body must be an object of options")
+        return {str(k): _json_value(k, v) for k, v in obj.items() if v is not None}
+    out = {}
+    try:
+        pairs = parse_qsl(text, keep_blank_values=True, strict_parsing=True)
+    except ValueError:
+        raise OSRMError("InvalidQuery", "the body is not a form (option=value&...)") from None
+    for k, v in pairs:
+        if k in out:
+            raise OSRMError("InvalidQuery", f"option {_clip(k)!r} given twice")
+        out[k] = v
+    return out
+
+
+def _json_value(key, v):
+    """A JSON option value written as the query string writes it."""
+    def scalar(x):
+        if x is None:
+            return ""
+        if isinstance(x, bool):
+            return "true" if x else "false"
+        if isinstance(x, (int, float, str)):
+            return repr(x) if isinstance(x, float) else str(x)
+        raise OSRMError("InvalidQuery", f"option {_clip(key)!r}: unexpected JSON value {_clip(x)!r}")
+
+    if isinstance(v, list):
+        sep = "," if key in _COMMA_LISTS else ";"
+        return sep.join(",".join(scalar(y) for y in x) if isinstance(x, list) else scalar(x) for x in v)
+    return scalar(v)
+
+
+# --------------------------------------------------------------------------------------------------
+# Options
+
+
+def _bool(name, v):
+    if v == "true":
+        return True
+    if v == "false":
+        return False
+    raise OSRMError("InvalidQuery", f"{name}={_clip(v)!r}: expected true or false")
+
+
+def _float(name, v):
+    if not _FLOAT.fullmatch(v):
+        raise OSRMError("InvalidQuery", f"{name}: {_clip(v)!r} is not a number")
+    return float(v)
+
+
+def _int(name, v):
+    if not _INT.fullmatch(v):
+        raise OSRMError("InvalidQuery", f"{name}: {_clip(v)!r} is not an integer")
+    return int(v)
+
+
+def _word(name, v, allowed):
+    if v not in allowed:
+        raise OSRMError("InvalidValue", f"{name}={_clip(v)!r}: expected one of {', '.join(allowed)}")
+    return v
+
+
+def _per_coordinate(name, v, n, parse):
+    items = v.split(";")
+    if len(items) != n:
+        raise OSRMError("InvalidOptions", f"Number of elements in {name} size {len(items)} does not match "
+                                          f"coordinate size {n}")
+    return [None if x == "" else parse(x) for x in items]
+
+
+def _radius(x):
+    if x == "unlimited":
+        return math.inf  # None is left for an empty element: the default radius
+    r = _float("radiuses", x)
+    if r < 0 or not math.isfinite(r):
+        raise OSRMError("InvalidValue", f"radiuses: {x!r} is not a radius in metres >= 0 (or unlimited)")
+    return r
+
+
+def _bearing(x):
+    parts = x.split(",")
+    if len(parts) != 2:
+        raise OSRMError("InvalidQuery", f"bearings: {_clip(x)!r} is not value,range")
+    value, rng = (_float("bearings", p) for p in parts)
+    if not (0 <= value <= 360 and 0 <= rng <= 180):
+        raise OSRMError("InvalidValue", f"bearings: {x!r} out of range (value 0..360, range 0..180)")
+    return tuple(int(b) if b == int(b) else b for b in (value, rng))
+
+
+def _approach(x):
+    return _word("approaches", x, APPROACHES)
+
+
+def _indices(name, v, n):
+    if v == "all":
+        return None
+    out = []
+    for x in v.split(";"):
+        i = _int(name, x)
+        if not 0 <= i < n:
+            raise OSRMError("InvalidOptions", f"{name}: index {i} is out of range (0 <= index < {n}, the "
+                                              "number of coordinates)")
+        out.append(i)
+    return out
+
+
+def _names(name, v, allowed):
+    items = v.split(",")
+    for x in items:
+        if x not in allowed:
+            raise OSRMError("InvalidValue", f"{name}: {_clip(x)!r} is not one of {', '.join(allowed)}")
+    return items
+
+
+def _limit(limits, key):
+    v = limits.get(key)
+    return None if v is None or v <= 0 else v
+
+
+def parse_request(service, profile, coordinates, options, limits=None):
+    """Check one request and turn it into a :class:`ServiceCall`.
+
+    Parameters
+    ----------
+    service, profile : str
+        From the URL (service and version already checked).
+    coordinates : str
+        As the URL writes them (``lon,lat;...`` or ``polyline(...)``).
+    options : dict of str to str
+        Option name to value, as the query string writes them.
+    limits : dict, optional
+        :data:`DEFAULT_LIMITS`' keys (missing keys take those values).
+
+    Returns
+    -------
+    ServiceCall
+
+    Raises
+    ------
+    OSRMError
+        See the module documentation for the codes.
+    """
+    limits = {**DEFAULT_LIMITS, **(limits or {})}
+    if not _PROFILE.fullmatch(profile):
+        raise OSRMError("InvalidUrl", f"profile {_clip(profile)!r}: letters, digits, '_', '-' and '.' only")
+    unknown = sorted(set(options) - OPTIONS[service])
+    if unknown:
+        raise OSRMError("InvalidOptions", f"unknown option{'s' if len(unknown) > 1 else ''} "
+                                          f"{', '.join(map(repr, map(_clip, unknown)))} for service {service} "
+                                          f"(options: {', '.join(sorted(OPTIONS[service]))})")
+    coords = parse_coordinates(coordinates)
+    n = len(coords)
+    if service == "route" and n < 2:
+        raise OSRMError("InvalidOptions", "Number of coordinates needs to be at least two.")
+    if service == "nearest" and n != 1:
+        raise OSRMError("InvalidOptions", "Only one input coordinate is supported")
+    if service == "route" and _limit(limits, "max_locations_route") and n > limits["max_locations_route"]:
+        raise OSRMError("TooBig", f"Number of entries {n} is higher than current maximum "
+                                  f"({limits['max_locations_route']})")
+
+    kw = {}
+    call = ServiceCall(service, profile, coords, kw)
+    o = dict(options)
+    radiuses = _per_coordinate("radiuses", o.pop("radiuses"), n, _radius) if "radiuses" in o else None
+    default_radius = _limit(limits, "default_radius")
+    if default_radius and radiuses is None:
+        radiuses = [None] * n
+    if radiuses is not None:
+        kw["radiuses"] = [None if r == math.inf else default_radius if r is None else r for r in radiuses]
+    if "bearings" in o:
+        kw["bearings"] = _per_coordinate("bearings", o.pop("bearings"), n, _bearing)
+    if "approaches" in o:
+        kw["approaches"] = _per_coordinate("approaches", o.pop("approaches"), n, _approach)
+    if "hints" in o:  # accepted and ignored (the count is checked, as OSRM does)
+        _per_coordinate("hints", o.pop("hints"), n, str)
+    if "generate_hints" in o:
+        call.generate_hints = _bool("generate_hints", o.pop("generate_hints"))
+    if "skip_waypoints" in o:
+        call.skip_waypoints = _bool("skip_waypoints", o.pop("skip_waypoints"))
+    if "exclude" in o:
+        v = o.pop("exclude")
+        if v:
+            items = v.split(",")
+            if not all(_NAME.fullmatch(x) for x in items):
+                raise OSRMError("InvalidQuery", f"exclude={_clip(v)!r}: expected class,class,...")
+            kw["exclude"] = items
+    if "snapping" in o:
+        if _word("snapping", o.pop("snapping"), ("default", "any")) == "any":
+            kw["snapping"] = "any"
+
+    if service == "route":
+        _route_options(o, kw, limits)
+    elif service == "table":
+        _table_options(o, kw, n, limits)
+    else:
+        if "number" in o:
+            number = _int("number", o.pop("number"))
+            if number < 1:
+                raise OSRMError("InvalidValue", f"number={number}: must be >= 1")
+            top = _limit(limits, "max_locations_nearest")
+            if top and number > top:
+                raise OSRMError("TooBig", f"Number of results {number} is higher than current maximum ({top})")
+            kw["number"] = number
+    assert not o, o
+    return call
+
+
+def _route_options(o, kw, limits):
+    if "alternatives" in o:
+        v = o.pop("alternatives")
+        alt = _bool("alternatives", v) if v in ("true", "false") else _int("alternatives", v)
+        if alt is not True and alt is not False:
+            if alt < 0:
+                raise OSRMError("InvalidValue", f"alternatives={alt}: must be true, false or a count >= 0")
+            top = _limit(limits, "max_alternatives")
+            if top and alt > top:
+                raise OSRMError("TooBig", f"Requested number of alternatives {alt} is higher than current "
+                                          f"maximum ({top})")
+            alt = alt if alt > 0 else False
+        kw["alternatives"] = alt
+    if "steps" in o:
+        kw["steps"] = _bool("steps", o.pop("steps"))
+    if "annotations" in o:
+        v = o.pop("annotations")
+        kw["annotations"] = _bool("annotations", v) if v in ("true", "false") else _names(
+            "annotations", v, ROUTE_ANNOTATIONS)
+    if "geometries" in o:
+        kw["geometries"] = _word("geometries", o.pop("geometries"), GEOMETRIES)
+    if "overview" in o:
+        kw["overview"] = _word("overview", o.pop("overview"), OVERVIEWS)
+    if "continue_straight" in o:
+        v = o.pop("continue_straight")
+        kw["continue_straight"] = None if v == "default" else _bool("continue_straight", v)
+
+
+def _table_options(o, kw, n, limits):
+    if "sources" in o:
+        kw["sources"] = _indices("sources", o.pop("sources"), n)
+    if "destinations" in o:
+        kw["destinations"] = _indices("destinations", o.pop("destinations"), n)
+    if "annotations" in o:
+        kw["annotations"] = tuple(_names("annotations", o.pop("annotations"), TABLE_ANNOTATIONS))
+    for name in ("fallback_speed", "scale_factor"):
+        if name in o:
+            x = _float(name, o.pop(name))
+            if not (x > 0 and math.isfinite(x)):
+                raise OSRMError("InvalidValue", f"{name} must be > 0")
+            kw[name] = x
+    if "fallback_coordinate" in o:
+        if _word("fallback_coordinate", o.pop("fallback_coordinate"), ("input", "snapped")) == "snapped":
+            kw["fallback_coordinate"] = "snapped"
+    top = _limit(limits, "max_locations_table")
+    n_src = n if kw.get("sources") is None else len(kw["sources"])
+    n_dst = n if kw.get("destinations") is None else len(kw["destinations"])
+    if top and n_src * n_dst > top:
+        raise OSRMError("TooBig", f"Too many table coordinates ({n_src} x {n_dst} = {n_src * n_dst} cells; at "
+                                  f"most {top})")
+
+
+#: Keyword arguments that only some engines take; a request that needs one is refused by the others.
+OPTIONAL_KWARGS = {"exclude": "Exclude flag combination is not supported.",
+                   "snapping": "snapping=any is not supported by this engine",
+                   "fallback_coordinate": "fallback_coordinate=snapped is not supported by this engine"}
+
+
+def _clip(s, n=60):
+    s = str(s)
+    return s if len(s) <= n else s[:n] + "..."
+
+
+# --------------------------------------------------------------------------------------------------
+# The application
+
+
+def _accepted_kwargs(fn):
+    """The keyword names ``fn`` takes (``None``: any, it has ``**kwargs``)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params}
+
+
+def _engine_error(e):
+    """``(code, message)`` for an exception the engine raised with an OSRM code, else None."""
+    code = getattr(e, "code", None)
+    if isinstance(code, str) and _CODE.fullmatch(code):
+        msg = getattr(e, "message", None) or (e.args[1] if len(e.args) > 1 else str(e)) or code
+        return code, msg
+    return None
+
+
+def _strip(res, call):
+    """The answer without hints (``generate_hints=false``) or waypoints (``skip_waypoints=true``)."""
+    if call.generate_hints and not call.skip_waypoints:
+        return res
+    res = dict(res)
+    for key in ("waypoints", "sources", "destinations"):
+        if key not in res:
+            continue
+        if call.skip_waypoints and call.service != "nearest":
+            del res[key]
+        elif not call.generate_hints and isinstance(res[key], list):
+            res[key] = [{k: v for k, v in w.items() if k != "hint"} if isinstance(w, dict) else w
+                        for w in res[key]]
+    return res
+
+
+def _json_default(obj):
+    if hasattr(obj, "tolist"):  # NumPy scalars and arrays orjson does not take natively
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
+
+
+def encode(obj):
+    """JSON bytes of ``obj`` (orjson; NumPy arrays and scalars; NaN and infinities become ``null``)."""
+    import orjson
+
+    return orjson.dumps(obj, default=_json_default, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def create_app(engine, *, limits=None):
+    """The OSRM v5-compatible Starlette application over ``engine``.
+
+    Parameters
+    ----------
+    engine : gpuroute.engine.Engine
+        Anything with ``route``, ``table`` and ``nearest`` methods as :class:`gpuroute.engine.Engine`'s
+        (and optionally ``limits`` and ``query_for_thread()``).
+    limits : dict, optional
+        Overrides of the engine's ``limits`` and of :data:`DEFAULT_LIMITS` (``max_locations_route``,
+        ``max_locations_table``, ``max_locations_nearest``, ``max_alternatives``, ``max_body_bytes``,
+        ``timeout_s``, ``workers``); None or <= 0 lifts a count limit.
+
+    Returns
+    -------
+    starlette.applications.Starlette
+        Its ``state.limits`` holds the limits in force, ``state.engine`` the engine. ``GET /health``
+        answers ``{"status": "ok", "services": [...], "version": "v1", "limits": {...}}``, plus
+        ``"engine": engine.info`` where the engine has that mapping (property or method).
+    """
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    lim = dict(DEFAULT_LIMITS)
+    lim.update({k: v for k, v in dict(getattr(engine, "limits", None) or {}).items()})
+    lim.update(limits or {})
+    server = _Server(engine, lim)
+
+    async def health(request):
+        body = {"status": "ok", "services": list(SERVICES), "version": VERSION, "limits": lim}
+        try:  # gpuroute's Engine: graph name, sizes, profile, weight (a property or a method)
+            info = getattr(engine, "info", None)
+            info = info() if callable(info) else info
+            if isinstance(info, dict):
+                body["engine"] = info
+        except Exception:  # the health check answers even so
+            log.exception("engine.info failed")
+        return Response(encode(body), media_type="application/json", headers=_HEADERS)
+
+    async def osrm(request):
+        try:
+            status, body = await server.handle(request)
+        except OSRMError as e:
+            status, body = e.status, encode({"code": e.code, "message": e.message})
+        return Response(body, status_code=status, media_type="application/json", headers=_HEADERS)
+
+    app = Starlette(routes=[Route("/health", health, methods=["GET"]),
+                            Route("/{path:path}", osrm, methods=["GET", "POST"])])
+    app.state.limits = lim
+    app.state.engine = engine
+    return app
+
+
+_HEADERS = {"Access-Control-Allow-Origin": "*"}
+
+
+def _abandon_kwarg():
+    """anyio's keyword that lets a timed-out request return while its thread runs on (anyio >= 4.1:
+    ``abandon_on_cancel``; before: ``cancellable``)."""
+    try:
+        import anyio.to_thread
+
+        names = inspect.signature(anyio.to_thread.run_sync).parameters
+    except (ImportError, TypeError, ValueError):
+        return {}
+    return {"abandon_on_cancel": True} if "abandon_on_cancel" in names else (
+        {"cancellable": True} if "cancellable" in names else {})
+
+
+_ABANDON = _abandon_kwarg()
+
+
+class _Server:
+    """Request handling with the engine, the limits, the worker-thread limiter and the per-thread cache."""
+
+    def __init__(self, engine, limits):
+        self.engine = engine
+        self.limits = limits
+        self.local = threading.local()
+        self.per_thread = callable(getattr(engine, "query_for_thread", None))
+        self.accepted = {s: _accepted_kwargs(getattr(engine, s, None)) for s in SERVICES}
+        self._limiter = None
+        self._limiter_loop = None
+
+    def limiter(self):
+        import asyncio
+
+        import anyio
+
+        loop = asyncio.get_running_loop()
+        if self._limiter_loop is not loop:  # a limiter belongs to one event loop (TestClient runs several)
+            self._limiter = anyio.CapacityLimiter(max(1, int(self.limits.get("workers") or 1)))
+            self._limiter_loop = loop
+        return self._limiter
+
+    async def handle(self, request):
+        scope = request.scope
+        raw = scope.get("raw_path") or scope["path"].encode()
+        target = raw.decode("latin-1")
+        if scope.get("query_string"):
+            target += "?" + scope["query_string"].decode("latin-1")
+        service, version, profile, coords, query = split_target(target)
+        if service not in SERVICES:
+            raise OSRMError("InvalidService", f"Service {_clip(service)} not found! (services: "
+                                              f"{', '.join(SERVICES)})")
+        if version != VERSION:
+            raise OSRMError("InvalidVersion", f"Service {service} has no version {_clip(version)} (only {VERSION})")
+        options = parse_query(query)
+        if request.method == "POST":
+            body = parse_body(await self.read_body(request), request.headers.get("content-type"))
+            twice = sorted(set(body) & set(options))
+            if twice:
+                raise OSRMError("InvalidQuery", f"option {_clip(twice[0])!r} given in both the URL and the body")
+            if "coordinates" in body:
+                if coords is not None:
+                    raise OSRMError("InvalidQuery", "coordinates given in both the URL and the body")
+                coords = body.pop("coordinates")
+            options.update(body)
+        if not coords:
+            raise OSRMError("InvalidUrl", "no coordinates: /{service}/v1/{profile}/{lon,lat;lon,lat...}")
+        call = parse_request(service, profile, coords, options, self.limits)
+        accepted = self.accepted[service]
+        for name, message in OPTIONAL_KWARGS.items():
+            if name in call.kwargs and accepted is not None and name not in accepted:
+                raise OSRMError("InvalidValue", message)
+        return await self.run(call)
+
+    async def read_body(self, request):
+        top = _limit(self.limits, "max_body_bytes")
+        size = request.headers.get("content-length")
+        if top and size is not None and (not size.isdigit() or int(size) > top):
+            raise OSRMError("TooBig", f"request body of {_clip(size)} bytes is over the limit of {top}")
+        buf = bytearray()
+        async for chunk in request.stream():
+            buf += chunk
+            if top and len(buf) > top:
+                raise OSRMError("TooBig", f"request body over the limit of {top} bytes")
+        return bytes(buf)
+
+    async def run(self, call):
+        import anyio
+
+        timeout = _limit(self.limits, "timeout_s")
+        try:
+            with anyio.fail_after(timeout):
+                return await anyio.to_thread.run_sync(self.work, call, limiter=self.limiter(), **_ABANDON)
+        except TimeoutError:
+            log.warning("%s request over the timeout of %s s", call.service, timeout)
+            raise OSRMError("Timeout", f"the request took longer than {timeout} s", status=504) from None
+
+    def work(self, call):
+        """In a worker thread: call the engine and encode its answer; ``(status, body bytes)``."""
+        target = self.engine
+        if self.per_thread:
+            target = getattr(self.local, "query", None)
+            if target is None:
+                target = self.local.query = self.engine.query_for_thread()
+        fn = getattr(target, call.service)
+        arg = call.coordinates[0] if call.service == "nearest" else call.coordinates
+        try:
+            res = fn(arg, **call.kwargs)
+        except Exception as e:
+            err = _engine_error(e)
+            if err is None:
+                log.exception("%s failed", call.service)
+                return 500, encode({"code": "InternalError",
+                                    "message": f"internal error ({type(e).__name__}) in service {call.service}"})
+            code, msg = err
+            return 400, encode({"code": code, "message": " ".join(str(msg).split())})
+        status = 200 if not isinstance(res, dict) or res.get("code", "Ok") == "Ok" else 400
+        return status, encode(_strip(res, call))

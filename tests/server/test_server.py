@@ -1,0 +1,614 @@
+"""The OSRM v5-compatible HTTP adapter (:mod:`gpuroute.server`): URL and option parsing, every error
+code it answers, the limits, POST bodies, the worker threads, and the real OSRM client library
+(routingpy) against uvicorn on loopback, first over a small fake engine (the HTTP layer alone), then over
+the real Monaco engine (skipped until :mod:`gpuroute.engine` exists)."""
+from __future__ import annotations
+
+import math
+import socket
+import threading
+import time
+import warnings
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("orjson")
+pytest.importorskip("polyline")
+
+import orjson  # noqa: E402
+import polyline  # noqa: E402
+
+with warnings.catch_warnings():  # newer Starlette asks for httpx2; httpx works the same
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+from gpuroute.server import DEFAULT_LIMITS, OSRMError, create_app, parse_coordinates  # noqa: E402
+
+#: Two points in Monaco (lon, lat): Place du Casino and Port Hercule; a third in Fontvieille.
+CASINO = (7.4282, 43.7396)
+PORT = (7.4233, 43.7347)
+FONTVIEILLE = (7.4168, 43.7283)
+#: Far from any road of Monaco (the Mediterranean, 40 km south).
+SEA = (7.43, 43.35)
+
+
+class FakeEngineError(Exception):
+    """Shaped as gpuroute.engine.EngineError: ``code`` and ``message``."""
+
+    def __init__(self, code, message):
+        super().__init__(code, message)
+        self.code = code
+        self.message = message
+
+
+def _seconds(a, b):
+    return round(1e4 * (abs(a[0] - b[0]) + abs(a[1] - b[1])), 1)
+
+
+def _waypoint(c):
+    return {"location": [c[0], c[1]], "name": "Avenue", "distance": 1.0, "hint": "AAAA"}
+
+
+class FakeEngine:
+    """The engine's interface with answers computed from the coordinates; records every call."""
+
+    limits = {"max_locations_route": 10, "max_locations_table": 16, "max_locations_nearest": 5}
+
+    def __init__(self):
+        self.calls = []
+        self.lock = threading.Lock()
+
+    def _check(self, coords):
+        for i, c in enumerate(coords):
+            if 40 < c[1] < 43.5:
+                raise FakeEngineError("NoSegment", f"Could not find a matching segment for coordinate {i}")
+
+    def route(self, coords, *, alternatives=False, steps=False, annotations=False, geometries="polyline",
+              overview="simplified", radiuses=None, bearings=None, approaches=None, continue_straight=None):
+        kw = dict(alternatives=alternatives, steps=steps, annotations=annotations, geometries=geometries,
+                  overview=overview, radiuses=radiuses, bearings=bearings, approaches=approaches,
+                  continue_straight=continue_straight)
+        with self.lock:
+            self.calls.append(("route", list(coords), kw))
+        self._check(coords)
+        if coords[-1] == (0.0, 0.0):
+            raise FakeEngineError("NoRoute", "Impossible route between points")
+        if coords[-1] == (1.0, 1.0):
+            raise RuntimeError("engine bug\nwith a traceback")
+        if coords[-1] == (2.0, 2.0):
+            time.sleep(1.0)
+        dur = sum(_seconds(a, b) for a, b in zip(coords, coords[1:], strict=False))
+        geom = ({"type": "LineString", "coordinates": [list(c) for c in coords]} if geometries == "geojson"
+                else polyline.encode([(c[1], c[0]) for c in coords], 6 if geometries == "polyline6" else 5))
+        return {"code": "Ok", "waypoints": [_waypoint(c) for c in coords],
+                "routes": [{"duration": dur, "distance": 10 * dur, "weight": dur, "weight_name": "duration",
+                            "geometry": geom, "legs": [{"duration": dur, "distance": 10 * dur, "summary": "",
+                                                        "steps": [], "weight": dur}]}]}
+
+    def table(self, coords, *, sources=None, destinations=None, annotations=("duration",), radiuses=None,
+              bearings=None, approaches=None, fallback_speed=None, scale_factor=None):
+        import numpy as np
+
+        with self.lock:
+            self.calls.append(("table", list(coords), dict(sources=sources, destinations=destinations,
+                                                            annotations=annotations, radiuses=radiuses)))
+        self._check(coords)
+        src = range(len(coords)) if sources is None else sources
+        dst = range(len(coords)) if destinations is None else destinations
+        d = np.array([[_seconds(coords[i], coords[j]) for j in dst] for i in src], dtype=np.float64)
+        out = {"code": "Ok", "sources": [_waypoint(coords[i]) for i in src],
+               "destinations": [_waypoint(coords[j]) for j in dst]}
+        if "duration" in annotations:
+            out["durations"] = d
+        if "distance" in annotations:
+            out["distances"] = 10 * d
+        return out
+
+    def nearest(self, coord, *, number=1, radiuses=None, bearings=None, approaches=None):
+        with self.lock:
+            self.calls.append(("nearest", [coord], dict(number=number)))
+        self._check([coord])
+        return {"code": "Ok", "waypoints": [_waypoint(coord) for _ in range(number)]}
+
+
+class PerThreadEngine(FakeEngine):
+    """An engine with ``query_for_thread()``: the server must use one query object per worker thread."""
+
+    def __init__(self):
+        super().__init__()
+        self.made = []
+
+    def query_for_thread(self):
+        q = _Query(self, threading.get_ident())
+        with self.lock:
+            self.made.append(q)
+        return q
+
+
+class _Query:
+    def __init__(self, engine, thread):
+        self.engine, self.thread, self.uses = engine, thread, 0
+
+    def route(self, coords, **kw):
+        assert threading.get_ident() == self.thread, "a query object used by two threads"
+        self.uses += 1
+        time.sleep(0.01)
+        return self.engine.route(coords, **kw)
+
+
+@pytest.fixture
+def fake():
+    return FakeEngine()
+
+
+@pytest.fixture
+def client(fake):
+    return TestClient(create_app(fake))
+
+
+def _coords(*pts):
+    return ";".join(f"{x},{y}" for x, y in pts)
+
+
+def _error(r, code, status=400):
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    assert "\n" not in r.text.strip()
+    body = r.json()
+    assert set(body) == {"code", "message"} and body["code"] == code, body
+    assert body["message"] and "\n" not in body["message"] and "Traceback" not in body["message"]
+    return body["message"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Parsing
+
+
+def test_route_options_reach_the_engine(client, fake):
+    url = (f"/route/v1/driving/{_coords(CASINO, PORT, FONTVIEILLE)}?steps=true&alternatives=2"
+           "&annotations=duration,distance&geometries=polyline6&overview=full&continue_straight=false"
+           "&radiuses=5;unlimited;&bearings=90,20;;0,180&approaches=curb;;unrestricted&hints=;;"
+           "&generate_hints=true")
+    r = client.get(url)
+    assert r.status_code == 200, r.text
+    assert r.headers["access-control-allow-origin"] == "*"
+    name, coords, kw = fake.calls[-1]
+    assert coords == [CASINO, PORT, FONTVIEILLE]
+    assert kw == dict(alternatives=2, steps=True, annotations=["duration", "distance"], geometries="polyline6",
+                      overview="full", radiuses=[5.0, None, None], bearings=[(90, 20), None, (0, 180)],
+                      approaches=["curb", None, "unrestricted"], continue_straight=False)
+    assert r.json()["routes"][0]["duration"] == _seconds(CASINO, PORT) + _seconds(PORT, FONTVIEILLE)
+
+
+def test_route_defaults_pass_nothing(client, fake):
+    r = client.get(f"/route/v1/car/{_coords(CASINO, PORT)}.json")
+    assert r.status_code == 200
+    assert fake.calls[-1][2]["steps"] is False and fake.calls[-1][2]["radiuses"] is None
+    r = client.get(f"/route/v1/car/{_coords(CASINO, PORT)}?alternatives=false&annotations=true&"
+                   "continue_straight=default&overview=false")
+    assert r.status_code == 200
+    kw = fake.calls[-1][2]
+    assert (kw["alternatives"], kw["annotations"], kw["continue_straight"], kw["overview"]) == (
+        False, True, None, "false")
+
+
+@pytest.mark.parametrize("precision", [5, 6])
+def test_polyline_coordinates(client, fake, precision):
+    enc = polyline.encode([(CASINO[1], CASINO[0]), (PORT[1], PORT[0])], precision)
+    name = "polyline" if precision == 5 else "polyline6"
+    r = client.get(f"/route/v1/driving/{name}({enc})?overview=false")
+    assert r.status_code == 200, r.text
+    got = fake.calls[-1][1]
+    assert all(math.isclose(a, b, abs_tol=10 ** -precision) for p, q in zip(got, [CASINO, PORT], strict=True)
+               for a, b in zip(p, q, strict=True))
+
+
+def test_polyline_with_a_bare_question_mark(client, fake):
+    """'?' is in the polyline alphabet; OSRM clients do not always escape it."""
+    pts = [(43.7396, 7.4282), (43.7396, 7.4282), (43.7347, 7.4233)]
+    enc = polyline.encode(pts, 5)
+    assert "?" in enc
+    r = client.get(f"/route/v1/driving/polyline({enc}).json?steps=true")
+    assert r.status_code == 200, r.text
+    assert len(fake.calls[-1][1]) == 3 and fake.calls[-1][2]["steps"] is True
+    r = client.get(f"/route/v1/driving/polyline({enc.replace('?', '%3F')})?steps=true")
+    assert r.status_code == 200, r.text
+
+
+def test_percent_encoded_coordinates_and_options(client, fake):
+    r = client.get("/table/v1/driving/7.4282%2C43.7396%3B7.4233%2C43.7347?sources=0%3B1&annotations=duration%2C"
+                   "distance")
+    assert r.status_code == 200, r.text
+    assert fake.calls[-1][2]["sources"] == [0, 1]
+    assert set(r.json()) >= {"durations", "distances", "sources", "destinations"}
+
+
+def test_table_options_and_nan_is_null(client, fake):
+    r = client.get(f"/table/v1/driving/{_coords(CASINO, PORT, FONTVIEILLE)}?sources=0&destinations=all")
+    assert r.status_code == 200
+    assert fake.calls[-1][2]["sources"] == [0] and fake.calls[-1][2]["destinations"] is None
+    assert fake.calls[-1][2]["annotations"] is not None
+    assert r.json()["durations"] == [[0.0, _seconds(CASINO, PORT), _seconds(CASINO, FONTVIEILLE)]]
+    app = create_app(type("NaNEngine", (), {"table": lambda self, c, **kw: {
+        "code": "Ok", "durations": [[0.0, float("nan")], [float("inf"), 0.0]]}})())
+    assert TestClient(app).get(f"/table/v1/x/{_coords(CASINO, PORT)}").json()["durations"] == [
+        [0.0, None], [None, 0.0]]
+
+
+def test_nearest(client, fake):
+    r = client.get(f"/nearest/v1/driving/{_coords(CASINO)}?number=3")
+    assert r.status_code == 200
+    assert fake.calls[-1] == ("nearest", [CASINO], {"number": 3}) and len(r.json()["waypoints"]) == 3
+
+
+def test_generate_hints_and_skip_waypoints(client):
+    r = client.get(f"/route/v1/driving/{_coords(CASINO, PORT)}?generate_hints=false")
+    assert all("hint" not in w for w in r.json()["waypoints"])
+    r = client.get(f"/route/v1/driving/{_coords(CASINO, PORT)}?skip_waypoints=true")
+    assert "waypoints" not in r.json() and r.json()["routes"]
+    r = client.get(f"/table/v1/driving/{_coords(CASINO, PORT)}?skip_waypoints=true")
+    assert "sources" not in r.json() and "durations" in r.json()
+
+
+def test_post_json_and_form(client, fake):
+    body = {"coordinates": [list(CASINO), list(PORT), list(FONTVIEILLE)], "sources": [0, 2],
+            "annotations": ["duration", "distance"], "radiuses": [5, None, "unlimited"],
+            "bearings": [[90, 20], None, None]}
+    r = client.post("/table/v1/driving", json=body)
+    assert r.status_code == 200, r.text
+    assert fake.calls[-1][2]["sources"] == [0, 2] and fake.calls[-1][2]["radiuses"] == [5.0, None, None]
+    assert len(r.json()["distances"]) == 2
+    r = client.post(f"/route/v1/driving/{_coords(CASINO, PORT)}", data={"steps": "true", "radiuses": "5;5"})
+    assert r.status_code == 200, r.text
+    assert fake.calls[-1][2]["steps"] is True and fake.calls[-1][2]["radiuses"] == [5.0, 5.0]
+    r = client.post("/route/v1/driving", content=f"coordinates={_coords(CASINO, PORT)}&steps=true",
+                    headers={"content-type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 200, r.text
+    r = client.post("/route/v1/driving", json={"coordinates": _coords(CASINO, PORT), "steps": True,
+                                               "overview": False})
+    assert r.status_code == 200, r.text
+    assert fake.calls[-1][2]["overview"] == "false"
+
+
+def test_health(client):
+    r = client.get("/health")
+    assert r.status_code == 200
+    h = r.json()
+    assert h["status"] == "ok" and set(h["services"]) == {"route", "table", "nearest"}
+    assert h["limits"]["max_locations_table"] == FakeEngine.limits["max_locations_table"]
+
+
+def test_parse_coordinates_directly():
+    assert parse_coordinates("7.1,43.2;-7,-43") == [(7.1, 43.2), (-7.0, -43.0)]
+    with pytest.raises(OSRMError) as e:
+        parse_coordinates("43.7,200")
+    assert e.value.code == "InvalidValue"
+
+
+# --------------------------------------------------------------------------------------------------
+# Errors: every code the adapter answers, HTTP 400, one line; the server keeps serving
+
+
+ERRORS = [
+    ("InvalidUrl", "/"),
+    ("InvalidUrl", "/route/v1/driving"),
+    ("InvalidUrl", "/route/v1/driving/"),
+    ("InvalidUrl", f"/route/v1/driving/{_coords(CASINO, PORT)}.xml"),
+    ("InvalidUrl", f"/route/v1/dr%20iving/{_coords(CASINO, PORT)}"),
+    ("InvalidService", f"/match/v1/driving/{_coords(CASINO, PORT)}"),
+    ("InvalidService", f"/files/v1/driving/{_coords(CASINO, PORT)}"),
+    ("InvalidVersion", f"/route/v5/driving/{_coords(CASINO, PORT)}"),
+    ("InvalidQuery", "/route/v1/driving/7.4282,43.7396;7.4233"),
+    ("InvalidQuery", "/route/v1/driving/7.4282,43.7396;abc,43.7"),
+    ("InvalidQuery", "/route/v1/driving/7.4282,43.7396;nan,43.7"),
+    ("InvalidQuery", "/route/v1/driving/7.4282,43.7396;;7.4233,43.7347"),
+    ("InvalidQuery", "/route/v1/driving/polyline(!!!)"),
+    ("InvalidQuery", "/route/v1/driving/polyline(_p~iF~ps|U_ulL)"),
+    ("InvalidQuery", f"/route/v1/driving/{_coords(CASINO, PORT)}?steps=maybe"),
+    ("InvalidQuery", f"/route/v1/driving/{_coords(CASINO, PORT)}?steps"),
+    ("InvalidQuery", f"/route/v1/driving/{_coords(CASINO, PORT)}?steps=true&steps=false"),
+    ("InvalidQuery", f"/route/v1/driving/{_coords(CASINO, PORT)}?radiuses=abc;5"),
+    ("InvalidQuery", f"/route/v1/driving/{_coords(CASINO, PORT)}?bearings=90;"),
+    ("InvalidQuery", f"/nearest/v1/driving/{_coords(CASINO)}?number=two"),
+    ("InvalidOptions", f"/route/v1/driving/{_coords(CASINO, PORT)}?foo=bar"),
+    ("InvalidOptions", f"/route/v1/driving/{_coords(CASINO, PORT)}?number=3"),
+    ("InvalidOptions", f"/route/v1/driving/{_coords(CASINO, PORT)}?file=/etc/passwd"),
+    ("InvalidOptions", f"/route/v1/driving/{_coords(CASINO, PORT)}?radiuses=5"),
+    ("InvalidOptions", f"/route/v1/driving/{_coords(CASINO, PORT)}?approaches=curb;curb;curb"),
+    ("InvalidOptions", f"/route/v1/driving/{_coords(CASINO)}"),
+    ("InvalidOptions", f"/nearest/v1/driving/{_coords(CASINO, PORT)}"),
+    ("InvalidOptions", f"/table/v1/driving/{_coords(CASINO, PORT)}?sources=0;2"),
+    ("InvalidOptions", f"/table/v1/driving/{_coords(CASINO, PORT)}?steps=true"),
+    ("InvalidValue", "/route/v1/driving/7.4282,43.7396;7.4233,95"),
+    ("InvalidValue", "/route/v1/driving/43.7396,7.4282;181,43.7"),
+    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?bearings=400,20;"),
+    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?bearings=90,200;"),
+    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?radiuses=-1;5"),
+    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?approaches=left;curb"),
+    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?geometries=wkt"),
+    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?overview=some"),
+    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?annotations=duration,colour"),
+    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?exclude=motorway"),
+    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?snapping=any"),
+    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?snapping=nearest"),
+    ("InvalidValue", f"/nearest/v1/driving/{_coords(CASINO)}?number=0"),
+    ("InvalidValue", f"/table/v1/driving/{_coords(CASINO, PORT)}?fallback_speed=0"),
+    ("InvalidValue", f"/table/v1/driving/{_coords(CASINO, PORT)}?annotations=true"),
+    ("TooBig", "/route/v1/driving/" + _coords(*[CASINO] * 11)),
+    ("TooBig", "/table/v1/driving/" + _coords(*[CASINO] * 5)),
+    ("TooBig", f"/nearest/v1/driving/{_coords(CASINO)}?number=6"),
+    ("TooBig", f"/route/v1/driving/{_coords(CASINO, PORT)}?alternatives=4"),
+    ("NoSegment", f"/route/v1/driving/{_coords(CASINO, SEA)}"),
+    ("NoSegment", f"/table/v1/driving/{_coords(SEA, CASINO)}"),
+    ("NoSegment", f"/nearest/v1/driving/{_coords(SEA)}"),
+    ("NoRoute", f"/route/v1/driving/{_coords(CASINO, (0, 0))}"),
+]
+
+
+@pytest.mark.parametrize(("code", "url"), ERRORS, ids=[f"{c}-{i}" for i, (c, _) in enumerate(ERRORS)])
+def test_errors(client, fake, code, url):
+    _error(client.get(url), code)
+    assert client.get(f"/route/v1/driving/{_coords(CASINO, PORT)}").status_code == 200  # still serving
+
+
+def test_a_table_within_the_limit_by_sources(client):
+    """The table limit counts cells: 5 coordinates with one source is 5 <= 16 cells."""
+    r = client.get("/table/v1/driving/" + _coords(*[CASINO] * 5) + "?sources=0")
+    assert r.status_code == 200, r.text
+
+
+def test_default_radius(fake):
+    c = TestClient(create_app(fake, limits={"default_radius": 250}))
+    assert c.get(f"/route/v1/driving/{_coords(CASINO, PORT)}").status_code == 200
+    assert fake.calls[-1][2]["radiuses"] == [250, 250]
+    assert c.get(f"/route/v1/driving/{_coords(CASINO, PORT)}?radiuses=5;unlimited").status_code == 200
+    assert fake.calls[-1][2]["radiuses"] == [5.0, None]
+    assert c.get(f"/route/v1/driving/{_coords(CASINO, PORT)}?radiuses=;7").status_code == 200
+    assert fake.calls[-1][2]["radiuses"] == [250, 7.0]
+
+
+def test_limits_override_the_engine(fake):
+    c = TestClient(create_app(fake, limits={"max_locations_route": 2, "max_locations_table": 0}))
+    _error(c.get("/route/v1/driving/" + _coords(CASINO, PORT, FONTVIEILLE)), "TooBig")
+    assert c.get("/table/v1/driving/" + _coords(*[CASINO] * 20)).status_code == 200  # 0 lifts the limit
+
+
+def test_post_errors(client):
+    big = b"{" + b" " * (DEFAULT_LIMITS["max_body_bytes"] + 10) + b"}"
+    _error(client.post("/table/v1/driving", content=big, headers={"content-type": "application/json"}), "TooBig")
+
+    def chunks():  # no content-length: the limit is counted as the body arrives
+        for _ in range(40):
+            yield b" " * 65536
+
+    _error(client.post("/table/v1/driving", content=chunks(), headers={"content-type": "application/json"}),
+           "TooBig")
+    _error(client.post("/table/v1/driving", content=b"[1, 2]", headers={"content-type": "application/json"}),
+           "InvalidQuery")
+    _error(client.post("/table/v1/driving", content=b"{nope", headers={"content-type": "application/json"}),
+           "InvalidQuery")
+    _error(client.post("/table/v1/driving", content=b"\xff\xfe", headers={"content-type": "text/plain"}),
+           "InvalidQuery")
+    _error(client.post("/table/v1/driving", json={"coordinates": {"a": 1}}), "InvalidQuery")
+    _error(client.post(f"/table/v1/driving/{_coords(CASINO, PORT)}", json={"coordinates": [list(CASINO)]}),
+           "InvalidQuery")
+    _error(client.post(f"/table/v1/driving/{_coords(CASINO, PORT)}?sources=0", json={"sources": [1]}),
+           "InvalidQuery")
+    _error(client.post("/table/v1/driving", json={"sources": [0]}), "InvalidUrl")
+    _error(client.post("/table/v1/driving", json={"coordinates": [list(CASINO)], "file": "x"}), "InvalidOptions")
+    assert client.get("/health").status_code == 200
+
+
+def test_internal_error_is_one_line_500(client):
+    msg = _error(client.get(f"/route/v1/driving/{_coords(CASINO, (1, 1))}"), "InternalError", status=500)
+    assert "engine bug" not in msg  # the engine's message stays in the log
+
+
+def test_timeout(fake):
+    c = TestClient(create_app(fake, limits={"timeout_s": 0.2}))
+    t0 = time.perf_counter()
+    _error(c.get(f"/route/v1/driving/{_coords(CASINO, (2, 2))}"), "Timeout", status=504)
+    assert time.perf_counter() - t0 < 0.9
+    assert c.get(f"/route/v1/driving/{_coords(CASINO, PORT)}").status_code == 200
+
+
+def test_one_query_object_per_worker_thread():
+    eng = PerThreadEngine()
+    app = create_app(eng, limits={"workers": 3})
+    url = f"/route/v1/driving/{_coords(CASINO, PORT)}"
+    with TestClient(app) as c:
+        statuses = []
+
+        def hit():
+            for _ in range(5):
+                statuses.append(c.get(url).status_code)
+
+        threads = [threading.Thread(target=hit) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert statuses == [200] * 30
+    assert 1 <= len(eng.made) and sum(q.uses for q in eng.made) == 30
+    assert len({q.thread for q in eng.made}) == len(eng.made)  # one object per thread
+
+
+def test_serve_command_parser():
+    import argparse
+
+    from gpuroute.cli import serve
+
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="command")
+    serve.add_parser(sub, argparse.ArgumentParser(add_help=False))
+    a = p.parse_args(["serve"])
+    assert (a.dataset, a.host, a.port, a.func) == (None, "127.0.0.1", 5000, serve.run)
+    a = p.parse_args(["serve", "some/dir", "--port", "5055", "--max-table-size", "50"])
+    assert (a.dataset, a.port, a.max_table_size) == ("some/dir", 5055, 50)
+
+
+# --------------------------------------------------------------------------------------------------
+# The real OSRM client library against uvicorn on loopback
+
+
+@pytest.fixture
+def serve_on_loopback():
+    """``start(app) -> base_url``: uvicorn in a thread on a free loopback port, stopped after the test."""
+    uvicorn = pytest.importorskip("uvicorn")
+    servers = []
+
+    def start(app):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        th = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        th.start()
+        servers.append((server, th, sock))
+        t0 = time.monotonic()
+        while not server.started:
+            assert th.is_alive() and time.monotonic() - t0 < 10, "uvicorn did not start"
+            time.sleep(0.01)
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+    yield start
+    for server, th, sock in servers:
+        server.should_exit = True
+        th.join(10)
+        sock.close()
+
+
+def _routingpy(base_url):
+    routingpy = pytest.importorskip("routingpy")
+    return routingpy.OSRM(base_url=base_url, timeout=30, retry_over_query_limit=False)
+
+
+def test_routingpy_against_the_http_layer(fake, serve_on_loopback):
+    """routingpy unchanged against uvicorn over the fake engine: the HTTP layer end to end."""
+    api = _routingpy(serve_on_loopback(create_app(fake)))
+    d = api.directions(locations=[list(CASINO), list(PORT)], profile="driving")
+    assert d.duration == int(_seconds(CASINO, PORT))
+    assert d.geometry[0] == pytest.approx(list(CASINO), abs=1e-5)
+    d = api.directions(locations=[list(CASINO), list(PORT)], profile="driving", geometries="geojson",
+                       radiuses=[100, 100], bearings=[[90, 45], [0, 180]], steps=True, overview="full")
+    assert fake.calls[-1][2]["bearings"] == [(90, 45), (0, 180)] and fake.calls[-1][2]["steps"] is True
+    m = api.matrix(locations=[list(CASINO), list(PORT), list(FONTVIEILLE)], profile="driving", sources=[0, 1])
+    assert m.durations == [[0.0, _seconds(CASINO, PORT), _seconds(CASINO, FONTVIEILLE)],
+                           [_seconds(PORT, CASINO), 0.0, _seconds(PORT, FONTVIEILLE)]]
+    assert m.distances[0][1] == 10 * _seconds(CASINO, PORT)
+    from routingpy.exceptions import RouterApiError
+
+    with pytest.raises(RouterApiError) as e:
+        api.directions(locations=[list(CASINO), list(SEA)], profile="driving")
+    assert e.value.status == 400 and "NoSegment" in str(e.value.message)
+
+
+# --------------------------------------------------------------------------------------------------
+# The real engine on Monaco (skipped until gpuroute.engine exists)
+
+
+def _same_matrix(got, want):
+    """A matrix from JSON equals the engine's (a list of lists or an array; NaN/None for unreachable)."""
+    ref = orjson.loads(orjson.dumps(want, option=orjson.OPT_SERIALIZE_NUMPY))
+    assert len(got) == len(ref) and all(len(g) == len(w) for g, w in zip(got, ref, strict=True))
+    for g_row, w_row in zip(got, ref, strict=True):
+        for g, w in zip(g_row, w_row, strict=True):
+            assert (g is None and w is None) or g == pytest.approx(w)
+
+
+@pytest.fixture(scope="module")
+def monaco():
+    engine = pytest.importorskip("gpuroute.engine")
+    if not hasattr(engine, "Engine"):
+        pytest.skip("gpuroute.engine.Engine is not there yet")
+    return engine.Engine.open("monaco")
+
+
+@pytest.fixture(scope="module")
+def monaco_client(monaco):
+    return TestClient(create_app(monaco))
+
+
+def test_real_route_table_nearest(monaco, monaco_client):
+    c = monaco_client
+    r = c.get(f"/route/v1/driving/{_coords(CASINO, PORT)}?steps=true&annotations=true&overview=full")
+    assert r.status_code == 200, r.text
+    want = monaco.route([CASINO, PORT], steps=True, annotations=True, overview="full")
+    got = r.json()
+    assert got["code"] == "Ok"
+    assert got["routes"][0]["duration"] == pytest.approx(want["routes"][0]["duration"])
+    assert got["routes"][0]["distance"] == pytest.approx(want["routes"][0]["distance"])
+    pts = [CASINO, PORT, FONTVIEILLE]
+    r = c.get(f"/table/v1/driving/{_coords(*pts)}?annotations=duration,distance")
+    assert r.status_code == 200, r.text
+    want = monaco.table(pts, annotations=("duration", "distance"))
+    _same_matrix(r.json()["durations"], want["durations"])
+    _same_matrix(r.json()["distances"], want["distances"])
+    r = c.get(f"/nearest/v1/driving/{_coords(CASINO)}?number=2")
+    assert r.status_code == 200 and len(r.json()["waypoints"]) >= 1
+
+
+def test_real_errors(monaco, monaco_client):
+    c = monaco_client
+    # OSRM's default radius is unlimited: a far point snaps (40 km away) unless a radius bounds it
+    _error(c.get(f"/route/v1/driving/{_coords(CASINO, SEA)}?radiuses=;1000"), "NoSegment")
+    _error(c.get(f"/nearest/v1/driving/{_coords(SEA)}?radiuses=100"), "NoSegment")
+    bounded = TestClient(create_app(monaco, limits={"default_radius": 1000}))
+    _error(bounded.get(f"/route/v1/driving/{_coords(CASINO, SEA)}"), "NoSegment")
+    _error(bounded.get(f"/table/v1/driving/{_coords(SEA, CASINO)}"), "NoSegment")
+    assert bounded.get(f"/route/v1/driving/{_coords(CASINO, SEA)}?radiuses=;unlimited").status_code == 200
+    _error(c.get(f"/route/v1/driving/{_coords(CASINO, PORT)}?radiuses=0.5;0.5&foo=1"), "InvalidOptions")
+    health = c.get("/health").json()
+    assert health["status"] == "ok" and health["engine"]["graph"]
+    limit = health["limits"]["max_locations_route"]
+    if limit:
+        _error(c.get("/route/v1/driving/" + _coords(*[CASINO] * (limit + 1))), "TooBig")
+    assert c.get(f"/route/v1/driving/{_coords(CASINO, PORT)}").status_code == 200
+
+
+def test_routingpy_against_the_real_engine(monaco, serve_on_loopback):
+    """routingpy's OSRM client, unchanged, against uvicorn serving Monaco: durations equal the engine's."""
+    api = _routingpy(serve_on_loopback(create_app(monaco)))
+    pts = [CASINO, PORT, FONTVIEILLE]
+    d = api.directions(locations=[list(CASINO), list(FONTVIEILLE)], profile="driving")
+    want = monaco.route([CASINO, FONTVIEILLE])["routes"][0]
+    assert d.duration == int(want["duration"]) and d.distance == int(want["distance"])
+    assert len(d.geometry) >= 2
+    m = api.matrix(locations=[list(p) for p in pts], profile="driving")
+    want = monaco.table(pts, annotations=("duration", "distance"))
+    _same_matrix(m.durations, want["durations"])
+    _same_matrix(m.distances, want["distances"])
+
+
+def test_serve_command_runs_uvicorn_on_loopback(monkeypatch, capsys):
+    """``gpuroute serve`` opens the engine (Monaco by default) and hands uvicorn the app on 127.0.0.1."""
+    import argparse
+    import sys
+    import types
+
+    import uvicorn
+
+    from gpuroute.cli import serve
+
+    opened, ran = [], {}
+
+    class StubEngine(FakeEngine):
+        @classmethod
+        def open(cls, spec):
+            opened.append(spec)
+            return cls()
+
+    monkeypatch.setitem(sys.modules, "gpuroute.engine", types.SimpleNamespace(Engine=StubEngine))
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: ran.update(app=app, **kw))
+    p = argparse.ArgumentParser()
+    serve.add_parser(p.add_subparsers(), argparse.ArgumentParser(add_help=False))
+    args = p.parse_args(["serve", "--port", "5077", "--max-table-size", "7", "--timeout", "5",
+                         "--default-radius", "500"])
+    args.verbose = 0
+    assert serve.run(args) == 0
+    assert opened == ["monaco"] and (ran["host"], ran["port"]) == ("127.0.0.1", 5077)
+    lim = ran["app"].state.limits
+    assert lim["max_locations_table"] == 49 and lim["timeout_s"] == 5 and lim["default_radius"] == 500
+    assert ran["app"].state.engine.limits["max_locations_table"] == 49  # the engine enforces the same
+    assert "http://127.0.0.1:5077" in capsys.readouterr().err
