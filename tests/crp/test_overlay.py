@@ -282,3 +282,37 @@ def test_partition_of_another_graph_refused():
 
 def test_kind_names_cover_penalty_keys():
     assert set(PEN) <= set(KIND_NAMES.values())
+
+
+def test_route_between_phantom_arcs(monaco):
+    """``OverlayQuery.route_arcs`` (segment snapping's phantom nodes) against scipy Dijkstra on the
+    turn-expanded graph from the source arc, and the node query as the special case of arc sets."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import dijkstra
+
+    g, ov = monaco
+    ov.customize("time-uturn")
+    q = ov.query()
+    tr = ov.turns
+    ok = ov.turn_cost != FORBIDDEN
+    A = sp.csr_matrix((ov.turn_cost[ok].astype(float), (tr.in_arc()[ok], tr.out_arc[ok])), shape=(g.n_arcs,) * 2)
+    rng = np.random.default_rng(8)
+    src = rng.integers(0, g.n_arcs, 12)
+    D = dijkstra(A, indices=src)
+    for i, a in enumerate(src):
+        for b in rng.integers(0, g.n_arcs, 10):
+            ca, cb = int(ov.arc_cost[a]) // 3, -(int(ov.arc_cost[b]) // 2)
+            d, arcs = q.route_arcs([a], [ca], [b], [cb])
+            exp = INF if not np.isfinite(D[i, b]) else ca + int(D[i, b]) + cb
+            assert d == exp
+            if d != INF:
+                assert arcs[0] == a and arcs[-1] == b
+                tid = tr.turn_index(arcs[:-1], arcs[1:])
+                assert ca + int(ov.turn_cost[tid].sum()) + cb == d
+    for s, t in rng.integers(0, g.n_nodes, (30, 2)):
+        so = np.arange(g.first_out[s], g.first_out[s + 1])
+        ti = g.rev_arc[g.rev_first_out[t]:g.rev_first_out[t + 1]]
+        if so.size and ti.size and s != t:
+            assert q.route_arcs(so, ov.arc_cost[so], ti, np.zeros(ti.size))[0] == ov.route(int(s), int(t)).distance
+    with pytest.raises(IndexError, match="dst_arcs"):
+        q.route_arcs([0], [0], [g.n_arcs], [0])

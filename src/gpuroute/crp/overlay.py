@@ -614,6 +614,71 @@ class OverlayQuery:
             qg["ex_st"], topo["cq_first"], st.clique, self._R, self._touched, hk, hv, hk2, hv2)
         return int(best), int(meet), int(nt)
 
+    def route_arcs(self, src_arcs, src_costs, dst_arcs, dst_costs):
+        """Shortest path between phantom nodes given as arcs (segment snapping): it starts on one of
+        ``src_arcs`` having already paid ``src_costs[i]`` (the part of the arc still ahead, say) and ends
+        on one of ``dst_arcs``, to whose full cost ``dst_costs[j]`` is added (e.g. minus the part of the
+        arc beyond the target point). Turn costs and restrictions apply between arcs as everywhere.
+
+        Parameters
+        ----------
+        src_arcs, dst_arcs : array_like of int, shape (k,) and (l,)
+            Graph arc ids.
+        src_costs, dst_costs : array_like of int, shape (k,) and (l,)
+            In the metric's unit; ``dst_costs`` may be negative.
+
+        Returns
+        -------
+        (distance, arcs)
+            int (``INF`` if no path) and int32 (k,): the arcs from the chosen source arc to the chosen
+            target arc, both included (one arc when they coincide).
+
+        A source arc that is also a target arc gives the one-arc path at ``src + dst`` cost: when the
+        target point lies *behind* the source point on that arc, the caller must leave that pair out
+        (the path then has to leave the arc and come back).
+
+        Raises
+        ------
+        IndexError
+            An arc id outside ``[0, m)``. ValueError: lengths differ or a list is empty.
+        """
+        ov = self.overlay
+        st = ov._need_state()
+        m = ov.graph.n_arcs
+        arrs = []
+        for what, a in (("src_arcs", src_arcs), ("src_costs", src_costs), ("dst_arcs", dst_arcs),
+                        ("dst_costs", dst_costs)):
+            a = np.atleast_1d(np.asarray(a)).astype(np.int64)
+            if a.ndim != 1 or a.size == 0:
+                raise ValueError(f"{what} must be a non-empty 1-D array")
+            arrs.append(a)
+        sa, sc, da, dc = arrs
+        if sa.size != sc.size or da.size != dc.size:
+            raise ValueError("each arc needs one cost (src_arcs/src_costs, dst_arcs/dst_costs)")
+        for what, a in (("src_arcs", sa), ("dst_arcs", da)):
+            bad = (a < 0) | (a >= m)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise IndexError(f"{what}[{i}] = {int(a[i])} is outside the arc range [0, {m})")
+        qg = ov._qg
+        topo = ov._topo
+        cells = ov.partition.cells
+        g = ov.graph
+        keep = np.ascontiguousarray(cells[:, np.concatenate([g.head[sa], g.head[da]])], dtype=np.int32)
+        hk, hv, hk2, hv2 = self._h
+        best, meet, nt = search.bidir_states(
+            keep, qg["perm"][sa], sc, qg["perm"][da], dc, qg["tfirst"], qg["tout"], st.q_turn_cost,
+            qg["rfirst"], qg["rin"], qg["rturn"], qg["hc"], qg["tc"], qg["entry_idx"], qg["exit_idx"],
+            topo["cell_base"], topo["ent_first"], qg["ent_st"], topo["ex_first"], qg["ex_st"], topo["cq_first"],
+            st.clique, self._R, self._touched, hk, hv, hk2, hv2)
+        try:
+            if meet < 0 or best >= INF:
+                return INF, np.zeros(0, np.int32)
+            states, refs = search.chain(meet, self._R)
+        finally:
+            search.reset(self._R, self._touched, nt)
+        return int(best), self._unpacked(st, qg["order"][states], np.where(refs >= 0, qg["torder"][np.maximum(refs, 0)], refs))
+
     def distance(self, source, target):
         """Distance ``source -> target`` (int; ``INF`` if unreachable). Raises IndexError on a bad id."""
         ov = self.overlay
@@ -652,6 +717,18 @@ class OverlayQuery:
             meet = int(qg["order"][meet])
         finally:
             search.reset(self._R, self._touched, nt)
+        arcs = self._unpacked(st, states, refs)
+        nodes = np.empty(arcs.size + 1, np.int32)
+        nodes[0] = g.tail[arcs[0]]
+        nodes[1:] = g.head[arcs]
+        return PathResult(best, nodes, arcs, name, unit, settled=nt, method="crp", device="cpu",
+                          stats={"meet_arc": meet})
+
+    def _unpacked(self, st, states, refs):
+        """The graph arcs of a search-graph path (states as arcs, refs as turn ids or clique positions),
+        every clique arc unpacked (:func:`gpuroute.crp.customize.unpack`)."""
+        ov = self.overlay
+        g = ov.graph
         fl = ov._topo["flat"]
         if self._unp is None:
             L = ov.n_levels
@@ -664,9 +741,4 @@ class OverlayQuery:
         k = unpack(states, refs, ov.turns.out_arc, topo["cq_first"], topo["cell_base"], topo["ex_first"],
                    topo["ex_arc"], fl["vf"], fl["vh"], fl["vx"], fl["ef"], fl["eto"], fl["eref"], st.turn_cost,
                    st.clique, ov._tree_first, st.tree, dist, par, hk, hv, stack, tmp, outbuf)
-        arcs = outbuf[:k].astype(np.int32)
-        nodes = np.empty(arcs.size + 1, np.int32)
-        nodes[0] = g.tail[arcs[0]]
-        nodes[1:] = g.head[arcs]
-        return PathResult(best, nodes, arcs, name, unit, settled=nt, method="crp", device="cpu",
-                          stats={"meet_arc": meet})
+        return outbuf[:k].astype(np.int32)

@@ -23,11 +23,18 @@ from ..graph.constants import INF
 
 
 @njit(cache=True, inline="always")
-def state_level(a, hc, cs, ct):
-    """Query level of arc ``a`` (see the module docstring); ``hc`` (m, L), ``cs``/``ct`` (L,)."""
+def state_level(a, hc, keep):
+    """Query level of state ``a`` (see the module docstring): the highest level ``p + 1`` at which its cell
+    ``hc[a, p]`` is none of the query's cells ``keep[p, :]`` (those of the source and the target); 0 if
+    there is none. ``hc`` (m, L), ``keep`` (L, k)."""
     for p in range(hc.shape[1] - 1, -1, -1):
         c = hc[a, p]
-        if c != cs[p] and c != ct[p]:
+        hit = False
+        for j in range(keep.shape[1]):
+            if c == keep[p, j]:
+                hit = True
+                break
+        if not hit:
             return p + 1
     return 0
 
@@ -87,33 +94,66 @@ def ih_pop(hk, hv, R, off, size):
 def bidir(s, t, ncell, first_out, fwd_st, rev_first, rev_arc, tfirst, tout, tcost, rfirst, rin, rturn, arc_cost, hc, tc,
           entry_idx, exit_idx, cell_base, ent_first, ent_arc, ex_first, ex_arc, cq_first, clique,
           R, touched, hk, hv, hk2, hv2):
-    """One bidirectional multi-level query from node ``s`` to node ``t``.
+    """One bidirectional multi-level query from node ``s`` to node ``t``: :func:`bidir_states` from the
+    arcs leaving ``s`` (each at its own cost) to the arcs entering ``t`` (at 0), the query's cells those
+    of ``s`` and ``t``.
+
+    ``fwd_st[k]`` is the state of the ``k``-th arc in CSR order (``first_out`` gives the range of node
+    ``s``) and ``rev_arc`` holds the states of the arcs entering each node (``rev_first``).
+    """
+    ns = first_out[s + 1] - first_out[s]
+    nd = rev_first[t + 1] - rev_first[t]
+    src = np.empty(ns, np.int64)
+    scost = np.empty(ns, np.int64)
+    for k in range(ns):
+        src[k] = fwd_st[first_out[s] + k]
+        scost[k] = arc_cost[src[k]]
+    dst = np.empty(nd, np.int64)
+    dcost = np.zeros(nd, np.int64)
+    for k in range(nd):
+        dst[k] = rev_arc[rev_first[t] + k]
+    L = ncell.shape[0]
+    keep = np.empty((L, 2), np.int32)
+    for p in range(L):
+        keep[p, 0] = ncell[p, s]
+        keep[p, 1] = ncell[p, t]
+    return bidir_states(keep, src, scost, dst, dcost, tfirst, tout, tcost, rfirst, rin, rturn, hc, tc,
+                        entry_idx, exit_idx, cell_base, ent_first, ent_arc, ex_first, ex_arc, cq_first, clique,
+                        R, touched, hk, hv, hk2, hv2)
+
+
+@njit(cache=True)
+def bidir_states(keep, src, scost, dst, dcost, tfirst, tout, tcost, rfirst, rin, rturn, hc, tc,
+                 entry_idx, exit_idx, cell_base, ent_first, ent_arc, ex_first, ex_arc, cq_first, clique,
+                 R, touched, hk, hv, hk2, hv2):
+    """Bidirectional multi-level search between sets of states: the forward search starts at states
+    ``src`` with distances ``scost`` (e.g. the rest of the arc a phantom node lies on), the backward
+    search at ``dst`` with ``dcost`` (added at the end; may be negative, e.g. minus the part of the last
+    arc beyond a phantom node). ``keep`` (L, k) lists the query's cells per level (the cells of the
+    sources' and the targets' heads, at least).
 
     Every per-state array is in the overlay's *state numbering* (a permutation of the arcs that puts the
     arcs of one cell, boundary arcs first, next to each other: the records a clique row touches share
-    cache lines): ``fwd_st[k]`` is the state of the ``k``-th arc in CSR order (``first_out`` gives the
-    range of node ``s``), ``rev_arc`` the states of the arcs entering each node, the turn CSRs and
-    costs by state, and the per-state level arrays come state-major (``hc``, ``tc``, ``entry_idx``,
-    ``exit_idx``: (m, L)), so that one state's cells at every level share a cache line.
+    cache lines): the turn CSRs and costs by state, and the per-state level arrays state-major (``hc``,
+    ``tc``, ``entry_idx``, ``exit_idx``: (m, L)), so that one state's cells at every level share a cache
+    line.
 
-    Returns ``(distance, meet, n_touched)``: ``meet`` is the arc where the searches met (-1: no path).
+    Returns ``(distance, meet, n_touched)``: ``meet`` is the state where the searches met (-1: no path).
     ``R`` (8m,) holds one 64-byte record per state (one cache line): ``R[8a]`` forward distance,
     ``R[8a + 1]`` backward distance (``INF`` on entry), ``R[8a + 2]``/``R[8a + 3]`` forward/backward heap
     slot (-1 on entry), ``R[8a + 4]``/``R[8a + 5]`` the previous state in the forward search and the
     edge reference it came by (turn id >= 0, or ``-(1 + clique position)``), ``R[8a + 6]``/``R[8a + 7]``
-    the next state towards ``t`` and its edge. :func:`new_records` makes them; the ``n_touched`` states
-    listed in ``touched`` are the ones :func:`reset` puts back.
+    the next state towards the target and its edge. :func:`new_records` makes them; the ``n_touched``
+    states listed in ``touched`` are the ones :func:`reset` puts back.
     """
-    cs = ncell[:, s]
-    ct = ncell[:, t]
     nt = 0
     best = INF
     meet = -1
     fsize = 0
     bsize = 0
-    for k0 in range(first_out[s], first_out[s + 1]):
-        b = fwd_st[k0]
-        c = arc_cost[b]
+    for k0 in range(src.size):
+        b = src[k0]
+        c = scost[k0]
         if c < R[8 * b]:
             if R[8 * b] == INF and R[8 * b + 1] == INF:
                 touched[nt] = b
@@ -122,30 +162,34 @@ def bidir(s, t, ncell, first_out, fwd_st, rev_first, rev_arc, tfirst, tout, tcos
             R[8 * b + 4] = -1
             R[8 * b + 5] = -1
             fsize = ih_update(hk, hv, R, 2, fsize, c, b)
-    for k in range(rev_first[t], rev_first[t + 1]):
-        a = rev_arc[k]
-        if R[8 * a] == INF and R[8 * a + 1] == INF:
-            touched[nt] = a
-            nt += 1
-        R[8 * a + 1] = 0
-        R[8 * a + 6] = -1
-        R[8 * a + 7] = -1
-        bsize = ih_update(hk2, hv2, R, 3, bsize, 0, a)
-        if R[8 * a] < INF and R[8 * a] < best:
-            best = R[8 * a]
-            meet = a
+    for k in range(dst.size):
+        a = dst[k]
+        c = dcost[k]
+        if c < R[8 * a + 1]:
+            if R[8 * a] == INF and R[8 * a + 1] == INF:
+                touched[nt] = a
+                nt += 1
+            R[8 * a + 1] = c
+            R[8 * a + 6] = -1
+            R[8 * a + 7] = -1
+            bsize = ih_update(hk2, hv2, R, 3, bsize, c, a)
+            if R[8 * a] < INF and R[8 * a] + c < best:
+                best = R[8 * a] + c
+                meet = a
     while fsize > 0 or bsize > 0:
         fmin = hk[0] if fsize > 0 else INF
         bmin = hk2[0] if bsize > 0 else INF
-        if fmin == INF and bmin == INF:
+        if fmin == INF or bmin == INF:
+            # one side is exhausted: every state it can reach is settled, and each meeting with the
+            # other side's start was checked when it was relaxed
             break
-        if best < INF and (fmin >= best or bmin >= best or fmin + bmin >= best):
+        if best < INF and fmin + bmin >= best:
             break
         if fmin <= bmin:
             d = fmin
             a = hv[0]
             fsize = ih_pop(hk, hv, R, 2, fsize)
-            q = state_level(a, hc, cs, ct)
+            q = state_level(a, hc, keep)
             if q == 0:
                 for tt in range(tfirst[a], tfirst[a + 1]):
                     c = tcost[tt]
@@ -193,7 +237,7 @@ def bidir(s, t, ncell, first_out, fwd_st, rev_first, rev_arc, tfirst, tout, tcos
             d = bmin
             b = hv2[0]
             bsize = ih_pop(hk2, hv2, R, 3, bsize)
-            q = state_level(b, tc, cs, ct)
+            q = state_level(b, tc, keep)
             if q == 0:
                 for k in range(rfirst[b], rfirst[b + 1]):
                     tt = rturn[k]
