@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test lint cu-check clean
+.PHONY: demo test lint cu-check osrm-bin clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,10 +24,14 @@ demo: $(VENV)/.installed
 cu-check:
 	@bash .ci/compile_cu.sh
 
+# osrm-extract/contract/routed for the differential test against OSRM (the osrm-bindings wheel, in .venv/osrm/)
+osrm-bin:
+	@bash .ci/fetch_osrm.sh >/dev/null
+
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check src tests benchmarks
 
-test: $(VENV)/.installed-dev cu-check
+test: $(VENV)/.installed-dev cu-check osrm-bin
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(PY) -m pytest -q
 
