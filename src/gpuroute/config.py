@@ -138,3 +138,23 @@ SERVE_SIMPLIFY_TOLERANCE_M = 3.0
 #: many metres apart (both ends always); the k-d tree holds the samples, and a point's candidate segments
 #: are those with a sample within (best distance + half this spacing), so the result is exact.
 SERVE_SEGMENT_SAMPLE_SPACING_M = 25.0
+
+# ------------------------------------------------------------------------------- SERVE_ISOCHRONE_
+#: Isochrones (Engine.isochrone, GET /isochrone/v1): most contours of one request (Valhalla's and
+#: Mapbox's limit is 4), the largest duration contour in seconds (2 h) and the largest distance contour
+#: in metres (100 km).
+SERVE_ISOCHRONE_MAX_CONTOURS = 4
+SERVE_ISOCHRONE_MAX_DURATION_S = 7200.0
+SERVE_ISOCHRONE_MAX_DISTANCE_M = 100000.0
+#: Half-width in metres of the band drawn around every reachable piece of road: the polygon of a
+#: contour is the union of these bands (street scale: a lane plus the kerb and the houses along it).
+SERVE_ISOCHRONE_BUFFER_M = 25.0
+#: Holes (unreachable areas enclosed by the reachable network) smaller than this many square metres
+#: are filled: city blocks disappear, parks and unreachable districts stay (4 ha: a 200 m x 200 m block).
+SERVE_ISOCHRONE_MAX_HOLE_M2 = 40000.0
+#: Default Douglas-Peucker tolerance in metres of the polygons' rings (``generalize``); kept below the
+#: buffer so that every reachable road stays inside its polygon.
+SERVE_ISOCHRONE_GENERALIZE_M = 5.0
+#: Segments per quarter circle of the buffer's round ends and joins (GEOS ``quad_segs``): 2 keeps the
+#: rings small; the band is then at least cos(22.5 deg) = 0.92 of the buffer wide everywhere.
+SERVE_ISOCHRONE_QUAD_SEGS = 2

@@ -1,8 +1,11 @@
 """``gpuroute serve``: serve a dataset over an OSRM v5-compatible HTTP API
 (:meth:`gpuroute.engine.Engine.open` + :func:`gpuroute.server.create_app`, run by uvicorn).
 
-With no argument it builds and serves the shipped Monaco extract. It binds 127.0.0.1 unless told
-otherwise (``--host 0.0.0.0`` opens it to the network, with a warning)."""
+With no argument it builds and serves the shipped Monaco extract; a dataset directory (``gpuroute
+build GRAPH -o DIR``) is loaded without building anything and routes run over its overlay. It binds
+127.0.0.1 unless told otherwise (``--host 0.0.0.0`` opens it to the network, with a warning).
+``POST /customize`` (live traffic) is served on loopback binds unless ``--no-allow-customize``, and on
+other binds only with ``--allow-customize``."""
 from __future__ import annotations
 
 import sys
@@ -44,12 +47,13 @@ def run(args):
                        ("default_radius", args.default_radius)):
         if value is not None:
             limits[key] = value
-    app = create_app(engine, limits=limits)
+    allow = args.allow_customize if args.allow_customize is not None else args.host in _LOOPBACK
+    app = create_app(engine, limits=limits, allow_customize=allow)
     if args.host not in _LOOPBACK:
         print(f"gpuroute serve: warning: listening on {args.host}, not loopback: anyone who can reach this "
               "machine can query it", file=sys.stderr)
     print(f"gpuroute serve: {spec} on http://{args.host}:{args.port} (GET /route/v1/driving/LON,LAT;LON,LAT, "
-          f"/table/v1, /nearest/v1, /health; Ctrl-C stops)", file=sys.stderr)
+          f"/table/v1, /nearest/v1, /health{', POST /customize' if allow else ''}; Ctrl-C stops)", file=sys.stderr)
     max_body = app.state.limits.get("max_body_bytes") or 0
     uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning",
                 # h11 refuses request lines and headers over this size: long GET tables up to the body limit
@@ -83,5 +87,10 @@ def add_parser(sub, common):
                    help="seconds a request may run before it is answered 504 (default 30; <= 0: none)")
     s.add_argument("--threads", type=int, default=None, metavar="N",
                    help="worker threads running queries at once (default min(8, CPUs))")
+    s.add_argument("--allow-customize", dest="allow_customize", action="store_true", default=None,
+                   help="serve POST /customize (live traffic; needs a dataset directory from gpuroute build). "
+                        "Default: on for a loopback --host, off otherwise")
+    s.add_argument("--no-allow-customize", dest="allow_customize", action="store_false",
+                   help="refuse POST /customize (HTTP 403) even on loopback")
     s.set_defaults(func=run)
     return s

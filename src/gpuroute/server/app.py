@@ -7,7 +7,8 @@ the engine's.
 URLs (osrm-backend ``docs/http.md``)
 ------------------------------------
 ``GET /{service}/v1/{profile}/{coordinates}[.json][?option=value&...]`` with ``service`` one of
-``route``, ``table``, ``nearest``. ``{coordinates}`` is ``lon,lat;lon,lat;...`` (degrees), or
+``route``, ``table``, ``nearest`` and ``isochrone`` (gpuroute's own; served when the engine has an
+``isochrone`` method). ``{coordinates}`` is ``lon,lat;lon,lat;...`` (degrees), or
 ``polyline(...)`` (Google's encoding, precision 5) or ``polyline6(...)`` (precision 6); a bare ``?``
 inside a polyline is understood (OSRM clients do not always escape it). The profile is any name of
 letters, digits, ``_``, ``-`` and ``.``, and is ignored (one engine serves one profile, as
@@ -45,6 +46,17 @@ takes a ``snapping`` argument). A per-coordinate option has one element per coor
   (> 0), ``fallback_coordinate`` (``input`` or ``snapped``; ``snapped`` needs an engine that takes it),
   ``skip_waypoints``.
 * ``nearest``: exactly one coordinate; ``number`` (integer >= 1).
+* ``isochrone``: exactly one coordinate (``/isochrone/v1/{profile}/{lon},{lat}``); exactly one of
+  ``contours_minutes`` (``5,10,15``: travel times, passed to the engine in seconds with
+  ``metric="duration"``) and ``contours_meters`` (``1000,2000``: route lengths, ``metric="distance"``),
+  at most ``max_isochrone_contours`` values, each > 0 and at most ``max_isochrone_duration_s`` (or
+  ``max_isochrone_distance_m``); ``contours_colors`` (``ff0000,00ff00``, one per contour),
+  ``polygons`` (``true``: Polygon geometries, the default; ``false``: their rings as lines),
+  ``denoise`` (0..1), ``generalize`` (metres >= 0), ``skip_waypoints``. The answer is a GeoJSON
+  FeatureCollection (Valhalla's and Mapbox's shape) with ``"code": "Ok"`` and the snapped origin in
+  ``waypoints``; a feature's ``properties.contour`` is in seconds or metres
+  (:meth:`gpuroute.engine.Engine.isochrone`). In a JSON body the contours may be a list
+  (``"contours_minutes": [5, 10]``).
 
 Errors
 ------
@@ -53,21 +65,25 @@ Every error is one JSON line ``{"code": ..., "message": ...}``, HTTP 400 as ``os
 
 * ``InvalidUrl``: not ``/{service}/{version}/{profile}/{coordinates}``, an empty coordinate list, a
   profile with other characters, a format other than ``json``.
-* ``InvalidService``: a service other than route, table, nearest. ``InvalidVersion``: not ``v1``.
+* ``InvalidService``: a service other than route, table, nearest, isochrone (or isochrone with an
+  engine that has no ``isochrone`` method). ``InvalidVersion``: not ``v1``.
 * ``InvalidQuery``: the URL or body does not parse: malformed coordinates or polyline, an option
   without ``=``, an option given twice, a value of the wrong syntax (``steps=maybe``,
   ``radiuses=abc``), a body that is not a JSON object or a form.
 * ``InvalidOptions``: an unknown option (for this service), a per-coordinate option whose element
   count differs from the number of coordinates, too few coordinates (route: 2, nearest: exactly 1),
-  a ``sources``/``destinations`` index out of range (as OSRM).
+  a ``sources``/``destinations`` index out of range (as OSRM), an isochrone without contours or with
+  both ``contours_minutes`` and ``contours_meters``.
 * ``InvalidValue``: a well-formed value out of range: a coordinate outside [-180, 180] x [-90, 90]
   (``Invalid coordinate value.``), a bearing outside 0..360/0..180, a negative radius, ``number=0``,
-  ``fallback_speed``/``scale_factor`` <= 0, an ``exclude``/``snapping`` the engine cannot do.
+  ``fallback_speed``/``scale_factor`` <= 0, an ``exclude``/``snapping`` the engine cannot do, a contour
+  <= 0, ``denoise`` outside 0..1, a negative ``generalize``, a colour that is not ``rrggbb``.
 * ``TooBig``: more coordinates than ``max_locations_route``; a table of more than
   ``max_locations_table`` cells (sources x destinations, as the engine counts them: 10,000 is
   ``osrm-routed --max-table-size 100``); ``number`` above ``max_locations_nearest`` (the engine's
   meaning of that limit, ``osrm-routed --max-nearest-size``); ``alternatives`` above
-  ``max_alternatives``; a body over ``max_body_bytes``.
+  ``max_alternatives``; a body over ``max_body_bytes``; more contours than ``max_isochrone_contours``,
+  a contour above ``max_isochrone_duration_s`` (seconds) or ``max_isochrone_distance_m``.
 * The engine's own codes (``NoSegment``, ``NoRoute``, ``NoTable``, ...): any exception the engine
   raises with a string ``code`` attribute (:class:`gpuroute.engine.EngineError`) is answered with
   that code and its message.
@@ -103,7 +119,7 @@ from urllib.parse import parse_qsl, unquote
 log = logging.getLogger("gpuroute.server")
 
 #: The services served, each under ``/{service}/v1/...``.
-SERVICES = ("route", "table", "nearest")
+SERVICES = ("route", "table", "nearest", "isochrone")
 
 #: The one protocol version.
 VERSION = "v1"
@@ -114,6 +130,9 @@ DEFAULT_LIMITS = {
     "max_locations_table": 10000,
     "max_locations_nearest": 100,
     "max_alternatives": 3,
+    "max_isochrone_contours": 4,
+    "max_isochrone_duration_s": 7200.0,
+    "max_isochrone_distance_m": 100000.0,
     "default_radius": None,
     "max_body_bytes": 1 << 20,
     "timeout_s": 30.0,
@@ -129,6 +148,8 @@ OPTIONS = {
     "table": _COMMON | {"sources", "destinations", "annotations", "fallback_speed", "fallback_coordinate",
                         "scale_factor", "skip_waypoints"},
     "nearest": _COMMON | {"number"},
+    "isochrone": _COMMON | {"contours_minutes", "contours_meters", "contours_colors", "polygons", "denoise",
+                            "generalize", "skip_waypoints"},
 }
 
 ROUTE_ANNOTATIONS = ("nodes", "distance", "duration", "datasources", "weight", "speed")
@@ -303,7 +324,7 @@ def parse_query(query):
 # --------------------------------------------------------------------------------------------------
 # POST bodies
 
-_COMMA_LISTS = frozenset({"annotations", "exclude"})
+_COMMA_LISTS = frozenset({"annotations", "exclude", "contours_minutes", "contours_meters", "contours_colors"})
 
 
 def parse_body(body, content_type):
@@ -490,7 +511,7 @@ def parse_request(service, profile, coordinates, options, limits=None):
     n = len(coords)
     if service == "route" and n < 2:
         raise OSRMError("InvalidOptions", "Number of coordinates needs to be at least two.")
-    if service == "nearest" and n != 1:
+    if service in ("nearest", "isochrone") and n != 1:
         raise OSRMError("InvalidOptions", "Only one input coordinate is supported")
     if service == "route" and _limit(limits, "max_locations_route") and n > limits["max_locations_route"]:
         raise OSRMError("TooBig", f"Number of entries {n} is higher than current maximum "
@@ -530,6 +551,8 @@ def parse_request(service, profile, coordinates, options, limits=None):
         _route_options(o, kw, limits)
     elif service == "table":
         _table_options(o, kw, n, limits)
+    elif service == "isochrone":
+        _isochrone_options(o, kw, limits)
     else:
         if "number" in o:
             number = _int("number", o.pop("number"))
@@ -593,6 +616,49 @@ def _table_options(o, kw, n, limits):
     if top and n_src * n_dst > top:
         raise OSRMError("TooBig", f"Too many table coordinates ({n_src} x {n_dst} = {n_src * n_dst} cells; at "
                                   f"most {top})")
+
+
+def _isochrone_options(o, kw, limits):
+    given = [k for k in ("contours_minutes", "contours_meters") if k in o]
+    if len(given) != 1:
+        raise OSRMError("InvalidOptions", "isochrone needs exactly one of contours_minutes and contours_meters"
+                        + (" (both given)" if given else ""))
+    name = given[0]
+    values = [_float(name, x) for x in o.pop(name).split(",")]
+    top = _limit(limits, "max_isochrone_contours")
+    if top and len(values) > top:
+        raise OSRMError("TooBig", f"Number of contours {len(values)} is higher than current maximum ({top})")
+    minutes = name == "contours_minutes"
+    scale, unit = (60.0, "s") if minutes else (1.0, "m")
+    top = _limit(limits, "max_isochrone_duration_s" if minutes else "max_isochrone_distance_m")
+    for x in values:
+        if not (x > 0 and math.isfinite(x)):
+            raise OSRMError("InvalidValue", f"{name}: {x:g} is not a contour > 0")
+        if top and x * scale > top:
+            raise OSRMError("TooBig", f"{name}: {x:g} ({x * scale:g} {unit}) is higher than current maximum "
+                                      f"({top:g} {unit})")
+    kw["contours"] = [x * scale for x in values]
+    kw["metric"] = "duration" if minutes else "distance"
+    if "contours_colors" in o:
+        colors = o.pop("contours_colors").split(",")
+        if len(colors) != len(values):
+            raise OSRMError("InvalidOptions", f"contours_colors has {len(colors)} colours for {len(values)} "
+                                              "contours")
+        if not all(re.fullmatch(r"#?[0-9A-Fa-f]{6}", c) for c in colors):
+            raise OSRMError("InvalidValue", f"contours_colors={_clip(','.join(colors))!r}: expected rrggbb,...")
+        kw["colors"] = colors
+    if "polygons" in o:
+        kw["polygons"] = _bool("polygons", o.pop("polygons"))
+    if "denoise" in o:
+        x = _float("denoise", o.pop("denoise"))
+        if not 0 <= x <= 1:
+            raise OSRMError("InvalidValue", f"denoise={x:g}: must be in [0, 1]")
+        kw["denoise"] = x
+    if "generalize" in o:
+        x = _float("generalize", o.pop("generalize"))
+        if not (x >= 0 and math.isfinite(x)):
+            raise OSRMError("InvalidValue", f"generalize={x:g}: must be a number of metres >= 0")
+        kw["generalize"] = x
 
 
 #: Keyword arguments that only some engines take; a request that needs one is refused by the others.
@@ -661,7 +727,7 @@ def encode(obj):
     return orjson.dumps(obj, default=_json_default, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-def create_app(engine, *, limits=None):
+def create_app(engine, *, limits=None, allow_customize=False):
     """The OSRM v5-compatible Starlette application over ``engine``.
 
     Parameters
@@ -673,13 +739,31 @@ def create_app(engine, *, limits=None):
         Overrides of the engine's ``limits`` and of :data:`DEFAULT_LIMITS` (``max_locations_route``,
         ``max_locations_table``, ``max_locations_nearest``, ``max_alternatives``, ``max_body_bytes``,
         ``timeout_s``, ``workers``); None or <= 0 lifts a count limit.
+    allow_customize : bool, default False
+        Serve ``POST /customize`` (live traffic: it changes what every later request is answered with,
+        so it is an administrator's endpoint). Off: it answers HTTP 403 ``{"code": "Forbidden"}``.
+        ``gpuroute serve`` turns it on for loopback binds unless ``--no-allow-customize``, and off for
+        other binds unless ``--allow-customize``.
 
     Returns
     -------
     starlette.applications.Starlette
-        Its ``state.limits`` holds the limits in force, ``state.engine`` the engine. ``GET /health``
-        answers ``{"status": "ok", "services": [...], "version": "v1", "limits": {...}}``, plus
-        ``"engine": engine.info`` where the engine has that mapping (property or method).
+        Its ``state.limits`` holds the limits in force, ``state.engine`` the engine,
+        ``state.allow_customize`` the flag. ``GET /health`` answers ``{"status": "ok", "services":
+        [...] (those the engine has a method for), "version": "v1", "limits": {...}, "customize":
+        bool}``, plus ``"engine": engine.info``
+        where the engine has that mapping (property or method) and ``"capabilities"`` (which algorithm
+        serves which service, :attr:`gpuroute.engine.Engine.capabilities`) where that mapping has them.
+
+    Notes
+    -----
+    ``POST /customize`` takes a JSON object (at most ``max_body_bytes``): ``{"updates": [{"arc": id,
+    "cost": c}, ...]}``, ``{"updates": [{"from": osm_node_id, "to": osm_node_id, "speed_kmh": v},
+    ...]}`` or ``{"metric": "time" | "distance" | "time-uturn"}``, passed to ``engine.customize`` in a
+    worker thread; it answers ``{"code": "Ok", "seconds": ..., "cells": [...], ...}``, or the engine's
+    error (``InvalidValue`` naming the bad update, ``InvalidOptions``, ``NotImplemented`` without an
+    overlay) with HTTP 400; a body that is not a JSON object is ``InvalidQuery``. A customization that
+    runs past ``timeout_s`` is answered 504 but still completes (the swap is atomic either way).
     """
     from starlette.applications import Starlette
     from starlette.responses import Response
@@ -691,12 +775,15 @@ def create_app(engine, *, limits=None):
     server = _Server(engine, lim)
 
     async def health(request):
-        body = {"status": "ok", "services": list(SERVICES), "version": VERSION, "limits": lim}
+        body = {"status": "ok", "services": list(server.services), "version": VERSION, "limits": lim,
+                "customize": bool(allow_customize)}
         try:  # gpuroute's Engine: graph name, sizes, profile, weight (a property or a method)
             info = getattr(engine, "info", None)
             info = info() if callable(info) else info
             if isinstance(info, dict):
                 body["engine"] = info
+                if "capabilities" in info:
+                    body["capabilities"] = info["capabilities"]
         except Exception:  # the health check answers even so
             log.exception("engine.info failed")
         return Response(encode(body), media_type="application/json", headers=_HEADERS)
@@ -708,8 +795,20 @@ def create_app(engine, *, limits=None):
             status, body = e.status, encode({"code": e.code, "message": e.message})
         return Response(body, status_code=status, media_type="application/json", headers=_HEADERS)
 
+    async def customize(request):
+        try:
+            if not allow_customize:
+                raise OSRMError("Forbidden", "POST /customize is off: start gpuroute serve with --allow-customize "
+                                             "(the default on loopback binds)", status=403)
+            status, body = await server.customize(request)
+        except OSRMError as e:
+            status, body = e.status, encode({"code": e.code, "message": e.message})
+        return Response(body, status_code=status, media_type="application/json", headers=_HEADERS)
+
     app = Starlette(routes=[Route("/health", health, methods=["GET"]),
+                            Route("/customize", customize, methods=["POST"]),
                             Route("/{path:path}", osrm, methods=["GET", "POST"])])
+    app.state.allow_customize = bool(allow_customize)
     app.state.limits = lim
     app.state.engine = engine
     return app
@@ -743,6 +842,7 @@ class _Server:
         self.local = threading.local()
         self.per_thread = callable(getattr(engine, "query_for_thread", None))
         self.accepted = {s: _accepted_kwargs(getattr(engine, s, None)) for s in SERVICES}
+        self.services = [s for s in SERVICES if callable(getattr(engine, s, None))]
         self._limiter = None
         self._limiter_loop = None
 
@@ -764,9 +864,9 @@ class _Server:
         if scope.get("query_string"):
             target += "?" + scope["query_string"].decode("latin-1")
         service, version, profile, coords, query = split_target(target)
-        if service not in SERVICES:
+        if service not in self.services:
             raise OSRMError("InvalidService", f"Service {_clip(service)} not found! (services: "
-                                              f"{', '.join(SERVICES)})")
+                                              f"{', '.join(self.services)})")
         if version != VERSION:
             raise OSRMError("InvalidVersion", f"Service {service} has no version {_clip(version)} (only {VERSION})")
         options = parse_query(query)
@@ -812,6 +912,46 @@ class _Server:
             log.warning("%s request over the timeout of %s s", call.service, timeout)
             raise OSRMError("Timeout", f"the request took longer than {timeout} s", status=504) from None
 
+    async def customize(self, request):
+        """``POST /customize``: the JSON body checked, ``engine.customize`` run in a worker thread;
+        ``(status, body bytes)``."""
+        import anyio
+        import orjson
+
+        raw = await self.read_body(request)
+        try:
+            body = orjson.loads(raw) if raw.strip() else None
+        except orjson.JSONDecodeError:
+            body = None
+        if not isinstance(body, dict):
+            raise OSRMError("InvalidQuery", 'the body must be a JSON object: {"updates": [...]} or {"metric": ...}')
+        extra = sorted(set(body) - {"updates", "metric"})
+        if extra:
+            raise OSRMError("InvalidOptions", f"unknown option {_clip(extra[0])!r} (customize takes updates or metric)")
+        fn = getattr(self.engine, "customize", None)
+        if not callable(fn):
+            raise OSRMError("NotImplemented", "this engine cannot be customized")
+
+        def call():
+            try:
+                res = fn(body.get("updates"), metric=body.get("metric"))
+            except Exception as e:
+                err = _engine_error(e)
+                if err is None:
+                    log.exception("customize failed")
+                    return 500, encode({"code": "InternalError",
+                                        "message": f"internal error ({type(e).__name__}) in customize"})
+                return 400, encode({"code": err[0], "message": " ".join(str(err[1]).split())})
+            return 200, encode(res)
+
+        timeout = _limit(self.limits, "timeout_s")
+        try:
+            with anyio.fail_after(timeout):
+                return await anyio.to_thread.run_sync(call, limiter=self.limiter(), **_ABANDON)
+        except TimeoutError:
+            raise OSRMError("Timeout", f"the customization took longer than {timeout} s (it completes in the "
+                                       "background)", status=504) from None
+
     def work(self, call):
         """In a worker thread: call the engine and encode its answer; ``(status, body bytes)``."""
         target = self.engine
@@ -820,7 +960,7 @@ class _Server:
             if target is None:
                 target = self.local.query = self.engine.query_for_thread()
         fn = getattr(target, call.service)
-        arg = call.coordinates[0] if call.service == "nearest" else call.coordinates
+        arg = call.coordinates[0] if call.service in ("nearest", "isochrone") else call.coordinates
         try:
             res = fn(arg, **call.kwargs)
         except Exception as e:

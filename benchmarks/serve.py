@@ -1,0 +1,702 @@
+"""Benchmark suite: the HTTP service under load on loopback, ``gpuroute serve`` side by side with
+``osrm-routed --algorithm ch`` on the same extract and machine, in one run (issue 12).
+
+For each graph (Monaco; Andorra too with ``--full``):
+
+* gpuroute: ``python -m gpuroute.cli serve PBF --threads T`` (one uvicorn process: one asyncio event loop
+  with h11, plus at most T worker threads running the engine and the JSON encoding).
+* OSRM: ``osrm-extract -p car.lua`` (OSRM's own car profile), ``osrm-contract``, ``osrm-routed --algorithm
+  ch -t T`` (cached under ``out/serve_bench/osrm/``). The two profiles differ (OSRM's car.lua has turn and
+  traffic-signal penalties, other speeds and access rules): durations are compared as context only.
+
+Each server is driven by the same request mix from an asyncio load generator in this process (N concurrent
+clients, each on its own keep-alive connection; N = 1, 8, 32 by default; a fixed request count per level,
+bounded in time): ``GET /route/v1/driving/{a};{b}?overview=simplified&steps=false`` between random node
+coordinates of the graph (the same pairs for both servers) and ``GET /table/v1/driving/{100 coordinates}``
+(100 x 100 durations; the URL is ~2 kB, under both servers' limits, so both get the same GET).
+Recorded per server, service and N: p50/p95/p99/max latency (ms), throughput (req/s), errors (any non-200
+or transport error; the first is logged; must be 0), the server's CPU seconds and the load generator's
+(this process; it shares the cores with the server), RSS of the server before/after each level and its
+peak (VmHWM). With ``--big-table K`` (default 3 with --full), K 1000 x 1000 tables one at a time. A
+sample of routes and one table are then compared between the two servers (duration within 5%).
+
+Load generators (``--client``): ``raw`` (the default: a minimal HTTP/1.1 keep-alive GET client on asyncio
+streams) or ``httpx`` (httpx.AsyncClient). httpx costs ~1-3 ms of client CPU per request on the cores the
+server runs on: on a 2-core machine it caps osrm-routed's /route at ~200-500 req/s where the raw client
+measures ~1,700, so its numbers say more about httpx than about the servers.
+
+Usage (from the repo root):
+    .venv/bin/python benchmarks/serve.py --quick          # Monaco, fewer requests, under ~2 minutes
+    .venv/bin/python benchmarks/serve.py --full           # Monaco and Andorra, 2,000 routes per level
+    .venv/bin/python benchmarks/serve.py [--clients 1 8 32] [--routes N] [--tables N] [--threads T]
+        [--client raw|httpx] [--no-osrm] [--osrm-bin DIR] [--out benchmarks/results]
+Writes OUT/serve_cpu_<date>[_quick][_httpx].json and prints Markdown tables. Exits 1 if gpuroute answered
+anything but 200 (the JSON is written first); OSRM errors are reported, not fatal. Both servers are stopped
+on exit (try/finally, atexit, SIGTERM, and PR_SET_PDEATHSIG on Linux).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import atexit
+import datetime as dt
+import glob
+import json
+import os
+import platform
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+CACHE = ROOT / "out" / "serve_bench"
+OSRM_WHEELS = ROOT / "local_data" / "osrm"
+OSM_DIRS = [ROOT / "shared" / "data" / "osm", ROOT / ".." / "shared" / "data" / "osm",
+            Path("/work/shared/data/osm")]
+ROUTE_QUERY = "overview=simplified&steps=false"
+_PROCS = []  # every server started, stopped by stop_all()
+
+
+# ------------------------------------------------------------------------------------------------ host
+def commit():
+    if os.environ.get("GPUROUTE_COMMIT"):
+        return os.environ["GPUROUTE_COMMIT"]
+    try:
+        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True).strip()
+    except Exception:
+        return "unknown"
+
+
+def loadavg():
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return list(os.getloadavg())
+
+
+def versions():
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for p in ("gpuroute", "uvicorn", "starlette", "h11", "anyio", "orjson", "httpx", "numpy", "uvloop",
+              "httptools"):
+        try:
+            out[p] = version(p)
+        except PackageNotFoundError:
+            out[p] = None
+    import gpuroute
+
+    out["gpuroute"] = getattr(gpuroute, "__version__", out["gpuroute"])  # the dist metadata can be stale
+    return out
+
+
+def dirty():
+    """Files under src/ that differ from the commit (the run measured the working tree)."""
+    try:
+        return subprocess.check_output(["git", "status", "--porcelain", "--", "src"], cwd=ROOT, text=True).split("\n")[:-1]
+    except Exception:
+        return None
+
+
+def cpu_model():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def rss_mb(pid):
+    """(VmRSS, VmHWM) of a process in MiB (psutil is not needed: /proc)."""
+    vals = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                k, v = line.split(":", 1)
+                vals[k] = int(v.split()[0]) / 1024
+    except OSError:
+        return None, None
+    return vals.get("VmRSS"), vals.get("VmHWM")
+
+
+def cpu_s(pid):
+    """User + system CPU seconds of a process (all its threads)."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def threads_of(pid):
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return None
+
+
+# ------------------------------------------------------------------------------------------------ processes
+def _pdeathsig():
+    """In the child: SIGTERM it when this process dies (Linux), so no server outlives a killed benchmark."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def start(cmd, log_path, env=None):
+    log = open(log_path, "wb")
+    p = subprocess.Popen([str(c) for c in cmd], stdout=log, stderr=subprocess.STDOUT, env=env,
+                         preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
+    log.close()
+    _PROCS.append(p)
+    return p
+
+
+def stop(p):
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def stop_all():
+    for p in list(_PROCS):
+        try:
+            stop(p)
+        except Exception:
+            pass
+        _PROCS.remove(p)
+
+
+def _on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(p, port, path, log_path, timeout=120.0):
+    """Block until GET path answers (any HTTP status), or raise with the server's log."""
+    import http.client
+
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        if p.poll() is not None:
+            raise RuntimeError(f"server exited {p.returncode} before answering: "
+                               f"{Path(log_path).read_text(errors='replace')[-1500:]}")
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", path)
+            c.getresponse().read()
+            c.close()
+            return time.perf_counter() - t0
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"server on port {port} did not answer within {timeout:.0f} s: "
+                       f"{Path(log_path).read_text(errors='replace')[-1500:]}")
+
+
+# ------------------------------------------------------------------------------------------------ OSRM
+def osrm_bin(arg):
+    """(directory of the osrm-* binaries, profiles directory, note) or (None, None, why not); as crp.py."""
+    import zipfile
+
+    cands = [arg, os.environ.get("OSRM_BIN")]
+    cands += sorted(glob.glob(str(OSRM_WHEELS / "wheel" / "osrm" / "bin")))
+    wheels = sorted(glob.glob(str(OSRM_WHEELS / "osrm_bindings-*.whl")))
+    if wheels and not (OSRM_WHEELS / "wheel" / "osrm" / "bin").exists():
+        with zipfile.ZipFile(wheels[-1]) as z:
+            z.extractall(OSRM_WHEELS / "wheel")
+        cands.append(str(OSRM_WHEELS / "wheel" / "osrm" / "bin"))
+    w = __import__("shutil").which("osrm-routed")
+    if w:
+        cands.append(os.path.dirname(w))
+    need = ("osrm-extract", "osrm-contract", "osrm-routed")
+    for c in cands:
+        if c and all(os.path.exists(os.path.join(c, n)) for n in need):
+            for f in glob.glob(os.path.join(c, "osrm-*")):
+                os.chmod(f, os.stat(f).st_mode | stat.S_IXUSR)
+            prof = next((p for p in (Path(c).parent / "share" / "profiles",
+                                     Path(c).parent.parent / "share" / "osrm" / "profiles",
+                                     Path(c).parent / "profiles") if (p / "car.lua").exists()), None)
+            try:
+                r = subprocess.run([os.path.join(c, "osrm-routed"), "--version"], capture_output=True, text=True,
+                                   timeout=30)
+            except Exception as e:
+                return None, None, f"osrm-routed in {c} does not run: {type(e).__name__}: {e}"
+            if r.returncode != 0:
+                return None, None, f"osrm-routed in {c} does not run (exit {r.returncode}): {r.stderr[-300:]}"
+            if prof is None:
+                return None, None, f"osrm binaries in {c} run, no car.lua next to them"
+            return c, prof, f"osrm {r.stdout.strip()} from {c}"
+    return None, None, ("no osrm-extract/osrm-contract/osrm-routed: pip download --no-deps --only-binary=:all: "
+                        "--python-version 3.12 --platform manylinux_2_28_x86_64 osrm-bindings -d local_data/osrm")
+
+
+def osrm_prepare(bindir, prof, pbf, name, cores):
+    """Extract (car.lua) + contract, cached by the PBF's size and mtime; (base .osrm path, info)."""
+    work = CACHE / "osrm" / name
+    work.mkdir(parents=True, exist_ok=True)
+    src = work / Path(pbf).name
+    base = work / (src.name.split(".")[0] + ".osrm")
+    st = os.stat(pbf)
+    stamp = work / "stamp.json"
+    key = {"pbf": str(pbf), "size": st.st_size, "mtime": st.st_mtime, "profile": str(Path(prof) / "car.lua"),
+           "bin": str(bindir)}
+    if stamp.exists() and json.loads(stamp.read_text()).get("key") == key and base.with_suffix(".osrm.hsgr").exists():
+        return base, dict(json.loads(stamp.read_text())["info"], cached=True)
+    __import__("shutil").copyfile(pbf, src)
+    info = {}
+    for what, cmd in (("extract", [Path(bindir) / "osrm-extract", "-p", Path(prof) / "car.lua", "-t", cores, src]),
+                      ("contract", [Path(bindir) / "osrm-contract", "-t", cores, base])):
+        t = time.perf_counter()
+        r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=1200)
+        (work / f"{what}.log").write_text(r.stdout + r.stderr)
+        if r.returncode != 0:
+            raise RuntimeError(f"osrm-{what} exited {r.returncode}: {(r.stdout + r.stderr)[-600:]}")
+        info[f"osrm_{what}_s"] = round(time.perf_counter() - t, 3)
+    stamp.write_text(json.dumps({"key": key, "info": info}))
+    return base, dict(info, cached=False)
+
+
+# ------------------------------------------------------------------------------------------------ clients
+class RawClient:
+    """Minimal HTTP/1.1 GET client on asyncio streams: one keep-alive connection per concurrent client,
+    Content-Length or chunked bodies, reconnect when the server closes (osrm-routed closes a keep-alive
+    connection after a number of requests)."""
+
+    def __init__(self, port, n):
+        self.port = port
+        self.free = [None] * n  # connections, None = not open yet
+
+    async def get(self, path):
+        conn = self.free.pop()
+        try:
+            for attempt in (0, 1):
+                fresh = conn is None
+                if fresh:
+                    conn = await asyncio.open_connection("127.0.0.1", self.port)
+                r, w = conn
+                try:
+                    w.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n\r\n".encode("latin-1"))
+                    status, body, close = await self._read(r)
+                except Exception as e:
+                    w.close()
+                    conn = None
+                    if fresh or attempt or not isinstance(e, (ConnectionError, asyncio.IncompleteReadError)):
+                        raise
+                    continue  # a reused connection the server had closed: once more on a new one
+                if close:
+                    w.close()
+                    conn = None
+                return status, body
+        finally:
+            self.free.append(conn)
+
+    @staticmethod
+    async def _read(r):
+        line = await r.readline()
+        if not line:
+            raise ConnectionError("connection closed")
+        status = int(line.split()[1])
+        length, chunked, close = None, False, False
+        while True:
+            h = await r.readline()
+            if h in (b"\r\n", b"\n", b""):
+                break
+            k, _, v = h.decode("latin-1").partition(":")
+            k, v = k.strip().lower(), v.strip().lower()
+            if k == "content-length":
+                length = int(v)
+            elif k == "transfer-encoding" and "chunked" in v:
+                chunked = True
+            elif k == "connection" and v == "close":
+                close = True
+        if chunked:
+            parts = []
+            while True:
+                size = int((await r.readline()).split(b";")[0], 16)
+                if size == 0:
+                    await r.readline()
+                    break
+                parts.append(await r.readexactly(size))
+                await r.readline()
+            body = b"".join(parts)
+        elif length is not None:
+            body = await r.readexactly(length)
+        else:
+            body, close = await r.read(), True
+        return status, body, close
+
+    async def aclose(self):
+        for c in self.free:
+            if c is not None:
+                c[1].close()
+
+
+class HttpxClient:
+    def __init__(self, port, n):
+        import httpx
+
+        self.c = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120.0,
+                                   limits=httpx.Limits(max_connections=n, max_keepalive_connections=n))
+
+    async def get(self, path):
+        r = await self.c.get(path)
+        return r.status_code, r.content
+
+    async def aclose(self):
+        await self.c.aclose()
+
+
+def make_client(kind, port, n):
+    return RawClient(port, n) if kind == "raw" else HttpxClient(port, n)
+
+
+async def drive(kind, port, paths, n_clients, time_limit):
+    """Send ``paths`` (GET) with ``n_clients`` concurrent clients, each taking the next path when its last
+    answer is in, until all are sent or ``time_limit`` seconds have passed. Latencies in seconds of the
+    answered requests, wall seconds, errors, the first error."""
+    client = make_client(kind, port, n_clients)
+    lat = []
+    errors = [0]
+    first = [None]
+    nxt = [0]
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit
+
+    async def worker():
+        while nxt[0] < len(paths) and time.perf_counter() < deadline:
+            i = nxt[0]
+            nxt[0] += 1
+            t = time.perf_counter()
+            try:
+                status, body = await client.get(paths[i])
+            except Exception as e:
+                status, body = None, f"{type(e).__name__}: {e}".encode()
+            lat.append(time.perf_counter() - t)
+            if status != 200:
+                errors[0] += 1
+                if first[0] is None:
+                    first[0] = f"request {i} ({paths[i][:120]}...): HTTP {status}: {body[:300]!r}"
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(n_clients)))
+    finally:
+        await client.aclose()
+    return np.array(lat), time.perf_counter() - t0, errors[0], first[0]
+
+
+async def fetch_json(kind, port, paths):
+    client = make_client(kind, port, 1)
+    out = []
+    try:
+        for p in paths:
+            status, body = await client.get(p)
+            out.append(json.loads(body) if status == 200 else None)
+    finally:
+        await client.aclose()
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ requests
+def fmt(c):
+    return f"{c[0]:.6f},{c[1]:.6f}"
+
+
+def make_requests(coords, rng, n_routes, n_tables, table_n, n_big):
+    """The same request paths for both servers: routes, tables (table_n x table_n), big tables (1000^2)."""
+    pairs = rng.integers(0, len(coords), size=(n_routes, 2))
+    routes = [f"/route/v1/driving/{fmt(coords[a])};{fmt(coords[b])}?{ROUTE_QUERY}" for a, b in pairs]
+    tables = ["/table/v1/driving/" + ";".join(fmt(coords[i]) for i in rng.choice(len(coords), table_n, replace=False))
+              for _ in range(n_tables)]
+    big = ["/table/v1/driving/" + ";".join(fmt(coords[i]) for i in rng.choice(len(coords), 1000, replace=False))
+           for _ in range(n_big)]
+    return routes, tables, big
+
+
+def stats(lat, wall, n_clients):
+    if lat.size == 0:
+        return {}
+    ms = lat * 1e3
+    return {"n": int(lat.size), "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
+            "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max()), "mean_ms": float(ms.mean()),
+            "wall_s": wall, "throughput_rps": lat.size / wall}
+
+
+def bench_server(name, proc, port, kind, levels, routes, tables, big, time_limit, warmup):
+    """Every (service, clients) level on one running server; a list of result rows."""
+    rows = []
+    pid = proc.pid
+    # warm up: the first requests build per-thread query objects, fill caches, open connections
+    asyncio.run(drive(kind, port, routes[:warmup], min(8, max(levels)), time_limit))
+    asyncio.run(drive(kind, port, tables[:2], 2, time_limit))
+    for service, paths in (("route", routes), (f"table {tables_size(tables)}", tables)):
+        for n in levels:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited {proc.returncode} during the benchmark")
+            rss0, _ = rss_mb(pid)
+            la0 = loadavg()
+            c0, g0 = cpu_s(pid), time.process_time()
+            lat, wall, errors, first = asyncio.run(drive(kind, port, paths, n, time_limit))
+            c1, g1 = cpu_s(pid), time.process_time()
+            rss1, hwm = rss_mb(pid)
+            r = {"server": name, "service": service, "clients": n, **stats(lat, wall, n), "errors": errors,
+                 "first_error": first, "sent": int(lat.size), "planned": len(paths),
+                 "truncated_by_time": int(lat.size) < len(paths), "server_cpu_s": c1 - c0,
+                 "loadgen_cpu_s": g1 - g0, "rss_before_mb": rss0, "rss_after_mb": rss1, "rss_peak_mb": hwm,
+                 "server_threads": threads_of(pid), "loadavg_before": la0, "loadavg_after": loadavg()}
+            r["server_cpu_ms_per_req"] = 1e3 * r["server_cpu_s"] / max(1, r["sent"])
+            rows.append(r)
+            print(f"  {name:9s} {service:14s} N={n:<3d} p50 {r.get('p50_ms', 0):8.2f} ms  p99 {r.get('p99_ms', 0):8.2f}"
+                  f" ms  {r.get('throughput_rps', 0):8.1f} req/s  errors {errors}  rss {rss1:.0f} MiB", flush=True)
+            if first:
+                print(f"    first error: {first}", flush=True)
+    for i, p in enumerate(big):
+        lat, wall, errors, first = asyncio.run(drive(kind, port, [p], 1, time_limit))
+        r = {"server": name, "service": "table 1000x1000", "clients": 1, "request": i, **stats(lat, wall, 1),
+             "errors": errors, "first_error": first, "sent": int(lat.size), "planned": 1,
+             "rss_after_mb": rss_mb(pid)[0], "rss_peak_mb": rss_mb(pid)[1]}
+        rows.append(r)
+        print(f"  {name:9s} table 1000x1000 #{i}: {r.get('p50_ms', float('nan')):.0f} ms  errors {errors}", flush=True)
+        if first:
+            print(f"    first error: {first}", flush=True)
+    return rows
+
+
+def tables_size(tables):
+    n = tables[0].count(";") + 1 if tables else 0
+    return f"{n}x{n}"
+
+
+def route_durations(answers):
+    return np.array([a["routes"][0]["duration"] if a and a.get("code") == "Ok" and a.get("routes") else np.nan
+                     for a in answers])
+
+
+def compare(ours, theirs):
+    """Durations of ours / OSRM's: fraction within 5%, median and quartiles of the ratio."""
+    ours, theirs = np.asarray(ours, float).ravel(), np.asarray(theirs, float).ravel()
+    ok = np.isfinite(ours) & np.isfinite(theirs) & (theirs > 1.0)  # > 1 s: skip (near-)identical points
+    if not ok.any():
+        return {"n": 0}
+    r = ours[ok] / theirs[ok]
+    return {"n": int(ok.sum()), "n_total": int(ours.size), "within_5pct": float(np.mean(np.abs(r - 1) <= 0.05)),
+            "ratio_p25": float(np.percentile(r, 25)), "ratio_median": float(np.median(r)),
+            "ratio_p75": float(np.percentile(r, 75))}
+
+
+# ------------------------------------------------------------------------------------------------ graphs
+def graph(name):
+    """(node coordinates (n, 2) lon/lat, PBF path)."""
+    import gpuroute
+
+    if name == "Monaco":
+        g = gpuroute.datasets.load("monaco")
+        return np.asarray(g.coords), Path(g.meta["source"])
+    pbf = next((d / f"{name.lower()}.osm.pbf" for d in OSM_DIRS if (d / f"{name.lower()}.osm.pbf").exists()), None)
+    if pbf is None:
+        raise FileNotFoundError(f"{name}: no {name.lower()}.osm.pbf in {[str(d) for d in OSM_DIRS]}")
+    g = gpuroute.load_osm(pbf, progress=False, name=name)
+    return np.asarray(g.coords), pbf
+
+
+# ------------------------------------------------------------------------------------------------ report
+def markdown(res):
+    lines = [f"Host: {res['host']['cpu']} ({res['host']['cores']} cores), load average "
+             f"{res['loadavg_before']} -> {res['loadavg_after']}; commit {res['commit']}; client "
+             f"{res['config']['client']}; gpuroute {res['config']['threads']} worker threads, osrm-routed "
+             f"-t {res['config']['osrm_threads']}.", "",
+             "| graph | server | service | N | p50 ms | p95 ms | p99 ms | req/s | errors | server CPU ms/req "
+             "| loadgen CPU s | RSS MiB before -> after (peak) |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for gname, gres in res["graphs"].items():
+        for r in gres.get("rows", []):
+            if r["service"] == "table 1000x1000":
+                continue
+            rss = f"{r['rss_before_mb']:.0f} -> {r['rss_after_mb']:.0f} ({r['rss_peak_mb']:.0f})"
+            trunc = "*" if r.get("truncated_by_time") else ""
+            lines.append(f"| {gname} | {r['server']} | {r['service']} | {r['clients']} | {r['p50_ms']:.2f} | "
+                         f"{r['p95_ms']:.2f} | {r['p99_ms']:.2f} | {r['throughput_rps']:.1f}{trunc} | "
+                         f"{r['errors']} | {r['server_cpu_ms_per_req']:.2f} | {r['loadgen_cpu_s']:.1f} | {rss} |")
+    if any(r.get("truncated_by_time") for g in res["graphs"].values() for r in g.get("rows", [])):
+        lines += ["", f"\\* stopped by the time limit ({res['config']['time_limit_per_level_s']:.0f} s per level) "
+                      "before all requests were sent."]
+    big = [(g, r) for g, gres in res["graphs"].items() for r in gres.get("rows", []) if r["service"] == "table 1000x1000"]
+    if big:
+        lines += ["", "| graph | server | table 1000x1000, one at a time: ms (each) | errors |", "|---|---|---|---:|"]
+        for gname in res["graphs"]:
+            for srv in ("gpuroute", "osrm-ch"):
+                rs = [r for g, r in big if g == gname and r["server"] == srv]
+                if rs:
+                    each = ", ".join(f"{r.get('p50_ms', float('nan')):.0f}" for r in rs)
+                    lines.append(f"| {gname} | {srv} | {each} | {sum(r['errors'] for r in rs)} |")
+    agree = [(g, gres["agreement"]) for g, gres in res["graphs"].items() if gres.get("agreement")]
+    if agree:
+        lines += ["", "Durations gpuroute / osrm-routed (different profiles: context, not a test):", "",
+                  "| graph | what | pairs | within 5% | ratio p25 / median / p75 |", "|---|---|---:|---:|---|"]
+        for gname, a in agree:
+            for what, c in a.items():
+                if c.get("n"):
+                    lines.append(f"| {gname} | {what} | {c['n']} | {100 * c['within_5pct']:.0f}% | "
+                                 f"{c['ratio_p25']:.3f} / {c['ratio_median']:.3f} / {c['ratio_p75']:.3f} |")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------ main
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="Monaco, 500 routes and 20 tables per level (~1-2 min)")
+    mode.add_argument("--full", action="store_true", help="Monaco and Andorra, 2,000 routes and 100 tables per "
+                                                          "level, 3 tables 1000x1000")
+    ap.add_argument("--graphs", nargs="+", default=None, help="Monaco, Andorra")
+    ap.add_argument("--clients", nargs="+", type=int, default=[1, 8, 32])
+    ap.add_argument("--routes", type=int, default=None, help="route requests per level")
+    ap.add_argument("--tables", type=int, default=None, help="table requests per level")
+    ap.add_argument("--table-size", type=int, default=100)
+    ap.add_argument("--big-table", type=int, default=None, help="1000x1000 tables (one at a time) per server")
+    ap.add_argument("--threads", type=int, default=None, help="gpuroute worker threads (default: cores)")
+    ap.add_argument("--osrm-threads", type=int, default=None, help="osrm-routed -t (default: cores)")
+    ap.add_argument("--client", choices=("raw", "httpx"), default="raw")
+    ap.add_argument("--time-limit", type=float, default=None, help="seconds per level at most")
+    ap.add_argument("--agree", type=int, default=200, help="routes compared between the servers")
+    ap.add_argument("--seed", type=int, default=12)
+    ap.add_argument("--no-osrm", action="store_true")
+    ap.add_argument("--osrm-bin", default=None)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    args = ap.parse_args()
+
+    cores = os.cpu_count() or 1
+    threads = args.threads or cores
+    osrm_threads = args.osrm_threads or cores
+    graphs = args.graphs or (["Monaco", "Andorra"] if args.full else ["Monaco"])
+    n_routes = args.routes or (500 if args.quick else 2000)
+    n_tables = args.tables or (20 if args.quick else 100)
+    n_big = args.big_table if args.big_table is not None else (3 if args.full else 0)
+    time_limit = args.time_limit or (10.0 if args.quick else 60.0)
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    atexit.register(stop_all)
+    CACHE.mkdir(parents=True, exist_ok=True)
+
+    res = {"benchmark": "serve", "date": dt.date.today().isoformat(), "commit": commit(), "src_changes": dirty(),
+           "mode": "quick" if args.quick else "full" if args.full else "custom",
+           "host": {"hostname": platform.node(), "cpu": cpu_model(), "cores": cores,
+                    "platform": platform.platform()},
+           "versions": versions(), "loadavg_before": loadavg(),
+           "config": {"graphs": graphs, "clients": args.clients, "routes_per_level": n_routes,
+                      "tables_per_level": n_tables, "table_size": args.table_size, "big_tables": n_big,
+                      "time_limit_per_level_s": time_limit, "client": args.client, "threads": threads,
+                      "osrm_threads": osrm_threads, "seed": args.seed, "route_query": ROUTE_QUERY,
+                      "gpuroute_server": f"python -m gpuroute.cli serve PBF --threads {threads} --max-table-size "
+                                         "1000: one uvicorn process (asyncio + h11 event loop) and at most "
+                                         f"{threads} engine worker threads",
+                      "osrm_server": f"osrm-routed --algorithm ch -t {osrm_threads} --max-table-size 1000 "
+                                     "(extract with OSRM's car.lua, contract)",
+                      "load_generator": f"{args.client} in the benchmark process, asyncio, one keep-alive "
+                                        "connection per client; it shares the machine's cores with the server"},
+           "peers": {}, "graphs": {}}
+    if args.no_osrm:
+        bindir, prof, note = None, None, "skipped (--no-osrm)"
+    else:
+        bindir, prof, note = osrm_bin(args.osrm_bin)
+        if bindir is None:
+            note = f"skipped: {note}"
+    res["peers"]["osrm"] = note
+    print(f"osrm: {note}", flush=True)
+
+    failed = []
+    try:
+        for gname in graphs:
+            print(f"## {gname}", flush=True)
+            rng = np.random.default_rng(args.seed)
+            coords, pbf = graph(gname)
+            routes, tables, big = make_requests(coords, rng, n_routes, n_tables, args.table_size, n_big)
+            gres = res["graphs"][gname] = {"pbf": str(pbf), "nodes": int(len(coords)), "rows": [], "servers": {}}
+            sample = routes[:args.agree]
+            answers = {}
+
+            # gpuroute
+            port = free_port()
+            logp = CACHE / f"gpuroute_{gname}.log"
+            env = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+            p = start([sys.executable, "-m", "gpuroute.cli", "serve", pbf, "--port", port, "--threads", threads,
+                       "--max-table-size", 1000], logp, env=env)
+            try:
+                ready = wait_ready(p, port, "/health", logp)
+                gres["servers"]["gpuroute"] = {"startup_s": ready, "pid_threads": threads_of(p.pid),
+                                               "rss_idle_mb": rss_mb(p.pid)[0]}
+                print(f"  gpuroute up in {ready:.1f} s (port {port})", flush=True)
+                gres["rows"] += bench_server("gpuroute", p, port, args.client, args.clients, routes, tables, big,
+                                             time_limit, warmup=min(200, n_routes))
+                answers["gpuroute"] = asyncio.run(fetch_json(args.client, port, sample + tables[:1]))
+            finally:
+                stop(p)
+            bad = [r for r in gres["rows"] if r["server"] == "gpuroute" and r["errors"]]
+            if bad:
+                failed.append(f"{gname}: gpuroute {bad[0]['service']} N={bad[0]['clients']}: {bad[0]['errors']} "
+                              f"errors; first: {bad[0]['first_error']}")
+
+            # osrm-routed
+            if bindir:
+                base, info = osrm_prepare(bindir, prof, pbf, gname, osrm_threads)
+                port = free_port()
+                logp = CACHE / f"osrm_{gname}.log"
+                p = start([Path(bindir) / "osrm-routed", "--algorithm", "ch", "-i", "127.0.0.1", "-p", port,
+                           "-t", osrm_threads, "--max-table-size", 1000, base], logp)
+                try:
+                    ready = wait_ready(p, port, "/nearest/v1/driving/0,0", logp)
+                    gres["servers"]["osrm-ch"] = {"startup_s": ready, **info, "rss_idle_mb": rss_mb(p.pid)[0],
+                                                  "pid_threads": threads_of(p.pid)}
+                    print(f"  osrm-routed up in {ready:.1f} s (port {port}; {info})", flush=True)
+                    gres["rows"] += bench_server("osrm-ch", p, port, args.client, args.clients, routes, tables, big,
+                                                 time_limit, warmup=min(200, n_routes))
+                    answers["osrm"] = asyncio.run(fetch_json(args.client, port, sample + tables[:1]))
+                finally:
+                    stop(p)
+                ours, theirs = answers["gpuroute"], answers["osrm"]
+                agree = {"route duration": compare(route_durations(ours[:-1]), route_durations(theirs[:-1]))}
+                if ours[-1] and theirs[-1]:
+                    to = lambda a: np.array([[np.nan if x is None else x for x in row] for row in a["durations"]])  # noqa: E731
+                    agree[f"table {tables_size(tables)} durations"] = compare(to(ours[-1]), to(theirs[-1]))
+                gres["agreement"] = agree
+                print(f"  agreement: {agree}", flush=True)
+    finally:
+        stop_all()
+        res["loadavg_after"] = loadavg()
+        res["failed"] = failed
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        suffix = ("_quick" if args.quick else "") + ("_httpx" if args.client == "httpx" else "")
+        path = out / f"serve_cpu_{res['date']}{suffix}.json"
+        path.write_text(json.dumps(res, indent=1, default=float) + "\n")
+        print(f"\nwrote {path}\n")
+        if any(g.get("rows") for g in res["graphs"].values()):
+            print(markdown(res))
+    if failed:
+        print("\nFAILED: gpuroute answered errors:\n  " + "\n  ".join(failed), file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

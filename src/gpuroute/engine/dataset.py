@@ -1,0 +1,355 @@
+"""Dataset directories: every stage of the routing engine built once, into one directory that
+:meth:`gpuroute.engine.Engine.open` loads without building anything (``gpuroute build`` writes it,
+``gpuroute serve DIR`` serves it).
+
+Layout::
+
+    DIR/
+        manifest.json   format "gpuroute-dataset": version, the source and profile it was built from,
+                        the metric, and per part its directory, what it is and its fingerprints
+        graph/          the imported graph (:func:`gpuroute.save_graph`: weights, arc attributes, street
+                        names, OSM node ids, turn restrictions)
+        ch/             the contraction hierarchy for ``travel_time`` (:meth:`ContractionHierarchy.save`)
+        partition/      the nested partition (:meth:`gpuroute.Partition.save`)
+        overlay/        the multi-level overlay customized for the metric ``"time"``
+                        (:meth:`gpuroute.Overlay.save`)
+
+The hierarchy and the overlay share one metric: the graph's ``travel_time`` (deciseconds) with no turn
+penalties (the overlay's ``"time"``, not ``"time-uturn"``), so that before any traffic update a route
+over the overlay and one over the hierarchy cost the same wherever no turn restriction binds. The
+whole directory is written into a temporary sibling and renamed into place: an interrupted build leaves
+nothing half-written, and a directory that is not a dataset is never replaced.
+
+Public API
+----------
+build_dataset(source, directory, ...)   run every stage, write the directory, return a summary
+load_dataset(directory)                 the parts of a dataset directory, every fingerprint checked
+is_dataset(path)                        whether ``path`` is a dataset directory
+read_manifest(directory)                its manifest, format and version checked
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "METRIC", "WEIGHT", "DatasetError", "Dataset", "build_dataset",
+           "load_dataset", "is_dataset", "read_manifest", "open_source"]
+
+FORMAT = "gpuroute-dataset"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+#: The graph weight the hierarchy is built for.
+WEIGHT = "travel_time"
+#: The overlay metric customized at build time (the same travel times, no turn penalties).
+METRIC = "time"
+#: Cell sizes of the partition when none are given (finest level first).
+DEFAULT_CELL_SIZES = (256, 4096, 65536)
+#: File endings read as OpenStreetMap (they take the profile).
+OSM_ENDINGS = (".pbf", ".osm", ".osm.bz2", ".osm.gz", ".o5m")
+
+PARTS = {
+    "graph": "the imported road graph (gpuroute.save_graph): weights, arc attributes, street names, OSM node "
+             "ids, turn restrictions",
+    "ch": "contraction hierarchy for the weight travel_time (route fallback, table, isochrone)",
+    "partition": "nested multi-level partition (Customizable Route Planning, metric-independent)",
+    "overlay": "multi-level overlay customized for the metric 'time' (travel_time, no turn penalties): "
+               "turn-aware routes, live traffic",
+}
+
+
+class DatasetError(ValueError):
+    """Not a dataset directory, another format version, or a part that does not match the manifest."""
+
+
+@dataclass
+class Dataset:
+    """The loaded parts of a dataset directory.
+
+    Attributes
+    ----------
+    directory : str
+        Absolute path.
+    graph : RoadGraph
+    ch : ContractionHierarchy
+        For :data:`WEIGHT`.
+    overlay : Overlay
+        Customized (for :data:`METRIC` as built, or what was saved since).
+    manifest : dict
+    profile : str
+    seconds : dict
+        Load time of each part.
+    """
+
+    directory: str
+    graph: object
+    ch: object
+    overlay: object
+    manifest: dict
+    profile: str = "car"
+    seconds: dict = field(default_factory=dict)
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _sha_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _read_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise DatasetError(f"{path}: unreadable ({' '.join(str(e).split())})") from None
+
+
+def is_dataset(path):
+    """True when ``path`` is a directory with a ``gpuroute-dataset`` manifest (any version)."""
+    try:
+        p = os.fspath(path)
+    except TypeError:
+        return False
+    if not os.path.isdir(p):
+        return False
+    try:
+        m = _read_json(os.path.join(p, MANIFEST))
+    except DatasetError:
+        return False
+    return isinstance(m, dict) and m.get("format") == FORMAT
+
+
+def read_manifest(directory):
+    """The manifest of a dataset directory.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such directory.
+    DatasetError
+        No manifest, another format, another version.
+    """
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"{directory}: no such directory (make it with gpuroute build GRAPH -o {directory})")
+    path = os.path.join(directory, MANIFEST)
+    m = _read_json(path)
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        raise DatasetError(f"{directory}: not a dataset directory (no {FORMAT!r} {MANIFEST}; make one with gpuroute "
+                           f"build GRAPH -o {directory})")
+    if m.get("version") != FORMAT_VERSION:
+        raise DatasetError(f"{path}: format version {m.get('version')!r}, this gpuroute reads {FORMAT_VERSION}; run "
+                           "gpuroute build again")
+    return m
+
+
+def open_source(spec, profile="car"):
+    """The graph a build starts from: a RoadGraph as it is, a shipped dataset name (car graphs), an OSM
+    extract read with ``profile``, or any other graph file or saved graph (:func:`gpuroute.open_graph`).
+
+    Raises
+    ------
+    FileNotFoundError
+        Neither a file, a directory nor a dataset name.
+    ValueError
+        A shipped dataset with another profile than ``"car"``.
+    """
+    from .. import datasets
+    from ..graph.road_graph import RoadGraph
+    from ..opener import open_graph
+
+    if isinstance(spec, RoadGraph):
+        return spec
+    path = os.fspath(spec)
+    if not os.path.exists(path) and path in datasets.names():
+        if profile != "car":
+            raise ValueError(f"shipped dataset {path!r} is a car graph; profile {profile!r} needs an OSM file")
+        return open_graph(path)
+    if path.lower().endswith(OSM_ENDINGS):
+        return open_graph(path, profile=profile)
+    return open_graph(path)
+
+
+def _check_target(directory):
+    """Refuse to replace anything but a dataset directory (or an empty one)."""
+    if not os.path.lexists(directory):
+        return
+    if os.path.islink(directory) or not os.path.isdir(directory):
+        raise FileExistsError(f"{directory}: exists and is not a directory; not writing a dataset there")
+    if os.listdir(directory) and not is_dataset(directory):
+        raise FileExistsError(f"{directory}: a non-empty directory that is not a dataset directory (no {FORMAT!r} "
+                              f"{MANIFEST}); not replacing it")
+
+
+def build_dataset(source, directory, *, profile="car", cell_sizes=None, method=None, seed=0, progress=None):
+    """Run every stage -- import, contract, partition, customize -- into one dataset directory.
+
+    Parameters
+    ----------
+    source : str, path-like or RoadGraph
+        See :func:`open_source`. The graph needs lon/lat coordinates and a ``travel_time`` weight.
+    directory : str or path-like
+        New, empty, or a dataset directory (replaced only when the build succeeds).
+    profile : str
+        Routing profile of an OSM extract (recorded in the manifest; the engine reports it).
+    cell_sizes : sequence of int, optional
+        Largest cell size of each partition level, finest first (default :data:`DEFAULT_CELL_SIZES`, cut
+        to the levels smaller than the graph).
+    method, seed
+        See :meth:`gpuroute.Partition.build`.
+    progress : callable, optional
+        ``progress(stage_name)`` before each stage (the CLI prints them).
+
+    Returns
+    -------
+    dict
+        ``directory``, ``graph`` (name, nodes, arcs, fingerprint), ``cell_sizes``, ``n_cells``,
+        ``seconds`` per stage (``import``, ``contract``, ``partition``, ``customize``, ``save``) and
+        ``total_seconds``.
+
+    Raises
+    ------
+    FileExistsError
+        ``directory`` holds something that is not a dataset (checked before any work).
+    KeyError
+        The graph has no ``travel_time`` weight.
+    ValueError, FileNotFoundError
+        See :func:`open_source`, :meth:`gpuroute.Partition.build`.
+    """
+    from ..ch.api import ContractionHierarchy
+    from ..crp.overlay import Overlay
+    from ..io.atomic import atomic_directory
+    from ..io.store import save_graph
+    from ..partition import Partition
+
+    directory = os.path.abspath(os.fspath(directory))
+    _check_target(directory)
+    say = progress or (lambda stage: None)
+    secs = {}
+    t_all = time.perf_counter()
+    say("import")
+    t0 = time.perf_counter()
+    g = open_source(source, profile)
+    if g.coords is None:
+        raise ValueError(f"graph {g.name!r} has no coordinates: a dataset needs lon/lat nodes")
+    g.weight(WEIGHT)  # KeyError naming the weights there are
+    secs["import"] = time.perf_counter() - t0
+    if cell_sizes is None:
+        cell_sizes = [c for c in DEFAULT_CELL_SIZES if c < g.n_nodes] or [max(2, g.n_nodes // 4)]
+    cell_sizes = [int(c) for c in cell_sizes]
+    say("contract")
+    t0 = time.perf_counter()
+    ch = ContractionHierarchy.build(g, WEIGHT, progress=False)
+    secs["contract"] = time.perf_counter() - t0
+    say("partition")
+    t0 = time.perf_counter()
+    part = Partition.build(g, cell_sizes=cell_sizes, method=method, seed=seed)
+    secs["partition"] = time.perf_counter() - t0
+    say("customize")
+    t0 = time.perf_counter()
+    ov = Overlay.build(g, part)
+    info = ov.customize(METRIC)
+    secs["customize"] = time.perf_counter() - t0
+    say("save")
+    t0 = time.perf_counter()
+    spec = None
+    if not hasattr(source, "n_nodes"):
+        spec = os.fspath(source)
+        spec = os.path.abspath(spec) if os.path.exists(spec) else spec
+    with atomic_directory(directory) as tmp:
+        save_graph(g, os.path.join(tmp, "graph"))
+        ch.save(os.path.join(tmp, "ch"))
+        part.save(os.path.join(tmp, "partition"))
+        ov.save(os.path.join(tmp, "overlay"))
+        om = _read_json(os.path.join(tmp, "overlay", MANIFEST)) or {}
+        pman = _read_json(os.path.join(tmp, "partition", MANIFEST)) or {}
+        manifest = {
+            "format": FORMAT, "version": FORMAT_VERSION, "created": _now(),
+            "source": spec, "profile": str(profile), "metric": METRIC, "weight": WEIGHT,
+            "parts": {
+                "graph": {"directory": "graph", "what": PARTS["graph"], "name": g.name,
+                          "nodes": int(g.n_nodes), "arcs": int(g.n_arcs), "fingerprint": g.fingerprint()},
+                "ch": {"directory": "ch", "what": PARTS["ch"], "weight": WEIGHT, "method": ch.method,
+                       "graph_fingerprint": ch.graph_fingerprint, "weight_fingerprint": ch.weight_fingerprint},
+                "partition": {"directory": "partition", "what": PARTS["partition"], "method": part.method,
+                              "seed": int(seed), "cell_sizes": list(part.cell_sizes),
+                              "n_cells": [int(x) for x in part.n_cells],
+                              "cells_sha256": _sha_file(os.path.join(tmp, "partition", "cells.npy")),
+                              "fingerprint": (pman.get("fingerprint") if isinstance(pman, dict) else None)},
+                "overlay": {"directory": "overlay", "what": PARTS["overlay"], "metric": METRIC,
+                            "units": ov.metric.units, "cells_sha256": _sha_file(os.path.join(tmp, "overlay",
+                                                                                             "cells.npy")),
+                            "metric_fingerprint": (om.get("metric") or {}).get("fingerprint"),
+                            "partition_fingerprint": om.get("partition_fingerprint"),
+                            "customize_seconds": info["seconds"]},
+            },
+            "seconds": secs,
+        }
+        with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=1)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+    secs["save"] = time.perf_counter() - t0
+    return {"directory": directory, "graph": {"name": g.name, "nodes": int(g.n_nodes), "arcs": int(g.n_arcs),
+                                              "fingerprint": g.fingerprint()},
+            "cell_sizes": list(part.cell_sizes), "n_cells": [int(x) for x in part.n_cells], "seconds": secs,
+            "total_seconds": time.perf_counter() - t_all}
+
+
+def load_dataset(directory):
+    """The parts of a dataset directory, each checked against the manifest.
+
+    Returns
+    -------
+    Dataset
+
+    Raises
+    ------
+    FileNotFoundError
+        No such directory.
+    DatasetError
+        Not a dataset directory, another version, a part missing or built from another graph or
+        partition (named).
+    ValueError
+        A part's own files were changed (their loaders check their SHA-256).
+    """
+    from ..ch.api import ContractionHierarchy
+    from ..crp.overlay import Overlay
+    from ..io.store import load_graph
+
+    directory = os.path.abspath(os.fspath(directory))
+    man = read_manifest(directory)
+    parts = man.get("parts") if isinstance(man.get("parts"), dict) else {}
+    for name in PARTS:
+        sub = (parts.get(name) or {}).get("directory")
+        if not isinstance(sub, str) or os.path.basename(sub) != sub or not os.path.isdir(os.path.join(directory, sub)):
+            raise DatasetError(f"{directory}: part {name!r} is missing (run gpuroute build again)")
+    secs = {}
+    t0 = time.perf_counter()
+    g = load_graph(os.path.join(directory, parts["graph"]["directory"]))
+    if g.fingerprint() != parts["graph"].get("fingerprint"):
+        raise DatasetError(f"{directory}: graph/ is not the graph the dataset was built from (fingerprint differs)")
+    secs["graph"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ch = ContractionHierarchy.load(os.path.join(directory, parts["ch"]["directory"]), graph=g)
+    secs["ch"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    pcells = os.path.join(directory, parts["partition"]["directory"], "cells.npy")
+    ocells = os.path.join(directory, parts["overlay"]["directory"], "cells.npy")
+    if not (os.path.isfile(pcells) and os.path.isfile(ocells)) or _sha_file(pcells) != _sha_file(ocells):
+        raise DatasetError(f"{directory}: overlay/ was not customized from partition/ (cells differ)")
+    ov = Overlay.load(os.path.join(directory, parts["overlay"]["directory"]), graph=g)
+    secs["overlay"] = time.perf_counter() - t0
+    return Dataset(directory, g, ch, ov, man, profile=str(man.get("profile") or "car"), seconds=secs)

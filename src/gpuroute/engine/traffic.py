@@ -1,0 +1,358 @@
+"""Routes over a customized overlay and live traffic for :class:`gpuroute.engine.Engine`.
+
+When the engine holds an :class:`gpuroute.crp.Overlay` (a dataset directory built by ``gpuroute
+build``), every route leg is answered by :meth:`gpuroute.crp.overlay.OverlayQuery.route_arcs` between the
+snapped phantom nodes, so routes honour turn restrictions (and turn penalties of the metric) and follow
+the overlay's current metric, which :meth:`TrafficRouter.customize` changes (traffic updates of some
+arcs, or a whole new metric) atomically.
+
+Phantom costs (``c`` the overlay's current arc cost, in the metric's integer unit): a source phantom at
+fraction ``fa`` of arc ``a`` starts with ``(1 - fa) c(a)`` paid; a target phantom at ``fb`` of arc ``b``
+adds ``-(1 - fb) c(b)`` to the full cost of ``b`` that the search pays on entering it. One search per
+pair of phantom arcs (at most four per leg), so that the legs can be chained by the same dynamic
+program as the hierarchy's route (``continue_straight``). The same-arc cases: target ahead of the source
+(``fa <= fb``), the leg stays on the arc at ``(fb - fa) c(a)``; target behind it, the leg leaves the arc
+by one of its allowed turns and comes back (the search starts on the successors of ``a``).
+
+Consistency: a route reads the overlay's metric object at its start and checks that it is still the
+current one at its end (a customization in between makes it start again, at most
+:data:`MAX_RETRIES` times), so the arcs chosen and the costs reported come from one metric. Reported
+weights and durations come from that metric's arc costs (durations: only for time metrics; for
+``"distance"`` the graph's travel times), fraction-weighted as the hierarchy's; turn penalties of
+``"time-uturn"`` steer the route but are not added to the reported durations.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph.constants import INF
+from ..graph.units import parse_unit
+from .osrm import EngineError
+
+__all__ = ["TrafficRouter", "Snapshot", "LegPath", "MAX_RETRIES", "METRICS", "MAX_COST"]
+
+#: How often a route starts again when a customization swapped the metric while it ran.
+MAX_RETRIES = 5
+#: Metrics a full re-customization takes by name (nothing in a request names a file).
+METRICS = ("time", "distance", "time-uturn")
+#: Largest arc cost :meth:`gpuroute.crp.Overlay.update` takes.
+MAX_COST = int(np.iinfo(np.int32).max)
+
+
+@dataclass
+class Snapshot:
+    """One metric of the overlay, as a route reads it.
+
+    Attributes
+    ----------
+    metric : Metric
+        The overlay's metric object (identity tells whether it is still current).
+    cost : ndarray of float64 (m,)
+        Arc costs in the metric's unit.
+    turn_cost : ndarray of int64 (T,)
+        Turn costs (penalty + cost of the out-arc; -1 forbidden).
+    scale : float
+        Metric unit -> OSRM weight unit (seconds for a time, metres for a length; 1 when unknown).
+    is_time : bool
+        The metric is a time: its costs are also the reported durations.
+    name : str
+        The metric's name (``"time"``, ``"distance"``, ``"time-uturn"``, ...).
+    """
+
+    metric: object
+    cost: np.ndarray
+    turn_cost: np.ndarray
+    scale: float
+    is_time: bool
+    name: str
+
+
+@dataclass
+class LegPath:
+    """The arcs strictly between the departure and arrival arcs of a leg (``arcs`` int64 (k,)), and the
+    nodes from the departure arc's head to the arrival arc's tail (``nodes`` int64 (k + 1,)): the shape
+    the engine's leg builder reads from a hierarchy path."""
+
+    arcs: np.ndarray
+    nodes: np.ndarray
+    distance: float
+
+
+class TrafficRouter:
+    """Overlay routes and customization for one engine (thread-safe).
+
+    Parameters
+    ----------
+    graph : RoadGraph
+    overlay : Overlay
+        Customized, of ``graph``.
+
+    Attributes
+    ----------
+    graph, overlay
+    """
+
+    def __init__(self, graph, overlay):
+        if not overlay.customized:
+            raise ValueError("the overlay is not customized: customize(metric) it first")
+        self.graph = graph
+        self.overlay = overlay
+        self._tail = np.asarray(graph.tail, dtype=np.int64)
+        self._head = np.asarray(graph.head, dtype=np.int64)
+        self._local = threading.local()
+        self._lock = threading.Lock()  # customizations one at a time (an update builds on the current metric)
+        self._length = (np.asarray(graph.arc_attrs["length_m"], dtype=np.float64) if "length_m" in graph.arc_attrs
+                        else None)
+        ids = graph.node_ids
+        self._node_ids = (np.asarray(ids, dtype=np.int64) if ids is not None
+                          else np.arange(graph.n_nodes, dtype=np.int64))
+        self._pairs = None
+
+    # ------------------------------------------------------------------ metric
+    def snapshot(self):
+        """The overlay's current metric as a :class:`Snapshot`."""
+        met = self.overlay.metric
+        unit = parse_unit(getattr(met, "units", None) or None)
+        is_time = unit.quantity == "time"
+        scale = float(unit.scale) if unit.scale else 1.0
+        return Snapshot(met, np.asarray(met.arc_cost, dtype=np.float64), self.overlay.turn_cost, scale, is_time,
+                        str(getattr(met, "name", "") or ""))
+
+    def query(self):
+        q = getattr(self._local, "query", None)
+        if q is None:
+            q = self._local.query = self.overlay.query()
+        return q
+
+    # ------------------------------------------------------------------ routes
+    def plan(self, phantoms, continue_straight):
+        """The legs of a route over the overlay: ``(plan, snapshot)``, ``plan`` a list of
+        ``((arc, fraction), (arc, fraction), path)`` per leg as the engine's hierarchy plan (``path`` a
+        :class:`LegPath`, or None when the leg stays on one arc).
+
+        Raises
+        ------
+        EngineError
+            ``NoRoute``.
+        """
+        for _ in range(MAX_RETRIES):
+            snap = self.snapshot()
+            plan = self._plan(phantoms, continue_straight, snap)
+            if self.overlay.metric is snap.metric:
+                return plan, snap
+        return plan, snap  # customizations keep arriving: the last plan is consistent with itself up to a swap
+
+    def _pair(self, a, fa, b, fb, snap):
+        """(cost, path) of one phantom-arc pair; cost inf when unreachable."""
+        c = snap.cost
+        if a == b and fa <= fb:
+            return (fb - fa) * c[a], None
+        q = self.query()
+        dc = -int(round((1.0 - fb) * c[b]))
+        if a == b:  # target behind the source on the same arc: leave by an allowed turn, come back
+            tr = self.overlay.turns
+            t0, t1 = int(tr.first[a]), int(tr.first[a + 1])
+            tc = snap.turn_cost[t0:t1]
+            ok = tc >= 0
+            succ = np.asarray(tr.out_arc[t0:t1], dtype=np.int64)[ok]
+            ok2 = succ != a
+            succ = succ[ok2]
+            if succ.size == 0:
+                return math.inf, None
+            sc0 = int(round((1.0 - fa) * c[a]))
+            sc = sc0 + tc[ok][ok2].astype(np.int64)
+            dist, arcs = q.route_arcs(succ, sc, [b], [dc])
+            if dist >= INF:
+                return math.inf, None
+            arcs = np.asarray(arcs, dtype=np.int64)
+            mid = arcs[:-1]
+            paid = float(dist - sc0 - dc)
+        else:
+            sc = int(round((1.0 - fa) * c[a]))
+            dist, arcs = q.route_arcs([a], [sc], [b], [dc])
+            if dist >= INF:
+                return math.inf, None
+            arcs = np.asarray(arcs, dtype=np.int64)
+            mid = arcs[1:-1]
+            paid = float(dist - sc - dc)  # the turns between a and b, b's full cost included
+        nodes = np.concatenate([[self._head[a]], self._head[mid]]).astype(np.int64)
+        cost = (1.0 - fa) * c[a] + paid - (1.0 - fb) * c[b]
+        return cost, LegPath(mid, nodes, cost)
+
+    def _plan(self, phantoms, continue_straight, snap):
+        opts = [p.arcs for p in phantoms]
+        costs, paths = [], []
+        for i in range(len(phantoms) - 1):
+            cm = np.full((len(opts[i]), len(opts[i + 1])), math.inf)
+            pm = {}
+            for ai, (a, fa) in enumerate(opts[i]):
+                for bi, (b, fb) in enumerate(opts[i + 1]):
+                    cost, path = self._pair(int(a), float(fa), int(b), float(fb), snap)
+                    if math.isfinite(cost):
+                        cm[ai, bi] = cost
+                        pm[ai, bi] = path
+            costs.append(cm)
+            paths.append(pm)
+        return chain_legs(opts, costs, paths, continue_straight)
+
+    def reprice(self, leg, snap, w_scale):
+        """Replace a leg's ``weight`` (in the engine's weight unit: OSRM weight / ``w_scale``) and, for a
+        time metric, ``duration`` (s) by the snapshot's fraction-weighted arc costs."""
+        raw = leg["frac"] * snap.cost[leg["arcs"]]
+        leg["weight"] = raw * (snap.scale / w_scale)
+        if snap.is_time:
+            leg["duration"] = raw * snap.scale
+        return leg
+
+    # ------------------------------------------------------------------ customization
+    def _arc_of_pair(self):
+        """``{(osm_tail, osm_head): arc}`` (built on first use; parallel arcs were dropped at import)."""
+        if self._pairs is None:
+            ids = self._node_ids
+            self._pairs = dict(zip(zip(ids[self._tail].tolist(), ids[self._head].tolist(), strict=True),
+                                   range(self.graph.n_arcs), strict=True))
+        return self._pairs
+
+    def parse_updates(self, updates, snap):
+        """Arc ids and integer costs (int64 (k,) each) of a list of updates, every entry validated.
+
+        Each entry is ``{"arc": id, "cost": c}`` (``c`` in the metric's unit, rounded to an integer, at
+        least 1) or ``{"from": osm_id, "to": osm_id, "speed_kmh": v}`` (OSRM's traffic CSV: the arc
+        between two consecutive OSM nodes, in that direction; its new travel time is ``length_m / v`` in
+        deciseconds, at least 1; only for a time metric in deciseconds).
+
+        Raises
+        ------
+        EngineError
+            ``InvalidOptions`` (not a non-empty list), ``InvalidValue`` naming the first bad entry (not an
+            object, unknown keys, an unknown arc or node pair, a cost or speed that is not a finite
+            positive number).
+        """
+        if not isinstance(updates, (list, tuple)) or not updates:
+            raise EngineError("InvalidOptions", "updates must be a non-empty list of {\"arc\": id, \"cost\": c} or "
+                                                "{\"from\": osm_id, \"to\": osm_id, \"speed_kmh\": v} objects")
+        m = self.graph.n_arcs
+        ids = np.empty(len(updates), np.int64)
+        costs = np.empty(len(updates), np.int64)
+        for i, u in enumerate(updates):
+            where = f"updates[{i}]"
+            if not isinstance(u, dict):
+                raise EngineError("InvalidValue", f"{where}: expected an object, got {type(u).__name__}")
+            keys = set(u)
+            if keys == {"arc", "cost"}:
+                a = u["arc"]
+                if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not 0 <= a < m:
+                    raise EngineError("InvalidValue", f"{where}: arc {a!r} is not an arc id in [0, {m})")
+                v = _positive(u["cost"], where, "cost")
+                ids[i], costs[i] = int(a), max(1, int(round(v)))
+            elif keys == {"from", "to", "speed_kmh"}:
+                if not snap.is_time or snap.scale != 0.1:
+                    raise EngineError("InvalidValue", f"{where}: speed updates need a time metric in deciseconds "
+                                                      f"(the current metric is {snap.name!r})")
+                if self._length is None:
+                    raise EngineError("InvalidValue", f"{where}: the graph has no length_m to turn speeds into "
+                                                      "travel times")
+                f, t = u["from"], u["to"]
+                if any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) for x in (f, t)):
+                    raise EngineError("InvalidValue", f"{where}: from and to must be OSM node ids (integers)")
+                a = self._arc_of_pair().get((int(f), int(t)))
+                if a is None:
+                    raise EngineError("InvalidValue", f"{where}: no arc from OSM node {f} to OSM node {t} (they must "
+                                                      "be consecutive nodes of a way, in the direction of travel)")
+                v = _positive(u["speed_kmh"], where, "speed_kmh")
+                ids[i], costs[i] = a, max(1, int(round(self._length[a] / (v / 3.6) * 10.0)))
+            else:
+                raise EngineError("InvalidValue", f"{where}: expected keys arc, cost or from, to, speed_kmh; got "
+                                                  f"{', '.join(sorted(map(str, keys))) or 'none'}")
+            if costs[i] > MAX_COST:
+                raise EngineError("InvalidValue", f"{where}: cost {int(costs[i])} is over the largest cost {MAX_COST}")
+        return ids, costs
+
+    def customize(self, updates=None, metric=None):
+        """Apply traffic updates (:meth:`parse_updates`) or re-customize for a named metric.
+
+        Returns
+        -------
+        dict
+            ``{"code": "Ok", "seconds": s, "cells": [per level], "metric": name, "arcs": k}`` (``cells``:
+            the cells re-customized per level, finest first; all of them for a metric).
+
+        Raises
+        ------
+        EngineError
+            ``InvalidOptions`` (neither or both of ``updates`` and ``metric``), ``InvalidValue`` (a bad
+            update or metric name); nothing changes then.
+        """
+        if (updates is None) == (metric is None):
+            raise EngineError("InvalidOptions", "give either updates (a list) or metric (one of "
+                                                f"{', '.join(METRICS)})")
+        ov = self.overlay
+        with self._lock:
+            if metric is not None:
+                if not isinstance(metric, str) or metric not in METRICS:
+                    raise EngineError("InvalidValue", f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
+                info = ov.customize(metric)
+                return {"code": "Ok", "seconds": float(info["seconds"]), "cells": [int(x) for x in ov.n_cells],
+                        "metric": metric, "arcs": int(self.graph.n_arcs)}
+            ids, costs = self.parse_updates(updates, self.snapshot())
+            info = ov.update(ids, costs)
+            return {"code": "Ok", "seconds": float(info["seconds"]), "cells": [int(x) for x in info["cells"]],
+                    "metric": str(getattr(ov.metric, "name", "") or ""), "arcs": int(np.unique(ids).size)}
+
+
+def _positive(v, where, what):
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise EngineError("InvalidValue", f"{where}: {what} must be a number, got {v!r}")
+    x = float(v)
+    if not (math.isfinite(x) and x > 0):
+        raise EngineError("InvalidValue", f"{where}: {what} must be a finite number > 0, got {v!r}")
+    return x
+
+
+def chain_legs(opts, costs, paths, continue_straight):
+    """Chain per-leg costs of every (departure arc, arrival arc) pair into one route: the dynamic program
+    of the engine's hierarchy plan (no U-turn at intermediate waypoints with ``continue_straight``).
+
+    Parameters
+    ----------
+    opts : list of list of (arc, fraction)
+        Each waypoint's usable arcs.
+    costs : list of ndarray (len(opts[i]), len(opts[i + 1]))
+        Leg costs, inf where unreachable.
+    paths : list of dict
+        ``(ai, bi) -> path`` per leg.
+    continue_straight : bool
+
+    Returns
+    -------
+    list of ((arc, fraction), (arc, fraction), path)
+
+    Raises
+    ------
+    EngineError
+        ``NoRoute``.
+    """
+    best = np.zeros(len(opts[0]))
+    back, arrived = [], []
+    free = not continue_straight
+    for i, c in enumerate(costs):
+        arrived.append(best)
+        dep = best if (i == 0 or not free) else np.full(best.size, best.min())
+        tot = dep[:, None] + c
+        arg = np.argmin(tot, axis=0)
+        back.append(arg)
+        best = tot[arg, np.arange(tot.shape[1])]
+    if not np.isfinite(best).any():
+        raise EngineError("NoRoute", "Impossible route between points")
+    plan = []
+    o = int(np.argmin(best))
+    for i in range(len(costs) - 1, -1, -1):
+        d = int(back[i][o])
+        plan.append((opts[i][d], opts[i + 1][o], paths[i][d, o]))
+        o = int(np.argmin(arrived[i])) if (free and i > 0) else d
+    plan.reverse()
+    return plan

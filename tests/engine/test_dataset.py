@@ -1,0 +1,245 @@
+"""Dataset directories (``gpuroute build``, :mod:`gpuroute.engine.dataset`) and routes over the overlay
+(:mod:`gpuroute.engine.traffic`): built stages load without building, routes honour turn restrictions
+(against a turn-aware Dijkstra oracle), equal the hierarchy's where no restriction binds, and follow
+:meth:`Engine.customize`."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("osmium")
+
+from turn_oracle import phantom_cost, route_arcs, turn_graph, turns_allowed  # noqa: E402
+
+from gpuroute.cli.main import main  # noqa: E402
+from gpuroute.crp.metric import RESTRICTED  # noqa: E402
+from gpuroute.engine import Engine, EngineError  # noqa: E402
+from gpuroute.engine.dataset import FORMAT, DatasetError, build_dataset, is_dataset, load_dataset  # noqa: E402
+
+CELLS = (64, 1024)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One build per module, through the command line: ``(directory, summary)``."""
+    import contextlib
+    import io
+
+    d = tmp_path_factory.mktemp("ds") / "monaco"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["build", "monaco", "-o", str(d), "--cell-sizes", ",".join(map(str, CELLS)), "--json"]) == 0
+    return d, json.loads(buf.getvalue())
+
+
+@pytest.fixture(scope="module")
+def dataset(built):
+    return built[0]
+
+
+@pytest.fixture(scope="module")
+def engines(dataset):
+    e = Engine.open(dataset)
+    return e, Engine(e.graph, e.ch)  # the same graph and hierarchy, routes over the hierarchy
+
+
+def _pairs(e, k=30, seed=3):
+    """Coordinates of k random node pairs, and of pairs on both sides of restricted turns (the midpoints
+    of the turn's in- and out-arc: a route there must go round)."""
+    g = e.graph
+    c = g.coords
+    rng = np.random.default_rng(seed)
+    out = [(c[i].tolist(), c[j].tolist()) for i, j in rng.integers(0, g.n_nodes, (k, 2))]
+    tr = e.overlay.turns
+    in_arc = np.repeat(np.arange(g.n_arcs), np.diff(np.asarray(tr.first)))
+    for t in np.flatnonzero(np.asarray(tr.kind) == RESTRICTED)[:12]:
+        a, b = int(in_arc[t]), int(tr.out_arc[t])
+        mid = lambda x: ((c[g.tail[x]] + c[g.head[x]]) / 2).tolist()  # noqa: E731
+        out.append((mid(a), mid(b)))
+    return out
+
+
+def _route(e, pts):
+    return e.route(pts, annotations=["nodes"], overview="false")["routes"][0]
+
+
+def test_build_layout_and_manifest(dataset):
+    assert is_dataset(dataset)
+    man = json.loads((dataset / "manifest.json").read_text())
+    assert man["format"] == FORMAT and man["version"] == 1 and man["metric"] == "time"
+    assert set(man["parts"]) == {"graph", "ch", "partition", "overlay"}
+    for name, part in man["parts"].items():
+        assert (dataset / part["directory"]).is_dir(), name
+        assert part["what"]
+    assert man["parts"]["partition"]["cell_sizes"] == list(CELLS)
+    assert man["parts"]["partition"]["cells_sha256"] == man["parts"]["overlay"]["cells_sha256"]
+    assert not [p for p in os.listdir(dataset.parent) if p.startswith(".")]  # no temporary left behind
+
+
+def test_open_loads_every_part(dataset, engines):
+    e, _ = engines
+    ds = load_dataset(dataset)
+    assert ds.graph.fingerprint() == e.graph.fingerprint()
+    assert e.graph.meta.get("way_names") and e.graph.turns is not None  # names and restrictions travelled
+    assert e.overlay is not None and e.overlay.customized and e.ch.weight == "travel_time"
+    caps = {c["service"]: c for c in e.capabilities}
+    assert caps["route"]["algorithm"] == "crp" and caps["route"]["traffic_aware"]
+    assert caps["table"]["algorithm"].startswith("ch") and not caps["table"]["traffic_aware"]
+    assert caps["nearest"]["algorithm"] == "segment index"
+    assert e.info["capabilities"] == e.capabilities
+    plain = {c["service"]: c for c in engines[1].capabilities}
+    assert plain["route"]["algorithm"] == "ch" and plain["customize"]["algorithm"] == "none"
+
+
+def test_routes_match_turn_oracle_and_ch(engines):
+    e, ech = engines
+    ov = e.overlay
+    tg = turn_graph(ov)
+    binding = equal = 0
+    for pts in _pairs(e):
+        r = _route(e, pts)
+        rc = _route(ech, pts)
+        sp = [e.segments.snap(*p) for p in pts]
+        want = phantom_cost(ov, sp[0], sp[1], tg)
+        assert r["weight"] == pytest.approx(want * 0.1, abs=0.051), pts
+        assert r["duration"] == pytest.approx(r["weight"], abs=0.051)
+        assert r["weight_name"] == "travel_time"
+        assert turns_allowed(ov, route_arcs(e, r)), pts
+        assert r["weight"] >= rc["weight"] - 0.051
+        if r["weight"] > rc["weight"] + 0.051:
+            binding += 1
+            assert not turns_allowed(ov, route_arcs(ech, rc))  # the hierarchy's route takes a forbidden turn
+        else:
+            equal += 1
+            assert r["distance"] == pytest.approx(rc["distance"], abs=0.2) or r["weight"] == rc["weight"]
+    assert binding >= 3 and equal >= 20
+
+
+def test_customize_doubling_follows_oracle(dataset):
+    e = Engine.open(dataset)
+    ov = e.overlay
+    g = e.graph
+    c = g.coords
+    rng = np.random.default_rng(11)
+    changed = 0
+    for i, j in rng.integers(0, g.n_nodes, (6, 2)):
+        pts = [c[i].tolist(), c[j].tolist()]
+        before = _route(e, pts)
+        arcs = route_arcs(e, before)
+        if len(arcs) < 4:
+            continue
+        cost = np.asarray(ov.arc_cost)
+        res = e.customize([{"arc": int(a), "cost": int(2 * cost[a])} for a in arcs])
+        assert res["code"] == "Ok" and res["seconds"] >= 0 and len(res["cells"]) == len(CELLS)
+        after = _route(e, pts)
+        sp = [e.segments.snap(*p) for p in pts]
+        want = phantom_cost(ov, sp[0], sp[1])
+        assert after["weight"] == pytest.approx(want * 0.1, abs=0.051)
+        assert after["weight"] > before["weight"] - 0.051
+        if route_arcs(e, after) != arcs:
+            changed += 1
+        e.customize(metric="time")  # back to the built metric
+        assert _route(e, pts)["weight"] == before["weight"]
+    assert changed >= 1
+
+
+def test_bad_updates_change_nothing(dataset):
+    e = Engine.open(dataset)
+    ov = e.overlay
+    c = e.graph.coords
+    pts = [c[10].tolist(), c[5000].tolist()]
+    before = _route(e, pts)
+    met = ov.metric
+    m = e.graph.n_arcs
+    for bad, where in (([{"arc": 0, "cost": 5}, {"arc": m, "cost": 5}], "updates[1]"),
+                       ([{"arc": -1, "cost": 5}], "updates[0]"),
+                       ([{"arc": 3, "cost": 0}], "updates[0]"),
+                       ([{"arc": 3, "cost": float("inf")}], "updates[0]"),
+                       ([{"arc": 3, "cost": float("nan")}], "updates[0]"),
+                       ([{"arc": 1, "cost": 9}, {"from": 1, "to": 2, "speed_kmh": 30}], "updates[1]"),
+                       ([{"arc": 1, "cost": 9}, {"arc": 2, "cost": 9, "x": 1}], "updates[1]")):
+        with pytest.raises(EngineError) as ei:
+            e.customize(bad)
+        assert ei.value.code == "InvalidValue" and where in ei.value.message
+    ids = np.asarray(e.graph.node_ids)
+    a = int(np.flatnonzero(np.asarray(e.graph.arc_attrs["length_m"]) > 10)[0])
+    u, v = int(ids[e.graph.tail[a]]), int(ids[e.graph.head[a]])
+    for speed in (0, -5, float("inf")):
+        with pytest.raises(EngineError, match="updates.0.*speed_kmh"):
+            e.customize([{"from": u, "to": v, "speed_kmh": speed}])
+    with pytest.raises(EngineError) as ei:
+        e.customize(metric="fastest")
+    assert ei.value.code == "InvalidValue"
+    with pytest.raises(EngineError) as ei:
+        e.customize()
+    assert ei.value.code == "InvalidOptions"
+    assert ov.metric is met
+    assert _route(e, pts) == before
+    # a good speed update: travel time from length_m, in deciseconds
+    e.customize([{"from": u, "to": v, "speed_kmh": 36.0}])
+    assert ov.arc_cost[a] == max(1, round(float(e.graph.arc_attrs["length_m"][a])))  # 10 m/s -> length ds
+
+
+def test_metric_switch(dataset):
+    e = Engine.open(dataset)
+    ov = e.overlay
+    c = e.graph.coords
+    pts = [c[100].tolist(), c[9000].tolist()]
+    t = _route(e, pts)
+    res = e.customize(metric="distance")
+    assert res["cells"] == [int(x) for x in ov.n_cells] and res["metric"] == "distance"
+    d = _route(e, pts)
+    assert d["weight_name"] == "distance"
+    sp = [e.segments.snap(*p) for p in pts]
+    assert d["weight"] == pytest.approx(phantom_cost(ov, sp[0], sp[1]), abs=0.51)
+    assert d["distance"] <= t["distance"] + 0.5
+    with pytest.raises(EngineError, match="time metric"):  # speeds need a time metric
+        ids = np.asarray(e.graph.node_ids)
+        e.customize([{"from": int(ids[e.graph.tail[0]]), "to": int(ids[e.graph.head[0]]), "speed_kmh": 30}])
+    e.customize(metric="time-uturn")
+    assert _route(e, pts)["weight_name"] == "time-uturn"
+    e.customize(metric="time")
+    assert _route(e, pts)["weight"] == t["weight"]
+
+
+def test_without_overlay_not_implemented(engines):
+    with pytest.raises(EngineError) as ei:
+        engines[1].customize([{"arc": 0, "cost": 1}])
+    assert ei.value.code == "NotImplemented" and "gpuroute build" in ei.value.message
+
+
+def test_build_refuses_and_checks(tmp_path, dataset):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("x")
+    with pytest.raises(FileExistsError):
+        build_dataset("monaco", other)
+    assert (other / "keep.txt").read_text() == "x"
+    with pytest.raises((DatasetError, FileNotFoundError)):
+        load_dataset(tmp_path / "nothing")
+    with pytest.raises(DatasetError):
+        load_dataset(other)
+    # a manifest that does not match its graph is refused
+    bad = tmp_path / "bad"
+    import shutil
+
+    shutil.copytree(dataset, bad)
+    man = json.loads((bad / "manifest.json").read_text())
+    man["parts"]["graph"]["fingerprint"] = "0" * 16
+    (bad / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(DatasetError, match="fingerprint"):
+        Engine.open(bad)
+
+
+def test_cli_build(tmp_path, capsys, built):
+    out, s = built
+    assert s["cell_sizes"] == list(CELLS) and set(s["seconds"]) >= {"import", "contract", "partition", "customize"}
+    assert s["directory"] == str(out) and is_dataset(out)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "f").write_text("x")
+    assert main(["build", "monaco", "-o", str(bad)]) == 2
+    assert "not a dataset directory" in capsys.readouterr().err
