@@ -155,6 +155,16 @@ SERVE_ISOCHRONE_MAX_HOLE_M2 = 40000.0
 #: Default Douglas-Peucker tolerance in metres of the polygons' rings (``generalize``); kept below the
 #: buffer so that every reachable road stays inside its polygon.
 SERVE_ISOCHRONE_GENERALIZE_M = 5.0
-#: Segments per quarter circle of the buffer's round ends and joins (GEOS ``quad_segs``): 2 keeps the
-#: rings small; the band is then at least cos(22.5 deg) = 0.92 of the buffer wide everywhere.
-SERVE_ISOCHRONE_QUAD_SEGS = 2
+#: Cell size in metres of the raster the isochrone polygons are traced on (0: half the buffer radius).
+SERVE_ISOCHRONE_CELL_M = 0.0
+#: Most cells of that raster (the largest contour's bounding box): larger areas get coarser cells, and
+#: a band at least one cell wide (1.5 M: about 15 km x 15 km at 12.5 m; 0: no limit).
+SERVE_ISOCHRONE_MAX_CELLS = 1500000
+
+# ------------------------------------------------------------------------------------ SERVE_TRIP_
+#: Most coordinates of one /trip request (osrm-routed's --max-trip-size default); a roundtrip is routed
+#: through one more waypoint (back to its first), so this stays below SERVE_MAX_LOCATIONS_ROUTE.
+SERVE_MAX_LOCATIONS_TRIP = 100
+#: Seconds the tour search (gpuroute.tours.tsp) of one /trip request may take when the request gives no
+#: time limit.
+SERVE_TRIP_TIME_LIMIT_S = 0.2

@@ -19,7 +19,7 @@ import logging
 import os
 import sys
 
-from . import build, contract, customize, info, partition, route, serve, sssp, table, tree
+from . import build, contract, customize, info, partition, route, serve, sssp, table, tree, trip
 from .common import EXIT_BAD_INPUT, CLIError, Parser, UsageError, join_coordinate_args, log, one_line
 
 
@@ -38,7 +38,7 @@ def build_parser():
     p.add_argument("-v", "--verbose", action="count", default=0, help="log debug information to stderr")
     p.add_argument("--version", action="version", version=f"gpuroute {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in (route, info, sssp, contract, tree, table, partition, customize, build, serve):
+    for mod in (route, info, sssp, contract, tree, table, partition, customize, build, serve, trip):
         mod.add_parser(sub, common)
     return p
 

@@ -184,7 +184,7 @@ class TrafficRouter:
         return cost, LegPath(mid, nodes, cost)
 
     def _plan(self, phantoms, continue_straight, snap):
-        opts = [p.arcs for p in phantoms]
+        opts = [p.all_arcs for p in phantoms]  # snapping ties included
         costs, paths = [], []
         for i in range(len(phantoms) - 1):
             cm = np.full((len(opts[i]), len(opts[i + 1])), math.inf)

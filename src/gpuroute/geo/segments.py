@@ -24,13 +24,23 @@ Options, as OSRM defines them (``docs/http.md``, "General options"):
   that has the point on its *right*: gpuroute assumes driving on the right (as OSRM's car profile does
   by default), so a vehicle stops at the curb on the point's side. A one-way segment keeps its one
   direction (OSRM ignores the approach there too).
+
+Ties: :meth:`SegmentIndex.snap` keeps, besides the nearest segment, every usable segment whose distance is
+within :data:`SNAP_TIE_M` of the nearest one and whose snapped point is within :data:`SNAP_TIE_M` of the
+nearest one's, i.e. the segments meeting at a junction the point sits on (:attr:`Phantom.ties`), and a route or table leaves from
+(arrives on) whichever of them is best, as OSRM >= 5.26 does with equidistant segments: a coordinate on a
+junction node may leave along any street meeting there. The tolerance is not 1e-6 m because OSRM sees
+coordinates on its 1e-6 degree grid: a node given at 6 decimals (its OSM position has 7) lies up to ~7 cm
+from gpuroute's node but exactly on OSRM's, and the segments meeting there are then a few millimetres apart
+in gpuroute and tied in OSRM.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+from numba import njit
 
 from .. import config
 from . import EARTH_RADIUS_M, haversine_m, unit_vectors
@@ -40,6 +50,10 @@ from .snap import SnapError, largest_scc_mask
 APPROACHES = ("unrestricted", "curb")
 #: Accepted values of ``component``.
 COMPONENTS = ("largest", "any")
+#: Snapping ties (metres): :meth:`SegmentIndex.snap` also keeps every usable segment at most this much
+#: farther than the nearest one whose snapped point lies at most this far from the nearest one's (a
+#: junction node: about OSRM's 1e-6 degree coordinate grid, see the module notes).
+SNAP_TIE_M = 0.1
 
 _DEG = math.pi / 180.0
 
@@ -92,6 +106,9 @@ class Phantom:
         Position of the coordinate in the query.
     input_lon, input_lat : float
         The coordinate as given.
+    ties : tuple of Phantom
+        Other segments as near as this one (within :data:`SNAP_TIE_M`, :meth:`SegmentIndex.snap`), each a
+        phantom without ties; their arcs are part of :attr:`all_arcs`.
     """
 
     segment: int
@@ -108,17 +125,33 @@ class Phantom:
     index: int
     input_lon: float
     input_lat: float
+    ties: tuple = ()
 
     @property
     def arcs(self):
         """The usable arcs as ``(arc, fraction along the arc)`` pairs: ``(forward_arc, fraction)`` and
-        ``(reverse_arc, 1 - fraction)``, those >= 0 only."""
+        ``(reverse_arc, 1 - fraction)``, those >= 0 only (this segment's; :attr:`all_arcs` adds the ties')."""
         out = []
         if self.forward_arc >= 0:
             out.append((self.forward_arc, self.fraction))
         if self.reverse_arc >= 0:
             out.append((self.reverse_arc, 1.0 - self.fraction))
         return out
+
+    @property
+    def all_arcs(self):
+        """:attr:`arcs`, then those of the :attr:`ties`: every arc a route may leave or arrive by."""
+        out = self.arcs
+        for t in self.ties:
+            out.extend(t.arcs)
+        return out
+
+    def point_of(self, arc):
+        """The snapped ``(lon, lat)`` on the segment of one of :attr:`all_arcs` (this phantom's or a tie's)."""
+        for p in (self, *self.ties):
+            if arc == p.forward_arc or arc == p.reverse_arc:
+                return p.lon, p.lat
+        raise KeyError(f"arc {arc} is not one of the phantom's")
 
 
 def check_bearing(bearing, index=0):
@@ -163,6 +196,42 @@ def local_xy(lon, lat, lon0, lat0):
 def bearing_deg(dx, dy):
     """Bearing in degrees clockwise from north, in [0, 360), of east/north displacements (broadcasts)."""
     return np.mod(np.degrees(np.arctan2(dx, dy)), 360.0)
+
+
+def _haversine1(lon1, lat1, lon2, lat2):
+    """:func:`gpuroute.geo.haversine_m` of one pair of points, on floats."""
+    p1, p2 = lat1 * _DEG, lat2 * _DEG
+    a = math.sin(0.5 * (p2 - p1)) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(0.5 * (lon2 - lon1) * _DEG) ** 2
+    return 2.0 * EARTH_RADIUS_M * math.asin(math.sqrt(min(a, 1.0)))
+
+
+@njit(cache=True)
+def _project_kernel(lon0, lat0, s, lon_u, lat_u, lon_v, lat_v, out):
+    """:meth:`SegmentIndex.project` of one point onto segments ``s`` (the arithmetic of :func:`local_xy`
+    and :func:`bearing_deg`, one loop): rows of ``out`` (6, c) are fraction, distance, bearing, side, lon,
+    lat."""
+    kx = _DEG * EARTH_RADIUS_M * math.cos(lat0 * _DEG)
+    ky = _DEG * EARTH_RADIUS_M
+    for i in range(s.size):
+        j = s[i]
+        ax = (((lon_u[j] - lon0 + 180.0) % 360.0) - 180.0) * kx
+        ay = (lat_u[j] - lat0) * ky
+        bx = (((lon_v[j] - lon0 + 180.0) % 360.0) - 180.0) * kx
+        by = (lat_v[j] - lat0) * ky
+        dx, dy = bx - ax, by - ay
+        ll = dx * dx + dy * dy
+        t = -(ax * dx + ay * dy) / ll if ll > 0 else 0.0
+        t = min(max(t, 0.0), 1.0)
+        px, py = ax + t * dx, ay + t * dy
+        slon = lon_u[j] + t * ((((lon_v[j] - lon_u[j] + 180.0) % 360.0)) - 180.0)
+        if abs(slon) > 180.0:  # only a segment across the antimeridian
+            slon = ((slon + 180.0) % 360.0) - 180.0
+        out[0, i] = t
+        out[1, i] = math.hypot(px, py)
+        out[2, i] = math.degrees(math.atan2(dx, dy)) % 360.0
+        out[3, i] = dx * (-ay) - dy * (-ax)
+        out[4, i] = slon
+        out[5, i] = lat_u[j] + t * (lat_v[j] - lat_u[j])
 
 
 class SegmentIndex:
@@ -287,22 +356,10 @@ class SegmentIndex:
             < 0 when the point lies on the right of u -> v), ``lon``/``lat`` (the snapped points).
         """
         s = np.asarray(segments, dtype=np.int64)
-        ax, ay = local_xy(self.lon_u[s], self.lat_u[s], lon, lat)
-        bx, by = local_xy(self.lon_v[s], self.lat_v[s], lon, lat)
-        dx, dy = bx - ax, by - ay
-        ll = dx * dx + dy * dy
-        with np.errstate(invalid="ignore", divide="ignore"):
-            t = np.where(ll > 0, -(ax * dx + ay * dy) / ll, 0.0)
-        t = np.clip(t, 0.0, 1.0)
-        px, py = ax + t * dx, ay + t * dy
-        dlon = np.mod(self.lon_v[s] - self.lon_u[s] + 180.0, 360.0) - 180.0
-        slon = self.lon_u[s] + t * dlon
-        wrap = np.abs(slon) > 180.0  # only a segment across the antimeridian
-        if wrap.any():
-            slon = np.where(wrap, np.mod(slon + 180.0, 360.0) - 180.0, slon)
-        slat = self.lat_u[s] + t * (self.lat_v[s] - self.lat_u[s])
-        return {"fraction": t, "distance": np.hypot(px, py), "bearing": bearing_deg(dx, dy),
-                "side": dx * (-ay) - dy * (-ax), "lon": slon, "lat": slat}
+        out = np.empty((6, s.size))
+        _project_kernel(float(lon), float(lat), s, self.lon_u, self.lat_u, self.lon_v, self.lat_v, out)
+        return {"fraction": out[0], "distance": out[1], "bearing": out[2], "side": out[3], "lon": out[4],
+                "lat": out[5]}
 
     def _filtered(self, lon, lat, segments, bearing, approach):
         """Projections onto ``segments`` with the usable directions after the filters:
@@ -324,20 +381,28 @@ class SegmentIndex:
         return p, fwd_ok, rev_ok
 
     # ------------------------------------------------------------------ queries
-    def _search(self, lon, lat, number, radius, bearing, approach):
+    def _search(self, lon, lat, number, radius, bearing, approach, tie=None):
         """The ``number`` nearest usable segments: ``(segments, proj, fwd_ok, rev_ok, nearest_rejected)``
-        sorted by distance (fewer when the radius or the graph runs out)."""
-        q = unit_vectors(np.array([lon]), np.array([lat]))[0] * EARTH_RADIUS_M
-        d0, _ = self.tree.query(q, k=1)
-        r = float(d0) + self._slack
+        sorted by distance (fewer when the radius or the graph runs out); with ``tie`` (metres) also every
+        further one within ``tie`` of the nearest."""
+        lo, la = lon * _DEG, lat * _DEG  # unit_vectors of one point, without arrays
+        q = (EARTH_RADIUS_M * math.cos(la) * math.cos(lo), EARTH_RADIUS_M * math.cos(la) * math.sin(lo),
+             EARTH_RADIUS_M * math.sin(la))
+        r = self.spacing  # most points lie this near a road; else the nearest sample sets the radius below
         limit = math.inf if radius is None else float(radius)
         n_samples = self.sample_segment.size
         rejected = math.inf
         while True:
             r_eff = min(r, limit)
             # chord <= arc; the frame's scale error grows with the distance (a few per mille per km)
-            idx = self.tree.query_ball_point(q, r_eff * (1.01 + 5.0 * r_eff / EARTH_RADIUS_M) + self._slack)
-            segs = np.unique(self.sample_segment[np.asarray(idx, dtype=np.int64)])
+            idx = self.tree.query_ball_point(q, r_eff * (1.01 + 5.0 * r_eff / EARTH_RADIUS_M) + self._slack,
+                                             return_sorted=False)
+            if len(idx) == 0 and r_eff < limit:
+                r = max(2.0 * r, float(self.tree.query(q, k=1)[0]) + self._slack)
+                continue
+            segs = np.sort(self.sample_segment[np.asarray(idx, dtype=np.int64)])
+            if segs.size > 1:  # np.unique, without its overhead on a few dozen values
+                segs = segs[np.concatenate(([True], segs[1:] != segs[:-1]))]
             p, fo, ro = self._filtered(lon, lat, segs, bearing, approach)
             ok = (fo | ro) & (p["distance"] <= limit)
             close = p["distance"] <= r_eff
@@ -347,7 +412,21 @@ class SegmentIndex:
             sure = ok & (close | everything)
             if int(sure.sum()) >= number or r_eff >= limit or everything:
                 sel = np.flatnonzero(sure)
-                sel = sel[np.lexsort((segs[sel], p["distance"][sel]))][:number]
+                sel = sel[np.argsort(p["distance"][sel], kind="stable")]  # ties: the smaller id (segs sorted)
+                if tie is not None and sel.size:
+                    cut = float(p["distance"][sel[0]]) + float(tie)
+                    if cut > r_eff and not (r_eff >= limit or everything):
+                        r = max(2.0 * r, cut + 1.0)  # ties may lie beyond the searched radius
+                        continue
+                    m = int(np.count_nonzero(p["distance"][sel] <= cut))  # a prefix: sel is sorted
+                    if m > 1:  # the same place too (a junction node), not another road as far away
+                        near = haversine_m(p["lon"][sel[:m]], p["lat"][sel[:m]], p["lon"][sel[0]],
+                                           p["lat"][sel[0]]) <= float(tie)
+                        sel = np.concatenate([sel[:number], sel[number:m][near[number:]]])
+                    else:
+                        sel = sel[:number]
+                else:
+                    sel = sel[:number]
                 return segs[sel], {k: v[sel] for k, v in p.items()}, fo[sel], ro[sel], rejected
             r = max(2.0 * r, r + 50.0)
 
@@ -359,10 +438,11 @@ class SegmentIndex:
                        forward_arc=int(self.forward_arc[s]) if fo[i] else -1,
                        reverse_arc=int(self.reverse_arc[s]) if ro[i] else -1,
                        fraction=float(p["fraction"][i]), lon=slon, lat=slat,
-                       distance=float(haversine_m(lon, lat, slon, slat)), name=self.name_of(nid), name_id=nid,
+                       distance=_haversine1(lon, lat, slon, slat), name=self.name_of(nid), name_id=nid,
                        index=int(index), input_lon=float(lon), input_lat=float(lat))
 
-    def nearest(self, lon, lat, number=1, *, radius=None, bearing=None, approach="unrestricted", index=0):
+    def nearest(self, lon, lat, number=1, *, radius=None, bearing=None, approach="unrestricted", index=0,
+                tie=None):
         """The ``number`` nearest usable segments of one coordinate (OSRM's ``/nearest``), nearest first
         (ties: the smaller segment id).
 
@@ -379,6 +459,9 @@ class SegmentIndex:
         approach : {"unrestricted", "curb"} or None
         index : int
             The coordinate's position in the query (named in errors).
+        tie : float, optional
+            Metres: also every usable segment at most this much farther than the nearest (beyond
+            ``number``).
 
         Returns
         -------
@@ -405,7 +488,7 @@ class SegmentIndex:
         approach = "unrestricted" if approach is None else approach
         if approach not in APPROACHES:
             raise ValueError(f"approach of coordinate {index} must be one of {APPROACHES}, got {approach!r}")
-        segs, p, fo, ro, rejected = self._search(lon, lat, number, radius, bearing, approach)
+        segs, p, fo, ro, rejected = self._search(lon, lat, number, radius, bearing, approach, tie)
         if segs.size == 0:
             why = []
             if radius is not None:
@@ -418,9 +501,12 @@ class SegmentIndex:
                             + (": none " + ", ".join(why) if why else ""), index, rejected)
         return [self._phantom(s, p, i, fo, ro, index, lon, lat) for i, s in enumerate(segs)]
 
-    def snap(self, lon, lat, *, radius=None, bearing=None, approach="unrestricted", index=0):
-        """The nearest usable segment of one coordinate: a :class:`Phantom` (see :meth:`nearest`)."""
-        return self.nearest(lon, lat, 1, radius=radius, bearing=bearing, approach=approach, index=index)[0]
+    def snap(self, lon, lat, *, radius=None, bearing=None, approach="unrestricted", index=0, tie=SNAP_TIE_M):
+        """The nearest usable segment of one coordinate: a :class:`Phantom` (see :meth:`nearest`), with
+        every other usable segment within ``tie`` metres of it as its :attr:`Phantom.ties` (``tie=None``:
+        none)."""
+        found = self.nearest(lon, lat, 1, radius=radius, bearing=bearing, approach=approach, index=index, tie=tie)
+        return found[0] if len(found) == 1 else replace(found[0], ties=tuple(found[1:]))
 
     def snap_many(self, coords, *, radiuses=None, bearings=None, approaches=None):
         """Snap a list of coordinates, each with its own options (OSRM's per-coordinate lists).

@@ -7,8 +7,9 @@ the engine's.
 URLs (osrm-backend ``docs/http.md``)
 ------------------------------------
 ``GET /{service}/v1/{profile}/{coordinates}[.json][?option=value&...]`` with ``service`` one of
-``route``, ``table``, ``nearest`` and ``isochrone`` (gpuroute's own; served when the engine has an
-``isochrone`` method). ``{coordinates}`` is ``lon,lat;lon,lat;...`` (degrees), or
+``route``, ``table``, ``nearest``, ``trip`` (served when the engine has a ``trip`` method) and
+``isochrone`` (gpuroute's own; served when the engine has an ``isochrone`` method).
+``{coordinates}`` is ``lon,lat;lon,lat;...`` (degrees), or
 ``polyline(...)`` (Google's encoding, precision 5) or ``polyline6(...)`` (precision 6); a bare ``?``
 inside a polyline is understood (OSRM clients do not always escape it). The profile is any name of
 letters, digits, ``_``, ``-`` and ``.``, and is ignored (one engine serves one profile, as
@@ -46,6 +47,11 @@ takes a ``snapping`` argument). A per-coordinate option has one element per coor
   (> 0), ``fallback_coordinate`` (``input`` or ``snapped``; ``snapped`` needs an engine that takes it),
   ``skip_waypoints``.
 * ``nearest``: exactly one coordinate; ``number`` (integer >= 1).
+* ``trip``: at least two coordinates, at most ``max_locations_trip``; ``roundtrip`` (``true``,
+  ``false``), ``source`` (``any``, ``first``), ``destination`` (``any``, ``last``), ``steps``,
+  ``annotations``, ``geometries``, ``overview``, ``skip_waypoints`` as for ``route``
+  (:meth:`gpuroute.engine.Engine.trip`; ``roundtrip=false`` without ``source=first`` and
+  ``destination=last`` is the engine's ``NotImplemented``, as OSRM's).
 * ``isochrone``: exactly one coordinate (``/isochrone/v1/{profile}/{lon},{lat}``); exactly one of
   ``contours_minutes`` (``5,10,15``: travel times, passed to the engine in seconds with
   ``metric="duration"``) and ``contours_meters`` (``1000,2000``: route lengths, ``metric="distance"``),
@@ -65,8 +71,8 @@ Every error is one JSON line ``{"code": ..., "message": ...}``, HTTP 400 as ``os
 
 * ``InvalidUrl``: not ``/{service}/{version}/{profile}/{coordinates}``, an empty coordinate list, a
   profile with other characters, a format other than ``json``.
-* ``InvalidService``: a service other than route, table, nearest, isochrone (or isochrone with an
-  engine that has no ``isochrone`` method). ``InvalidVersion``: not ``v1``.
+* ``InvalidService``: a service other than route, table, nearest, trip, isochrone (or trip or
+  isochrone with an engine that has no method of that name). ``InvalidVersion``: not ``v1``.
 * ``InvalidQuery``: the URL or body does not parse: malformed coordinates or polyline, an option
   without ``=``, an option given twice, a value of the wrong syntax (``steps=maybe``,
   ``radiuses=abc``), a body that is not a JSON object or a form.
@@ -78,7 +84,8 @@ Every error is one JSON line ``{"code": ..., "message": ...}``, HTTP 400 as ``os
   (``Invalid coordinate value.``), a bearing outside 0..360/0..180, a negative radius, ``number=0``,
   ``fallback_speed``/``scale_factor`` <= 0, an ``exclude``/``snapping`` the engine cannot do, a contour
   <= 0, ``denoise`` outside 0..1, a negative ``generalize``, a colour that is not ``rrggbb``.
-* ``TooBig``: more coordinates than ``max_locations_route``; a table of more than
+* ``TooBig``: more coordinates than ``max_locations_route`` (``max_locations_trip`` for a trip); a
+  table of more than
   ``max_locations_table`` cells (sources x destinations, as the engine counts them: 10,000 is
   ``osrm-routed --max-table-size 100``); ``number`` above ``max_locations_nearest`` (the engine's
   meaning of that limit, ``osrm-routed --max-nearest-size``); ``alternatives`` above
@@ -119,7 +126,7 @@ from urllib.parse import parse_qsl, unquote
 log = logging.getLogger("gpuroute.server")
 
 #: The services served, each under ``/{service}/v1/...``.
-SERVICES = ("route", "table", "nearest", "isochrone")
+SERVICES = ("route", "table", "nearest", "isochrone", "trip")
 
 #: The one protocol version.
 VERSION = "v1"
@@ -129,6 +136,7 @@ DEFAULT_LIMITS = {
     "max_locations_route": 500,
     "max_locations_table": 10000,
     "max_locations_nearest": 100,
+    "max_locations_trip": 100,
     "max_alternatives": 3,
     "max_isochrone_contours": 4,
     "max_isochrone_duration_s": 7200.0,
@@ -148,6 +156,8 @@ OPTIONS = {
     "table": _COMMON | {"sources", "destinations", "annotations", "fallback_speed", "fallback_coordinate",
                         "scale_factor", "skip_waypoints"},
     "nearest": _COMMON | {"number"},
+    "trip": _COMMON | {"roundtrip", "source", "destination", "steps", "annotations", "geometries", "overview",
+                       "skip_waypoints"},
     "isochrone": _COMMON | {"contours_minutes", "contours_meters", "contours_colors", "polygons", "denoise",
                             "generalize", "skip_waypoints"},
 }
@@ -509,8 +519,11 @@ def parse_request(service, profile, coordinates, options, limits=None):
                                           f"(options: {', '.join(sorted(OPTIONS[service]))})")
     coords = parse_coordinates(coordinates)
     n = len(coords)
-    if service == "route" and n < 2:
+    if service in ("route", "trip") and n < 2:
         raise OSRMError("InvalidOptions", "Number of coordinates needs to be at least two.")
+    if service == "trip" and _limit(limits, "max_locations_trip") and n > limits["max_locations_trip"]:
+        raise OSRMError("TooBig", f"Number of entries {n} is higher than current maximum "
+                                  f"({limits['max_locations_trip']})")
     if service in ("nearest", "isochrone") and n != 1:
         raise OSRMError("InvalidOptions", "Only one input coordinate is supported")
     if service == "route" and _limit(limits, "max_locations_route") and n > limits["max_locations_route"]:
@@ -553,6 +566,8 @@ def parse_request(service, profile, coordinates, options, limits=None):
         _table_options(o, kw, n, limits)
     elif service == "isochrone":
         _isochrone_options(o, kw, limits)
+    elif service == "trip":
+        _trip_options(o, kw, limits)
     else:
         if "number" in o:
             number = _int("number", o.pop("number"))
@@ -592,6 +607,19 @@ def _route_options(o, kw, limits):
     if "continue_straight" in o:
         v = o.pop("continue_straight")
         kw["continue_straight"] = None if v == "default" else _bool("continue_straight", v)
+
+
+def _trip_options(o, kw, limits):
+    """``/trip``: ``roundtrip``, ``source`` (any, first), ``destination`` (any, last) and the route options
+    that apply (``steps``, ``annotations``, ``geometries``, ``overview``); the combination itself is the
+    engine's to judge (``NotImplemented``)."""
+    if "roundtrip" in o:
+        kw["roundtrip"] = _bool("roundtrip", o.pop("roundtrip"))
+    if "source" in o:
+        kw["source"] = _word("source", o.pop("source"), ("any", "first"))
+    if "destination" in o:
+        kw["destination"] = _word("destination", o.pop("destination"), ("any", "last"))
+    _route_options(o, kw, limits)
 
 
 def _table_options(o, kw, n, limits):

@@ -1,0 +1,298 @@
+"""Public tour API: :func:`tsp` (closed tours and open paths on an asymmetric cost matrix).
+
+The search is the seed's scheme (Brodtkorb, Hagen, Schulz, Hasle, "GPU computing in discrete
+optimization. Part I", EURO J. Transp. Logist. 2013): best-improvement local search that evaluates a
+whole neighbourhood and applies the best move (:func:`gpuroute.tours.local_search.best_move`), inside an
+iterated local search (several starts, double-bridge perturbations, accept if not worse). Only the CPU
+twin exists so far; ``device="gpu"`` raises :class:`NotImplementedError`.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import local_search as ls
+
+__all__ = ["TourResult", "tsp", "tour_cost", "FULL_NEIGHBOURHOOD_MAX_N", "CANDIDATES"]
+
+#: up to this many stops the local search scans the full O(n^2) neighbourhood; above it, candidate lists
+FULL_NEIGHBOURHOOD_MAX_N = 150
+#: candidate-list width above :data:`FULL_NEIGHBOURHOOD_MAX_N`
+CANDIDATES = 10
+#: positions spanned by a double bridge (every 8th spans 10x as many); the whole tour up to 100 stops
+ILS_WINDOW = 50
+
+
+@dataclass
+class TourResult:
+    """A tour or path found by :func:`tsp`.
+
+    Attributes
+    ----------
+    tour : numpy.ndarray
+        int64 (n,): the stops in visiting order, each exactly once. A closed tour starts at stop 0 (or at
+        ``start`` when ``start == end``); its return arc ``tour[-1] -> tour[0]`` is implied.
+    cost : int or float
+        Cost recomputed from the input matrix (an ``int`` for an integer matrix); for a closed tour it
+        includes the return arc.
+    closed : bool
+        True for a roundtrip, False for an open path.
+    trace : list of (float, float)
+        (seconds since the call, best cost so far) each time the best improved, for plots.
+    device : str
+        "cpu".
+    stats : dict
+        n, starts, ils_iterations, improvements (perturbations that lowered the cost), moves applied,
+        neighbourhood ("full": the seed's best-improvement over all moves, n <= 150; "candidates:K":
+        queue-driven descent over K-nearest candidate lists), seconds.
+    """
+
+    tour: np.ndarray
+    cost: float
+    closed: bool
+    trace: list = field(default_factory=list)
+    device: str = "cpu"
+    stats: dict = field(default_factory=dict)
+
+
+def tour_cost(costs, tour, closed=True):
+    """Cost of visiting ``tour`` (int (m,)) over ``costs`` ((n, n)); ``closed`` adds the return arc.
+
+    Summed in the matrix's dtype (exact for integer matrices); returns a Python int or float.
+    """
+    costs = np.asarray(costs)
+    t = np.asarray(tour, dtype=np.int64)
+    if t.size == 0:
+        return 0
+    s = costs[t[:-1], t[1:]].sum()
+    if closed and t.size > 1:
+        s = s + costs[t[-1], t[0]]
+    return s.item()
+
+
+def _validate(costs):
+    c = np.asarray(costs)
+    if c.ndim != 2 or c.shape[0] != c.shape[1]:
+        raise ValueError(f"costs must be a square (n, n) matrix, got shape {c.shape}")
+    if c.shape[0] < 1:
+        raise ValueError("costs must have at least one stop (n >= 1)")
+    if not (np.issubdtype(c.dtype, np.integer) or np.issubdtype(c.dtype, np.floating)):
+        raise TypeError(f"costs must be an integer or float matrix, got dtype {c.dtype}")
+    if np.issubdtype(c.dtype, np.floating) and not np.isfinite(c).all():
+        bad = np.argwhere(~np.isfinite(c))[0]
+        raise ValueError(f"costs must be finite; costs[{bad[0]}, {bad[1]}] = {c[bad[0], bad[1]]} "
+                         "(an unreachable stop?)")
+    if (c < 0).any():
+        bad = np.argwhere(c < 0)[0]
+        raise ValueError(f"costs must be non-negative; costs[{bad[0]}, {bad[1]}] = {c[bad[0], bad[1]]}")
+    return c
+
+
+def _check_id(name, v, n):
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name} must be a stop index (int) or None, got {v!r}")
+    if not 0 <= int(v) < n:
+        raise ValueError(f"{name}={v} is out of range for {n} stops (0..{n - 1})")
+    return int(v)
+
+
+def _reduce_to_closed(c, start, end):
+    """Closed-tour matrix and mode for the requested closed tour / open path (float64 copy)."""
+    C = c.astype(np.float64, copy=True)
+    n = C.shape[0]
+    if start is None and end is None:
+        return C, "closed", 0, -1
+    if start is not None and end is not None and start == end:
+        return C, "closed", start, -1
+    if end is None:  # from start, end anywhere: the arc back into start is free
+        C[:, start] = 0.0
+        return C, "from", start, -1
+    if start is None:  # anywhere to end: the arc out of end is free
+        C[end, :] = 0.0
+        return C, "to", end, -1
+    # start -> end: the arc end -> start is free and forced (every other arc out of end / into start
+    # costs more than any tour, so no improving move breaks it)
+    big = float(n) * float(C.max()) + 1.0
+    C[end, :] = big
+    C[:, start] = big
+    C[end, start] = 0.0
+    return C, "path", start, end
+
+
+def _orient(p, mode, first, last):
+    """Rotate the closed tour ``p`` into the requested order."""
+    p = np.asarray(p, dtype=np.int64)
+    if mode == "to":
+        r = (int(np.flatnonzero(p == first)[0]) + 1) % p.size  # end must come last
+    else:
+        r = int(np.flatnonzero(p == first)[0])
+    return np.roll(p, -r)
+
+
+def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None, starts=4):
+    """Shortest closed tour or open path through every stop of an asymmetric cost matrix.
+
+    Iterated local search. Neighbourhoods: 2-opt with the asymmetric cost of the reversed segment,
+    Or-opt of 2-3 stops in either orientation, swap, relocate. Up to
+    :data:`FULL_NEIGHBOURHOOD_MAX_N` stops, each descent is Brodtkorb et al. (2013)'s best-improvement
+    scheme (evaluate the whole neighbourhood, reduce to the best move, apply, until a local minimum);
+    above it, a queue-driven descent over K-nearest candidate lists (the same moves and delta functions,
+    the fast CPU reference). Starts: nearest neighbour, then random ones (while under 20 % of the time
+    limit); then double-bridge perturbations on short stretches of the tour (every 8th on a longer one),
+    accepted when not worse, until ``time_limit``.
+
+    Parameters
+    ----------
+    costs : array_like, (n, n), integer or float
+        ``costs[u, v]`` is the cost (seconds, metres, ...) of going from stop u to stop v; finite and
+        non-negative; the diagonal is ignored. Need not be symmetric.
+    start, end : int or None
+        None/None: closed tour (roundtrip), rotated to start at stop 0. ``start=s``: open path from s,
+        ending anywhere. ``end=e``: open path ending at e. ``start=s, end=e``, s != e: open path s -> e;
+        s == e: closed tour starting at s.
+    time_limit : float
+        Seconds of search (the first descent always completes, so tiny limits may be exceeded).
+    device : {"auto", "cpu", "gpu"}
+        "gpu" is not built yet.
+    seed : int or None
+        Seed of the random starts and perturbations (None: fresh entropy).
+    starts : int
+        Number of starts (the first is nearest-neighbour, the rest random), time allowing.
+
+    Returns
+    -------
+    TourResult
+
+    Raises
+    ------
+    ValueError
+        Non-square, empty, non-finite or negative matrix; start/end out of range; bad device or
+        time_limit.
+    TypeError
+        Non-numeric matrix or non-integer stop ids.
+    NotImplementedError
+        ``device="gpu"``.
+    """
+    if device == "gpu":
+        raise NotImplementedError("GPU local search not built yet")
+    if device not in ("auto", "cpu"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {device!r}")
+    if not np.isfinite(time_limit) or time_limit < 0:
+        raise ValueError(f"time_limit must be a non-negative number of seconds, got {time_limit!r}")
+    t0 = time.perf_counter()
+    c = _validate(costs)
+    n = c.shape[0]
+    start = _check_id("start", start, n)
+    end = _check_id("end", end, n)
+    closed = start is None and end is None or (start is not None and start == end)
+    integral = np.issubdtype(c.dtype, np.integer)
+    C, mode, first, last = _reduce_to_closed(c, start, end)
+    if n <= 3:
+        return _tiny(c, C, mode, first, last, closed, t0)
+
+    rng = np.random.default_rng(seed)
+    eps = 0.5 if integral else 1e-9 * max(1.0, float(np.abs(c).max())) * n
+    max_moves = 50 * n + 1000
+    full = np.empty((n, 0), np.int64)
+    K = n - 1 if n <= FULL_NEIGHBOURHOOD_MAX_N else CANDIDATES
+    nbr = ls.candidate_lists(np.ascontiguousarray(C), K)
+    everyone = np.arange(n, dtype=np.int64)
+    trace = []
+    best_p, best_c = None, np.inf
+    moves = 0
+    n_starts = 0
+
+    def descend(p):
+        # small n: the seed's scheme, best move of the full neighbourhood each step; large n: the
+        # queue-driven candidate-list descent (same moves, same delta functions)
+        if n <= FULL_NEIGHBOURHOOD_MAX_N:
+            return ls.local_search(C, p, full, eps, max_moves)
+        return ls.local_search_queue(C, p, nbr, eps, max_moves, everyone, True)
+
+    def random_start():
+        mid = np.array([v for v in range(n) if v != first and v != last], np.int64)
+        rng.shuffle(mid)
+        return np.concatenate([[first], mid] + ([[last]] if last >= 0 else [])).astype(np.int64)
+
+    for s in range(max(1, int(starts))):
+        if s > 0 and time.perf_counter() - t0 > 0.2 * time_limit:
+            break
+        p = ls.nearest_neighbour_tour(C, first, last) if s == 0 else random_start()
+        cst, mv = descend(p)
+        moves += mv
+        n_starts += 1
+        if cst < best_c - eps:
+            best_p, best_c = p.copy(), cst
+            trace.append((time.perf_counter() - t0, cst))
+
+    iters = 0
+    improved = 0
+    batch = 16
+    window = 0 if n <= 100 else ILS_WINDOW
+    while time.perf_counter() - t0 < time_limit:
+        tb = time.perf_counter()
+        if n < 8:  # too small for a double bridge: random restarts
+            q = random_start()
+            qc, mv = descend(q)
+            moves += mv
+            iters += 1
+            if qc < best_c - eps:
+                best_p, best_c = q, qc
+                improved += 1
+                trace.append((time.perf_counter() - t0, qc))
+            continue
+        w = window if (window == 0 or iters % 8) else min(n - 1, 10 * window)
+        q, qc, acc, mv = ls.ils_round(C, best_p, best_c, nbr, w, eps, max_moves, batch,
+                                      int(rng.integers(0, 2**31 - 1)))
+        iters += batch
+        improved += acc
+        moves += mv
+        if qc < best_c - eps:
+            trace.append((time.perf_counter() - t0, qc))
+        best_p, best_c = q, qc
+        el = time.perf_counter() - tb
+        if el < 0.005 and batch < 1 << 16:
+            batch *= 2
+        elif el > 0.02 and batch > 1:
+            batch //= 2
+    if n <= FULL_NEIGHBOURHOOD_MAX_N:  # end in a local minimum of the full neighbourhood
+        best_c, mv = ls.local_search(C, best_p, full, eps, max_moves)
+        moves += mv
+    hood = "full" if n <= FULL_NEIGHBOURHOOD_MAX_N else f"candidates:{K}"
+
+    tour = _orient(best_p, mode, first, last)
+    if mode == "path" and tour[-1] != last:  # cannot happen: the forced arc is never broken
+        raise RuntimeError("internal error: the path's end moved")
+    cost = tour_cost(c, tour, closed)
+    scale = (lambda v: int(round(v))) if integral else float
+    trace = [(t, scale(v)) for t, v in trace]
+    if not trace or trace[-1][1] != cost:
+        trace.append((time.perf_counter() - t0, cost))
+    stats = {"n": n, "starts": n_starts, "ils_iterations": iters, "improvements": improved, "moves": moves,
+             "neighbourhood": hood, "seconds": time.perf_counter() - t0}
+    return TourResult(tour=tour, cost=cost, closed=closed, trace=trace, device="cpu", stats=stats)
+
+
+def _tiny(c, C, mode, first, last, closed, t0):
+    """n <= 3: enumerate."""
+    import itertools
+
+    n = c.shape[0]
+    best, bc = None, np.inf
+    for perm in itertools.permutations(range(n)):
+        p = np.array(perm, np.int64)
+        if p[0] != first:
+            continue
+        v = ls.tour_cost(C, p)
+        if v < bc:
+            best, bc = p, v
+    tour = _orient(best, mode, first, last)
+    cost = tour_cost(c, tour, closed)
+    el = time.perf_counter() - t0
+    return TourResult(tour=tour, cost=cost, closed=closed, trace=[(el, cost)], device="cpu",
+                      stats={"n": n, "starts": 1, "ils_iterations": 0, "improvements": 0, "moves": 0,
+                             "neighbourhood": "enumeration", "seconds": el})

@@ -1,0 +1,618 @@
+"""Numba CPU twin of the tour local search: best-improvement over a whole neighbourhood.
+
+Follows the programming example of Brodtkorb, Hagen, Schulz, Hasle, "GPU computing in discrete
+optimization. Part I" (EURO J. Transp. Logist. 2013): evaluate every move of the neighbourhood,
+reduce to the best one, apply it, and loop until no move improves (a local minimum). The evaluation is
+kept apart from the application in :func:`best_move`, which is what the GPU kernel will mirror.
+
+State
+-----
+All kernels work on a **closed** tour ``p`` (int64 (n,), a permutation of ``0..n-1``) over a float64
+(n, n) cost matrix ``c`` (``c[u, v]`` is the cost of the arc u -> v, asymmetric allowed). Open paths
+are reduced to closed tours by the API (:mod:`gpuroute.tours.api`) by editing the return arcs. Beside
+``p`` the state holds ``pos`` (inverse permutation) and two prefix sums over the sequence ``p[0..n-1]``
+(the wrap arc ``p[n-1] -> p[0]`` is not in them):
+
+* ``fwd[t] = sum_{u < t} c[p[u], p[u+1]]`` (the path walked forwards),
+* ``bwd[t] = sum_{u < t} c[p[u+1], p[u]]`` (the same path walked backwards),
+
+so the cost of reversing the sub-path ``p[a..b]`` is ``(bwd[b] - bwd[a]) - (fwd[b] - fwd[a])``, O(1).
+
+Moves (``move type``, ``i``, ``j``, ``k``), positions index ``p``:
+
+* ``TWO_OPT`` (0): ``0 <= i``, ``i + 2 <= j <= n - 1``; reverse ``p[i+1..j]`` (arcs ``p[i] -> p[i+1]``
+  and ``p[j] -> p[(j+1) % n]`` replaced by ``p[i] -> p[j]`` and ``p[i+1] -> p[(j+1) % n]``; the
+  reversed sub-path pays its backward cost). ``k = -1``.
+* ``OR_OPT`` (1) / ``OR_OPT_REV`` (2): the segment ``p[i..j]`` of 2 or 3 stops (``j = i + L - 1 <=
+  n - 1``, no wrap) is moved between ``p[k]`` and ``p[(k+1) % n]`` (``k`` outside ``i-1..j`` cyclically),
+  kept in orientation (1) or reversed (2).
+* ``SWAP`` (3): ``i < j``; exchange ``p[i]`` and ``p[j]``. ``k = -1``.
+* ``RELOCATE`` (4): Or-opt of one stop: ``p[i]`` (``j = i``) moved between ``p[k]`` and ``p[(k+1) % n]``.
+
+Two neighbourhoods are searched by the same delta functions:
+
+* full (:func:`best_move` with ``nbr`` of width 0): every move above once, O(n^2), parallel over ``i``;
+* candidate lists (``nbr`` (n, K) int64: the K nearest stops of each stop): only the moves that create
+  an arc between a stop and one of its candidates, O(n K) -- the usual speed-up of good CPU code.
+
+:func:`local_search` is the GPU scheme (global best move each step); :func:`local_search_queue` is the
+fast CPU descent (best move around one stop at a time, a work queue of stops whose arcs changed), used
+by the iterated local search :func:`ils_round` above 150 stops.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+TWO_OPT = 0
+OR_OPT = 1
+OR_OPT_REV = 2
+SWAP = 3
+RELOCATE = 4
+MOVE_NAMES = ("2-opt", "or-opt", "or-opt-reversed", "swap", "relocate")
+MAX_SEG = 3
+
+__all__ = ["TWO_OPT", "OR_OPT", "OR_OPT_REV", "SWAP", "RELOCATE", "MOVE_NAMES", "MAX_SEG", "tour_cost",
+           "prefix_sums", "delta_two_opt", "delta_or_opt", "delta_swap", "best_move", "apply_move",
+           "local_search", "local_search_queue", "double_bridge", "nearest_neighbour_tour", "candidate_lists", "ils_round"]
+
+
+@njit(cache=True)
+def tour_cost(c, p):
+    """Cost of the closed tour ``p`` over ``c`` (float64), the return arc included."""
+    n = p.shape[0]
+    s = 0.0
+    for t in range(n):
+        s += c[p[t], p[(t + 1) % n]]
+    return s
+
+
+@njit(cache=True)
+def prefix_sums(c, p, pos, fwd, bwd):
+    """Fill ``pos`` (inverse of ``p``), ``fwd`` and ``bwd`` (float64 (n,)) in place; O(n)."""
+    n = p.shape[0]
+    fwd[0] = 0.0
+    bwd[0] = 0.0
+    pos[p[0]] = 0
+    for t in range(1, n):
+        pos[p[t]] = t
+        fwd[t] = fwd[t - 1] + c[p[t - 1], p[t]]
+        bwd[t] = bwd[t - 1] + c[p[t], p[t - 1]]
+
+
+@njit(cache=True, inline="always")
+def delta_two_opt(c, p, fwd, bwd, i, j):
+    """Cost change of reversing ``p[i+1..j]`` (``i + 2 <= j <= n - 1``); O(1)."""
+    n = p.shape[0]
+    a = p[i]
+    b = p[i + 1]
+    e = p[j]
+    d = p[(j + 1) % n]
+    return (c[a, e] + c[b, d] - c[a, b] - c[e, d]
+            + (bwd[j] - bwd[i + 1]) - (fwd[j] - fwd[i + 1]))
+
+
+@njit(cache=True, inline="always")
+def delta_or_opt(c, p, fwd, bwd, i, j, k, rev):
+    """Cost change of moving ``p[i..j]`` between ``p[k]`` and ``p[(k+1) % n]`` (reversed if ``rev``);
+    the caller guarantees ``k`` lies outside ``i-1..j`` cyclically; O(1)."""
+    n = p.shape[0]
+    prv = p[(i - 1 + n) % n]
+    nxt = p[(j + 1) % n]
+    sf = p[i]
+    sl = p[j]
+    u = p[k]
+    w = p[(k + 1) % n]
+    d = c[prv, nxt] - c[prv, sf] - c[sl, nxt] - c[u, w]
+    if rev:
+        d += c[u, sl] + c[sf, w] + (bwd[j] - bwd[i]) - (fwd[j] - fwd[i])
+    else:
+        d += c[u, sf] + c[sl, w]
+    return d
+
+
+@njit(cache=True, inline="always")
+def delta_swap(c, p, i, j):
+    """Cost change of exchanging ``p[i]`` and ``p[j]`` (``i < j``, ``n >= 3``); O(1)."""
+    n = p.shape[0]
+    x = p[i]
+    y = p[j]
+    if j == i + 1:
+        a = p[(i - 1 + n) % n]
+        b = p[(j + 1) % n]
+        return c[a, y] + c[y, x] + c[x, b] - c[a, x] - c[x, y] - c[y, b]
+    if i == 0 and j == n - 1:  # cyclically adjacent: ... a y | x b ...
+        a = p[n - 2]
+        b = p[1]
+        return c[a, x] + c[x, y] + c[y, b] - c[a, y] - c[y, x] - c[x, b]
+    ap = p[(i - 1 + n) % n]
+    an = p[i + 1]
+    bp = p[j - 1]
+    bn = p[(j + 1) % n]
+    return (c[ap, y] + c[y, an] + c[bp, x] + c[x, bn]
+            - c[ap, x] - c[x, an] - c[bp, y] - c[y, bn])
+
+
+@njit(cache=True, inline="always")
+def _or_valid(n, i, j, k):
+    """``k`` is a legal insertion point for the segment ``p[i..j]`` (not ``i-1..j`` cyclically)."""
+    if k < 0 or k >= n:
+        return False
+    if i <= k <= j:
+        return False
+    if k == (i - 1 + n) % n:
+        return False
+    return True
+
+
+@njit(cache=True)
+def _row_best(c, ct, arc, p, fwd, bwd, i, out):
+    """Best move whose first index is ``i`` in the full neighbourhood; writes (delta, type, i, j, k).
+
+    Same deltas as :func:`delta_two_opt`, :func:`delta_swap`, :func:`delta_or_opt`, laid out for the
+    cache: every matrix read is in a row fixed for the loop (``ct`` is ``c`` transposed), and the arcs
+    of the tour come from ``arc[t] = c[p[t], p[(t+1) % n]]``.
+    """
+    n = p.shape[0]
+    best = np.inf
+    bt = -1
+    bj = -1
+    bk = -1
+    if i + 1 < n:
+        a = p[i]
+        b = p[i + 1]
+        base = -arc[i] + bwd[i + 1] * -1.0 + fwd[i + 1]
+        for j in range(i + 2, n):  # 2-opt
+            e = p[j]
+            d = p[j + 1] if j + 1 < n else p[0]
+            dd = c[a, e] + c[b, d] - arc[j] + base + bwd[j] - fwd[j]
+            if dd < best:
+                best = dd
+                bt = TWO_OPT
+                bj = j
+                bk = -1
+    if n >= 3:
+        x = p[i]
+        ap = p[(i - 1 + n) % n]
+        an = p[(i + 1) % n]
+        sub_i = arc[(i - 1 + n) % n] + arc[i]
+        for j in range(i + 1, n):  # swap
+            if j == i + 1 or (i == 0 and j == n - 1):
+                if i == 0 and j == n - 1 and n == 3:
+                    continue  # the same as (0, 1) on a 3-cycle: keep one
+                dd = delta_swap(c, p, i, j)
+            else:
+                y = p[j]
+                bp = p[j - 1]
+                bn = p[j + 1] if j + 1 < n else p[0]
+                dd = c[ap, y] + ct[an, y] + ct[x, bp] + c[x, bn] - sub_i - arc[j - 1] - arc[j]
+            if dd < best:
+                best = dd
+                bt = SWAP
+                bj = j
+                bk = -1
+    prv = p[(i - 1 + n) % n]
+    sf = p[i]
+    for L in range(1, MAX_SEG + 1):  # relocate (L = 1) and Or-opt (L = 2, 3)
+        j = i + L - 1
+        if j >= n:
+            break
+        sl = p[j]
+        nxt = p[(j + 1) % n]
+        rem = c[prv, nxt] - arc[(i - 1 + n) % n] - arc[j]
+        inner = (bwd[j] - bwd[i]) - (fwd[j] - fwd[i])
+        # legal k: 0..i-2 and j+1..n-1, less n-1 when i == 0 (the arc into the segment); no branch
+        # on k inside the loops
+        for part in range(2):
+            k0 = 0 if part == 0 else j + 1
+            k1 = i - 1 if part == 0 else (n - 1 if i == 0 else n)
+            ft = RELOCATE if L == 1 else OR_OPT
+            ke = min(k1, n - 1)  # k + 1 stays in range; k = n - 1 is handled after the loop
+            for k in range(k0, ke):
+                r0 = rem - arc[k]
+                dd = r0 + ct[sf, p[k]] + c[sl, p[k + 1]]
+                if dd < best:
+                    best = dd
+                    bt = ft
+                    bj = j
+                    bk = k
+            if k1 == n and k0 <= n - 1:  # k = n - 1: the wrap arc p[n-1] -> p[0]
+                dd = rem - arc[n - 1] + ct[sf, p[n - 1]] + c[sl, p[0]]
+                if dd < best:
+                    best = dd
+                    bt = ft
+                    bj = j
+                    bk = n - 1
+            if L > 1:
+                for k in range(k0, ke):
+                    dd = rem - arc[k] + ct[sl, p[k]] + c[sf, p[k + 1]] + inner
+                    if dd < best:
+                        best = dd
+                        bt = OR_OPT_REV
+                        bj = j
+                        bk = k
+                if k1 == n and k0 <= n - 1:
+                    dd = rem - arc[n - 1] + ct[sl, p[n - 1]] + c[sf, p[0]] + inner
+                    if dd < best:
+                        best = dd
+                        bt = OR_OPT_REV
+                        bj = j
+                        bk = n - 1
+    out[0] = best
+    out[1] = bt
+    out[2] = i
+    out[3] = bj
+    out[4] = bk
+
+
+@njit(cache=True, parallel=True)
+def _best_full(c, p, fwd, bwd, ct):
+    n = p.shape[0]
+    arc = np.empty(n)
+    for t in range(n):
+        arc[t] = c[p[t], p[(t + 1) % n]]
+    rows = np.empty((n, 5))
+    for i in prange(n):
+        _row_best(c, ct, arc, p, fwd, bwd, i, rows[i])
+    b = 0
+    for i in range(1, n):  # the reduction; ties go to the lowest i
+        if rows[i, 0] < rows[b, 0]:
+            b = i
+    return rows[b, 0], int(rows[b, 1]), int(rows[b, 2]), int(rows[b, 3]), int(rows[b, 4])
+
+
+@njit(cache=True, inline="always")
+def _take(best, cand_d, t, i, j, k):
+    if cand_d < best[0]:
+        best[0] = cand_d
+        best[1] = t
+        best[2] = i
+        best[3] = j
+        best[4] = k
+
+
+@njit(cache=True)
+def _pair_best(c, p, fwd, bwd, x, y, best):
+    """Update ``best`` (float64 (5,)) with the moves that create an arc between ``p[x]`` and ``p[y]``."""
+    n = p.shape[0]
+    # 2-opt creating p[x] -> p[y] as first arc (i = x, j = y) ...
+    if y >= x + 2:
+        _take(best, delta_two_opt(c, p, fwd, bwd, x, y), TWO_OPT, x, y, -1)
+    # ... or as second arc p[i+1] -> p[(j+1) % n] (i = x - 1, j = y - 1)
+    i = x - 1
+    j = y - 1 if y > 0 else n - 1
+    if i >= 0 and j >= i + 2:
+        _take(best, delta_two_opt(c, p, fwd, bwd, i, j), TWO_OPT, i, j, -1)
+    # 2-opt creating p[y] -> p[x] (first arc, y < x)
+    if x >= y + 2:
+        _take(best, delta_two_opt(c, p, fwd, bwd, y, x), TWO_OPT, y, x, -1)
+    # swaps putting p[y] next to p[x]
+    if n >= 3:
+        for h in range(2):
+            s = (x + 1) % n if h == 0 else (x - 1 + n) % n
+            if s != y:
+                a = min(s, y)
+                b = max(s, y)
+                _take(best, delta_swap(c, p, a, b), SWAP, a, b, -1)
+    # segments starting or ending at y, inserted next to p[x]
+    for L in range(1, MAX_SEG + 1):
+        for side in range(2):
+            s0 = y if side == 0 else y - L + 1
+            e0 = s0 + L - 1
+            if s0 < 0 or e0 >= n or (L == 1 and side == 1):
+                continue
+            for h in range(2):
+                k = x if h == 0 else (x - 1 + n) % n
+                if not _or_valid(n, s0, e0, k):
+                    continue
+                if L == 1:
+                    _take(best, delta_or_opt(c, p, fwd, bwd, s0, e0, k, False), RELOCATE, s0, e0, k)
+                else:
+                    _take(best, delta_or_opt(c, p, fwd, bwd, s0, e0, k, False), OR_OPT, s0, e0, k)
+                    _take(best, delta_or_opt(c, p, fwd, bwd, s0, e0, k, True), OR_OPT_REV, s0, e0, k)
+
+
+@njit(cache=True)
+def _best_candidates(c, p, pos, fwd, bwd, nbr):
+    """Best move among those creating an arc ``x -> y`` or ``y -> x`` with ``y`` a candidate of ``x``."""
+    n = p.shape[0]
+    K = nbr.shape[1]
+    best = np.empty(5)
+    best[0] = np.inf
+    best[1:] = -1
+    for x in range(n):
+        for q in range(K):
+            y = pos[nbr[p[x], q]]
+            if y != x:
+                _pair_best(c, p, fwd, bwd, x, y, best)
+    return best[0], int(best[1]), int(best[2]), int(best[3]), int(best[4])
+
+
+@njit(cache=True)
+def best_move(c, ct, p, pos, fwd, bwd, nbr):
+    """Evaluate a whole neighbourhood and reduce to its best move.
+
+    Parameters
+    ----------
+    c : float64 (n, n)
+        Arc costs, ``c[u, v]`` for u -> v (asymmetric allowed).
+    ct : float64 (n, n)
+        ``c`` transposed, C-contiguous (``np.ascontiguousarray(c.T)``): the full scan reads columns of
+        ``c`` as rows of ``ct``. Unused with candidate lists (pass ``c``).
+    p : int64 (n,)
+        The closed tour.
+    pos, fwd, bwd : int64 (n,), float64 (n,), float64 (n,)
+        Its state, as filled by :func:`prefix_sums`.
+    nbr : int64 (n, K)
+        Candidate lists; ``K == 0`` searches the full neighbourhood (2-opt, Or-opt 2-3 both
+        orientations, swap, relocate: O(n^2), parallel over the first index).
+
+    Returns
+    -------
+    (delta, move_type, i, j, k) : (float, int, int, int, int)
+        The smallest cost change (``inf`` and type -1 if the neighbourhood is empty, n < 3) and the move
+        (see the module docstring); ties go to the first move found.
+    """
+    if p.shape[0] < 3:
+        return np.inf, -1, -1, -1, -1
+    if nbr.shape[1] == 0:
+        return _best_full(c, p, fwd, bwd, ct)
+    return _best_candidates(c, p, pos, fwd, bwd, nbr)
+
+
+@njit(cache=True)
+def apply_move(p, t, i, j, k):
+    """Apply move (t, i, j, k) to ``p`` in place; O(n). The caller refreshes the prefix sums."""
+    n = p.shape[0]
+    if t == TWO_OPT:
+        a = i + 1
+        b = j
+        while a < b:
+            p[a], p[b] = p[b], p[a]
+            a += 1
+            b -= 1
+    elif t == SWAP:
+        p[i], p[j] = p[j], p[i]
+    elif t == OR_OPT or t == OR_OPT_REV or t == RELOCATE:
+        L = j - i + 1
+        seg = p[i:j + 1].copy()
+        if t == OR_OPT_REV:
+            seg = seg[::-1].copy()
+        u = p[k]
+        rest = np.empty(n - L, np.int64)
+        m = 0
+        for t2 in range(n):
+            if t2 < i or t2 > j:
+                rest[m] = p[t2]
+                m += 1
+        m = 0
+        for t2 in range(n - L):
+            p[m] = rest[t2]
+            m += 1
+            if rest[t2] == u:
+                for q in range(L):
+                    p[m] = seg[q]
+                    m += 1
+
+
+@njit(cache=True)
+def local_search(c, p, nbr, eps, max_moves):
+    """Best-improvement descent: :func:`best_move`, apply, repeat until no move gains more than ``eps``.
+
+    ``p`` (int64 (n,)) is changed in place. Returns ``(cost, moves)``: the closed-tour cost (float) and
+    the number of moves applied (capped at ``max_moves``).
+    """
+    n = p.shape[0]
+    pos = np.empty(n, np.int64)
+    fwd = np.empty(n)
+    bwd = np.empty(n)
+    ct = np.ascontiguousarray(c.T) if nbr.shape[1] == 0 else c
+    moves = 0
+    while moves < max_moves:
+        prefix_sums(c, p, pos, fwd, bwd)
+        d, t, i, j, k = best_move(c, ct, p, pos, fwd, bwd, nbr)
+        if not d < -eps:
+            break
+        apply_move(p, t, i, j, k)
+        moves += 1
+    return tour_cost(c, p), moves
+
+
+@njit(cache=True)
+def double_bridge(p, window, touched):
+    """Double-bridge perturbation A B C D -> A C B D on a random stretch of at most ``window`` positions
+    after position 0 (``p[0]`` keeps its place; ``window <= 0``: the whole tour). Uses numba's random
+    state. Returns a new int64 (n,) array; the 6 stops whose arcs changed are written to ``touched``."""
+    n = p.shape[0]
+    q = p.copy()
+    if n < 8:
+        touched[:] = p[0]
+        return q
+    w = n - 1 if window <= 0 or window >= n - 1 else window
+    start = 1 + np.random.randint(0, n - w)  # stretch p[start..start+w-1]
+    cuts = np.sort(np.random.choice(w - 1, 3, replace=False) + 1) + start
+    a, b, e = cuts[0], cuts[1], cuts[2]
+    m = a
+    for t in range(b, e):
+        q[m] = p[t]
+        m += 1
+    for t in range(a, b):
+        q[m] = p[t]
+        m += 1
+    touched[0] = p[a - 1]
+    touched[1] = p[a]
+    touched[2] = p[b - 1]
+    touched[3] = p[b]
+    touched[4] = p[e - 1]
+    touched[5] = p[e % n]
+    return q
+
+
+@njit(cache=True)
+def nearest_neighbour_tour(c, first, last):
+    """Nearest-neighbour tour from ``first``; if ``last >= 0`` it is kept for the end. int64 (n,)."""
+    n = c.shape[0]
+    used = np.zeros(n, np.bool_)
+    p = np.empty(n, np.int64)
+    p[0] = first
+    used[first] = True
+    if last >= 0:
+        used[last] = True
+    m = 1
+    cur = first
+    limit = n - 1 if last >= 0 and last != first else n
+    while m < limit:
+        bv = -1
+        bc = np.inf
+        for v in range(n):
+            if not used[v] and c[cur, v] < bc:
+                bc = c[cur, v]
+                bv = v
+        p[m] = bv
+        used[bv] = True
+        cur = bv
+        m += 1
+    if last >= 0 and last != first:
+        p[n - 1] = last
+    return p
+
+
+@njit(cache=True, parallel=True)
+def candidate_lists(c, K):
+    """The K stops nearest to each stop by ``min(c[u, v], c[v, u])``: int64 (n, K)."""
+    n = c.shape[0]
+    out = np.empty((n, K), np.int64)
+    for u in prange(n):
+        d = np.empty(n)
+        for v in range(n):
+            d[v] = min(c[u, v], c[v, u])
+        d[u] = np.inf
+        order = np.argsort(d)
+        for q in range(K):
+            out[u, q] = order[q]
+    return out
+
+
+@njit(cache=True)
+def _touched(p, t, i, j, k, out):
+    """Stops whose arcs move ``(t, i, j, k)`` changes (before it is applied); returns how many."""
+    n = p.shape[0]
+    if t == TWO_OPT:
+        out[0] = p[i]
+        out[1] = p[i + 1]
+        out[2] = p[j]
+        out[3] = p[(j + 1) % n]
+        return 4
+    if t == SWAP:
+        out[0] = p[(i - 1 + n) % n]
+        out[1] = p[i]
+        out[2] = p[(i + 1) % n]
+        out[3] = p[(j - 1 + n) % n]
+        out[4] = p[j]
+        out[5] = p[(j + 1) % n]
+        return 6
+    out[0] = p[(i - 1 + n) % n]
+    out[1] = p[i]
+    out[2] = p[j]
+    out[3] = p[(j + 1) % n]
+    out[4] = p[k]
+    out[5] = p[(k + 1) % n]
+    return 6
+
+
+@njit(cache=True)
+def local_search_queue(c, p, nbr, eps, max_moves, active, polish):
+    """Fast CPU descent with a work queue ("don't-look bits"): for a stop u taken from the queue, the best
+    move among those creating an arc between u and one of its candidates ``nbr[u]`` is applied if it
+    improves by more than ``eps``, and the stops whose arcs changed go back on the queue.
+
+    This is the good-CPU-code reference of the seed's warning, not the GPU scheme (that is
+    :func:`local_search`). ``p`` (int64 (n,)) is changed in place; ``active`` (int64) seeds the queue.
+    A move can also become improving when the arcs around a candidate change, which the queue misses;
+    with ``polish`` the queue is refilled from a global candidate-list :func:`best_move` until that
+    finds nothing, so the result is a local minimum of the candidate neighbourhood.
+    Returns ``(cost, moves)``.
+    """
+    n = p.shape[0]
+    K = nbr.shape[1]
+    pos = np.empty(n, np.int64)
+    fwd = np.empty(n)
+    bwd = np.empty(n)
+    prefix_sums(c, p, pos, fwd, bwd)
+    queue = np.empty(n, np.int64)
+    inq = np.zeros(n, np.bool_)
+    head = 0
+    size = 0
+    for t in range(active.shape[0]):
+        u = active[t]
+        if not inq[u]:
+            inq[u] = True
+            queue[(head + size) % n] = u
+            size += 1
+    best = np.empty(5)
+    tch = np.empty(6, np.int64)
+    moves = 0
+    while moves < max_moves:
+        if size == 0:
+            if not polish:
+                break
+            d, t, i, j, k = best_move(c, c, p, pos, fwd, bwd, nbr)
+            if not d < -eps:
+                break
+            m = _touched(p, t, i, j, k, tch)
+            apply_move(p, t, i, j, k)
+            prefix_sums(c, p, pos, fwd, bwd)
+            moves += 1
+            for h in range(m):
+                v = tch[h]
+                if not inq[v]:
+                    inq[v] = True
+                    queue[(head + size) % n] = v
+                    size += 1
+            continue
+        u = queue[head]
+        head = (head + 1) % n
+        size -= 1
+        inq[u] = False
+        best[0] = np.inf
+        x = pos[u]
+        for q in range(K):
+            y = pos[nbr[u, q]]
+            if y != x:
+                _pair_best(c, p, fwd, bwd, x, y, best)
+        if best[0] < -eps:
+            t, i, j, k = int(best[1]), int(best[2]), int(best[3]), int(best[4])
+            m = _touched(p, t, i, j, k, tch)
+            apply_move(p, t, i, j, k)
+            prefix_sums(c, p, pos, fwd, bwd)
+            moves += 1
+            for h in range(m + 1):
+                v = u if h == m else tch[h]
+                if not inq[v]:
+                    inq[v] = True
+                    queue[(head + size) % n] = v
+                    size += 1
+    return tour_cost(c, p), moves
+
+
+@njit(cache=True)
+def ils_round(c, p, cost, nbr, window, eps, max_moves, iters, seed_val):
+    """``iters`` iterations of iterated local search from the local minimum ``p`` (cost ``cost``):
+    double-bridge on a stretch of ``window`` positions, :func:`local_search_queue` from the touched stops,
+    keep the result if it is not worse. Returns (tour, cost, improvements, moves)."""
+    np.random.seed(seed_val)
+    cur = p.copy()
+    cc = cost
+    acc = 0
+    moves = 0
+    touched = np.empty(6, np.int64)
+    for _ in range(iters):
+        q = double_bridge(cur, window, touched)
+        qc, mv = local_search_queue(c, q, nbr, eps, max_moves, touched, False)
+        moves += mv
+        if qc < cc - eps:
+            acc += 1
+        if qc <= cc + eps:
+            cur = q
+            cc = qc
+    return cur, cc, acc, moves

@@ -1,0 +1,155 @@
+"""``/trip/v1`` over the real Monaco engine: GET and POST answer what the engine answers (OSRM's
+``trips`` and ``waypoints`` with ``trips_index``/``waypoint_index``), options reach the engine, errors in
+OSRM's shape, ``/health`` lists the service. routingpy's OSRM client has no trip method (``directions``,
+``matrix`` and ``isochrones`` only), so plain HTTP requests stand in for a client.
+
+Where :mod:`gpuroute.tours` is not installed yet, an exact brute-force stand-in for its ``tsp`` is
+injected for this module."""
+from __future__ import annotations
+
+import itertools
+import math
+import sys
+import types
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("orjson")
+pytest.importorskip("osmium")
+pytest.importorskip("polyline")
+
+with warnings.catch_warnings():  # newer Starlette asks for httpx2; httpx works the same
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+from gpuroute.engine import Engine  # noqa: E402
+from gpuroute.server import create_app  # noqa: E402
+
+#: Five places in Monaco: the casino, the port, the palace, the Larvotto beach, the station.
+STOPS = [(7.4282, 43.7396), (7.4233, 43.7347), (7.4206, 43.7314), (7.4367, 43.7441), (7.4197, 43.7387)]
+
+
+def brute_tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None):
+    """``gpuroute.tours.tsp``'s interface, exactly, by trying every order (a few stops only)."""
+    c = np.asarray(costs, dtype=np.float64)
+    n = c.shape[0]
+    closed = start is None and end is None or start == end
+    first = 0 if start is None and end is None else start
+    best, best_cost = None, math.inf
+    for perm in itertools.permutations(range(n)):
+        if closed and perm[0] != first or (not closed and start is not None and perm[0] != start) \
+                or (not closed and end is not None and perm[-1] != end):
+            continue
+        cost = sum(c[a, b] for a, b in zip(perm[:-1], perm[1:], strict=True))
+        cost += c[perm[-1], perm[0]] if closed else 0.0
+        if cost < best_cost:
+            best, best_cost = perm, cost
+    return types.SimpleNamespace(tour=np.array(best, dtype=np.int64), cost=best_cost, closed=closed,
+                                 trace=[(0.0, best_cost)], device="cpu", stats={})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tours():
+    try:
+        from gpuroute.tours import tsp  # noqa: F401
+
+        yield "real"
+        return
+    except ImportError:
+        pass
+    mp = pytest.MonkeyPatch()
+    mp.setitem(sys.modules, "gpuroute.tours", types.SimpleNamespace(tsp=brute_tsp))
+    yield "stand-in"
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine.open("monaco")
+
+
+@pytest.fixture(scope="module")
+def client(engine):
+    return TestClient(create_app(engine))
+
+
+def _url(coords, query=""):
+    path = "/trip/v1/driving/" + ";".join(f"{lon},{lat}" for lon, lat in coords)
+    return path + (f"?{query}" if query else "")
+
+
+def _error(r, code):
+    assert r.status_code == 400, r.text
+    body = r.json()
+    assert body["code"] == code and isinstance(body["message"], str) and "\n" not in body["message"]
+
+
+def _order(body):
+    wi = [w["waypoint_index"] for w in body["waypoints"]]
+    assert sorted(wi) == list(range(len(wi))) and all(w["trips_index"] == 0 for w in body["waypoints"])
+    return [int(i) for i in np.argsort(wi)]
+
+
+def test_get_and_post_match_the_engine(engine, client):
+    r = client.get(_url(STOPS))
+    assert r.status_code == 200, r.text
+    got = r.json()
+    want = engine.trip(STOPS)
+    assert got == want
+    trip = got["trips"][0]
+    assert len(trip["legs"]) == len(STOPS) and _order(got)[0] == 0
+    assert trip["duration"] == pytest.approx(sum(leg["duration"] for leg in trip["legs"]), abs=0.3)
+    # the legs are the table's cells of the order, and the order is the best of all orders
+    m = np.array(engine.table(STOPS)["durations"])
+    order = _order(got)
+    cost = sum(m[a, b] for a, b in zip(order, order[1:] + order[:1], strict=True))
+    assert trip["duration"] == pytest.approx(cost, abs=0.6)
+    best = min(sum(m[a, b] for a, b in zip((0, *p), (*p, 0), strict=True))
+               for p in itertools.permutations(range(1, 5)))
+    assert cost <= best + 0.5
+    post = client.post("/trip/v1/driving", json={"coordinates": [list(c) for c in STOPS]})
+    assert post.status_code == 200 and post.json() == got
+    form = client.post(_url(STOPS), data={"roundtrip": "true", "source": "any"})
+    assert form.status_code == 200 and form.json() == got
+
+
+def test_options_reach_the_engine(engine, client):
+    q = ("roundtrip=false&source=first&destination=last&steps=true&geometries=geojson&overview=full"
+         "&annotations=true")
+    r = client.get(_url(STOPS, q))
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body == engine.trip(STOPS, roundtrip=False, source="first", destination="last", steps=True,
+                               geometries="geojson", overview="full", annotations=True)
+    order = _order(body)
+    assert order[0] == 0 and order[-1] == len(STOPS) - 1 and len(body["trips"][0]["legs"]) == len(STOPS) - 1
+    assert body["trips"][0]["geometry"]["type"] == "LineString"
+    assert body["trips"][0]["legs"][0]["steps"][0]["maneuver"]["type"] == "depart"
+    r = client.get(_url(STOPS, "skip_waypoints=true&generate_hints=false&radiuses=" + ";".join(["500"] * 5)))
+    assert r.status_code == 200 and "waypoints" not in r.json()
+    r = client.get(_url(STOPS, "generate_hints=false"))
+    assert all("hint" not in w for w in r.json()["waypoints"])
+
+
+def test_errors(client, engine):
+    _error(client.get(_url(STOPS, "roundtrip=false")), "NotImplemented")
+    _error(client.get(_url(STOPS, "roundtrip=false&source=first")), "NotImplemented")
+    _error(client.get(_url(STOPS, "roundtrip=false&destination=last")), "NotImplemented")
+    _error(client.get(_url(STOPS, "source=middle")), "InvalidValue")
+    _error(client.get(_url(STOPS, "roundtrip=maybe")), "InvalidQuery")
+    _error(client.get(_url(STOPS, "alternatives=true")), "InvalidOptions")
+    _error(client.get(_url(STOPS, "number=2")), "InvalidOptions")
+    _error(client.get(_url(STOPS[:1])), "InvalidOptions")
+    _error(client.get(_url(STOPS, "radiuses=5;5")), "InvalidOptions")
+    small = TestClient(create_app(engine, limits={"max_locations_trip": 3}))
+    _error(small.get(_url(STOPS)), "TooBig")
+    assert small.get(_url(STOPS[:3])).status_code == 200
+
+
+def test_health_lists_trip(client):
+    h = client.get("/health").json()
+    assert "trip" in h["services"] and h["limits"]["max_locations_trip"] >= 2
+    assert h["engine"]["limits"]["max_locations_trip"] >= 2
