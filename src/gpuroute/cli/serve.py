@@ -8,6 +8,7 @@ build GRAPH -o DIR``) is loaded without building anything and routes run over it
 other binds only with ``--allow-customize``."""
 from __future__ import annotations
 
+import gc
 import sys
 import time
 
@@ -49,6 +50,11 @@ def run(args):
             limits[key] = value
     allow = args.allow_customize if args.allow_customize is not None else args.host in _LOOPBACK
     app = create_app(engine, limits=limits, allow_customize=allow)
+    # the engine's arrays and objects live as long as the server: move them out of the garbage
+    # collector's generations, so that a request's collections do not walk them (measured: ~45 ms of a
+    # 10-minute NY isochrone went to collections before)
+    gc.collect()
+    gc.freeze()
     if args.host not in _LOOPBACK:
         print(f"gpuroute serve: warning: listening on {args.host}, not loopback: anyone who can reach this "
               "machine can query it", file=sys.stderr)
