@@ -12,10 +12,18 @@ Peers:
 * ``ortools``: routing model over the full matrix, PATH_CHEAPEST_ARC start, GUIDED_LOCAL_SEARCH,
   time limit T (skipped if ``ortools`` is not installed).
 
+CVRP section (``--sections cvrp``): CVRPLIB X instances (distances nint of Euclidean, the X set's
+convention), gap to the best-known solution, same time limit:
+* ``ours``: ``gpuroute.tours.cvrp(costs, demands, capacity, time_limit=T, seed=s)`` (numba, warmed up).
+* ``pyvrp``: PyVRP's ``solve`` (hybrid genetic search) with ``MaxRuntime(T)`` on a model built from the
+  same integer matrix (skipped if ``pyvrp`` is not installed). Both costs are recomputed from the matrix.
+
 Usage (repo root):
     .venv/bin/python benchmarks/tours.py [--instances pr1002,pcb1173,u2152,pcb3038] [--time 1]
         [--seeds 1] [--peers ours,lkh,ortools] [--out benchmarks/results/tours_cpu_<date>.json]
-Prints a Markdown table.
+        [--sections tsp,cvrp] [--cvrp-instances X-n101-k25,X-n200-k36,X-n411-k19] [--cvrp-time 2]
+        [--cvrp-peers ours,pyvrp]
+Prints Markdown tables.
 """
 from __future__ import annotations
 
@@ -34,10 +42,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from gpuroute.tours import cvrp, read_tsplib, tour_cost, tsp  # noqa: E402
 from gpuroute.tours import local_search as ls  # noqa: E402
-from gpuroute.tours import read_tsplib, tour_cost, tsp  # noqa: E402
+from gpuroute.tours.cvrp import read_cvrplib, vrp_cost  # noqa: E402
 
 DATA = Path(os.environ.get("GPUROUTE_TSP_DIR", "/work/shared/data/vrp/TSP"))
+CVRP_DATA = Path(os.environ.get("GPUROUTE_CVRP_DIR", "/work/shared/data/vrp/CVRP"))
 
 
 def commit():
@@ -100,6 +110,81 @@ def run_ortools(costs, T, seed):
 PEERS = {"ours": run_ours, "lkh": run_lkh, "ortools": run_ortools}
 
 
+def run_cvrp_ours(costs, dem, cap, depot, T, seed):
+    t = time.perf_counter()
+    r = cvrp(costs, dem, cap, depot=depot, time_limit=T, seed=seed)
+    return r.routes, time.perf_counter() - t, {"stats": r.stats}
+
+
+def run_cvrp_pyvrp(costs, dem, cap, depot, T, seed):
+    import pyvrp
+    from pyvrp.stop import MaxRuntime
+
+    n = costs.shape[0]
+    cust = [v for v in range(n) if v != depot]
+    order = [depot] + cust  # PyVRP location index -> our stop
+    m = pyvrp.Model()
+    locs = [m.add_location(x=0, y=0) for _ in order]  # PyVRP 0.14: locations apart from depots/clients
+    m.add_vehicle_type(num_available=len(cust), capacity=int(cap), start_depot=m.add_depot(locs[0]),
+                       end_depot=None)
+    for i, v in enumerate(cust):
+        m.add_client(locs[i + 1], delivery=int(dem[v]))
+    cl = costs.tolist()
+    for i, a in enumerate(locs):
+        for j, b in enumerate(locs):
+            if i != j:
+                m.add_edge(a, b, distance=int(cl[order[i]][order[j]]))
+    t = time.perf_counter()
+    res = m.solve(stop=MaxRuntime(T), seed=seed, display=False)
+    el = time.perf_counter() - t
+    # a route is a list of activities; a client activity's idx counts clients only (0-based)
+    routes = [np.array([cust[x.idx] for x in r if x.is_client()], np.int64) for r in res.best.routes()]
+    return routes, el, {"feasible": bool(res.best.is_feasible()), "pyvrp_cost": res.cost()}
+
+
+CVRP_PEERS = {"ours": run_cvrp_ours, "pyvrp": run_cvrp_pyvrp}
+
+
+def cvrp_section(a):
+    """Rows of the CVRP table: every instance x peer x seed."""
+    c0, d0, q0, dep0, _ = read_cvrplib(CVRP_DATA / "X-n101-k25.vrp")
+    for _ in range(2):  # numba compile / cache load
+        cvrp(c0, d0, q0, depot=dep0, time_limit=0.2, seed=0)
+    rows = []
+    for name in a.cvrp_instances.split(","):
+        costs, dem, cap, depot, bks = read_cvrplib(CVRP_DATA / f"{name}.vrp")
+        n = costs.shape[0]
+        for peer in a.cvrp_peers.split(","):
+            for seed in range(a.seeds):
+                try:
+                    routes, el, extra = CVRP_PEERS[peer](costs, dem, cap, depot, a.cvrp_time, seed)
+                except ImportError as e:
+                    rows.append({"instance": name, "n": n, "peer": peer, "error": f"not installed: {e}"})
+                    break
+                flat = sorted(np.concatenate(routes).tolist()) if routes else []
+                ok = flat == [v for v in range(n) if v != depot] and all(dem[r].sum() <= cap for r in routes)
+                cost = vrp_cost(costs, routes, depot) if ok else None
+                row = {"instance": name, "n": n, "peer": peer, "seed": seed, "time_limit_s": a.cvrp_time,
+                       "wall_s": el, "cost": cost, "best_known": bks, "valid": ok, "routes": len(routes),
+                       "gap_pct": 100.0 * (cost / bks - 1) if ok else None}
+                row.update(extra)
+                rows.append(row)
+                gap = "none (invalid)" if row["gap_pct"] is None else f"{row['gap_pct']:.2f}%"
+                print(f"{name} {peer} seed={seed}: gap {gap} wall {el:.2f}s", flush=True)
+    return rows
+
+
+def print_table(rows, what):
+    print(f"\n{what}\n\n| instance | n | peer | limit s | wall s | gap % |\n|---|---|---|---|---|---|")
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['instance']} | {r['n']} | {r['peer']} | | | {r['error']} |")
+            continue
+        gap = "invalid" if r["gap_pct"] is None else f"{r['gap_pct']:.2f}"
+        print(f"| {r['instance']} | {r['n']} | {r['peer']} | {r['time_limit_s']:g} | {r['wall_s']:.2f} | "
+              f"{gap} |")
+
+
 def neighbourhood_timing(n=1000, reps=20):
     """Seconds per full-neighbourhood best_move (O(n^2), parallel) and per candidate-list one."""
     rng = np.random.default_rng(0)
@@ -129,7 +214,23 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--peers", default="ours,lkh,ortools")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--sections", default="tsp,cvrp")
+    ap.add_argument("--cvrp-instances", default="X-n101-k25,X-n200-k36,X-n411-k19")
+    ap.add_argument("--cvrp-time", type=float, default=2.0)
+    ap.add_argument("--cvrp-peers", default="ours,pyvrp")
     a = ap.parse_args(argv)
+    sections = a.sections.split(",")
+    cvrp_rows = cvrp_section(a) if "cvrp" in sections else []
+    if "tsp" not in sections:
+        date = dt.date.today().isoformat()
+        out = Path(a.out) if a.out else ROOT / "benchmarks" / "results" / f"tours_cvrp_cpu_{date}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"date": date, "commit": commit(), "machine": platform.processor() or platform.machine(),
+               "cpus": os.cpu_count(), "args": vars(a), "cvrp_rows": cvrp_rows}
+        out.write_text(json.dumps(doc, indent=1, default=float))
+        print_table(cvrp_rows, "CVRP (CVRPLIB X, gap to best known)")
+        print(f"wrote {out}")
+        return
     # compile / load numba's cache for every path before timing (twice: the first call may spend its
     # time limit compiling the descent and never reach the perturbation loop)
     warm = read_tsplib(DATA / "pr1002.vrp").costs[:300, :300]
@@ -164,7 +265,8 @@ def main(argv=None):
     out = Path(a.out) if a.out else ROOT / "benchmarks" / "results" / f"tours_cpu_{date}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = {"date": date, "commit": commit(), "machine": platform.processor() or platform.machine(),
-           "cpus": os.cpu_count(), "args": vars(a), "rows": rows, "neighbourhood_eval": hood}
+           "cpus": os.cpu_count(), "args": vars(a), "rows": rows, "neighbourhood_eval": hood,
+           "cvrp_rows": cvrp_rows}
     out.write_text(json.dumps(doc, indent=1, default=float))
     print("\n| instance | n | peer | limit s | wall s | gap % |\n|---|---|---|---|---|---|")
     for r in rows:
@@ -176,6 +278,8 @@ def main(argv=None):
               f"{gap} |")
     print(f"\nfull-neighbourhood best_move at n={hood['n']}: {hood['full_s'] * 1e3:.2f} ms "
           f"({os.cpu_count()} cpus); candidate lists (K=10): {hood['candidates10_s'] * 1e3:.3f} ms")
+    if cvrp_rows:
+        print_table(cvrp_rows, "CVRP (CVRPLIB X, gap to best known)")
     print(f"wrote {out}")
 
 

@@ -1,14 +1,17 @@
-"""Tours on a cost matrix: TSP closed tours and open paths by best-improvement local search inside an
-iterated local search (Brodtkorb, Hagen, Schulz, Hasle, "GPU computing in discrete optimization. Part
+"""Tours on a cost matrix: TSP closed tours and open paths, and capacitated vehicle routing (CVRP), by
+best-improvement local search inside an iterated local search (Brodtkorb, Hagen, Schulz, Hasle, "GPU computing in discrete optimization. Part
 I", EURO J. Transp. Logist. 2013).
 
 Layout: ``local_search.py`` (numba CPU twin: delta functions, :func:`best_move` over the whole
 neighbourhood, descent, perturbation), ``api.py`` (:func:`tsp`, :class:`TourResult`), ``tsplib.py``
-(TSPLIB reading and distance rules). The GPU twin and ``cvrp`` are not built yet.
+(TSPLIB reading and distance rules), ``cvrp.py`` (:func:`cvrp`: savings start, relocate / swap / 2-opt* /
+intra-route 2-opt and Or-opt under capacity, ruin and recreate; CVRPLIB reading). The GPU twin is not
+built yet.
 """
 from .api import TourResult, tour_cost, tsp
+from .cvrp import VRPResult, cvrp
 from .local_search import MOVE_NAMES, best_move
 from .tsplib import TSPInstance, distance_matrix, read_tsplib
 
 __all__ = ["tsp", "TourResult", "tour_cost", "best_move", "MOVE_NAMES", "read_tsplib", "distance_matrix",
-           "TSPInstance"]
+           "TSPInstance", "cvrp", "VRPResult"]
