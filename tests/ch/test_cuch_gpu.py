@@ -82,7 +82,7 @@ def assert_same_counts(cpu_stats, gpu_stats):
     assert cpu_stats["core_nodes"] == gpu_stats["core_nodes"]
 
 
-def both(graph, weight=None, **opt):
+def assert_cpu_gpu_same(graph, weight=None, **opt):
     from gpuroute.ch.cuch_gpu import build_cuch_gpu
 
     hc, sc, pc = build_cuch_cpu(graph, weight, progress=False, **opt)
@@ -225,19 +225,19 @@ def test_core_apsp(cp, kern, c_nodes):
 def test_random_graphs_match_cpu(seed, K, C, rounds):
     graph = random_road_graph(np.random.default_rng(seed), 600, neighbours=4, one_way=0.3)[0]
     for weight in ("distance", "travel_time"):
-        both(graph, weight, K=K, C=C, luby_rounds=rounds)
+        assert_cpu_gpu_same(graph, weight, K=K, C=C, luby_rounds=rounds)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gr=graphs(max_nodes=60), K=st.sampled_from([1, 3, 10, 1000]), C=st.sampled_from([0.1, 0.3, 1.0]))
 def test_hypothesis_graphs_match_cpu(gr, K, C):
     graph, _ = gr
-    both(graph, K=K, C=C)
+    assert_cpu_gpu_same(graph, K=K, C=C)
 
 
 def test_hub_graph_matches_cpu():
     """Degrees beyond the shared-memory cache and 32-lane groups in the whole build."""
-    both(hub_graph(), K=30)
+    assert_cpu_gpu_same(hub_graph(), K=30)
 
 
 @pytest.mark.parametrize("score_mode,shortcut_mode,wpr,pack", [
@@ -253,15 +253,15 @@ def test_kernel_forms_match_cpu(monkeypatch, score_mode, shortcut_mode, wpr, pac
     monkeypatch.setattr(cuch_gpu, "ROWS_WPR", wpr)
     monkeypatch.setattr(cuch_gpu, "PACK_KEYS", pack)
     graph = random_road_graph(np.random.default_rng(21), 700, neighbours=4, one_way=0.3)[0]
-    both(graph, K=10, C=0.3)
-    both(hub_graph(3), K=30, C=1.0, luby_rounds=1)
+    assert_cpu_gpu_same(graph, K=10, C=0.3)
+    assert_cpu_gpu_same(hub_graph(3), K=30, C=1.0, luby_rounds=1)
 
 
 def test_no_arcs_matches_cpu():
     graph = gpuroute.RoadGraph.from_arcs(7, np.zeros(0, np.int32), np.zeros(0, np.int32),
                                          {"distance": np.zeros(0, np.int32)})
     for K in (1, 3, 100):
-        both(graph, K=K)
+        assert_cpu_gpu_same(graph, K=K)
 
 
 def test_buffers_grow(monkeypatch):
@@ -271,9 +271,9 @@ def test_buffers_grow(monkeypatch):
     monkeypatch.setattr(cuch_gpu, "HBUF_ARCS_PER_ARC", 0)
     monkeypatch.setattr(cuch_gpu, "INFO_ROWS", 2)
     graph = random_road_graph(np.random.default_rng(4), 120, neighbours=4, one_way=0.3)[0]
-    hc, sc, hg, sg = both(graph, K=1, C=0.001)
+    hc, sc, hg, sg = assert_cpu_gpu_same(graph, K=1, C=0.001)
     assert sg["iterations"] == 120 and sg["core_nodes"] == 0
-    both(graph, K=10, C=0.3)
+    assert_cpu_gpu_same(graph, K=10, C=0.3)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -283,8 +283,8 @@ def test_exact_select_fallback_matches_cpu(monkeypatch, seed):
 
     monkeypatch.setattr(cuch_gpu, "FORCE_EXACT_SELECT", True)
     graph = random_road_graph(np.random.default_rng(seed), 500, neighbours=4, one_way=0.3)[0]
-    both(graph, K=20, C=0.3, luby_rounds=2)
-    both(hub_graph(seed), K=30)
+    assert_cpu_gpu_same(graph, K=20, C=0.3, luby_rounds=2)
+    assert_cpu_gpu_same(hub_graph(seed), K=30)
 
 
 def test_repeat_builds_identical():

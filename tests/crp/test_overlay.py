@@ -81,7 +81,7 @@ def with_restrictions(g, rng, k):
                      coord_system=g.coord_system, turns=turns)
 
 
-def all_pairs_check(ov, sources=None):
+def assert_all_pairs_exact(ov, sources=None):
     n = ov.graph.n_nodes
     sources = range(n) if sources is None else sources
     for s in sources:
@@ -104,7 +104,7 @@ def test_random_graphs_exact_with_turn_costs(seed, method):
     ov = Overlay.build(g, part)
     for metric in ("distance", (g.weight("travel_time"), PEN)):
         ov.customize(metric)
-        all_pairs_check(ov, sources=range(0, 60, 3))
+        assert_all_pairs_exact(ov, sources=range(0, 60, 3))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -118,7 +118,7 @@ def test_hypothesis_exact(seed, n, levels, k):
     costs = rng.integers(1, 50, g.n_arcs)
     pen = {name: int(rng.integers(0, 30)) for name in ("straight", "left", "right", "uturn")}
     ov.customize((costs, pen))
-    all_pairs_check(ov)
+    assert_all_pairs_exact(ov)
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +206,7 @@ def test_single_level_and_trivial_queries():
     ov.customize()
     assert ov.route(3, 3).distance == 0 and list(ov.route(3, 3).nodes) == [3]
     assert ov.distances([4], [4])[0] == 0
-    all_pairs_check(ov)
+    assert_all_pairs_exact(ov)
     with pytest.raises(IndexError, match=r"targets\[1\] = 25"):
         ov.distances([0, 1], [1, 25])
     with pytest.raises(IndexError, match="source"):

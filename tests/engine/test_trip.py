@@ -1,15 +1,10 @@
 """``Engine.trip`` (OSRM ``/trip/v1``) on the shipped Monaco extract: every waypoint visited once,
 ``trips_index``/``waypoint_index`` consistent, the trip's duration the sum of its legs and the table cost
 of the chosen order, the order optimal (brute force over every order) for a few stops, OSRM's
-source/destination/roundtrip combinations and its error codes; NoTrips on a hand-made graph.
-
-The tour search is :func:`gpuroute.tours.tsp`; where that package is not installed yet, an exact
-brute-force stand-in with its interface is injected (these tests then check the engine's side only)."""
+source/destination/roundtrip combinations and its error codes; NoTrips on a hand-made graph."""
 import itertools
 import json
 import math
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -22,41 +17,6 @@ from gpuroute.engine import Engine, EngineError  # noqa: E402
 from gpuroute.geo.segments import SegmentIndex  # noqa: E402
 from gpuroute.geo.snap import largest_scc_mask  # noqa: E402
 from gpuroute.graph.road_graph import RoadGraph  # noqa: E402
-
-
-def brute_tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None):
-    """``gpuroute.tours.tsp``'s interface, exactly, by trying every order (a few stops only)."""
-    c = np.asarray(costs, dtype=np.float64)
-    n = c.shape[0]
-    closed = start is None and end is None or start == end
-    first = 0 if start is None and end is None else start
-    best, best_cost = None, math.inf
-    for perm in itertools.permutations(range(n)):
-        if closed and perm[0] != first or (not closed and start is not None and perm[0] != start) \
-                or (not closed and end is not None and perm[-1] != end):
-            continue
-        cost = sum(c[a, b] for a, b in zip(perm[:-1], perm[1:], strict=True))
-        cost += c[perm[-1], perm[0]] if closed else 0.0
-        if cost < best_cost:
-            best, best_cost = perm, cost
-    return types.SimpleNamespace(tour=np.array(best, dtype=np.int64), cost=best_cost, closed=closed,
-                                 trace=[(0.0, best_cost)], device="cpu", stats={})
-
-
-@pytest.fixture(scope="module", autouse=True)
-def tours():
-    """The real ``gpuroute.tours`` when it exists, else the brute-force stand-in (for this module only)."""
-    try:
-        from gpuroute.tours import tsp  # noqa: F401
-
-        yield "real"
-        return
-    except ImportError:
-        pass
-    mp = pytest.MonkeyPatch()
-    mp.setitem(sys.modules, "gpuroute.tours", types.SimpleNamespace(tsp=brute_tsp))
-    yield "stand-in"
-    mp.undo()
 
 
 @pytest.fixture(scope="module")

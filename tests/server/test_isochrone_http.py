@@ -33,7 +33,7 @@ def client(engine):
     return TestClient(create_app(engine))
 
 
-def _error(r, code):
+def assert_osrm_error(r, code):
     assert r.status_code == 400, r.text
     body = r.json()
     assert body["code"] == code and isinstance(body["message"], str) and "\n" not in body["message"]
@@ -85,15 +85,15 @@ def test_waypoints_and_health(client):
     ("?contours_minutes=5&exclude=motorway", "InvalidValue"),
 ])
 def test_errors(client, query, code):
-    _error(client.get(URL + query), code)
+    assert_osrm_error(client.get(URL + query), code)
 
 
 def test_more_errors(client):
-    _error(client.get(f"/isochrone/v1/driving/{CASINO[0]},{CASINO[1]};{PORT[0]},{PORT[1]}?contours_minutes=5"),
+    assert_osrm_error(client.get(f"/isochrone/v1/driving/{CASINO[0]},{CASINO[1]};{PORT[0]},{PORT[1]}?contours_minutes=5"),
            "InvalidOptions")
-    _error(client.get("/isochrone/v1/driving/7.43,43.35?contours_minutes=5&radiuses=100"), "NoSegment")
-    _error(client.get("/isochrone/v1/driving/7.43,95?contours_minutes=5"), "InvalidValue")
-    _error(client.get("/isochrone/v2/driving/7.43,43.73?contours_minutes=5"), "InvalidVersion")
+    assert_osrm_error(client.get("/isochrone/v1/driving/7.43,43.35?contours_minutes=5&radiuses=100"), "NoSegment")
+    assert_osrm_error(client.get("/isochrone/v1/driving/7.43,95?contours_minutes=5"), "InvalidValue")
+    assert_osrm_error(client.get("/isochrone/v2/driving/7.43,43.73?contours_minutes=5"), "InvalidVersion")
     assert client.get(URL + "?contours_minutes=1").status_code == 200  # still serving
 
 
@@ -109,5 +109,5 @@ def test_an_engine_without_isochrones():
             return {"code": "Ok", "waypoints": []}
 
     c = TestClient(create_app(RouteOnly()))
-    _error(c.get(URL + "?contours_minutes=5"), "InvalidService")
+    assert_osrm_error(c.get(URL + "?contours_minutes=5"), "InvalidService")
     assert "isochrone" not in c.get("/health").json()["services"]

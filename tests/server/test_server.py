@@ -519,10 +519,9 @@ def _same_matrix(got, want):
 
 @pytest.fixture(scope="module")
 def monaco():
-    engine = pytest.importorskip("gpuroute.engine")
-    if not hasattr(engine, "Engine"):
-        pytest.skip("gpuroute.engine.Engine is not there yet")
-    return engine.Engine.open("monaco")
+    from gpuroute.engine import Engine
+
+    return Engine.open("monaco")
 
 
 @pytest.fixture(scope="module")

@@ -1,16 +1,10 @@
 """``/trip/v1`` over the real Monaco engine: GET and POST answer what the engine answers (OSRM's
 ``trips`` and ``waypoints`` with ``trips_index``/``waypoint_index``), options reach the engine, errors in
 OSRM's shape, ``/health`` lists the service. routingpy's OSRM client has no trip method (``directions``,
-``matrix`` and ``isochrones`` only), so plain HTTP requests stand in for a client.
-
-Where :mod:`gpuroute.tours` is not installed yet, an exact brute-force stand-in for its ``tsp`` is
-injected for this module."""
+``matrix`` and ``isochrones`` only), so plain HTTP requests stand in for a client."""
 from __future__ import annotations
 
 import itertools
-import math
-import sys
-import types
 import warnings
 
 import numpy as np
@@ -30,40 +24,6 @@ from gpuroute.server import create_app  # noqa: E402
 
 #: Five places in Monaco: the casino, the port, the palace, the Larvotto beach, the station.
 STOPS = [(7.4282, 43.7396), (7.4233, 43.7347), (7.4206, 43.7314), (7.4367, 43.7441), (7.4197, 43.7387)]
-
-
-def brute_tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None):
-    """``gpuroute.tours.tsp``'s interface, exactly, by trying every order (a few stops only)."""
-    c = np.asarray(costs, dtype=np.float64)
-    n = c.shape[0]
-    closed = start is None and end is None or start == end
-    first = 0 if start is None and end is None else start
-    best, best_cost = None, math.inf
-    for perm in itertools.permutations(range(n)):
-        if closed and perm[0] != first or (not closed and start is not None and perm[0] != start) \
-                or (not closed and end is not None and perm[-1] != end):
-            continue
-        cost = sum(c[a, b] for a, b in zip(perm[:-1], perm[1:], strict=True))
-        cost += c[perm[-1], perm[0]] if closed else 0.0
-        if cost < best_cost:
-            best, best_cost = perm, cost
-    return types.SimpleNamespace(tour=np.array(best, dtype=np.int64), cost=best_cost, closed=closed,
-                                 trace=[(0.0, best_cost)], device="cpu", stats={})
-
-
-@pytest.fixture(scope="module", autouse=True)
-def tours():
-    try:
-        from gpuroute.tours import tsp  # noqa: F401
-
-        yield "real"
-        return
-    except ImportError:
-        pass
-    mp = pytest.MonkeyPatch()
-    mp.setitem(sys.modules, "gpuroute.tours", types.SimpleNamespace(tsp=brute_tsp))
-    yield "stand-in"
-    mp.undo()
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..graph.constants import INF
+from ..sssp.dijkstra import heap_pop, heap_push
 
 #: Cost of an entry/exit pair with no path inside its cell.
 CLIQUE_INF = INF
@@ -34,45 +35,18 @@ def edge_cost(ref, turn_cost, clique):
     return clique[-ref - 1]
 
 
-@njit(cache=True)
-def heap_push(hk, hv, size, k, v):
-    """Push ``(k, v)`` on a binary min-heap held in ``hk``/``hv`` of ``size`` items; returns the new size."""
-    i = size
-    while i > 0:
-        p = (i - 1) >> 1
-        if hk[p] <= k:
-            break
-        hk[i] = hk[p]
-        hv[i] = hv[p]
-        i = p
-    hk[i] = k
-    hv[i] = v
-    return size + 1
-
-
-@njit(cache=True)
-def heap_pop(hk, hv, size):
-    """Remove the minimum of a binary min-heap of ``size`` items (read it at ``hk[0]``, ``hv[0]``
-    first); returns the new size."""
-    size -= 1
-    k = hk[size]
-    v = hv[size]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= size:
-            break
-        if c + 1 < size and hk[c + 1] < hk[c]:
-            c += 1
-        if hk[c] >= k:
-            break
-        hk[i] = hk[c]
-        hv[i] = hv[c]
-        i = c
-    if size > 0:
-        hk[i] = k
-        hv[i] = v
-    return size
+@njit(cache=True, inline="always")
+def edge_tail(e_first, lo, hi, e):
+    """The vertex in ``[lo, hi)`` whose CSR range of ``e_first`` holds edge ``e`` (binary search)."""
+    a = lo
+    b = hi
+    while b - a > 1:
+        mid = (a + b) >> 1
+        if e_first[mid] <= e:
+            a = mid
+        else:
+            b = mid
+    return a
 
 
 @njit(cache=True)
@@ -91,9 +65,7 @@ def cell_search(v0, lo, hi, e_first, e_to, e_ref, turn_cost, clique, dist, par, 
     dist[v0 - lo] = 0
     size = heap_push(hk, hv, 0, 0, v0)
     while size > 0:
-        d = hk[0]
-        u = hv[0]
-        size = heap_pop(hk, hv, size)
+        d, u, size = heap_pop(hk, hv, size)
         if d > dist[u - lo]:
             continue
         if u == stop:
@@ -183,15 +155,7 @@ def cell_path(v0, v1, lo, hi, e_first, e_to, e_ref, turn_cost, clique_below):
         e = par[v - lo]
         k += 1
         # the tail of edge e: the vertex whose CSR range holds e
-        a = lo
-        b = hi
-        while b - a > 1:
-            mid = (a + b) >> 1
-            if e_first[mid] <= e:
-                a = mid
-            else:
-                b = mid
-        v = a
+        v = edge_tail(e_first, lo, hi, e)
     refs = np.empty(k, np.int64)
     v = v1
     i = k
@@ -199,15 +163,7 @@ def cell_path(v0, v1, lo, hi, e_first, e_to, e_ref, turn_cost, clique_below):
         e = par[v - lo]
         i -= 1
         refs[i] = e_ref[e]
-        a = lo
-        b = hi
-        while b - a > 1:
-            mid = (a + b) >> 1
-            if e_first[mid] <= e:
-                a = mid
-            else:
-                b = mid
-        v = a
+        v = edge_tail(e_first, lo, hi, e)
     return refs
 
 
@@ -263,15 +219,7 @@ def unpack(states, refs, tout, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx
             e = par[v - lo]
             tmp[k] = eref[e]
             k += 1
-            a = lo
-            b = hi
-            while b - a > 1:
-                mid = (a + b) >> 1
-                if ef[mid] <= e:
-                    a = mid
-                else:
-                    b = mid
-            v = a
+            v = edge_tail(ef, lo, hi, e)
         # tmp holds the path backwards: push it so that its first edge is popped first
         for j in range(k):
             stack[top] = tmp[j]

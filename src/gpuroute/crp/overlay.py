@@ -19,6 +19,7 @@ import numba
 import numpy as np
 
 from .. import config
+from ..ch.query import id_array
 from ..graph.constants import INF
 from ..io.atomic import atomic_directory
 from ..partition import Partition
@@ -38,20 +39,9 @@ DEVICES = ("auto", "cpu", "gpu")
 
 
 def node_ids(n, x, what):
-    """Node ids as int64 (k,) and whether ``x`` was a scalar; IndexError naming the first bad id."""
-    a = np.asarray(x)
-    scalar = a.ndim == 0
-    a = np.atleast_1d(a)
-    if a.ndim != 1:
-        raise ValueError(f"{what} must be a node id or a 1-D array of node ids, got shape {a.shape}")
-    if a.size and a.dtype.kind not in "iu":
-        raise TypeError(f"{what} must be integer node ids (dtype {a.dtype})")
-    a = a.astype(np.int64)
-    bad = (a < 0) | (a >= n)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise IndexError(f"{what}[{i}] = {int(a[i])} is outside the node range [0, {n})")
-    return a, scalar
+    """Node ids as int64 (k,) and whether ``x`` was a scalar (:func:`gpuroute.ch.query.id_array`: IndexError
+    naming the first bad id)."""
+    return id_array(x, n, what), np.ndim(x) == 0
 
 
 class _State:
