@@ -122,6 +122,20 @@ CRP_KAHIP_MODE = "strong"
 #: searching every clique arc's cell (NY: ~30 searches of a route replaced by parent walks). Costs memory
 #: (entries x vertices per cell: ~30 MB on NY) and customization writes.
 CRP_KEEP_TREES = True
+#: GPU customization (gpuroute.crp.customize_gpu; Delling, Kobitzsch, Werneck, Euro-Par 2014, sec. 3):
+#: shared memory per block for one work unit's int64 distances (vertices x entry points; 24 KiB = 3,072
+#: distances, no opt-in needed, several blocks per Hopper multiprocessor). A cell with more vertices than
+#: fit runs in global scratch.
+CRP_GPU_SMEM_BYTES = 24 * 1024
+#: Threads per block of the GPU customization's Bellman-Ford kernel. NY on an H100 (benchmarks/crp_gpu.py
+#: sweep, 128/256/512 threads x 24/48/96 KiB): 512 threads and 24 KiB fastest (6.8 ms vs 12.7 ms at 256
+#: and 48 KiB): small units, many warps per multiprocessor.
+CRP_GPU_THREADS = 512
+#: Most entry points per GPU work unit (a cell's entry points are split into units of at most this many).
+CRP_GPU_MAX_GROUP = 64
+#: A level with few cells (the upper levels) is split into about this many work units, so its few big
+#: cells still spread over every multiprocessor.
+CRP_GPU_TARGET_UNITS = 2048
 
 # ------------------------------------------------------------------------------------------- SERVE_
 #: The OSRM-compatible service (gpuroute.engine and its HTTP server): most coordinates of one /route
@@ -168,3 +182,65 @@ SERVE_MAX_LOCATIONS_TRIP = 100
 #: Seconds the tour search (gpuroute.tours.tsp) of one /trip request may take when the request gives no
 #: time limit.
 SERVE_TRIP_TIME_LIMIT_S = 0.2
+
+# ------------------------------------------------------------------------------------- SERVE_WEB_
+#: The web page at / (gpuroute.server.web): where the fetched third-party JavaScript (Leaflet,
+#: leaflet-routing-machine; ``make web-assets``) lies. None: the environment variable
+#: GPUROUTE_WEB_ASSETS, else ``web/`` under the running Python's prefix (``.venv/web`` for the project's
+#: venv), else ``.venv/web`` beside the source checkout.
+SERVE_WEB_ASSETS = None
+#: Most road segments (node pairs, both directions as one) GET /network draws: a larger graph is thinned
+#: to its most important roads (road class, else speed, then length). Monaco has ~14,000; 60,000 lines
+#: stay smooth in Leaflet's canvas renderer and are a ~3 MB answer (~1 MB gzipped).
+SERVE_WEB_MAX_EDGES = 60000
+#: Traffic from the page: most arc updates one POST /customize of the page carries (each ~25 bytes of
+#: JSON: 20,000 stay well under the 1 MiB default body limit).
+SERVE_WEB_UPDATES_PER_POST = 20000
+
+# ------------------------------------------------------------------------------------------- TOUR_
+#: GPU tour local search (gpuroute.tours.gpu, local_search.cu): threads per block of the neighbourhood
+#: evaluation, the single-tour reduce-and-apply block and the one-block-per-tour batched descent (a power
+#: of two, 64..1024). Not yet tuned on a device.
+TOUR_GPU_THREADS = 256
+#: Single-tour evaluation grid: at most this many blocks per multiprocessor (one wave at 256 threads);
+#: TOUR_GPU_EVAL_MAX_BLOCKS > 0 caps the grid outright (tests set it small so rows are grid-strided).
+TOUR_GPU_EVAL_BLOCKS_PER_SM = 8
+TOUR_GPU_EVAL_MAX_BLOCKS = 0
+#: Moves (evaluate + reduce/apply launch pairs) captured in one CUDA graph of the single-tour descent;
+#: the host reads the device 'done' flag once per replay.
+TOUR_GPU_GRAPH_MOVES = 16
+#: Chains of the GPU iterated local search per multiprocessor (one block each; 2 x 85 registers x 256
+#: threads stay resident together on an H100 SM).
+TOUR_GPU_CHAINS_PER_SM = 2
+#: Target seconds of one GPU ILS round (one launch of ls_ils, then a host read of the chain costs): the
+#: double-bridge steps per chain and round double or halve towards it (never above a tenth of the time
+#: limit).
+TOUR_GPU_ROUND_S = 0.02
+#: tsp(device="auto") runs on the GPU from this many stops (when a GPU is usable). A first guess, to be
+#: set from benchmarks/tours_gpu.py (tsp section: GPU against CPU gap at the same time limit).
+TOUR_GPU_AUTO_MIN_N = 1000
+
+# ------------------------------------------------------------------------------------------- ACCESS_
+#: Accessibility (gpuroute.accessibility), CPU: private accumulators of the "points" formulation may take
+#: this many bytes in all (one set per thread: 24 bytes a node for aggregate, 16 k for k nearest POIs);
+#: fewer chunks than threads when they would not fit.
+ACCESS_CPU_MAX_ACC_BYTES = 1 << 30
+#: Parallel chunks of the CPU "points" formulation (None: one per thread within the budget above). Tests set
+#: 1 to fold the points in the GPU's order.
+ACCESS_CPU_CHUNKS = None
+#: strategy="auto" on the CPU: search from the distinct point nodes (reverse graph) while they are at most
+#: this fraction of the nodes, else from every node (forward graph; the nearest-POI search stops past the
+#: k-th POI).
+ACCESS_CPU_NODES_FRACTION = 0.5
+#: GPU: most distances (point nodes x nodes, 4 bytes each) of one block of PHAST trees folded at once.
+ACCESS_GPU_BLOCK_ITEMS = 1 << 27
+#: GPU: threads per block of the fold kernels (a thread per node).
+ACCESS_GPU_THREADS = 256
+#: Travel-time matrices: most cells (origins x destinations) of one streamed block.
+ACCESS_MATRIX_BLOCK_ITEMS = 1 << 24
+
+# ------------------------------------------------------------------------------------------- DIST_
+#: gpuroute.distributed: sources per task when block= is not given (a task is one ch.table call on a worker).
+DIST_TABLE_BLOCK = 2048
+#: gpuroute.distributed.aggregate / nearest_pois: point nodes per task when block= is not given.
+DIST_ACCESS_BLOCK = 4096

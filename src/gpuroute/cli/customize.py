@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .common import DEVICES, EXIT_OK, CLIError, check_device, fmt_int, fmt_ms, load, log, print_rows, progress
+from .common import DEVICES, EXIT_OK, check_device, fmt_int, fmt_ms, load, log, print_rows, progress
 
 
 def run(args):
@@ -22,8 +22,6 @@ def run(args):
     )
 
     check_device(args.device)
-    if args.device == "gpu":
-        raise CLIError("the GPU customization is not built yet; use --device cpu (or auto)")
     read_manifest(args.directory)  # before any work: an overlay directory
     resolve_metric_spec(args.metric)  # a bad name or profile is reported before the graph is loaded
     if args.traffic is not None:

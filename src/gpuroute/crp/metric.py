@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ..graph.constants import INDEX_DTYPE, MAX_WEIGHT, WEIGHT_DTYPE
 from ..graph.turns import NO, ONLY
@@ -723,12 +723,13 @@ def turn_cost_of(t, kind, out_arc, arc_cost, turn_penalty, turn_cost, has_overri
     return p + np.int64(arc_cost[out_arc[t]])
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def decode_kernel(kind, out_arc, arc_cost, turn_penalty, turn_cost, has_override):
-    """Every turn through :func:`turn_cost_of`: int64 (T,) (the CPU twin of the on-the-fly decoding)."""
+    """Every turn through :func:`turn_cost_of`: int64 (T,) (the CPU twin of the on-the-fly decoding;
+    parallel over turns)."""
     n = kind.shape[0]
     out = np.empty(n, dtype=np.int64)
-    for t in range(n):
+    for t in prange(n):
         out[t] = turn_cost_of(t, kind, out_arc, arc_cost, turn_penalty, turn_cost, has_override)
     return out
 

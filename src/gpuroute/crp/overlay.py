@@ -19,6 +19,7 @@ import numba
 import numpy as np
 
 from .. import config
+from ..backend import resolve_device
 from ..ch.query import id_array
 from ..graph.constants import INF
 from ..io.atomic import atomic_directory
@@ -44,6 +45,15 @@ def node_ids(n, x, what):
     return id_array(x, n, what), np.ndim(x) == 0
 
 
+@numba.njit(cache=True, parallel=True)
+def _gather(src, idx):
+    """``src[idx]`` (int64), in parallel: the costs in the query's state numbering."""
+    out = np.empty(idx.size, np.int64)
+    for i in numba.prange(idx.size):
+        out[i] = src[idx[i]]
+    return out
+
+
 class _State:
     """One customized metric: everything a query reads, swapped as one reference (a query never sees
     half of a metric)."""
@@ -58,8 +68,8 @@ class _State:
         self.tree = tree
         self.seconds = seconds
         # the same costs in the query's state numbering (see _query_graph)
-        self.q_arc_cost = np.ascontiguousarray(arc_cost[qg["order"]])
-        self.q_turn_cost = np.ascontiguousarray(turn_cost[qg["torder"]])
+        self.q_arc_cost = _gather(arc_cost, qg["order"])
+        self.q_turn_cost = _gather(turn_cost, qg["torder"])
 
 
 class Overlay:
@@ -106,6 +116,8 @@ class Overlay:
         self.n_levels = partition.cells.shape[0]
         self.n_cells = topo["n_cells"]
         self._state = None
+        self._gpu_cust = None   # GPUCustomizer, built on the first GPU customization
+        self._gpu_token = None  # the _State whose cliques and trees the GPU copy holds
         cb = topo["cell_base"]
         ne = np.diff(topo["ent_first"])
         nx = np.diff(topo["ex_first"])
@@ -176,6 +188,37 @@ class Overlay:
             times.append(time.perf_counter() - t0)
         return times
 
+    def _gpu(self):
+        if self._gpu_cust is None:
+            from .customize_gpu import GPUCustomizer
+
+            self._gpu_cust = GPUCustomizer(self)
+        return self._gpu_cust
+
+    def _run_gpu(self, met, arc, cells_per_level=None, base_state=None):
+        """Customize on the GPU (all cells, or ``cells_per_level`` on top of ``base_state``) while the host
+        decodes the turn costs the queries read; returns (turn costs, clique, tree, level seconds, rounds,
+        the pending run)."""
+        g = self._gpu()
+        keep = bool(self._tree_first[-1] > 0)
+        base = None
+        if cells_per_level is not None and (self._gpu_token is not base_state or g.current is None):
+            base = (base_state.clique, base_state.tree)
+        t0 = time.perf_counter()
+        run = g.launch(arc, met.turn_penalty, met.turn_cost, cells_per_level, base, keep)
+        t1 = time.perf_counter()
+        tcost = np.ascontiguousarray(decode_turn_costs(met, self.turns), dtype=np.int64)  # overlaps the GPU
+        t2 = time.perf_counter()
+        clique, tree, level_s, rounds = g.finish(run)
+        if tree is None:
+            tree = np.empty(0, self._tree_dtype)
+        run["host_seconds"] = {"launch": t1 - t0, "host_decode": t2 - t1, "wait_and_copy": time.perf_counter() - t2}
+        return tcost, clique, tree, level_s, rounds, run
+
+    def _commit_gpu(self, run):
+        self._gpu_cust.commit(run)
+        self._gpu_token = self._state
+
     def customize(self, metric=None, *, device="auto"):
         """Customize the overlay for ``metric``: every cell's clique, level by level, bottom-up.
 
@@ -186,27 +229,26 @@ class Overlay:
             ``"time-uturn"``, a :class:`~gpuroute.crp.Profile`, per-arc costs, per-arc costs and turn
             penalties). Default: the graph's default weight, no turn penalties.
         device : {"auto", "cpu", "gpu"}
-            ``"auto"`` and ``"cpu"`` run the numba customization (parallel over the cells of a level).
-            The GPU customization of the seed (sec. 4) is not built yet: ``"gpu"`` raises.
+            ``"cpu"`` runs the numba customization (parallel over the cells of a level); ``"gpu"`` the
+            GPU customization of :mod:`gpuroute.crp.customize_gpu` (Bellman-Ford per cell in shared
+            memory, sec. 3 of the paper; the same cliques); ``"auto"`` the GPU where one is usable.
 
         Returns
         -------
         dict
-            ``seconds`` (total), ``level_seconds`` (per level), ``decode_seconds``.
+            ``seconds`` (total), ``level_seconds`` (per level, measured on the device for the GPU),
+            ``decode_seconds``, ``device``; for the GPU also ``rounds`` (Bellman-Ford rounds of the
+            slowest unit, per level).
 
         Raises
         ------
         ValueError
             An unknown metric or device, or costs that are not positive (the overlay keeps its current
             metric: nothing is half-applied).
-        NotImplementedError
-            ``device="gpu"``.
+        GPUUnavailableError
+            ``device="gpu"`` without a usable GPU.
         """
-        if device not in DEVICES:
-            raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
-        if device == "gpu":
-            raise NotImplementedError("GPU customization (Delling, Kobitzsch, Werneck 2014, sec. 4) is not "
-                                      "built yet; use device='cpu'")
+        dev = resolve_device(device)
         t0 = time.perf_counter()
         if metric is None:
             g = self.graph
@@ -214,8 +256,16 @@ class Overlay:
             unit = g.units.get(name) if isinstance(getattr(g, "units", None), dict) else None
             metric = Metric(g.weight(name), name=name, units=getattr(unit, "symbol", unit or ""))
         met = Metric.resolve(self.graph, metric, turns=self.turns)
-        tcost = np.ascontiguousarray(decode_turn_costs(met, self.turns), dtype=np.int64)
         arc = np.ascontiguousarray(met.arc_cost, dtype=np.int64)
+        if dev == "gpu":
+            t1 = time.perf_counter()
+            tcost, clique, tree, level_s, rounds, run = self._run_gpu(met, arc)
+            total = time.perf_counter() - t0
+            self._state = _State(met, arc, tcost, clique, tree, total, self._qg)
+            self._commit_gpu(run)
+            return {"seconds": total, "decode_seconds": t1 - t0, "level_seconds": level_s, "device": "gpu",
+                    "rounds": rounds, "host_seconds": run["host_seconds"]}
+        tcost = np.ascontiguousarray(decode_turn_costs(met, self.turns), dtype=np.int64)
         t1 = time.perf_counter()
         clique = np.empty(int(self._topo["cq_first"][-1]), np.int64)
         tree = np.empty(int(self._tree_first[-1]), self._tree_dtype)
@@ -223,9 +273,9 @@ class Overlay:
         level_s = self._run_levels(tcost, clique, tree, allcells)
         total = time.perf_counter() - t0
         self._state = _State(met, arc, tcost, clique, tree, total, self._qg)
-        return {"seconds": total, "decode_seconds": t1 - t0, "level_seconds": level_s}
+        return {"seconds": total, "decode_seconds": t1 - t0, "level_seconds": level_s, "device": "cpu"}
 
-    def update(self, arc_ids, costs):
+    def update(self, arc_ids, costs, *, device="auto"):
         """Apply new costs to some arcs (live traffic) and re-customize only the cells that hold them,
         bottom-up; exact, and atomic (queries see the old metric or the new one, never a mix).
 
@@ -235,11 +285,13 @@ class Overlay:
             The graph's arc ids (positions in its CSR). A repeated id takes its last cost.
         costs : array_like of int, shape (k,)
             New costs in the metric's unit, positive integers below 2^31.
+        device : {"auto", "cpu", "gpu"}
+            Where the touched cells are re-customized (as :meth:`customize`).
 
         Returns
         -------
         dict
-            ``seconds``, ``cells`` (re-customized cells per level), ``level_seconds``.
+            ``seconds``, ``cells`` (re-customized cells per level), ``level_seconds``, ``device``.
 
         Raises
         ------
@@ -253,6 +305,7 @@ class Overlay:
         st = self._state
         if st is None:
             raise RuntimeError("customize() the overlay before updating it")
+        dev = resolve_device(device)
         t0 = time.perf_counter()
         m = self.graph.n_arcs
         ids = np.atleast_1d(np.asarray(arc_ids))
@@ -290,19 +343,24 @@ class Overlay:
         into = into[live]
         out_arc = tr.out_arc[into]
         tcost[into] = tcost[into] - st.arc_cost[out_arc] + arc[out_arc]
-        clique = st.clique.copy()
         # an arc's cost is paid inside its head's cell, and, where it is an exit point, by the cliques of
         # its tail's cell (a clique ends by traversing the exit arc)
         hc, tc = self._topo["hc"], self._topo["tc"]
         cells = [np.unique(np.concatenate([hc[p, uniq], tc[p, uniq]])).astype(np.int64)
                  for p in range(self.n_levels)]
-        tree = st.tree.copy()
-        level_s = self._run_levels(tcost, clique, tree, cells)
         old = st.metric
         met = Metric(arc, old.turn_penalty, turn_cost=old.turn_cost, name=old.name, units=old.units)
+        if dev == "gpu":
+            _, clique, tree, level_s, _, run = self._run_gpu(met, arc, cells, st)
+        else:
+            clique = st.clique.copy()
+            tree = st.tree.copy()
+            level_s = self._run_levels(tcost, clique, tree, cells)
         total = time.perf_counter() - t0
         self._state = _State(met, arc, tcost, clique, tree, total, self._qg)
-        return {"seconds": total, "cells": [int(x.size) for x in cells], "level_seconds": level_s}
+        if dev == "gpu":
+            self._commit_gpu(run)
+        return {"seconds": total, "cells": [int(x.size) for x in cells], "level_seconds": level_s, "device": dev}
 
     @property
     def arc_cost(self):

@@ -475,7 +475,7 @@ def run_customize(directory, metric, *, graph=None, spec=None, traffic=None, dev
     info = ov.customize(met, device=device)
     upd = None
     if traffic is not None:
-        u = ov.update(ids, costs)
+        u = ov.update(ids, costs, device=device)
         upd = {"file": os.path.abspath(os.fspath(traffic)), "rows": int(ids.size),
                "arcs": int(np.unique(ids).size), "cells": u["cells"], "seconds": u["seconds"],
                "level_seconds": u["level_seconds"]}

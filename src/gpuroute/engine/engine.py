@@ -24,6 +24,7 @@ import threading
 import numpy as np
 
 from .. import config
+from ..backend import resolve_device
 from ..geo import EARTH_RADIUS_M, haversine_m
 from ..geo.segments import APPROACHES, NoSegment, SegmentIndex, check_bearing, local_xy
 from ..graph.constants import INF
@@ -34,13 +35,14 @@ from .osrm import (
     TABLE_ANNOTATIONS,
     EngineError,
     encode_geometry,
-    finite_or_none,
+    matrix_or_none,
     modifier,
     round1,
     simplify,
     turn_delta,
     waypoint,
 )
+from .table_combine import combine
 from .traffic import TrafficRouter
 
 #: File endings read as OpenStreetMap (they take the ``profile``).
@@ -259,7 +261,8 @@ class Engine:
         overlay, else ``"ch"``. ``table``: the hierarchy's many-to-many search, always (it keeps the
         metric the dataset was built with: tables do not follow traffic). ``nearest``: the segment
         index. ``isochrone``: the hierarchy, where the engine has it. ``customize``: the overlay's
-        customization (cells re-customized bottom-up), only with an overlay.
+        customization (cells re-customized bottom-up; on the GPU where one is usable,
+        :mod:`gpuroute.crp.customize_gpu`), only with an overlay.
         """
         from ..backend import gpu_available
 
@@ -285,7 +288,7 @@ class Engine:
                     "device": ch_dev, "traffic_aware": False, "turn_aware": ov,
                     "note": "the order from the hierarchy's table; the legs routed as route's "
                             "(continue_straight=false)"})
-        out.append({"service": "customize", "algorithm": "crp customization" if ov else "none", "device": "cpu",
+        out.append({"service": "customize", "algorithm": "crp customization" if ov else "none", "device": ch_dev,
                     "traffic_aware": ov, "turn_aware": ov,
                     "note": ("traffic updates re-customize only the cells holding the arcs; a metric all cells"
                              if ov else "needs an overlay: gpuroute build GRAPH -o DIR, then serve DIR")})
@@ -792,9 +795,9 @@ class Engine:
         if need_dur:
             if scale_factor is not None:
                 dur = dur * float(scale_factor)
-            out["durations"] = [[finite_or_none(x) for x in row] for row in dur]
+            out["durations"] = matrix_or_none(dur)
         if need_len:
-            out["distances"] = [[finite_or_none(x) for x in row] for row in length]
+            out["distances"] = matrix_or_none(length)
         if fb_cells:
             out["fallback_speed_cells"] = fb_cells
         out["sources"] = [waypoint(phantoms[i], self._fingerprint) for i in src]
@@ -803,7 +806,14 @@ class Engine:
 
     def _cost_matrix(self, sp, tp):
         """Routing-weight costs (|S|, |T|) float64 (inf unreachable) between phantoms, and the choice of
-        each cell: ``(source option, target option, same_arc)`` as int arrays."""
+        each cell: ``(source option, target option, same_arc)`` as int arrays.
+
+        One many-to-many query on the hierarchy between the distinct nodes at the ends of the phantoms'
+        arcs, then, per pair of options (source arc ``a``, target arc ``b``), ``rest of a + d(head a,
+        tail b) + start of b`` or the same-arc distance, minimised over the pairs. Where the hierarchy's
+        table runs on the GPU the combination runs there too (:func:`gpuroute.engine.table_combine.combine`;
+        only the (|S|, |T|) results come back).
+        """
         w, head, tail = self._w, self._head, self._tail
         sa, sf = self._options(sp)
         ta, tf = self._options(tp)
@@ -814,24 +824,20 @@ class Engine:
         t_cost = np.where(tv, tf * w[np.maximum(ta, 0)], math.inf)
         us, s_inv = np.unique(s_node, return_inverse=True)
         ut, t_inv = np.unique(t_node, return_inverse=True)
+        s_inv = s_inv.reshape(s_node.shape)
+        t_inv = t_inv.reshape(t_node.shape)
+        xp = np
+        ids_s, ids_t = us, ut
+        if resolve_device("auto") == "gpu":
+            import cupy as xp
+
+            ids_s, ids_t = xp.asarray(us), xp.asarray(ut)
         with self._table_lock:
-            d = np.asarray(self.ch.table(us, ut), dtype=np.int64).astype(np.float64)
-        d[d >= INF] = math.inf
-        d = d[s_inv.reshape(s_node.shape)][:, :, t_inv.reshape(t_node.shape)]  # (S, 2, T, 2)
-        via = s_cost[:, :, None, None] + d + t_cost[None, None, :, :]
-        same_ok = (sa[:, :, None, None] == ta[None, None, :, :]) & sv[:, :, None, None] & (
-            sf[:, :, None, None] <= tf[None, None, :, :])
-        same = np.where(same_ok, (tf[None, None] - sf[:, :, None, None]) * w[np.maximum(sa, 0)][:, :, None, None],
-                        math.inf)
-        ko, kt = sa.shape[1], ta.shape[1]  # options per phantom (two, more with snapping ties)
-        m = np.minimum(via, same).transpose(0, 2, 1, 3).reshape(len(sp), len(tp), ko * kt)
-        arg = np.argmin(m, axis=2)
-        cost = np.take_along_axis(m, arg[:, :, None], axis=2)[:, :, 0]
-        so, to = arg // kt, arg % kt
-        is_same = np.take_along_axis(
-            (same <= via).transpose(0, 2, 1, 3).reshape(len(sp), len(tp), ko * kt), arg[:, :, None],
-            axis=2)[:, :, 0]
-        return cost, (so, to, is_same)
+            d = xp.asarray(self.ch.table(ids_s, ids_t)).astype(xp.float64)
+        d[d >= float(INF)] = math.inf
+        best, so, to, same_won = combine(d, s_inv.astype(np.int64), t_inv.astype(np.int64), s_cost, t_cost, sa, ta,
+                                         sf, tf, w[np.maximum(sa, 0)].astype(np.float64))
+        return best, (so, to, same_won)
 
     def _unpack_cells(self, sp, tp, reach, choice):
         """Durations (s) and distances (m) of the chosen route of every reachable cell, by unpacking the

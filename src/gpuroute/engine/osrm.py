@@ -215,6 +215,19 @@ def round1(x):
     return round(float(x), 1)
 
 
+def matrix_or_none(m, digits=1):
+    """A float matrix as nested lists rounded to ``digits`` (NumPy's rounding, vectorised), with None
+    (JSON ``null``) for unreachable (infinite or NaN) cells: the ``durations``/``distances`` of a table."""
+    m = np.asarray(m, dtype=np.float64)
+    r = np.round(m, digits)
+    ok = np.isfinite(r)
+    if ok.all():
+        return r.tolist()
+    o = r.astype(object)
+    o[~ok] = None
+    return o.tolist()
+
+
 def finite_or_none(x, digits=1):
     """A float rounded to ``digits``, or None for an unreachable (infinite) value (JSON ``null``)."""
     return round(float(x), digits) if math.isfinite(x) else None
@@ -222,4 +235,4 @@ def finite_or_none(x, digits=1):
 
 __all__ = ["EngineError", "ERROR_CODES", "GEOMETRIES", "OVERVIEWS", "ROUTE_ANNOTATIONS", "TABLE_ANNOTATIONS",
            "encode_geometry", "simplify", "douglas_peucker_keep", "turn_delta", "modifier", "make_hint", "waypoint", "round1",
-           "finite_or_none"]
+           "finite_or_none", "matrix_or_none"]

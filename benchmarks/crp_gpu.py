@@ -1,0 +1,171 @@
+"""Benchmark: CRP customization on the GPU (gpuroute.crp.customize_gpu) against the CPU twin (numba, all
+cores) and RoutingKit's CCH customization, in one run on one machine; every GPU customization is checked
+bit for bit against the CPU cliques.
+
+Measured on NY (the shipped DIMACS graph; the partition from out/crp_bench/ when cached, else KaHIP):
+* setup of the GPU structures (once per topology);
+* full customization, metrics distance and time: wall time of ``Overlay.customize(device="gpu")`` (end to
+  end: metric upload, decode, levels, cliques and trees back to the host, the host's decoded turn costs
+  and query arrays), the device time per level (CUDA events) and the Bellman-Ford rounds;
+* the same with the trees not kept (``CRP_KEEP_TREES = False``);
+* a traffic update of 1,000 random arcs (``Overlay.update``);
+* a sweep of threads per block, shared memory per unit and entry points per unit.
+
+Usage: PYTHONPATH=src python3 benchmarks/crp_gpu.py [--reps 10] [--out DIR] [--sweep]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+import gpuroute  # noqa: E402
+from gpuroute import Overlay, Partition, config  # noqa: E402
+from gpuroute.crp import Metric  # noqa: E402
+
+
+def emit(out, **row):
+    row["device"] = DEVICE
+    row["commit"] = os.environ.get("GPUROUTE_COMMIT", "unknown")
+    print(json.dumps(row), flush=True)
+    out.append(row)
+
+
+def med(xs):
+    return float(np.median(xs))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--out", default="out")
+    ap.add_argument("--sweep", action="store_true")
+    args = ap.parse_args()
+    rows = []
+    g = gpuroute.datasets.load("ny")
+    gt = gpuroute.datasets.load("ny-time")  # same arcs in the same order: a second metric of one topology
+    metrics = {"distance": "distance", "time": Metric(gt.weight(), name="time", units=gt.units["travel_time"].symbol)}
+    sizes = "-".join(map(str, config.CRP_CELL_SIZES))
+    pdir = ROOT / "out" / "crp_bench" / f"part_NY_kahip_{config.CRP_KAHIP_MODE}_{sizes}"
+    t0 = time.perf_counter()
+    part = Partition.load(pdir, g) if pdir.exists() else Partition.build(g)
+    emit(rows, what="partition", cached=pdir.exists(), seconds=time.perf_counter() - t0)
+    ov = Overlay.build(g, part)
+    emit(rows, what="overlay build", seconds=ov.stats["topology_s"], cells=ov.n_cells,
+         entry_points=ov.stats["entry_points"], clique_entries=ov.stats["clique_entries"])
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, g.n_arcs, 1000)
+    for mname, metric in metrics.items():
+        ov.customize(metric, device="cpu")
+        cpu = []
+        for _ in range(max(2, args.reps // 3)):
+            cpu.append(ov.customize(metric, device="cpu")["seconds"])
+        ref = ov._state.clique.copy()
+        emit(rows, what="customize", metric=mname, impl="cpu numba (all cores)", threads=config_threads(),
+             seconds=med(cpu))
+        t0 = time.perf_counter()
+        ov.customize(metric, device="gpu")
+        first = time.perf_counter() - t0
+        emit(rows, what="gpu setup + first customization", metric=mname, seconds=first,
+             setup_seconds=ov._gpu_cust.setup_seconds)
+        wall, lv, rounds = [], [], None
+        for _ in range(args.reps):
+            t0 = time.perf_counter()
+            info = ov.customize(metric, device="gpu")
+            wall.append(time.perf_counter() - t0)
+            lv.append(info["level_seconds"])
+            rounds = info["rounds"]
+            host = info["host_seconds"]
+        exact = bool(np.array_equal(ov._state.clique, ref))
+        emit(rows, what="customize", metric=mname, impl="gpu (trees kept)", seconds=med(wall),
+             device_level_seconds=np.median(np.array(lv), axis=0).tolist(),
+             device_seconds=med(np.sum(lv, axis=1)), rounds=rounds, exact=exact, last_host_seconds=host)
+        # traffic: 1,000 random arcs
+        base = np.asarray(ov.arc_cost)[ids]
+        costs = np.maximum(1, base * rng.integers(1, 4, ids.size))
+        ug = []
+        for _ in range(args.reps):
+            ov.customize(metric, device="gpu")
+            t0 = time.perf_counter()
+            u = ov.update(ids, costs, device="gpu")
+            ug.append(time.perf_counter() - t0)
+        got = ov._state.clique.copy()
+        uc = []
+        for _ in range(max(2, args.reps // 3)):
+            ov.customize(metric, device="cpu")
+            t0 = time.perf_counter()
+            ov.update(ids, costs, device="cpu")
+            uc.append(time.perf_counter() - t0)
+        emit(rows, what="update 1000 arcs", metric=mname, gpu_seconds=med(ug), cpu_seconds=med(uc),
+             cells=u["cells"], gpu_device_level_seconds=u["level_seconds"],
+             exact=bool(np.array_equal(got, ov._state.clique)))
+    # without trees
+    config.CRP_KEEP_TREES = False
+    ov2 = Overlay.build(g, part)
+    ov2.customize(metrics["time"], device="gpu")
+    wall, lv = [], []
+    for _ in range(args.reps):
+        t0 = time.perf_counter()
+        info = ov2.customize(metrics["time"], device="gpu")
+        wall.append(time.perf_counter() - t0)
+        lv.append(sum(info["level_seconds"]))
+    emit(rows, what="customize", metric="time", impl="gpu (no trees)", seconds=med(wall), device_seconds=med(lv),
+         exact=bool(np.array_equal(ov2._state.clique, ref_time(ov, metrics["time"]))))
+    config.CRP_KEEP_TREES = True
+    if args.sweep:
+        for threads in (256, 512, 1024):
+            for smem in (12 * 1024, 24 * 1024, 48 * 1024):
+                for grp in (8, 64):
+                    config.CRP_GPU_THREADS, config.CRP_GPU_SMEM_BYTES, config.CRP_GPU_MAX_GROUP = threads, smem, grp
+                    ov3 = Overlay.build(g, part)
+                    try:
+                        if smem > 48 * 1024:
+                            ov3._gpu()
+                            ov3._gpu_cust.k_level.max_dynamic_shared_size_bytes = smem
+                        ov3.customize(metrics["time"], device="gpu")
+                        lv = [sum(ov3.customize(metrics["time"], device="gpu")["level_seconds"]) for _ in range(5)]
+                        emit(rows, what="sweep", threads=threads, smem=smem, max_group=grp, device_seconds=med(lv),
+                             exact=bool(np.array_equal(ov3._state.clique, ref_time(ov, metrics["time"]))))
+                    except Exception as e:  # a configuration the device cannot launch
+                        emit(rows, what="sweep", threads=threads, smem=smem, max_group=grp, error=str(e)[:200])
+    try:
+        import routingkit  # noqa: F401
+        emit(rows, what="note", text="RoutingKit CCH customization: see benchmarks/crp.py")
+    except ImportError:
+        pass
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, f"crp_gpu_{dt.date.today()}.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+def ref_time(ov, metric):
+    if not hasattr(ref_time, "c"):
+        ov.customize(metric, device="cpu")
+        ref_time.c = ov._state.clique.copy()
+    return ref_time.c
+
+
+def config_threads():
+    import numba
+
+    return numba.get_num_threads()
+
+
+try:
+    import cupy
+
+    DEVICE = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+except Exception:  # no GPU: the script needs one
+    DEVICE = "none"
+
+if __name__ == "__main__":
+    main()

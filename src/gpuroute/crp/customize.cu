@@ -1,0 +1,177 @@
+// CRP customization on the GPU (Delling, Kobitzsch, Werneck, "Customizing Driving Directions with GPUs",
+// Euro-Par 2014, sec. 3 "local implementation" and sec. 5), over the per-level search graphs of
+// gpuroute.crp.topology (the arc-based turn model: a vertex is an arc ending in the cell, or, as a sink,
+// one of the cell's exit points).
+//
+// One customization of a level is two kernels on one stream, no host round trip:
+//   crp_aggregate  the cost of every edge of the level's search graph under the current metric (the
+//                  paper's aggregation phase with its metric decoder): a turn's decoded cost at the lowest
+//                  level, a clique entry of the level below above it; unusable edges get I64INF;
+//   crp_bf_level   one thread block per work unit (a cell and a group of g of its entry points): the
+//                  unit's distances (vertex-major, d[v * g + i]) live in shared memory; Bellman-Ford
+//                  rounds pull over every vertex's incoming edges, in place, separated by block
+//                  barriers, until a round improves nothing (__syncthreads_or: block-local termination,
+//                  the paper's block-based synchronisation); then the clique row of each entry point
+//                  (distances of the exit points) and, optionally, the shortest-path tree (the smallest
+//                  forward edge index that is tight) are written out. A unit whose distances do not fit
+//                  in shared memory uses its slice of a global scratch array instead (the paper's
+//                  global-memory fallback).
+// crp_decode is the metric decoder: turn t costs penalty[kind[t]] (or the per-turn override) + the cost of
+// its out-arc; restricted or overridden-closed turns are -1 (FORBIDDEN).
+//
+// Costs are int64 (exact, whatever the metric); I64INF = INT64_MAX marks "no path", as the CPU twin's
+// CLIQUE_INF. Edge costs are positive, so a tight in-edge is never part of a cycle and the trees are trees.
+#include "gpuroute_common.cuh"
+
+typedef long long i64;
+#define I64INF 0x7fffffffffffffffLL
+#define KIND_RESTRICTED 4
+
+extern "C" __global__ void crp_decode(i64 n_turns, const unsigned char* __restrict__ kind,
+                                      const int* __restrict__ out_arc, const i64* __restrict__ arc_cost,
+                                      const i64* __restrict__ penalty, const i64* __restrict__ override_cost,
+                                      int has_override, i64* __restrict__ turn_cost) {
+    i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_turns) return;
+    int k = kind[t];
+    i64 c;
+    if (k == KIND_RESTRICTED) {
+        c = -1;
+    } else {
+        i64 p = has_override ? override_cost[t] : penalty[k];
+        c = (has_override && p == -1) ? -1 : p + arc_cost[out_arc[t]];
+    }
+    turn_cost[t] = c;
+}
+
+// ecost[a] = cost of incoming edge a (ref >= 0: turn ref, negative = forbidden; ref < 0: clique entry
+// -ref - 1 of the level below, I64INF where that pair has no path).
+extern "C" __global__ void crp_aggregate(i64 n_edges, const i64* __restrict__ r_ref, const i64* __restrict__ turn_cost,
+                                         const i64* __restrict__ clique, i64* __restrict__ ecost) {
+    i64 a = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (a >= n_edges) return;
+    i64 ref = r_ref[a];
+    i64 c;
+    if (ref >= 0) {
+        c = turn_cost[ref];
+        if (c < 0) c = I64INF;
+    } else {
+        c = clique[-ref - 1];
+    }
+    ecost[a] = c;
+}
+
+// Bellman-Ford of one work unit over distances d (shared or global), then its outputs.
+template <typename TT>
+__device__ void bf_unit(i64* d, i64 n, int g, int i0, i64 lo, const int* __restrict__ v_orig,
+                        const i64* __restrict__ r_first,
+                        const int* __restrict__ r_src, const int* __restrict__ r_fe, const i64* __restrict__ ecost,
+                        const int* __restrict__ ent_loc, int nx, const int* __restrict__ ex_loc, i64 cq, i64 tb,
+                        int keep_tree, i64* __restrict__ clique, TT* __restrict__ tree, int* rounds_max) {
+    const i64 items = n * g;
+    for (i64 t = threadIdx.x; t < items; t += blockDim.x) d[t] = I64INF;
+    __syncthreads();
+    for (int i = threadIdx.x; i < g; i += blockDim.x) d[(i64)ent_loc[i0 + i] * g + i] = 0;
+    __syncthreads();
+    int rounds = 0;
+    for (;;) {
+        int improved = 0;
+        for (i64 t = threadIdx.x; t < items; t += blockDim.x) {
+            i64 v = t / g;
+            int i = (int)(t - v * g);
+            i64 best = d[t];
+            const i64 a1 = r_first[lo + v + 1];
+            for (i64 a = r_first[lo + v]; a < a1; ++a) {
+                i64 c = ecost[a];
+                if (c == I64INF) continue;
+                i64 du = ((volatile i64*)d)[(i64)r_src[a] * g + i];
+                if (du == I64INF) continue;
+                if (du + c < best) best = du + c;
+            }
+            if (best < d[t]) {
+                d[t] = best;
+                improved = 1;
+            }
+        }
+        ++rounds;
+        if (!__syncthreads_or(improved)) break;
+    }
+    if (threadIdx.x == 0) atomicMax(rounds_max, rounds);
+    // clique rows of entries i0 .. i0 + g - 1: the distances of the exit points
+    for (i64 t = threadIdx.x; t < (i64)g * nx; t += blockDim.x) {
+        int i = (int)(t / nx);
+        int j = (int)(t - (i64)i * nx);
+        clique[cq + (i64)(i0 + i) * nx + j] = d[(i64)ex_loc[j] * g + i];
+    }
+    if (!keep_tree) return;
+    // shortest-path trees: 1 + the smallest tight forward edge (counted from the cell's first edge), 0 for
+    // the entry point itself and for unreached vertices
+    for (i64 t = threadIdx.x; t < items; t += blockDim.x) {
+        i64 v = t / g;
+        int i = (int)(t - v * g);
+        i64 dv = d[t];
+        int best = 0x7fffffff;
+        if (dv != I64INF && v != ent_loc[i0 + i]) {
+            const i64 a1 = r_first[lo + v + 1];
+            for (i64 a = r_first[lo + v]; a < a1; ++a) {
+                i64 c = ecost[a];
+                if (c == I64INF) continue;
+                i64 du = d[(i64)r_src[a] * g + i];
+                if (du != I64INF && du + c == dv && r_fe[a] < best) best = r_fe[a];
+            }
+        }
+        tree[tb + (i64)(i0 + i) * n + v_orig[lo + v]] = (TT)(best == 0x7fffffff ? 0 : best + 1);
+    }
+}
+
+// One level: block b customizes work unit units[b] (a cell, entries [u_i0, u_i0 + u_g)).
+//   vf (cells + 1)           the cell's vertices [vf[c], vf[c + 1]) (level-local ids, renumbered by hops
+//                            from the entry points; v_orig gives each one's original cell-local index)
+//   r_first (V + 1), r_src, r_fe   incoming edges by head; tail counted from the cell's first vertex;
+//                                  forward edge index counted from the cell's first forward edge
+//   ent_first/ent_loc, ex_first/ex_loc  entry and exit points, as vertices counted from the cell's first
+//   cq_first, tree_first (cells + 1)    global offsets of the cell's clique and trees
+//   u_scr                     >= 0: the unit's slice of `scratch` (distances too big for shared memory)
+template <typename TT>
+__device__ void level_body(const int* __restrict__ units, const int* __restrict__ u_cell, const int* __restrict__ u_i0,
+                           const int* __restrict__ u_g, const i64* __restrict__ u_scr, const i64* __restrict__ vf,
+                           const int* __restrict__ v_orig, const i64* __restrict__ r_first, const int* __restrict__ r_src, const int* __restrict__ r_fe,
+                           const i64* __restrict__ ecost, const i64* __restrict__ ent_first, const int* __restrict__ ent_loc,
+                           const i64* __restrict__ ex_first, const int* __restrict__ ex_loc,
+                           const i64* __restrict__ cq_first, const i64* __restrict__ tree_first, i64* __restrict__ clique,
+                           TT* __restrict__ tree, i64* __restrict__ scratch, int keep_tree, int* rounds_max) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int u = units[blockIdx.x];
+    const int c = u_cell[u];
+    const i64 lo = vf[c];
+    const i64 n = vf[c + 1] - lo;
+    const int g = u_g[u];
+    if (n == 0 || g == 0) return;
+    const i64 e0 = ent_first[c];
+    const i64 x0 = ex_first[c];
+    const int nx = (int)(ex_first[c + 1] - x0);
+    i64* d = u_scr[u] >= 0 ? scratch + u_scr[u] : (i64*)smem_raw;
+    const int keep = keep_tree && tree_first[c + 1] > tree_first[c];
+    bf_unit<TT>(d, n, g, u_i0[u], lo, v_orig, r_first, r_src, r_fe, ecost, ent_loc + e0, nx, ex_loc + x0, cq_first[c],
+                tree_first[c], keep, clique, tree, rounds_max);
+}
+
+extern "C" __global__ void crp_bf_level_u16(const int* units, const int* u_cell, const int* u_i0, const int* u_g,
+                                            const i64* u_scr, const i64* vf, const int* v_orig, const i64* r_first, const int* r_src,
+                                            const int* r_fe, const i64* ecost, const i64* ent_first, const int* ent_loc,
+                                            const i64* ex_first, const int* ex_loc, const i64* cq_first,
+                                            const i64* tree_first, i64* clique, unsigned short* tree, i64* scratch,
+                                            int keep_tree, int* rounds_max) {
+    level_body<unsigned short>(units, u_cell, u_i0, u_g, u_scr, vf, v_orig, r_first, r_src, r_fe, ecost, ent_first, ent_loc,
+                               ex_first, ex_loc, cq_first, tree_first, clique, tree, scratch, keep_tree, rounds_max);
+}
+
+extern "C" __global__ void crp_bf_level_i32(const int* units, const int* u_cell, const int* u_i0, const int* u_g,
+                                            const i64* u_scr, const i64* vf, const int* v_orig, const i64* r_first, const int* r_src,
+                                            const int* r_fe, const i64* ecost, const i64* ent_first, const int* ent_loc,
+                                            const i64* ex_first, const int* ex_loc, const i64* cq_first,
+                                            const i64* tree_first, i64* clique, int* tree, i64* scratch,
+                                            int keep_tree, int* rounds_max) {
+    level_body<int>(units, u_cell, u_i0, u_g, u_scr, vf, v_orig, r_first, r_src, r_fe, ecost, ent_first, ent_loc,
+                    ex_first, ex_loc, cq_first, tree_first, clique, tree, scratch, keep_tree, rounds_max);
+}
