@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test lint cu-check osrm-bin clean
+.PHONY: demo test lint cu-check osrm-bin web-assets chromium clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-demo: $(VENV)/.installed
+demo: $(VENV)/.installed web-assets
 	$(VENV)/bin/gpuroute route
 	@echo "(the command is $(VENV)/bin/gpuroute; or: source $(VENV)/bin/activate)"
 
@@ -28,10 +28,18 @@ cu-check:
 osrm-bin:
 	@bash .ci/fetch_osrm.sh >/dev/null
 
+# Leaflet + leaflet-routing-machine for the web page of gpuroute serve (npm pack, pinned, into .venv/web/)
+web-assets:
+	@bash .ci/fetch_web.sh >/dev/null
+
+# Debian's chromium for the browser test of that page (apt-get, only when missing)
+chromium:
+	@bash .ci/install_chromium.sh
+
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check src tests benchmarks
 
-test: $(VENV)/.installed-dev cu-check osrm-bin
+test: $(VENV)/.installed-dev cu-check osrm-bin web-assets chromium
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(PY) -m pytest -q
 

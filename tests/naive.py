@@ -340,3 +340,68 @@ def turn_aware_distances(graph, source, arc_cost, turn_cost_of):
         if dist[a] is not None and (out[head[a]] is None or dist[a] < out[head[a]]):
             out[head[a]] = dist[a]
     return out
+
+
+def within_radius_oracle(graph, radius, weight=None, chunk=1024):
+    """Distances ``d(v -> u)`` within a radius, by scipy Dijkstra from *every* node ``v`` over the forward graph
+    (bounded by ``limit``; ``chunk`` sources at a time): a function ``cols -> (n, len(cols))`` int64 block
+    with ``INF`` beyond ``floor(radius)`` (the accessibility oracle: no reverse graph, no hierarchy)."""
+    bound = int(np.floor(radius))
+    csr = graph.to_scipy(weight)
+    n = graph.n_nodes
+
+    def block(cols):
+        cols = np.asarray(cols, dtype=np.int64)
+        out = np.full((n, cols.size), INF, dtype=np.int64)
+        for lo in range(0, n, chunk):
+            d = _sp_dijkstra(csr, directed=True, indices=np.arange(lo, min(n, lo + chunk)), limit=bound + 0.5)[:, cols]
+            ok = d <= bound
+            out[lo:lo + d.shape[0]][ok] = np.rint(d[ok]).astype(np.int64)
+        return out
+
+    return block
+
+
+def aggregate_oracle(dist, values, radius, type, decay, empty=None):
+    """pandana's aggregate by brute force from ``dist`` (n, k): the distance from every node to each of the
+    k points (INF beyond the radius). Decay ``flat`` / ``linear`` (1 - d / r) / ``exp`` (exp(-d / r)); mean =
+    decayed sum / count; std (flat, population), min, max of the values; pandana's empties (0, or -1 for
+    min and max) unless ``empty``."""
+    import warnings
+
+    values = np.asarray(values, dtype=np.float64)
+    ok = dist <= np.floor(radius)
+    d = np.where(ok, dist, 0).astype(np.float64)
+    w = {"flat": np.ones_like(d), "linear": 1.0 - d / max(radius, 1e-300), "exp": np.exp(-d / max(radius, 1e-300))}[decay]
+    w = np.where(ok, w, 0.0)
+    cnt = ok.sum(axis=1)
+    has = cnt > 0
+    x = np.where(ok, values[None, :], np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out = {"sum": (w * values[None, :]).sum(axis=1),
+               "mean": (w * values[None, :]).sum(axis=1) / np.maximum(cnt, 1),
+               "count": cnt.astype(np.float64),
+               "std": np.nanstd(x, axis=1),
+               "min": np.nanmin(x, axis=1) if x.shape[1] else np.full(x.shape[0], np.nan),
+               "max": np.nanmax(x, axis=1) if x.shape[1] else np.full(x.shape[0], np.nan)}[type]
+    e = {"min": -1.0, "max": -1.0}.get(type, 0.0) if empty is None else empty
+    return np.where(has, out, e)
+
+
+def nearest_pois_oracle(dist, radius, k, fill=None):
+    """pandana's nearest_pois by brute force from ``dist`` (n, m): per node the k smallest (distance, poi
+    position) pairs with distance <= radius, sorted; ``fill`` (default the radius) and -1 where fewer."""
+    n, m = dist.shape
+    bound = np.floor(radius)
+    fill = radius if fill is None else fill
+    dd = np.full((n, k), fill, dtype=np.float64)
+    ii = np.full((n, k), -1, dtype=np.int64)
+    for v in range(n):
+        row = dist[v]
+        cand = np.flatnonzero(row <= bound)
+        pairs = sorted(zip(row[cand].tolist(), cand.tolist(), strict=True))[:k]
+        for q, (x, i) in enumerate(pairs):
+            dd[v, q] = x
+            ii[v, q] = i
+    return dd, ii

@@ -23,8 +23,11 @@ Partition
 Overlay, Metric, Profile, TurnTable
     Customizable Route Planning: overlay, metrics and turns, customization, traffic updates, turn-aware
     queries (:mod:`gpuroute.crp`).
+accessibility
+    pandana-style aggregations and nearest POIs of every node, travel-time matrices and isochrones of many
+    origins (:mod:`gpuroute.accessibility`); their scale-out over Dask is :mod:`gpuroute.distributed`.
 """
-from . import config, datasets
+from . import accessibility, config, datasets
 from .backend import GPUUnavailableError, gpu_available, resolve_device
 from .backend.device_graph import DeviceGraph
 from .crp import Metric, Overlay, Profile, TurnTable
@@ -38,7 +41,7 @@ from .sssp import ALGORITHMS, SSSPQuery, sssp, sssp_full
 
 __version__ = "0.2.0"
 
-__all__ = ["RoadGraph", "TurnRestrictions", "Unit", "GraphError", "ParseError", "INF", "INF_U32", "NO_PREDECESSOR",
+__all__ = ["accessibility", "RoadGraph", "TurnRestrictions", "Unit", "GraphError", "ParseError", "INF", "INF_U32", "NO_PREDECESSOR",
            "config", "datasets", "open_graph", "load_dimacs", "load_metis", "load_osm", "load_tntp", "load_graph",
            "save_graph", "sssp", "sssp_full", "SSSPQuery", "ALGORITHMS", "shortest_path", "PathResult",
            "extract_path", "path_arcs", "path_length", "nearest_node", "nearest_nodes", "haversine_m",

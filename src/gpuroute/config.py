@@ -228,10 +228,15 @@ ACCESS_CPU_MAX_ACC_BYTES = 1 << 30
 #: Parallel chunks of the CPU "points" formulation (None: one per thread within the budget above). Tests set
 #: 1 to fold the points in the GPU's order.
 ACCESS_CPU_CHUNKS = None
-#: strategy="auto" on the CPU: search from the distinct point nodes (reverse graph) while they are at most
-#: this fraction of the nodes, else from every node (forward graph; the nearest-POI search stops past the
-#: k-th POI).
-ACCESS_CPU_NODES_FRACTION = 0.5
+#: strategy="auto" on the CPU, aggregate: search from the distinct point nodes (reverse graph) while they are
+#: at most this fraction of the nodes, else from every node (forward graph). Both settle the same balls, so
+#: the searches are as many as the nodes they start from: the points win below ~n (NY, 2 km, 83k distinct
+#: point nodes: 3x faster than from every node); near n the points' private accumulators cost a merge.
+ACCESS_CPU_NODES_FRACTION = 0.9
+#: The same for nearest_pois, whose search from a node stops past its k-th POI (so from every node wins
+#: when POIs are dense): NY, 2 km, k=10, 2 cores: points 0.24 / 0.57 / 1.29 / 3.39 s and nodes 7.0 / 3.8
+#: / 1.5 / 0.53 s for 3k / 10k / 30k / 100k POIs; the crossover near 0.1 n.
+ACCESS_CPU_NEAREST_NODES_FRACTION = 0.1
 #: GPU: most distances (point nodes x nodes, 4 bytes each) of one block of PHAST trees folded at once.
 ACCESS_GPU_BLOCK_ITEMS = 1 << 27
 #: GPU: threads per block of the fold kernels (a thread per node).

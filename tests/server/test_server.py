@@ -291,7 +291,7 @@ def test_parse_coordinates_directly():
 
 
 ERRORS = [
-    ("InvalidUrl", "/"),
+    ("InvalidUrl", "/route"),  # GET / is the web page (tests/server/test_web_page.py)
     ("InvalidUrl", "/route/v1/driving"),
     ("InvalidUrl", "/route/v1/driving/"),
     ("InvalidUrl", f"/route/v1/driving/{_coords(CASINO, PORT)}.xml"),

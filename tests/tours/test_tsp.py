@@ -198,7 +198,7 @@ def test_tsplib_instance_near_optimum():
     inst = tsplib.read_tsplib(TSP_DIR / "pr1002.vrp")
     assert inst.costs.shape == (1002, 1002) and inst.optimal
     assert tour_cost(inst.costs, inst.best_tour) == inst.best_cost == 259045
-    r = tsp(inst.costs, time_limit=2.0, seed=0)
+    r = tsp(inst.costs, time_limit=2.0, seed=0, device="cpu")  # the CPU's quality (auto may pick a GPU)
     check_tour(r, 1002)
     assert r.cost == tour_cost(inst.costs, r.tour)
     assert r.cost <= 1.05 * inst.best_cost, r.cost / inst.best_cost
@@ -233,7 +233,5 @@ def test_bad_input():
         tsp(ok, start=1.5)
     with pytest.raises(TypeError):
         tsp(np.array([["a", "b"], ["c", "d"]]))
-    with pytest.raises(NotImplementedError, match="GPU local search not built yet"):
-        tsp(ok, device="gpu")
     with pytest.raises(ValueError, match="device"):
         tsp(ok, device="tpu")

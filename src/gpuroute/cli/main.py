@@ -1,6 +1,7 @@
 """``gpuroute`` command line: the parser and the dispatch. Each command is one module of this package
 (``route``, ``info``, ``sssp``, ``contract``, ``tree``, ``table``, ``partition``, ``customize``, ``build``,
-``serve``) that parses its arguments, calls one stage or service of the library and formats the answer.
+``serve``, ``trip``, ``accessibility``) that parses its arguments, calls one stage or service of the library
+and formats the answer.
 
 Customizable Route Planning runs as stages on one overlay directory (:mod:`gpuroute.crp.stages`):
 ``gpuroute partition GRAPH -o DIR``, ``gpuroute customize DIR --metric M [--traffic CSV]``, then
@@ -19,7 +20,20 @@ import logging
 import os
 import sys
 
-from . import build, contract, customize, info, partition, route, serve, sssp, table, tree, trip
+from . import (
+    accessibility,
+    build,
+    contract,
+    customize,
+    info,
+    partition,
+    route,
+    serve,
+    sssp,
+    table,
+    tree,
+    trip,
+)
 from .common import EXIT_BAD_INPUT, CLIError, Parser, UsageError, join_coordinate_args, log, one_line
 
 
@@ -38,7 +52,7 @@ def build_parser():
     p.add_argument("-v", "--verbose", action="count", default=0, help="log debug information to stderr")
     p.add_argument("--version", action="version", version=f"gpuroute {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in (route, info, sssp, contract, tree, table, partition, customize, build, serve, trip):
+    for mod in (route, info, sssp, contract, tree, table, partition, customize, build, serve, trip, accessibility):
         mod.add_parser(sub, common)
     return p
 

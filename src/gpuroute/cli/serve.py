@@ -58,7 +58,7 @@ def run(args):
     if args.host not in _LOOPBACK:
         print(f"gpuroute serve: warning: listening on {args.host}, not loopback: anyone who can reach this "
               "machine can query it", file=sys.stderr)
-    print(f"gpuroute serve: {spec} on http://{args.host}:{args.port} (GET /route/v1/driving/LON,LAT;LON,LAT, "
+    print(f"gpuroute serve: {spec} on http://{args.host}:{args.port} (the map at /; GET /route/v1/driving/LON,LAT;LON,LAT, "
           f"/table/v1, /nearest/v1, /health{', POST /customize' if allow else ''}; Ctrl-C stops)", file=sys.stderr)
     max_body = app.state.limits.get("max_body_bytes") or 0
     uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning",

@@ -1,5 +1,7 @@
 """``gpuroute table``: the many-to-many distance table between two sets of nodes with a saved contraction
-hierarchy (:meth:`gpuroute.ch.ContractionHierarchy.table`), optionally saved as an (|S|, |T|) ``.npy``.
+hierarchy (:meth:`gpuroute.ch.ContractionHierarchy.table`), optionally saved as an (|S|, |T|) ``.npy``, run
+over a Dask cluster with ``--scheduler`` (:func:`gpuroute.distributed.table`), its distances drawn as a
+histogram with ``--plot``.
 
 Each set is a ``.npy`` file of internal node ids, or a CSV text file of ``LON,LAT`` lines (``X,Y`` on a
 planar graph; a header line is optional) snapped with :func:`gpuroute.geo.nearest_nodes`."""
@@ -138,8 +140,13 @@ def run(args):
     from ..backend import resolve_device
     from ..graph import INF
 
-    check_device(args.device)
+    if not args.scheduler:
+        check_device(args.device)
+    elif args.block is not None and args.block < 1:
+        raise CLIError(f"--block must be >= 1, got {args.block}")
     out = output_path(args.output) if args.output else None
+    if args.plot:
+        output_path(args.plot)
     ch, graph, t_load = open_ch(args.ch, args.graph)
     weight = ch.weight
     unit = graph.units[weight]
@@ -147,11 +154,23 @@ def run(args):
     sources, s_how = read_nodes(graph, args.sources, "--sources", args.snapping)
     targets, t_how = read_nodes(graph, args.targets, "--targets", args.snapping)
     t_read = time.perf_counter() - t0
-    device = resolve_device(args.device)
+    device = resolve_device(args.device) if not args.scheduler else args.device
 
     t0 = time.perf_counter()
+    where = device
     with progress(f"table {sources.size} x {targets.size} on {graph.name}"):
-        d = np.asarray(ch.table(sources, targets, device=device), dtype=np.int64)
+        if args.scheduler:
+            from ..distributed import connect
+            from ..distributed import table as dist_table
+
+            with connect(args.scheduler, n_workers=args.workers) as client:
+                t0 = time.perf_counter()
+                d = np.asarray(dist_table(client, ch, sources, targets, block=args.block, device=args.device),
+                               dtype=np.int64)
+                n_workers = len(client.scheduler_info().get("workers", {}))
+            where = f"{fmt_int(n_workers)} Dask worker(s) at {args.scheduler} ({args.device} device requested)"
+        else:
+            d = np.asarray(ch.table(sources, targets, device=device), dtype=np.int64)
     t_table = time.perf_counter() - t0
     d = d.reshape(sources.size, targets.size)
 
@@ -161,7 +180,7 @@ def run(args):
             ("hierarchy", f"{args.ch} ({ch.method}, {fmt_int(ch.h.n_levels)} levels, core {fmt_int(ch.h.core.size)})"),
             ("sources", s_how),
             ("targets", t_how),
-            ("table", f"{fmt_int(d.shape[0])} x {fmt_int(d.shape[1])} on {device}"),
+            ("table", f"{fmt_int(d.shape[0])} x {fmt_int(d.shape[1])} on {where}"),
             ("reachable", f"{fmt_int(n_reach)} of {fmt_int(d.size)} pairs ({100 * n_reach / max(d.size, 1):.1f}%)")]
     if n_reach:
         v = d[reach]
@@ -174,6 +193,13 @@ def run(args):
 
         write_npy_atomic(out, d)
         rows.append(("saved", f"{out} (int64 ({d.shape[0]}, {d.shape[1]}); INF = {INF} where unreachable)"))
+    if args.plot:
+        from ..accessibility.plot import travel_time_histogram
+
+        v = np.where(reach, d, 0).astype(np.float64)
+        v[~reach] = np.nan
+        travel_time_histogram(v, args.plot, unit=unit.symbol, title=f"{graph.name}: {d.shape[0]:,} x {d.shape[1]:,}")
+        rows.append(("plot", os.path.abspath(args.plot)))
     print_rows(rows)
     return EXIT_OK
 
@@ -195,5 +221,12 @@ def add_parser(sub, common):
                    help="default: only nodes of the largest strongly connected component; any: every node")
     t.add_argument("--output", metavar="FILE.npy",
                    help="save the int64 (|S|, |T|) distance matrix (INF where unreachable)")
+    t.add_argument("--scheduler", metavar="ADDRESS|local|local-cuda", default=None,
+                   help="run over a Dask cluster (gpuroute.distributed): a scheduler address, 'local' (CPU worker "
+                        "processes) or 'local-cuda' (one worker per GPU, dask-cuda)")
+    t.add_argument("--block", type=int, default=None, metavar="B", help="with --scheduler: sources per task")
+    t.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="with --scheduler local or local-cuda: how many workers")
+    t.add_argument("--plot", metavar="PNG", help="draw a histogram of the reachable distances")
     t.set_defaults(func=run)
     return t

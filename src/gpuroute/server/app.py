@@ -2,7 +2,9 @@
 
 This module is the HTTP layer only: it parses the URL and the options, checks the limits, calls the
 engine in a worker thread and encodes its answer. Routing, snapping and the shapes of the answers are
-the engine's.
+the engine's. ``GET /`` is a web page over this API (an offline map drawn from ``GET /network``,
+routes through leaflet-routing-machine's OSRM client, isochrones, a traffic slider on ``POST
+/customize``): :mod:`gpuroute.server.web`.
 
 URLs (osrm-backend ``docs/http.md``)
 ------------------------------------
@@ -755,7 +757,7 @@ def encode(obj):
     return orjson.dumps(obj, default=_json_default, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-def create_app(engine, *, limits=None, allow_customize=False):
+def create_app(engine, *, limits=None, allow_customize=False, web_assets=None):
     """The OSRM v5-compatible Starlette application over ``engine``.
 
     Parameters
@@ -772,6 +774,9 @@ def create_app(engine, *, limits=None, allow_customize=False):
         so it is an administrator's endpoint). Off: it answers HTTP 403 ``{"code": "Forbidden"}``.
         ``gpuroute serve`` turns it on for loopback binds unless ``--no-allow-customize``, and off for
         other binds unless ``--allow-customize``.
+    web_assets : path-like, optional
+        Where the web page's third-party JavaScript lies (default
+        :func:`gpuroute.server.web.assets_dir`: ``$GPUROUTE_WEB_ASSETS``, else the fetched ``.venv/web``).
 
     Returns
     -------
@@ -782,6 +787,8 @@ def create_app(engine, *, limits=None, allow_customize=False):
         bool}``, plus ``"engine": engine.info``
         where the engine has that mapping (property or method) and ``"capabilities"`` (which algorithm
         serves which service, :attr:`gpuroute.engine.Engine.capabilities`) where that mapping has them.
+        ``GET /`` is the web page (an offline map, routes, isochrones, traffic), with ``/network``,
+        ``/web/...``, ``/vendor/...`` and ``/THIRD-PARTY`` (:mod:`gpuroute.server.web`).
 
     Notes
     -----
@@ -833,8 +840,11 @@ def create_app(engine, *, limits=None, allow_customize=False):
             status, body = e.status, encode({"code": e.code, "message": e.message})
         return Response(body, status_code=status, media_type="application/json", headers=_HEADERS)
 
+    from .web import routes as web_routes
+
     app = Starlette(routes=[Route("/health", health, methods=["GET"]),
                             Route("/customize", customize, methods=["POST"]),
+                            *web_routes(engine, allow_customize=allow_customize, assets=web_assets),
                             Route("/{path:path}", osrm, methods=["GET", "POST"])])
     app.state.allow_customize = bool(allow_customize)
     app.state.limits = lim

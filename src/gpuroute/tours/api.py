@@ -3,8 +3,9 @@
 The search is the seed's scheme (Brodtkorb, Hagen, Schulz, Hasle, "GPU computing in discrete
 optimization. Part I", EURO J. Transp. Logist. 2013): best-improvement local search that evaluates a
 whole neighbourhood and applies the best move (:func:`gpuroute.tours.local_search.best_move`), inside an
-iterated local search (several starts, double-bridge perturbations, accept if not worse). Only the CPU
-twin exists so far; ``device="gpu"`` raises :class:`NotImplementedError`.
+iterated local search (several starts, double-bridge perturbations, accept if not worse). CPU twin:
+:mod:`gpuroute.tours.local_search` (numba); GPU twin: :mod:`gpuroute.tours.gpu` (``local_search.cu``),
+the same moves, deltas and tie-breaking, with many ILS chains at once (``device="gpu"``).
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import config
+from ..backend import resolve_device
 from . import local_search as ls
 
 __all__ = ["TourResult", "tsp", "tour_cost", "FULL_NEIGHBOURHOOD_MAX_N", "CANDIDATES"]
@@ -42,11 +45,12 @@ class TourResult:
     trace : list of (float, float)
         (seconds since the call, best cost so far) each time the best improved, for plots.
     device : str
-        "cpu".
+        "cpu" or "gpu": where the search ran.
     stats : dict
         n, starts, ils_iterations, improvements (perturbations that lowered the cost), moves applied,
-        neighbourhood ("full": the seed's best-improvement over all moves, n <= 150; "candidates:K":
-        queue-driven descent over K-nearest candidate lists), seconds.
+        neighbourhood ("full": the seed's best-improvement over all moves, n <= 150 and always on the
+        GPU; "candidates:K": queue-driven descent over K-nearest candidate lists), seconds; on the GPU
+        also chains and rounds (:func:`gpuroute.tours.gpu.search`).
     """
 
     tour: np.ndarray
@@ -143,7 +147,9 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
     above it, a queue-driven descent over K-nearest candidate lists (the same moves and delta functions,
     the fast CPU reference). Starts: nearest neighbour, then random ones (while under 20 % of the time
     limit); then double-bridge perturbations on short stretches of the tour (every 8th on a longer one),
-    accepted when not worse, until ``time_limit``.
+    accepted when not worse, until ``time_limit``. On the GPU (:func:`gpuroute.tours.gpu.search`): every
+    descent is the full best-improvement scheme, evaluated on the device; the nearest-neighbour start is
+    descended on the whole GPU, then many ILS chains (a block each) run double bridges in parallel.
 
     Parameters
     ----------
@@ -157,7 +163,8 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
     time_limit : float
         Seconds of search (the first descent always completes, so tiny limits may be exceeded).
     device : {"auto", "cpu", "gpu"}
-        "gpu" is not built yet.
+        "auto": the GPU when one is usable and n >= ``config.TOUR_GPU_AUTO_MIN_N``, else the CPU. Up to 3
+        stops are enumerated on the CPU whatever the device.
     seed : int or None
         Seed of the random starts and perturbations (None: fresh entropy).
     starts : int
@@ -174,12 +181,10 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
         time_limit.
     TypeError
         Non-numeric matrix or non-integer stop ids.
-    NotImplementedError
-        ``device="gpu"``.
+    GPUUnavailableError
+        ``device="gpu"`` without CuPy and a usable CUDA GPU (the message says why).
     """
-    if device == "gpu":
-        raise NotImplementedError("GPU local search not built yet")
-    if device not in ("auto", "cpu"):
+    if device not in ("auto", "cpu", "gpu"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {device!r}")
     if not np.isfinite(time_limit) or time_limit < 0:
         raise ValueError(f"time_limit must be a non-negative number of seconds, got {time_limit!r}")
@@ -190,6 +195,7 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
     end = _check_id("end", end, n)
     closed = start is None and end is None or (start is not None and start == end)
     integral = np.issubdtype(c.dtype, np.integer)
+    dev = resolve_device(device, gpu_implemented=n >= config.TOUR_GPU_AUTO_MIN_N)
     C, mode, first, last = _reduce_to_closed(c, start, end)
     if n <= 3:
         return _tiny(c, C, mode, first, last, closed, t0)
@@ -197,6 +203,15 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
     rng = np.random.default_rng(seed)
     eps = 0.5 if integral else 1e-9 * max(1.0, float(np.abs(c).max())) * n
     max_moves = 50 * n + 1000
+    if dev == "gpu":
+        from . import gpu
+
+        best_p, _, trace, gst = gpu.search(C, first, last, time_limit=time_limit, t0=t0, rng=rng, eps=eps,
+                                           max_moves=max_moves, window=0 if n <= 100 else ILS_WINDOW)
+        stats = {"n": n, "starts": gst["starts"], "ils_iterations": gst["ils_iterations"],
+                 "improvements": gst["improvements"], "moves": gst["moves"], "neighbourhood": "full",
+                 "chains": gst["chains"], "rounds": gst["rounds"]}
+        return _result(c, best_p, mode, first, last, closed, integral, trace, stats, t0, "gpu")
     full = np.empty((n, 0), np.int64)
     K = n - 1 if n <= FULL_NEIGHBOURHOOD_MAX_N else CANDIDATES
     nbr = ls.candidate_lists(np.ascontiguousarray(C), K)
@@ -263,7 +278,13 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
         best_c, mv = ls.local_search(C, best_p, full, eps, max_moves)
         moves += mv
     hood = "full" if n <= FULL_NEIGHBOURHOOD_MAX_N else f"candidates:{K}"
+    stats = {"n": n, "starts": n_starts, "ils_iterations": iters, "improvements": improved, "moves": moves,
+             "neighbourhood": hood}
+    return _result(c, best_p, mode, first, last, closed, integral, trace, stats, t0, "cpu")
 
+
+def _result(c, best_p, mode, first, last, closed, integral, trace, stats, t0, device):
+    """The :class:`TourResult` of the closed tour ``best_p``: oriented, its cost recomputed over ``c``."""
     tour = _orient(best_p, mode, first, last)
     if mode == "path" and tour[-1] != last:  # cannot happen: the forced arc is never broken
         raise RuntimeError("internal error: the path's end moved")
@@ -272,9 +293,8 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
     trace = [(t, scale(v)) for t, v in trace]
     if not trace or trace[-1][1] != cost:
         trace.append((time.perf_counter() - t0, cost))
-    stats = {"n": n, "starts": n_starts, "ils_iterations": iters, "improvements": improved, "moves": moves,
-             "neighbourhood": hood, "seconds": time.perf_counter() - t0}
-    return TourResult(tour=tour, cost=cost, closed=closed, trace=trace, device="cpu", stats=stats)
+    stats = dict(stats, seconds=time.perf_counter() - t0)
+    return TourResult(tour=tour, cost=cost, closed=closed, trace=trace, device=device, stats=stats)
 
 
 def _tiny(c, C, mode, first, last, closed, t0):

@@ -1,0 +1,538 @@
+"""GPU twin of the tour local search (kernels in ``local_search.cu``; CPU twin :mod:`.local_search`).
+
+Brodtkorb, Hagen, Schulz, Hasle, "GPU computing in discrete optimization. Part I" (EURO J. Transp.
+Logist. 2013), "Programming example in CUDA" and "Profiling the local search example": the whole
+neighbourhood of the current tour is evaluated in parallel, reduced to the best move, the move is applied,
+and the loop runs until no move improves. Here the move is applied on the device too, and the host is
+not involved per move.
+
+Same state, moves, deltas and tie-breaking as the CPU twin's :func:`~.local_search.best_move` (2-opt with
+the reversed segment's cost from prefix sums, Or-opt of 2-3 stops both ways, swap, relocate over a float64
+asymmetric matrix): the GPU reduces on the key ``(delta, i, rank)`` with the rank of
+:func:`move_rank`, which orders each row's moves as the CPU visits them, and the deltas are computed with
+the CPU's operations in the CPU's order (no multiplication, so no FMA contraction), over prefix sums
+summed left to right as the CPU does (or in any order when the costs are integers whose sums are exact).
+So GPU and CPU find the same best move, bit for bit, and the same descent.
+
+Three ways to run a descent:
+
+* one tour, the whole GPU (:meth:`GPUTourSearch.local_search`): per move one launch of ``ls_eval`` (rows
+  over many blocks, each writes its best key) and one of ``ls_finish`` (one block: reduce the block keys,
+  apply, rebuild arcs and prefix sums); ``TOUR_GPU_GRAPH_MOVES`` moves are one CUDA graph replayed until
+  the device's done flag is set: 2 graph launches (~0.8 us each) per move and one host read per graph.
+* many tours, a block each (:meth:`GPUTourSearch.local_search_batch`, kernel ``ls_batch``): every descent
+  in one launch, a persistent loop per block: 1 launch and 1 host sync for all the descents.
+* iterated local search (:func:`search`, kernel ``ls_ils``): B chains (a block each); one launch runs
+  ``iters`` steps per chain (double bridge from host-drawn cut points, descent, accept if not worse), then
+  the host reads the B costs (one sync per round, none per move or per step) and copies the best chain
+  over the others.
+
+Bytes per evaluation (the two-number method): for each first index i the moves read rows p[i-1], p[i],
+p[i+1], p[i+2] of ``c`` and p[i], p[i+1], p[i+2] of ``c`` transposed (each ~8n bytes, L1-resident
+while the block sweeps the row) plus p, arc, fwd, bwd (~28n bytes): ~84 n^2 bytes, 84 MB at n = 1,000,
+~29 us at 2.9 TB/s (the matrices, 16 MB, stay in the 50 MB L2, so L2 bandwidth is the real ceiling).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import config
+from ..backend import resolve_device
+from ..backend.flags import N_FLAGS
+from . import local_search as ls
+
+__all__ = ["GPUTourSearch", "move_rank", "move_from_rank", "exact_sums", "threads_per_row",
+           "double_bridge_cuts", "apply_double_bridge", "search"]
+
+_CU = "tours/local_search.cu"
+
+
+# ------------------------------------------------------------------------------------ pure host helpers
+def move_rank(n, t, i, j, k):
+    """Rank of move ``(t, i, j, k)`` within its row ``i`` (the tie-break after delta and i; mirrors the
+    encoding in ``local_search.cu``): the order in which the CPU twin's ``_row_best`` visits the row.
+
+    2-opt: ``j``; swap: ``n + j``; a segment ``p[i..j]`` of L stops inserted after ``k``:
+    ``2n + 4n (L - 1) + 2n [k > j] + n [reversed] + k``.
+
+    Raises
+    ------
+    ValueError
+        Unknown move type.
+    """
+    if t == ls.TWO_OPT:
+        return j
+    if t == ls.SWAP:
+        return n + j
+    if t not in (ls.OR_OPT, ls.OR_OPT_REV, ls.RELOCATE):
+        raise ValueError(f"unknown move type {t}")
+    L = j - i + 1
+    return 2 * n + 4 * n * (L - 1) + 2 * n * int(k > j) + n * int(t == ls.OR_OPT_REV) + k
+
+
+def move_from_rank(n, i, r):
+    """The move ``(t, i, j, k)`` of rank ``r`` in row ``i`` (inverse of :func:`move_rank`)."""
+    if r < n:
+        return ls.TWO_OPT, i, r, -1
+    if r < 2 * n:
+        return ls.SWAP, i, r - n, -1
+    q = r - 2 * n
+    L = q // (4 * n) + 1
+    q -= 4 * n * (L - 1)
+    q -= 2 * n * (q // (2 * n))
+    rev, k = divmod(q, n)
+    t = ls.RELOCATE if L == 1 else (ls.OR_OPT_REV if rev else ls.OR_OPT)
+    return t, i, i + L - 1, k
+
+
+def exact_sums(C):
+    """True when every entry of ``C`` is an integer and ``4 n max|C| < 2^53``: every sum and difference
+    of prefix sums is then exact in float64, so the device may scan in any order (32 chunks per warp)
+    and still match the CPU's left-to-right sums bit for bit."""
+    C = np.asarray(C, dtype=np.float64)
+    if C.size == 0:
+        return True
+    m = float(np.abs(C).max())
+    return bool(np.all(C == np.rint(C))) and 4.0 * C.shape[0] * m < 2.0 ** 53
+
+
+def threads_per_row(n, threads):
+    """Threads sharing one first index i: a power of two, 32 <= tpr <= threads, the smallest >= n (so a
+    block sweeps ``threads // tpr`` rows at once when n is small)."""
+    tpr = 32
+    while tpr < n and tpr < threads:
+        tpr *= 2
+    return min(tpr, threads)
+
+
+def double_bridge_cuts(rng, n, shape, window):
+    """Cut points of double bridges as :func:`~.local_search.double_bridge` draws them: int32
+    ``shape + (3,)`` rows ``(a, m, e)``, ``1 < a < m < e <= n - 1``, inside a stretch of ``w`` positions
+    after position 0 where ``w`` is ``window`` (every 8th on average ten times that; ``window <= 0``: the
+    whole tour). Needs n >= 8.
+
+    Raises
+    ------
+    ValueError
+        n < 8 (no room for a double bridge).
+    """
+    if n < 8:
+        raise ValueError(f"a double bridge needs at least 8 stops, got {n}")
+    shape = tuple(shape)
+    if window <= 0 or window >= n - 1:
+        w = np.full(shape, n - 1, np.int64)
+    else:
+        wide = rng.random(shape) < 0.125
+        w = np.where(wide, min(n - 1, 10 * window), window).astype(np.int64)
+    start = 1 + rng.integers(0, n - w, size=shape)  # the stretch is p[start .. start + w - 1]
+    x = rng.integers(1, w[..., None], size=shape + (3,))  # three of 1..w-1
+    bad = (x[..., 0] == x[..., 1]) | (x[..., 1] == x[..., 2]) | (x[..., 0] == x[..., 2])
+    while bad.any():
+        x[bad] = rng.integers(1, w[bad][:, None], size=(int(bad.sum()), 3))
+        bad = (x[..., 0] == x[..., 1]) | (x[..., 1] == x[..., 2]) | (x[..., 0] == x[..., 2])
+    x.sort(axis=-1)
+    return (x + start[..., None]).astype(np.int32)
+
+
+def apply_double_bridge(p, a, m, e):
+    """``p[:a] + p[m:e] + p[a:m] + p[e:]`` (the index map of the ``ls_ils`` kernel; ``a == 0``: ``p``)."""
+    p = np.asarray(p)
+    if a == 0:
+        return p.copy()
+    return np.concatenate([p[:a], p[m:e], p[a:m], p[e:]])
+
+
+def _i32(x):
+    return np.int32(x)
+
+
+# ------------------------------------------------------------------------------------------ the device
+class GPUTourSearch:
+    """A cost matrix on the GPU with the buffers of the local search (single tour, batched, ILS).
+
+    Parameters
+    ----------
+    costs : array_like, float64 (n, n)
+        ``costs[u, v]`` is the cost of the arc u -> v (asymmetric allowed), finite, n >= 3. Uploaded as
+        float64 with its transpose (2 * 8 n^2 bytes of device memory).
+    threads : int, optional
+        Threads per block (default ``config.TOUR_GPU_THREADS``): a power of two, 64..1024.
+
+    Raises
+    ------
+    ValueError
+        Non-square, n < 3, non-finite costs, bad ``threads``.
+    GPUUnavailableError
+        Without a usable GPU.
+    """
+
+    def __init__(self, costs, threads=None):
+        resolve_device("gpu")
+        import cupy as cp
+
+        from ..backend.kernels import load_module, multiprocessors
+
+        C = np.ascontiguousarray(costs, dtype=np.float64)
+        if C.ndim != 2 or C.shape[0] != C.shape[1]:
+            raise ValueError(f"costs must be a square (n, n) matrix, got shape {C.shape}")
+        n = C.shape[0]
+        if n < 3:
+            raise ValueError(f"the GPU local search needs at least 3 stops, got {n}")
+        if not np.isfinite(C).all():
+            bad = np.argwhere(~np.isfinite(C))[0]
+            raise ValueError(f"costs must be finite; costs[{bad[0]}, {bad[1]}] = {C[bad[0], bad[1]]}")
+        threads = int(config.TOUR_GPU_THREADS if threads is None else threads)
+        if threads < 64 or threads > 1024 or threads & (threads - 1):
+            raise ValueError(f"threads per block must be a power of two in 64..1024, got {threads}")
+        self.cp = cp
+        self.n = n
+        self.threads = threads
+        self.exact = int(exact_sums(C))
+        self.tpr = threads_per_row(n, threads)
+        rows = threads // self.tpr
+        self.sms = multiprocessors()
+        cap = int(config.TOUR_GPU_EVAL_MAX_BLOCKS) or self.sms * int(config.TOUR_GPU_EVAL_BLOCKS_PER_SM)
+        self.grid = max(1, min(-(-n // rows), cap))
+        self.stream = cp.cuda.Stream(non_blocking=False)
+        with self.stream:
+            self.c = cp.asarray(C)
+            self.ct = cp.ascontiguousarray(self.c.T)
+            self.p = cp.zeros(n, dtype=cp.int32)
+            self.s = cp.zeros(n, dtype=cp.int32)
+            self.arc = cp.zeros(n, dtype=cp.float64)
+            self.fwd = cp.zeros(n, dtype=cp.float64)
+            self.bwd = cp.zeros(n, dtype=cp.float64)
+            self.blk_d = cp.zeros(self.grid, dtype=cp.float64)
+            self.blk_i = cp.zeros(self.grid, dtype=cp.int32)
+            self.blk_r = cp.zeros(self.grid, dtype=cp.int32)
+            self.flags = cp.zeros(N_FLAGS, dtype=cp.int32)
+            self.ctl = cp.zeros(2, dtype=cp.int32)  # max_moves, apply
+            self.ctl_d = cp.zeros(1, dtype=cp.float64)  # eps
+            self.best_d = cp.zeros(1, dtype=cp.float64)
+            self.best_m = cp.zeros(4, dtype=cp.int32)
+            self.cost = cp.zeros(1, dtype=cp.float64)
+        mod = load_module(_CU)
+        self.k_state = mod.get_function("ls_state")
+        self.k_eval = mod.get_function("ls_eval")
+        self.k_finish = mod.get_function("ls_finish")
+        self.k_batch = mod.get_function("ls_batch")
+        self.k_ils = mod.get_function("ls_ils")
+        self.k_broadcast = mod.get_function("ls_broadcast")
+        self._graph = None
+        self._batch = None
+        self.stream.synchronize()
+
+    # ---------------------------------------------------------------- single tour
+    def _tour32(self, p):
+        p = np.asarray(p)
+        if p.shape != (self.n,):
+            raise ValueError(f"a tour must have shape ({self.n},), got {p.shape}")
+        if not np.array_equal(np.sort(p), np.arange(self.n)):
+            raise ValueError("a tour must be a permutation of 0..n-1")
+        return p.astype(np.int32)
+
+    def _args_state(self):
+        return (_i32(self.n), self.c, self.p, self.arc, self.fwd, self.bwd, _i32(self.exact), self.cost)
+
+    def _args_eval(self, _parity=0):
+        return (_i32(self.n), self.c, self.ct, self.p, self.arc, self.fwd, self.bwd, _i32(self.tpr), self.flags,
+                self.blk_d, self.blk_i, self.blk_r)
+
+    def _args_finish(self, _parity=0):
+        return (_i32(self.n), _i32(self.grid), self.c, self.p, self.s, self.arc, self.fwd, self.bwd,
+                _i32(self.exact), self.blk_d, self.blk_i, self.blk_r, self.ctl, self.ctl_d, self.flags,
+                self.best_d, self.best_m, self.cost)
+
+    def set_tour(self, p, eps=0.0, max_moves=0, apply=False):
+        """Upload the tour ``p`` (int (n,), a permutation), reset the flags and build its arcs and prefix
+        sums on the device (``ls_state``); asynchronous on :attr:`stream`."""
+        p32 = self._tour32(p)
+        self.p.set(p32, stream=self.stream)
+        self.ctl.set(np.array([max_moves, 1 if apply else 0], np.int32), stream=self.stream)
+        self.ctl_d.set(np.array([eps], np.float64), stream=self.stream)
+        with self.stream:
+            self.flags.fill(0)
+            self.k_state((1,), (self.threads,), self._args_state())
+
+    def launch_eval(self):
+        """One launch of the neighbourhood evaluation (``ls_eval``) on the current state (asynchronous;
+        the kernel the ``--ncu`` mode of benchmarks/tours_gpu.py profiles)."""
+        with self.stream:
+            self.k_eval((self.grid,), (self.threads,), self._args_eval())
+
+    def launch_finish(self):
+        """One launch of ``ls_finish`` (reduce the evaluation's block keys; apply when set_tour asked)."""
+        with self.stream:
+            self.k_finish((1,), (self.threads,), self._args_finish())
+
+    def read_best(self):
+        """The last reduced best move ``(delta, type, i, j, k)`` (waits for the stream)."""
+        d = self.best_d.get(stream=self.stream)
+        m = self.best_m.get(stream=self.stream)
+        self.stream.synchronize()
+        return float(d[0]), int(m[0]), int(m[1]), int(m[2]), int(m[3])
+
+    def best_move(self, p):
+        """The best move of the whole neighbourhood of tour ``p``, as the CPU twin's
+        :func:`~.local_search.best_move` (full neighbourhood) returns it.
+
+        Parameters
+        ----------
+        p : int array (n,)
+            A closed tour (permutation of 0..n-1).
+
+        Returns
+        -------
+        (delta, move_type, i, j, k) : (float, int, int, int, int)
+            Equal to the CPU's (delta bit for bit, ties broken the same way).
+
+        Raises
+        ------
+        ValueError
+            ``p`` is not a permutation of 0..n-1.
+        """
+        self.set_tour(p)
+        self.launch_eval()
+        self.launch_finish()
+        return self.read_best()
+
+    def _phase_graph(self):
+        if self._graph is None:
+            from ..backend.phase_loop import PhaseGraph
+
+            launches = [(self.k_eval, (self.grid,), (self.threads,), self._args_eval),
+                        (self.k_finish, (1,), (self.threads,), self._args_finish)]
+            self._graph = PhaseGraph(self.stream, launches, int(config.TOUR_GPU_GRAPH_MOVES))
+        return self._graph
+
+    def local_search(self, p, eps=0.0, max_moves=None):
+        """Best-improvement descent of one tour on the whole GPU (``ls_eval`` + ``ls_finish`` per move,
+        a CUDA graph of ``TOUR_GPU_GRAPH_MOVES`` moves replayed until the device's done flag), as the CPU
+        twin's :func:`~.local_search.local_search` with the full neighbourhood: the same moves, so the
+        same final tour.
+
+        Parameters
+        ----------
+        p : int array (n,)
+            Start tour (not changed).
+        eps : float
+            A move is applied when its delta is below ``-eps``.
+        max_moves : int, optional
+            Most moves (default ``50 n + 1000``).
+
+        Returns
+        -------
+        (tour, cost, moves) : (int64 (n,), float, int)
+            ``cost`` is the closed-tour cost summed on the device as the CPU's ``tour_cost`` sums it.
+        """
+        max_moves = 50 * self.n + 1000 if max_moves is None else int(max_moves)
+        self.set_tour(p, eps, max_moves, apply=True)
+        moves = 0
+        if max_moves > 0:
+            moves, _ = self._phase_graph().run(self.flags, max_moves + 1)
+        tour = self.p.get(stream=self.stream).astype(np.int64)
+        cost = float(self.cost.get(stream=self.stream)[0])
+        self.stream.synchronize()
+        return tour, cost, int(moves)
+
+    # ---------------------------------------------------------------- many tours
+    def _batch_bufs(self, B):
+        if self._batch is None or self._batch["B"] != B:
+            cp = self.cp
+            n = self.n
+            self._batch = None  # free the old buffers first
+            with self.stream:
+                self._batch = {
+                    "B": B,
+                    "P": cp.zeros((B, n), dtype=cp.int32), "S": cp.zeros((B, n), dtype=cp.int32),
+                    "ARC": cp.zeros((B, n), dtype=cp.float64), "FWD": cp.zeros((B, n), dtype=cp.float64),
+                    "BWD": cp.zeros((B, n), dtype=cp.float64), "cost": cp.zeros(B, dtype=cp.float64),
+                    "moves": cp.zeros(B, dtype=cp.int32), "improved": cp.zeros(B, dtype=cp.int32),
+                    "CUR": cp.zeros((B, n), dtype=cp.int32),
+                }
+        return self._batch
+
+    def _tours32(self, P):
+        P = np.asarray(P)
+        if P.ndim != 2 or P.shape[1] != self.n or P.shape[0] < 1:
+            raise ValueError(f"tours must have shape (B, {self.n}) with B >= 1, got {P.shape}")
+        bad = np.flatnonzero((np.sort(P, axis=1) != np.arange(self.n)).any(axis=1))
+        if bad.size:
+            raise ValueError(f"tour {bad[0]} is not a permutation of 0..n-1")
+        return np.ascontiguousarray(P, dtype=np.int32)
+
+    def local_search_batch(self, P, eps=0.0, max_moves=None):
+        """Descents of B tours at once, one block per tour, each a persistent loop on the device
+        (``ls_batch``: one launch, one host sync for all of them). Tour b's result equals
+        :meth:`local_search` of ``P[b]`` (and the CPU twin's).
+
+        Parameters
+        ----------
+        P : int array (B, n)
+            Start tours (not changed).
+        eps, max_moves
+            As :meth:`local_search` (per tour).
+
+        Returns
+        -------
+        (tours, costs, moves) : (int64 (B, n), float64 (B,), int64 (B,))
+        """
+        max_moves = 50 * self.n + 1000 if max_moves is None else int(max_moves)
+        P32 = self._tours32(P)
+        B = P32.shape[0]
+        bb = self._batch_bufs(B)
+        bb["P"].set(P32, stream=self.stream)
+        with self.stream:
+            self.k_batch((B,), (self.threads,),
+                         (_i32(self.n), _i32(B), self.c, self.ct, bb["P"], bb["S"], bb["ARC"], bb["FWD"], bb["BWD"],
+                          _i32(self.exact), np.float64(eps), _i32(max_moves), _i32(self.tpr), bb["cost"],
+                          bb["moves"]))
+        tours = bb["P"].get(stream=self.stream).astype(np.int64)
+        costs = bb["cost"].get(stream=self.stream)
+        moves = bb["moves"].get(stream=self.stream).astype(np.int64)
+        self.stream.synchronize()
+        return tours, costs, moves
+
+    # ---------------------------------------------------------------- iterated local search
+    def ils_start(self, P, costs):
+        """Load B chains (tours ``P`` (B, n), each a local minimum, and their costs) for :meth:`ils_round`."""
+        P32 = self._tours32(P)
+        bb = self._batch_bufs(P32.shape[0])
+        bb["CUR"].set(P32, stream=self.stream)
+        bb["cost"].set(np.asarray(costs, np.float64), stream=self.stream)
+        with self.stream:
+            bb["moves"].fill(0)
+            bb["improved"].fill(0)
+
+    def ils_round(self, cuts, eps, max_moves):
+        """One launch of ``ls_ils``: ``cuts.shape[1]`` double-bridge steps per chain (int32 (B, iters, 3)
+        from :func:`double_bridge_cuts`). Returns the chains' costs (float64 (B,)): the one host sync of
+        the round."""
+        bb = self._batch
+        B, iters = int(cuts.shape[0]), int(cuts.shape[1])
+        if bb is None or bb["B"] != B:
+            raise ValueError("ils_round before ils_start with the same number of chains")
+        with self.stream:
+            cuts_d = self.cp.asarray(np.ascontiguousarray(cuts, dtype=np.int32))
+            self.k_ils((B,), (self.threads,),
+                       (_i32(self.n), _i32(B), _i32(iters), self.c, self.ct, bb["CUR"], bb["cost"], bb["P"], bb["S"],
+                        bb["ARC"], bb["FWD"], bb["BWD"], cuts_d, _i32(self.exact), np.float64(eps),
+                        _i32(max_moves), _i32(self.tpr), bb["moves"], bb["improved"]))
+        costs = bb["cost"].get(stream=self.stream)
+        self.stream.synchronize()
+        return costs
+
+    def ils_broadcast(self, best):
+        """Copy chain ``best``'s tour and cost over every other chain (asynchronous)."""
+        bb = self._batch
+        B = bb["B"]
+        with self.stream:
+            self.k_broadcast(((self.n + 255) // 256, B), (256,), (_i32(self.n), _i32(B), _i32(best), bb["CUR"],
+                                                                   bb["cost"]))
+
+    def ils_result(self, b):
+        """Chain b's tour (int64 (n,)) and the chains' (moves, improved) totals."""
+        bb = self._batch
+        tour = bb["CUR"][b].get(stream=self.stream).astype(np.int64)
+        moves = int(bb["moves"].get(stream=self.stream).astype(np.int64).sum())
+        improved = int(bb["improved"].get(stream=self.stream).astype(np.int64).sum())
+        self.stream.synchronize()
+        return tour, moves, improved
+
+
+def _starts(rng, B, n, first, last):
+    """B random tours with ``first`` in front and ``last`` (if >= 0) at the end."""
+    mid = np.array([v for v in range(n) if v != first and v != last], np.int64)
+    body = rng.permuted(np.tile(mid, (B, 1)), axis=1)
+    cols = [np.full((B, 1), first, np.int64), body]
+    if last >= 0:
+        cols.append(np.full((B, 1), last, np.int64))
+    return np.concatenate(cols, axis=1)
+
+
+def search(C, first, last, *, time_limit, t0, rng, eps, max_moves, window, chains=None):
+    """The GPU iterated local search behind ``tsp(device="gpu")`` on the closed-tour matrix ``C``.
+
+    Nearest-neighbour start, descended on the whole GPU (:meth:`GPUTourSearch.local_search`); then B
+    chains (``chains``, default ``TOUR_GPU_CHAINS_PER_SM`` per multiprocessor), one block each, start from
+    that local minimum; a round is one ``ls_ils`` launch of ``iters`` double-bridge steps per chain
+    (accepted when not worse), then the host reads the B costs and copies the best chain over the others.
+    ``iters`` adapts towards ``TOUR_GPU_ROUND_S`` seconds a round; a round is not started when the last
+    one says it would end past the time limit. Under 8 stops (no room for a double bridge): rounds of B
+    random starts.
+
+    Parameters
+    ----------
+    C : float64 (n, n)
+        Closed-tour costs (gpuroute.tours.api reduces open paths to closed tours), n >= 4.
+    first, last : int
+        The start tour's first stop and, if >= 0, last stop.
+    time_limit, t0 : float
+        Seconds, and the caller's ``time.perf_counter()`` at its start.
+    rng : numpy.random.Generator
+    eps : float
+        Improvement threshold of moves and of acceptance.
+    max_moves : int
+        Most moves per descent.
+    window : int
+        Double-bridge stretch (0: the whole tour).
+    chains : int, optional
+
+    Returns
+    -------
+    (tour, cost, trace, stats) : (int64 (n,), float, list of (s, cost), dict)
+        The best tour found (a local minimum of the full neighbourhood), its closed cost over ``C``, the
+        improvements, and counts (starts, ils_iterations, improvements, moves, chains, rounds).
+    """
+    n = C.shape[0]
+    g = GPUTourSearch(C)
+    B = int(chains) if chains else g.sms * int(config.TOUR_GPU_CHAINS_PER_SM)
+    trace = []
+    p0 = ls.nearest_neighbour_tour(C, first, last)
+    best_p, best_c, moves = g.local_search(p0, eps, max_moves)
+    trace.append((time.perf_counter() - t0, best_c))
+    stats = {"starts": 1, "ils_iterations": 0, "improvements": 0, "moves": moves, "chains": B, "rounds": 0}
+    deadline = t0 + time_limit
+    if n < 8:  # restarts
+        while time.perf_counter() < deadline:
+            tours, costs, mv = g.local_search_batch(_starts(rng, B, n, first, last), eps, max_moves)
+            stats["starts"] += B
+            stats["rounds"] += 1
+            stats["moves"] += int(mv.sum())
+            b = int(np.argmin(costs))
+            if costs[b] < best_c - eps:
+                best_p, best_c = tours[b], float(costs[b])
+                stats["improvements"] += 1
+                trace.append((time.perf_counter() - t0, best_c))
+        return best_p, best_c, trace, stats
+    g.ils_start(np.tile(best_p, (B, 1)), np.full(B, best_c))
+    iters = 1
+    target = min(float(config.TOUR_GPU_ROUND_S), 0.1 * time_limit)
+    per_iter = 0.0  # seconds per double-bridge step of the last round
+    best_b = 0
+    while True:
+        now = time.perf_counter()
+        if now >= deadline or (per_iter and now + per_iter * iters > deadline + 0.5 * per_iter * iters):
+            break
+        cuts = double_bridge_cuts(rng, n, (B, iters), window)
+        costs = g.ils_round(cuts, eps, max_moves)
+        el = time.perf_counter() - now
+        stats["rounds"] += 1
+        stats["ils_iterations"] += B * iters
+        per_iter = el / iters
+        best_b = int(np.argmin(costs))
+        if costs[best_b] < best_c - eps:
+            trace.append((time.perf_counter() - t0, float(costs[best_b])))
+        best_c = float(costs[best_b])  # accepted steps may rise by eps: the chain's cost, as the CPU's ILS
+        if B > 1:
+            g.ils_broadcast(best_b)
+        if el < 0.5 * target and iters < 1 << 12:
+            iters *= 2
+        elif el > 2 * target and iters > 1:
+            iters //= 2
+    tour, mv, imp = g.ils_result(best_b)
+    stats["moves"] += mv
+    stats["improvements"] += imp
+    return tour, best_c, trace, stats

@@ -1,0 +1,262 @@
+"""GPU twin of the tour local search (gpuroute.tours.gpu, local_search.cu) against the CPU twin
+(gpuroute.tours.local_search): the same best move (delta bit for bit, same tie-breaking), the same descent,
+batched descents equal to one-by-one ones, ILS chains equal to a CPU replay, valid tsp(device="gpu")
+tours. The host-side parts (the move ranks that carry the CPU's tie order, double-bridge cut points, the
+exact-sums test) and device selection without a GPU run everywhere."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpuroute.backend as backend
+from gpuroute import config
+from gpuroute.backend import GPUUnavailableError, gpu_available
+from gpuroute.tours import gpu, tour_cost, tsp
+from gpuroute.tours import local_search as ls
+
+needs_gpu = pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a CUDA GPU")
+
+
+def all_moves(n):
+    """Every move of the CPU twin's full neighbourhood (local_search module docstring), plain Python."""
+    for i in range(n):
+        for j in range(i + 2, n):
+            yield ls.TWO_OPT, i, j, -1
+    for i in range(n):
+        for j in range(i + 1, n):
+            if not (n == 3 and i == 0 and j == 2):  # the same exchange as (0, 1) on a 3-cycle
+                yield ls.SWAP, i, j, -1
+    for L in range(1, ls.MAX_SEG + 1):
+        for i in range(n - L + 1):
+            j = i + L - 1
+            for k in range(n):
+                if i <= k <= j or k == (i - 1) % n:
+                    continue
+                if L == 1:
+                    yield ls.RELOCATE, i, j, k
+                else:
+                    yield ls.OR_OPT, i, j, k
+                    yield ls.OR_OPT_REV, i, j, k
+
+
+def cpu_state(c, p):
+    n = len(p)
+    pos = np.empty(n, np.int64)
+    fwd = np.empty(n)
+    bwd = np.empty(n)
+    ls.prefix_sums(c, p, pos, fwd, bwd)
+    return pos, fwd, bwd
+
+
+def cpu_best(c, p):
+    p = np.asarray(p, np.int64)
+    pos, fwd, bwd = cpu_state(c, p)
+    d, t, i, j, k = ls.best_move(c, np.ascontiguousarray(c.T), p, pos, fwd, bwd, np.empty((len(p), 0), np.int64))
+    return float(d), int(t), int(i), int(j), int(k)
+
+
+def keyed_best(c, p):
+    """The GPU's reduction rule on the CPU: the smallest (delta, i, move_rank) over every move, deltas
+    from the CPU's delta functions (exact for the integer costs used here)."""
+    n = len(p)
+    p = np.asarray(p, np.int64)
+    _, fwd, bwd = cpu_state(c, p)
+    best = None
+    for t, i, j, k in all_moves(n):
+        if t == ls.TWO_OPT:
+            d = ls.delta_two_opt(c, p, fwd, bwd, i, j)
+        elif t == ls.SWAP:
+            d = ls.delta_swap(c, p, i, j)
+        else:
+            d = ls.delta_or_opt(c, p, fwd, bwd, i, j, k, t == ls.OR_OPT_REV)
+        key = (d, i, gpu.move_rank(n, t, i, j, k))
+        if best is None or key < best[0]:
+            best = (key, (float(d), t, i, j, k))
+    return best[1]
+
+
+def matrix(rng, n, kind):
+    if kind == "float":
+        return rng.random((n, n)) * 100.0  # the left-to-right scan (bitwise the CPU's prefix sums)
+    if kind == "int":
+        return rng.integers(0, 1000, (n, n)).astype(np.float64)  # the chunked exact scan
+    return rng.integers(0, 3, (n, n)).astype(np.float64)  # "ties": many equal deltas
+
+
+# ------------------------------------------------------------------------------------ host side (CPU)
+@pytest.mark.parametrize("n", [3, 4, 5, 6, 7, 9, 12])
+def test_move_rank_is_a_bijection_and_the_cpu_tie_order(n):
+    """move_rank numbers each row's moves uniquely below 14n and move_from_rank inverts it; with many
+    ties, the smallest (delta, i, rank) is exactly the CPU's best_move: the rank carries the CPU's order."""
+    seen = set()
+    for t, i, j, k in all_moves(n):
+        r = gpu.move_rank(n, t, i, j, k)
+        assert 0 <= r < 14 * n and (i, r) not in seen
+        seen.add((i, r))
+        assert gpu.move_from_rank(n, i, r) == (t, i, j, k)
+    rng = np.random.default_rng(n)
+    for _ in range(25):
+        c = matrix(rng, n, "ties")
+        p = rng.permutation(n).astype(np.int64)
+        assert keyed_best(c, p) == cpu_best(c, p)
+
+
+def test_double_bridge_cuts_replace_three_arcs():
+    rng = np.random.default_rng(7)
+    for n, window in ((8, 0), (9, 50), (60, 5), (300, 50), (300, 0)):
+        cuts = gpu.double_bridge_cuts(rng, n, (4, 50), window)
+        assert cuts.shape == (4, 50, 3) and cuts.dtype == np.int32
+        a, m, e = cuts[..., 0], cuts[..., 1], cuts[..., 2]
+        assert (a >= 2).all() and (a < m).all() and (m < e).all() and (e <= n - 1).all()
+        if 0 < window < n - 1:
+            assert (e - a <= min(n - 1, 10 * window) - 2).all()
+        p = rng.permutation(n)
+        arcs = set(zip(p, np.roll(p, -1), strict=True))
+        for a0, m0, e0 in cuts.reshape(-1, 3)[:40]:
+            q = gpu.apply_double_bridge(p, a0, m0, e0)
+            assert sorted(q.tolist()) == list(range(n)) and q[0] == p[0]
+            assert len(arcs - set(zip(q, np.roll(q, -1), strict=True))) == 3
+    assert np.array_equal(gpu.apply_double_bridge(np.arange(9), 0, 0, 0), np.arange(9))
+    with pytest.raises(ValueError, match="at least 8 stops"):
+        gpu.double_bridge_cuts(rng, 7, (1, 1), 0)
+
+
+def test_exact_sums_and_threads_per_row():
+    assert gpu.exact_sums(np.array([[0.0, 3.0], [7.0, 0.0]]))
+    assert not gpu.exact_sums(np.array([[0.0, 0.5], [7.0, 0.0]]))
+    assert not gpu.exact_sums(np.full((4, 4), 2.0 ** 51))
+    assert [gpu.threads_per_row(n, 256) for n in (3, 32, 33, 100, 1000)] == [32, 32, 64, 128, 256]
+    assert gpu.threads_per_row(1000, 64) == 64
+
+
+def test_device_gpu_without_a_gpu_raises_and_auto_falls_back(monkeypatch):
+    monkeypatch.setattr(backend, "probe_gpu", lambda: (False, "no GPU in this test"))
+    monkeypatch.setattr(config, "TOUR_GPU_AUTO_MIN_N", 4)
+    c = np.random.default_rng(0).integers(1, 50, (9, 9))
+    with pytest.raises(GPUUnavailableError, match="device='gpu' was asked for but no GPU in this test"):
+        tsp(c, device="gpu")
+    with pytest.raises(GPUUnavailableError, match="no GPU in this test"):
+        gpu.GPUTourSearch(c)
+    r = tsp(c, device="auto", time_limit=0.05, seed=0)
+    assert r.device == "cpu" and sorted(r.tour.tolist()) == list(range(9))
+
+
+# ------------------------------------------------------------------------------------ device
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("threads,max_blocks", [(64, 3), (256, 0)])
+@pytest.mark.parametrize("kind", ["float", "int", "ties"])
+@pytest.mark.parametrize("n", [3, 4, 5, 6, 7, 8, 13, 64, 300])
+def test_best_move_equals_cpu(n, kind, threads, max_blocks, monkeypatch):
+    """One evaluation + reduction on the GPU gives the CPU's (delta, type, i, j, k), delta bit for bit;
+    64 threads and a 3-block grid make small inputs take the multi-row and grid-stride paths."""
+    monkeypatch.setattr(config, "TOUR_GPU_EVAL_MAX_BLOCKS", max_blocks)
+    rng = np.random.default_rng(1000 * n + len(kind) + threads)
+    c = matrix(rng, n, kind)
+    g = gpu.GPUTourSearch(c, threads=threads)
+    assert g.exact == (kind != "float")
+    for _ in range(4 if n >= 64 else 8):
+        p = rng.permutation(n)
+        assert g.best_move(p) == cpu_best(c, p)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("kind", ["float", "int"])
+@pytest.mark.parametrize("n", [5, 8, 40, 300])
+def test_descent_equals_cpu_and_ends_at_a_local_minimum(n, kind):
+    rng = np.random.default_rng(n + 7 * len(kind))
+    c = matrix(rng, n, kind)
+    eps = 0.5 if kind == "int" else 1e-9
+    g = gpu.GPUTourSearch(c)
+    p = rng.permutation(n).astype(np.int64)
+    tour, cost, moves = g.local_search(p, eps)
+    q = p.copy()
+    cpu_cost, cpu_moves = ls.local_search(c, q, np.empty((n, 0), np.int64), eps, 50 * n + 1000)
+    assert tour.tolist() == q.tolist() and moves == cpu_moves and cost == cpu_cost
+    assert sorted(tour.tolist()) == list(range(n))
+    assert cost == pytest.approx(tour_cost(c, tour), rel=1e-12, abs=1e-9)
+    if kind == "int":
+        assert cost == tour_cost(c, tour)
+    assert cpu_best(c, tour)[0] >= -eps
+    # a move cap stops both twins at the same tour
+    tour3, _, m3 = g.local_search(p, eps, max_moves=3)
+    q = p.copy()
+    ls.local_search(c, q, np.empty((n, 0), np.int64), eps, 3)
+    assert m3 == min(3, moves) and tour3.tolist() == q.tolist()
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("n,threads", [(7, 64), (50, 64), (130, 256)])
+def test_batch_equals_one_by_one(n, threads):
+    rng = np.random.default_rng(n)
+    c = matrix(rng, n, "float")
+    g = gpu.GPUTourSearch(c, threads=threads)
+    P = np.stack([rng.permutation(n) for _ in range(5)])
+    tours, costs, moves = g.local_search_batch(P, 1e-9)
+    assert tours.shape == (5, n) and costs.shape == (5,) and moves.shape == (5,)
+    for b in range(5):
+        t1, c1, m1 = g.local_search(P[b], 1e-9)
+        assert tours[b].tolist() == t1.tolist() and costs[b] == c1 and moves[b] == m1
+        q = P[b].astype(np.int64)
+        cc, _ = ls.local_search(c, q, np.empty((n, 0), np.int64), 1e-9, 50 * n + 1000)
+        assert tours[b].tolist() == q.tolist() and costs[b] == cc
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("kind", ["float", "int"])
+def test_ils_round_equals_a_cpu_replay(kind):
+    """ls_ils: each chain's double bridges (from the host's cut points), descents and acceptances, replayed
+    on the CPU twin, give the same tours and costs; then the broadcast copies the best chain."""
+    n, B, iters = 40, 4, 3
+    rng = np.random.default_rng(3 + len(kind))
+    c = matrix(rng, n, kind)
+    eps = 0.5 if kind == "int" else 1e-9
+    g = gpu.GPUTourSearch(c, threads=64)
+    P = np.stack([rng.permutation(n) for _ in range(B)])
+    starts, costs0, _ = g.local_search_batch(P, eps)
+    g.ils_start(starts, costs0)
+    cuts = gpu.double_bridge_cuts(rng, n, (B, iters), 10)
+    cuts[1, 1] = 0  # a == 0: no perturbation (a plain descent of the local minimum: no move)
+    costs = g.ils_round(cuts, eps, 50 * n + 1000)
+    full = np.empty((n, 0), np.int64)
+    for b in range(B):
+        cur, cc = starts[b].copy(), costs0[b]
+        for it in range(iters):
+            q = gpu.apply_double_bridge(cur, *cuts[b, it]).astype(np.int64)
+            qc, _ = ls.local_search(c, q, full, eps, 50 * n + 1000)
+            if qc <= cc + eps:
+                cur, cc = q, qc
+        tour, _, _ = g.ils_result(b)
+        assert tour.tolist() == cur.tolist() and costs[b] == cc
+        assert costs[b] == pytest.approx(tour_cost(c, tour), rel=1e-12, abs=1e-9)
+    best = int(np.argmin(costs))
+    g.ils_broadcast(best)
+    want, _, _ = g.ils_result(best)
+    for b in range(B):
+        assert g.ils_result(b)[0].tolist() == want.tolist()
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("n", [4, 6, 9, 60])
+@pytest.mark.parametrize("variant", ["closed", "start", "end", "both"])
+def test_tsp_on_the_gpu_returns_valid_tours(n, variant):
+    rng = np.random.default_rng(10 * n + len(variant))
+    c = rng.integers(1, 100, (n, n))
+    s, e = {"closed": (None, None), "start": (n // 2, None), "end": (None, n - 1), "both": (n - 1, 0)}[variant]
+    r = tsp(c, start=s, end=e, time_limit=0.2, seed=1, device="gpu")
+    assert r.device == "gpu" and r.tour.dtype == np.int64
+    assert sorted(r.tour.tolist()) == list(range(n))
+    assert r.cost == tour_cost(c, r.tour, r.closed) and isinstance(r.cost, int)
+    assert r.trace[-1][1] == r.cost and r.stats["neighbourhood"] == "full"
+    if s is not None:
+        assert r.tour[0] == s
+    if e is not None:
+        assert r.tour[-1] == e
+    if variant == "closed":
+        assert r.tour[0] == 0
+        assert cpu_best(c.astype(np.float64), r.tour)[0] > -0.5  # a local minimum of the full neighbourhood
+
