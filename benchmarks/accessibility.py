@@ -1,10 +1,11 @@
 """Benchmark suite: accessibility (issue 14) side by side in one run on one machine -- pandana against
 gpuroute's CPU twin and GPU on DIMACS NY -- plus many-to-many tables on the GPU and over Dask.
 
-* ``aggregate``: pandana ``Network`` (its CH build timed on its own), ``precompute(2000 m)`` then
+* ``aggregate``: pandana ``Network`` (its CH build timed on its own), ``precompute(2000 m)`` (once) then
   ``aggregate(2000, sum, flat)`` of ``--points`` values at random nodes; gpuroute ``aggregate`` with the
-  same radius (NY weights are DIMACS ~0.1 m steps: 2000 m = 20000) on the CPU and on the GPU, no
-  precompute step (the GPU one given a hierarchy contracted once, timed on its own as pandana's CH).
+  same radius (NY weights are DIMACS ~0.1 m steps: 2000 m = 20000) on the CPU and on the GPU by both GPU
+  methods (``"ball"``: bounded searches on the graph; ``"phast"``: PHAST trees of the reverse hierarchy,
+  contracted once and timed on its own as pandana's CH), no precompute step.
 * ``nearest_pois``: k = 10 within 2 km of 1,000 POIs, pandana against ours.
 * ``table``: 20,000 x 20,000 on the GPU (``--table``), a smaller one on the CPU (``--cpu-table``).
 * ``distributed table``: the same table over ``dask_cuda.LocalCUDACluster`` with 1 and 2 workers when
@@ -41,9 +42,12 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import gpuroute  # noqa: E402
 from gpuroute import accessibility as acc  # noqa: E402
+from gpuroute import config  # noqa: E402
 from gpuroute.ch import ContractionHierarchy  # noqa: E402
 
 RESULTS = []
+#: The GPU methods compared (gpuroute.accessibility.gpu): bounded ball searches, and PHAST trees.
+GPU_METHODS = ("ball", "phast")
 
 
 def commit():
@@ -178,10 +182,11 @@ def main():
             res["cpu"] = ours
             emit(what="aggregate", impl="gpuroute", points=m, device="cpu", seconds=t,
                  distinct_nodes=int(np.unique(nodes).size))
-        if ch is not None:
+        for method in (GPU_METHODS if ch is not None else ()):
+            config.ACCESS_GPU_METHOD = method
             t, ours = best(lambda nodes=nodes, values=values: acc.aggregate(ch, nodes, values, R, type="sum", device="gpu"))
-            res["gpu"] = ours
-            row = {"what": "aggregate", "impl": "gpuroute", "points": m, "device": "gpu", "seconds": t}
+            res[f"gpu-{method}"] = ours
+            row = {"what": "aggregate", "impl": f"gpuroute ({method})", "points": m, "device": "gpu", "seconds": t}
             if "pandana" in res:
                 pandana_s = [r for r in RESULTS if r.get("impl") == "pandana" and r.get("points") == m][-1]["seconds"]
                 row["speedup_vs_pandana_precompute_plus_aggregate"] = pandana_s / t
@@ -190,8 +195,10 @@ def main():
                                                                                 device="gpu"), reps=1)
             if "cpu" in res:
                 cnt_cpu = acc.aggregate(g, nodes, values, R, type="count", device="cpu")
-                emit(what="aggregate check", points=m, **compare("count gpu = cpu", cnt_gpu, cnt_cpu))
-        for a, b in (("cpu", "pandana"), ("gpu", "pandana"), ("gpu", "cpu")):
+                emit(what="aggregate check", points=m, **compare(f"count gpu ({method}) = cpu", cnt_gpu, cnt_cpu))
+        config.ACCESS_GPU_METHOD = "auto"
+        for a, b in (("cpu", "pandana"), ("gpu-ball", "pandana"), ("gpu-phast", "pandana"), ("gpu-ball", "cpu"),
+                     ("gpu-phast", "cpu")):
             if a in res and b in res:
                 tol = {"rtol": PANDANA_RTOL} if b == "pandana" else {"rtol": 1e-12}
                 emit(what="aggregate check", points=m, **compare(f"sum {a} vs {b}", res[a], res[b], **tol))
@@ -211,16 +218,20 @@ def main():
         t, (d, i) = best(lambda: acc.nearest_pois(g, pois, R, args.k, device="cpu"))
         res["cpu"] = d
         emit(what="nearest_pois", impl="gpuroute", pois=args.pois, k=args.k, device="cpu", seconds=t)
-    if ch is not None:
+    for method in (GPU_METHODS if ch is not None else ()):
+        config.ACCESS_GPU_METHOD = method
         t, (d, i) = best(lambda: acc.nearest_pois(ch, pois, R, args.k, device="gpu"))
-        res["gpu"] = d
-        row = {"what": "nearest_pois", "impl": "gpuroute", "pois": args.pois, "k": args.k, "device": "gpu", "seconds": t}
+        res[f"gpu-{method}"] = d
+        row = {"what": "nearest_pois", "impl": f"gpuroute ({method})", "pois": args.pois, "k": args.k, "device": "gpu",
+               "seconds": t}
         pan = [r for r in RESULTS if r.get("what") == "nearest_pois" and r.get("impl") == "pandana"]
         pre = [r for r in RESULTS if r.get("what") == "aggregate" and r.get("impl") == "pandana"]
         if pan and pre:
             row["speedup_vs_pandana_precompute_plus_nearest"] = (pan[-1]["seconds"] + pre[-1]["precompute_s"]) / t
         emit(**row)
-    for a, b in (("cpu", "pandana"), ("gpu", "pandana"), ("gpu", "cpu")):
+    config.ACCESS_GPU_METHOD = "auto"
+    for a, b in (("cpu", "pandana"), ("gpu-ball", "pandana"), ("gpu-phast", "pandana"), ("gpu-ball", "cpu"),
+                 ("gpu-phast", "cpu")):
         if a in res and b in res:
             # pandana's empties are the radius in metres (x10 here), ours the radius in units: both R
             tol = {"atol": PANDANA_ATOL_UNITS} if b == "pandana" else {}

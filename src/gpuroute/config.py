@@ -237,7 +237,19 @@ ACCESS_CPU_NODES_FRACTION = 0.9
 #: when POIs are dense): NY, 2 km, k=10, 2 cores: points 0.24 / 0.57 / 1.29 / 3.39 s and nodes 7.0 / 3.8
 #: / 1.5 / 0.53 s for 3k / 10k / 30k / 100k POIs; the crossover near 0.1 n.
 ACCESS_CPU_NEAREST_NODES_FRACTION = 0.1
-#: GPU: most distances (point nodes x nodes, 4 bytes each) of one block of PHAST trees folded at once.
+#: GPU method: "ball" (bounded searches on the reverse graph, a thread block per point node: work in
+#: proportion to the balls), "phast" (PHAST trees of the reverse hierarchy: full sweeps, better when a radius
+#: covers much of the graph), "auto" ("ball" when the graph is at hand). H100, NY, 2 km, 10,000 points:
+#: "phast" 129 ms (CPU twin on 16 cores: 85 ms); "ball" not yet measured.
+ACCESS_GPU_METHOD = "auto"
+#: "ball": threads per search block, resident search blocks per multiprocessor, the bytes their n-word
+#: arrays may take in all (20 bytes x n per block), and the (node, distance, point) entries of one chunk of
+#: balls (12 bytes each, plus their sort).
+ACCESS_GPU_BALL_THREADS = 256
+ACCESS_GPU_BALL_BLOCKS_PER_SM = 4
+ACCESS_GPU_BALL_BYTES = 1 << 31
+ACCESS_GPU_BALL_ITEMS = 1 << 26
+#: "phast": most distances (point nodes x nodes, 4 bytes each) of one block of PHAST trees folded at once.
 ACCESS_GPU_BLOCK_ITEMS = 1 << 27
 #: GPU: threads per block of the fold kernels (a thread per node).
 ACCESS_GPU_THREADS = 256

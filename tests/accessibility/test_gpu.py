@@ -1,6 +1,7 @@
-"""Accessibility on the GPU (blocks of PHAST trees of the reverse hierarchy folded by access.cu) against the
-CPU twin and brute force: every type and decay, several blocks and PHAST passes, hierarchies with and without
-a core; nearest POIs exactly; Monaco contracted on the GPU from a bare graph; the travel-time matrix and the
+"""Accessibility on the GPU (both methods: bounded ball searches on the reverse graph, and blocks of PHAST
+trees of the reverse hierarchy; folded by access.cu) against the CPU twin and brute force: every type and
+decay, several blocks, chunks that overflow, PHAST passes, hierarchies with and without a core; nearest POIs
+exactly; Monaco contracted on the GPU from a bare graph; the travel-time matrix and the
 distributed table on the GPU.
 
 Exactness: the CPU twin run as one chunk folds the points in the GPU's order with the same float64
@@ -42,13 +43,16 @@ def _case(seed, n=120, core_from=None):
     return g, ch, nodes, values, radius, dist
 
 
-@pytest.mark.parametrize("core_from", [None, 95, 0])
+@pytest.mark.parametrize("method, core_from", [("phast", None), ("phast", 95), ("phast", 0), ("ball", None)])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_gpu_equals_cpu_twin_and_oracle(seed, core_from, monkeypatch):
+def test_gpu_equals_cpu_twin_and_oracle(seed, method, core_from, monkeypatch):
     g, ch, nodes, values, radius, dist = _case(seed, core_from=core_from)
     n = g.n_nodes
-    monkeypatch.setattr(config, "ACCESS_GPU_BLOCK_ITEMS", 7 * n)  # blocks of 7 point nodes
-    monkeypatch.setattr(config, "CH_PHAST_BATCH_ITEMS", 3 * n)  # PHAST passes of 3 sources inside a block
+    monkeypatch.setattr(config, "ACCESS_GPU_METHOD", method)
+    monkeypatch.setattr(config, "ACCESS_GPU_BLOCK_ITEMS", 7 * n)  # phast: blocks of 7 point nodes
+    monkeypatch.setattr(config, "CH_PHAST_BATCH_ITEMS", 3 * n)  # phast: passes of 3 sources inside a block
+    monkeypatch.setattr(config, "ACCESS_GPU_BALL_BYTES", 3 * 20 * n)  # ball: 3 search blocks, many sources each
+    monkeypatch.setattr(config, "ACCESS_GPU_BALL_ITEMS", n)  # ball: chunks overflow and run again, smaller
     monkeypatch.setattr(config, "ACCESS_GPU_THREADS", 32)  # several thread blocks
     monkeypatch.setattr(config, "ACCESS_CPU_CHUNKS", 1)  # the GPU's fold order
     d = np.where(dist[:, nodes] <= np.floor(radius), dist[:, nodes], INF)
@@ -69,8 +73,10 @@ def test_gpu_equals_cpu_twin_and_oracle(seed, core_from, monkeypatch):
         np.testing.assert_array_equal(gi, wi)
 
 
-def test_monaco_from_a_bare_graph():
-    """A graph index: the hierarchy is contracted on the GPU once and kept on the graph."""
+@pytest.mark.parametrize("method", ["ball", "phast"])
+def test_monaco_from_a_bare_graph(method, monkeypatch):
+    """A graph index: searched as it is ("ball"), or contracted on the GPU once and kept on the graph."""
+    monkeypatch.setattr(config, "ACCESS_GPU_METHOD", method)
     g = gpuroute.datasets.load("monaco")
     rng = np.random.default_rng(4)
     nodes = rng.integers(0, g.n_nodes, 300)
@@ -84,7 +90,7 @@ def test_monaco_from_a_bare_graph():
     wd, wi = nearest_pois_oracle(dist, radius, 10)
     np.testing.assert_array_equal(d, wd)
     np.testing.assert_array_equal(i, wi)
-    assert ("access-ch", "distance") in g._derived  # contracted once, kept
+    assert (("access-ch", "distance") in g._derived) == (method == "phast")  # contracted once, kept
 
 
 def test_matrix_and_distributed_table_on_the_gpu():
@@ -106,8 +112,16 @@ def test_matrix_and_distributed_table_on_the_gpu():
         np.testing.assert_array_equal(a, acc.aggregate(ch, nodes, values, radius, type="count", device="cpu"))
 
 
-def test_gpu_overflow():
+def test_gpu_overflow_and_large_balls(monkeypatch):
     g = gpuroute.RoadGraph.from_arcs(4, [0, 1, 2], [1, 2, 3], {"w": [2**31 - 1] * 3})
     ch = ContractionHierarchy(naive_ch(g), graph=g, weight="w")
-    with pytest.raises(OverflowError):
+    monkeypatch.setattr(config, "ACCESS_GPU_METHOD", "phast")
+    with pytest.raises(OverflowError):  # PHAST's 32-bit distances
         acc.aggregate(ch, [3], [1.0], 10, device="gpu")
+    monkeypatch.setattr(config, "ACCESS_GPU_METHOD", "ball")  # pruned at the radius (< 2^32 - 1): exact
+    assert acc.aggregate(ch, [3], [1.0], 2**32 - 2, type="count", device="gpu").tolist() == [0, 1, 1, 1]
+    with pytest.raises(OverflowError, match="32-bit"):
+        acc.aggregate(ch, [3], [1.0], 2**32, type="count", device="gpu")
+    monkeypatch.setattr(config, "ACCESS_GPU_BALL_ITEMS", 2)
+    with pytest.raises(MemoryError, match="ACCESS_GPU_BALL_ITEMS"):
+        acc.aggregate(ch, [3], [1.0], 2**32 - 2, type="count", device="gpu")

@@ -31,7 +31,8 @@ Formulation (``strategy``). ``"points"``: one bounded search from every *distinc
 reverse graph (``d(v, p)`` for every ``v``), each folded into the nodes it reaches: as many searches as
 point nodes. ``"nodes"``: one bounded search from every node over the forward graph gathering the
 points it settles (the nearest-POI search stops past the k-th POI). ``"auto"``: on the GPU always
-``"points"`` (PHAST trees cost the same per source, and there are never more point nodes than nodes);
+``"points"`` (a search costs the same from a point or a node, and there are never more point nodes than
+nodes; the GPU's two methods, bounded ball searches and PHAST trees, are :mod:`.gpu`'s);
 on the CPU ``"points"`` while the distinct point nodes are at most ``config.ACCESS_CPU_NODES_FRACTION``
 (aggregate) or ``config.ACCESS_CPU_NEAREST_NODES_FRACTION`` (nearest POIs: the early stop makes dense
 POIs cheap from every node) of the nodes, else ``"nodes"``.
@@ -223,7 +224,7 @@ def partial_aggregate(index, nodes, values, bound, radius, decay, mode, *, devic
     if device == "gpu":
         from .gpu import aggregate_gpu
 
-        return aggregate_gpu(ix.reverse("gpu"), stats, bound, radius, decay, mode)
+        return aggregate_gpu(ix, stats, bound, radius, decay, mode)
     if strategy == "nodes":
         return cpu.aggregate_nodes(ix.csr(), stats, bound, radius, decay, mode)
     return cpu.aggregate_points(ix.csr_reverse(), stats, bound, radius, decay, mode, chunks)
@@ -344,7 +345,7 @@ def partial_nearest(index, poi_nodes, bound, k, *, device="cpu", strategy="point
     if device == "gpu":
         from .gpu import nearest_gpu
 
-        return nearest_gpu(ix.reverse("gpu"), P, first, pid, bound, k)
+        return nearest_gpu(ix, P, first, pid, bound, k)
     if strategy == "nodes":
         return cpu.nearest_nodes(ix.csr(), P, first, pid, bound, k)
     return cpu.nearest_points(ix.csr_reverse(), P, first, pid, bound, k, chunks)
