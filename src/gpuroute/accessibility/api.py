@@ -96,7 +96,8 @@ def _strategy(strategy):
     return strategy
 
 
-def _is_frame(x):
+def is_frame(x):
+    """Whether ``x`` looks like a pandas/GeoPandas DataFrame (duck-typed: pandas need not be installed)."""
     return hasattr(x, "columns") and hasattr(x, "index") and hasattr(x, "iloc")
 
 
@@ -136,7 +137,7 @@ def resolve_nodes(ix, nodes, what, snapping="default"):
     ValueError
         A frame without points or coordinates; snapping without node coordinates.
     """
-    if _is_frame(nodes):
+    if is_frame(nodes):
         from ..geo import nearest_nodes
 
         if ix.graph is None:
@@ -164,7 +165,7 @@ def _values(values, nodes_arg, k):
     if values is None:
         return np.ones(k)
     if isinstance(values, str):
-        if not _is_frame(nodes_arg):
+        if not is_frame(nodes_arg):
             raise ValueError(f"values={values!r} names a column, but node_ids is not a frame")
         if values not in nodes_arg.columns:
             raise KeyError(f"values: no column {values!r} in the frame; it has {list(nodes_arg.columns)}")

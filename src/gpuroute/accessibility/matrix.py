@@ -15,7 +15,7 @@ import numpy as np
 from .. import config
 from ..backend import resolve_device
 from ..graph.constants import INF
-from .api import _is_frame, frame_xy, resolve_nodes
+from .api import frame_xy, is_frame, resolve_nodes
 from .index import AccessIndex
 
 UNITS = ("native", "s", "min", "h", "m", "km")
@@ -26,7 +26,7 @@ def _points(ix, pts, what, snapping):
     """``(nodes int64 (k,), ids (k,))``: node ids are their own ids; a frame's ids are its ``id`` column
     (r5py's convention) or else its index."""
     nodes = resolve_nodes(ix, pts, what, snapping)
-    if _is_frame(pts):
+    if is_frame(pts):
         ids = np.asarray(pts["id"]) if "id" in pts.columns else np.asarray(pts.index)
     else:
         ids = nodes
@@ -202,7 +202,7 @@ def isochrones(engine, origins, contours, *, metric="duration", ids=None, **opti
 
     from ..engine.osrm import EngineError
 
-    if _is_frame(origins):
+    if is_frame(origins):
         x, y = frame_xy(origins, "origins")
         if ids is None:
             ids = np.asarray(origins["id"]) if "id" in origins.columns else np.asarray(origins.index)

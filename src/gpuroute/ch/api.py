@@ -15,7 +15,7 @@ from .hierarchy import Hierarchy
 METHODS = ("cu-ch", "sequential")
 
 
-def _ids(n, x, what):
+def node_ids(n, x, what):
     """Node ids as int64 (k,) from an int, a list, NumPy or CuPy; IndexError naming the bad id."""
     if is_cupy_array(x):
         x = x.get()
@@ -195,8 +195,8 @@ class ContractionHierarchy:
             An id outside ``[0, n)``.
         """
         want_cupy = is_cupy_array(sources)
-        s, _ = _ids(self.n_nodes, sources, "sources")
-        t, _ = _ids(self.n_nodes, targets, "targets")
+        s, _ = node_ids(self.n_nodes, sources, "sources")
+        t, _ = node_ids(self.n_nodes, targets, "targets")
         if s.shape != t.shape:
             raise ValueError(f"sources and targets must pair up: {s.size} sources, {t.size} targets")
         dev = resolve_device(device)
@@ -229,7 +229,7 @@ class ContractionHierarchy:
         pred : ndarray int32, same shape (with ``return_predecessors``)
         """
         want_cupy = is_cupy_array(sources)
-        s, scalar = _ids(self.n_nodes, sources, "sources")
+        s, scalar = node_ids(self.n_nodes, sources, "sources")
         if return_predecessors:
             self._need_graph("predecessors")
         dev = resolve_device(device)
@@ -264,8 +264,8 @@ class ContractionHierarchy:
         "Computing Many-to-Many Shortest Paths Using Highway Hierarchies", ALENEX 2007).
         """
         want_cupy = is_cupy_array(sources)
-        s, _ = _ids(self.n_nodes, sources, "sources")
-        t, _ = _ids(self.n_nodes, targets, "targets")
+        s, _ = node_ids(self.n_nodes, sources, "sources")
+        t, _ = node_ids(self.n_nodes, targets, "targets")
         dev = resolve_device(device)
         if dev == "gpu":
             return self._gpu_engine().table(s, t, dtype=dtype, to_host=not want_cupy)
@@ -287,7 +287,7 @@ class ContractionHierarchy:
         ValueError
             A negative bound.
         """
-        s, _ = _ids(self.n_nodes, source, "source")
+        s, _ = node_ids(self.n_nodes, source, "source")
         if s.size != 1:
             raise ValueError("within() takes one source")
         if bound < 0:

@@ -206,11 +206,11 @@ def table(client, ch, sources, targets, *, block=None, device="auto", dtype="int
         dask/distributed missing.
     """
     _require()
-    from ..ch.api import _ids
+    from ..ch.api import node_ids
 
     n = ch.n_nodes
-    s, _ = _ids(n, sources, "sources")
-    t, _ = _ids(n, targets, "targets")
+    s, _ = node_ids(n, sources, "sources")
+    t, _ = node_ids(n, targets, "targets")
     if dtype not in ("int64", "uint32"):
         raise ValueError(f"dtype must be 'int64' or 'uint32', got {dtype!r}")
     if fmt not in ("npy", "parquet"):
