@@ -9,7 +9,7 @@ Measured on NY (the shipped DIMACS graph; the partition from out/crp_bench/ when
   and query arrays), the device time per level (CUDA events) and the Bellman-Ford rounds;
 * the same with the trees not kept (``CRP_KEEP_TREES = False``);
 * a traffic update of 1,000 random arcs (``Overlay.update``);
-* a sweep of threads per block, shared memory per unit and entry points per unit.
+* a sweep of threads per block, shared memory per unit and the Bellman-Ford frontier on or off.
 
 Usage: PYTHONPATH=src python3 benchmarks/crp_gpu.py [--reps 10] [--out DIR] [--sweep]
 """
@@ -124,19 +124,16 @@ def main():
     if args.sweep:
         for threads in (256, 512, 1024):
             for smem in (12 * 1024, 24 * 1024, 48 * 1024):
-                for grp in (8, 64):
-                    config.CRP_GPU_THREADS, config.CRP_GPU_SMEM_BYTES, config.CRP_GPU_MAX_GROUP = threads, smem, grp
+                for grp in (True, False):  # the frontier of the Bellman-Ford rounds
+                    config.CRP_GPU_THREADS, config.CRP_GPU_SMEM_BYTES, config.CRP_GPU_FRONTIER = threads, smem, grp
                     ov3 = Overlay.build(g, part)
                     try:
-                        if smem > 48 * 1024:
-                            ov3._gpu()
-                            ov3._gpu_cust.k_level.max_dynamic_shared_size_bytes = smem
                         ov3.customize(metrics["time"], device="gpu")
                         lv = [sum(ov3.customize(metrics["time"], device="gpu")["level_seconds"]) for _ in range(5)]
-                        emit(rows, what="sweep", threads=threads, smem=smem, max_group=grp, device_seconds=med(lv),
+                        emit(rows, what="sweep", threads=threads, smem=smem, frontier=grp, device_seconds=med(lv),
                              exact=bool(np.array_equal(ov3._state.clique, ref_time(ov, metrics["time"]))))
                     except Exception as e:  # a configuration the device cannot launch
-                        emit(rows, what="sweep", threads=threads, smem=smem, max_group=grp, error=str(e)[:200])
+                        emit(rows, what="sweep", threads=threads, smem=smem, frontier=grp, error=str(e)[:200])
     try:
         import routingkit  # noqa: F401
         emit(rows, what="note", text="RoutingKit CCH customization: see benchmarks/crp.py")

@@ -136,6 +136,9 @@ CRP_GPU_MAX_GROUP = 64
 #: A level with few cells (the upper levels) is split into about this many work units, so its few big
 #: cells still spread over every multiprocessor.
 CRP_GPU_TARGET_UNITS = 2048
+#: Relax, in each Bellman-Ford round of the GPU customization, only the vertices one of whose in-neighbours
+#: improved in the round before (two flags per vertex in shared memory); False relaxes every vertex.
+CRP_GPU_FRONTIER = True
 
 # ------------------------------------------------------------------------------------------- SERVE_
 #: The OSRM-compatible service (gpuroute.engine and its HTTP server): most coordinates of one /route

@@ -41,6 +41,7 @@ def emulate(ov, smem_items, max_group, target_units=0):
         for c in range(h["vf"].size - 1):  # renumbering: a permutation within each cell
             lo, hi = h["vf"][c], h["vf"][c + 1]
             np.testing.assert_array_equal(np.sort(h["v_orig"][lo:hi]), np.arange(hi - lo))
+        assert_same_edges(h)
         cq = topo["cq_first"][cb[p]:cb[p + 1] + 1]
         tf = ov._tree_first[cb[p]:cb[p + 1] + 1]
         vf = h["vf"]
@@ -81,6 +82,19 @@ def emulate(ov, smem_items, max_group, target_units=0):
                     par[d[:, i] >= INF] = -1
                     tree[tf[c] + (i0 + i) * n + h["v_orig"][lo:lo + n]] = par + 1
     return clique, tree
+
+
+def assert_same_edges(h):
+    """The out-neighbour CSR (frontier marking) holds exactly the edges of the in-neighbour CSR."""
+    vcell = np.repeat(np.arange(h["vf"].size - 1), np.diff(h["vf"]))
+    V = h["vf"][-1]
+    head = np.repeat(np.arange(V), np.diff(h["r_first"]))
+    tail = h["r_src"] + h["vf"][vcell[head]]
+    ftail = np.repeat(np.arange(V), np.diff(h["f_first"]))
+    fhead = h["f_dst"] + h["vf"][vcell[ftail]]
+    a = np.sort(tail.astype(np.int64) * V + head)
+    b = np.sort(ftail.astype(np.int64) * V + fhead)
+    np.testing.assert_array_equal(a, b)
 
 
 def assert_units_cover(h, smem_items):
@@ -165,9 +179,11 @@ def assert_gpu_equals_cpu(ov, metric):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a CUDA GPU")
-@pytest.mark.parametrize("smem_bytes, max_group, threads", [(48 * 1024, 64, 256), (96, 2, 32), (40, 3, 64)])
+@pytest.mark.parametrize("smem_bytes, max_group, threads, frontier", [(48 * 1024, 64, 256, True), (96, 2, 32, True),
+                                                                    (40, 3, 64, True), (24 * 1024, 8, 512, False)])
 @pytest.mark.parametrize("seed", range(4))
-def test_gpu_customize_equals_cpu(seed, smem_bytes, max_group, threads, monkeypatch):
+def test_gpu_customize_equals_cpu(seed, smem_bytes, max_group, threads, frontier, monkeypatch):
+    monkeypatch.setattr(config, "CRP_GPU_FRONTIER", frontier)
     monkeypatch.setattr(config, "CRP_GPU_SMEM_BYTES", smem_bytes)
     monkeypatch.setattr(config, "CRP_GPU_MAX_GROUP", max_group)
     monkeypatch.setattr(config, "CRP_GPU_THREADS", threads)

@@ -206,10 +206,11 @@ def test_batch_equals_one_by_one(n, threads):
 
 @pytest.mark.gpu
 @needs_gpu
-@pytest.mark.parametrize("kind", ["float", "int"])
-def test_ils_round_equals_a_cpu_replay(kind):
+@pytest.mark.parametrize("kind,budget", [("float", None), ("int", None), ("int", 600.0)])
+def test_ils_round_equals_a_cpu_replay(kind, budget):
     """ls_ils: each chain's double bridges (from the host's cut points), descents and acceptances, replayed
-    on the CPU twin, give the same tours and costs; then the broadcast copies the best chain."""
+    on the CPU twin, give the same tours and costs (a generous device-clock budget changes nothing); then
+    the broadcast copies the best chain."""
     n, B, iters = 40, 4, 3
     rng = np.random.default_rng(3 + len(kind))
     c = matrix(rng, n, kind)
@@ -220,7 +221,7 @@ def test_ils_round_equals_a_cpu_replay(kind):
     g.ils_start(starts, costs0)
     cuts = gpu.double_bridge_cuts(rng, n, (B, iters), 10)
     cuts[1, 1] = 0  # a == 0: no perturbation (a plain descent of the local minimum: no move)
-    costs = g.ils_round(cuts, eps, 50 * n + 1000)
+    costs = g.ils_round(cuts, eps, 50 * n + 1000, budget_s=budget)
     full = np.empty((n, 0), np.int64)
     for b in range(B):
         cur, cc = starts[b].copy(), costs0[b]
@@ -229,14 +230,35 @@ def test_ils_round_equals_a_cpu_replay(kind):
             qc, _ = ls.local_search(c, q, full, eps, 50 * n + 1000)
             if qc <= cc + eps:
                 cur, cc = q, qc
-        tour, _, _ = g.ils_result(b)
-        assert tour.tolist() == cur.tolist() and costs[b] == cc
+        tour, _, _, steps = g.ils_result(b)
+        assert tour.tolist() == cur.tolist() and costs[b] == cc and steps == B * iters
         assert costs[b] == pytest.approx(tour_cost(c, tour), rel=1e-12, abs=1e-9)
     best = int(np.argmin(costs))
     g.ils_broadcast(best)
-    want, _, _ = g.ils_result(best)
+    want = g.ils_result(best)[0]
     for b in range(B):
         assert g.ils_result(b)[0].tolist() == want.tolist()
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_ils_round_out_of_time_keeps_local_minima():
+    """A budget of 1 ns: the chains stop at their first clock reading past it, abandoning the step under
+    way; every chain still holds a local minimum no worse than before, with its cost."""
+    n, B, iters = 60, 4, 8
+    rng = np.random.default_rng(21)
+    c = matrix(rng, n, "int")
+    g = gpu.GPUTourSearch(c, threads=64)
+    starts, costs0, _ = g.local_search_batch(np.stack([rng.permutation(n) for _ in range(B)]), 0.5)
+    g.ils_start(starts, costs0)
+    costs = g.ils_round(gpu.double_bridge_cuts(rng, n, (B, iters), 10), 0.5, 50 * n + 1000, budget_s=1e-9)
+    steps = g.ils_result(0)[3]
+    assert steps < B * iters
+    for b in range(B):
+        tour = g.ils_result(b)[0]
+        assert sorted(tour.tolist()) == list(range(n))
+        assert costs[b] == tour_cost(c, tour) <= costs0[b]
+        assert cpu_best(c, tour)[0] > -0.5
 
 
 @pytest.mark.gpu

@@ -63,21 +63,33 @@ extern "C" __global__ void crp_aggregate(i64 n_edges, const i64* __restrict__ r_
 
 // Bellman-Ford of one work unit over distances d (shared or global), then its outputs.
 template <typename TT>
-__device__ void bf_unit(i64* d, i64 n, int g, int i0, i64 lo, const int* __restrict__ v_orig,
-                        const i64* __restrict__ r_first,
+__device__ void bf_unit(i64* d, unsigned char* act, i64 n, int g, int i0, i64 lo, const int* __restrict__ v_orig,
+                        const i64* __restrict__ f_first, const int* __restrict__ f_dst, const i64* __restrict__ r_first,
                         const int* __restrict__ r_src, const int* __restrict__ r_fe, const i64* __restrict__ ecost,
                         const int* __restrict__ ent_loc, int nx, const int* __restrict__ ex_loc, i64 cq, i64 tb,
                         int keep_tree, i64* __restrict__ clique, TT* __restrict__ tree, int* rounds_max) {
     const i64 items = n * g;
+    // act (when not null): two flags per vertex, cur = act[v], next = act[n + v]; a vertex is relaxed in a
+    // round only if an in-neighbour improved since it was last relaxed (the frontier of the rounds)
+    unsigned char* cur = act;
+    unsigned char* nxt = act ? act + n : nullptr;
     for (i64 t = threadIdx.x; t < items; t += blockDim.x) d[t] = I64INF;
+    if (act)
+        for (i64 v = threadIdx.x; v < 2 * n; v += blockDim.x) act[v] = 0;
     __syncthreads();
-    for (int i = threadIdx.x; i < g; i += blockDim.x) d[(i64)ent_loc[i0 + i] * g + i] = 0;
+    for (int i = threadIdx.x; i < g; i += blockDim.x) {
+        int e = ent_loc[i0 + i];
+        d[(i64)e * g + i] = 0;
+        if (act)
+            for (i64 a = f_first[lo + e]; a < f_first[lo + e + 1]; ++a) cur[f_dst[a]] = 1;
+    }
     __syncthreads();
     int rounds = 0;
     for (;;) {
         int improved = 0;
         for (i64 t = threadIdx.x; t < items; t += blockDim.x) {
             i64 v = t / g;
+            if (cur && !cur[v]) continue;
             int i = (int)(t - v * g);
             i64 best = d[t];
             const i64 a1 = r_first[lo + v + 1];
@@ -91,10 +103,19 @@ __device__ void bf_unit(i64* d, i64 n, int g, int i0, i64 lo, const int* __restr
             if (best < d[t]) {
                 d[t] = best;
                 improved = 1;
+                if (nxt)
+                    for (i64 b = f_first[lo + v]; b < f_first[lo + v + 1]; ++b) nxt[f_dst[b]] = 1;
             }
         }
         ++rounds;
         if (!__syncthreads_or(improved)) break;
+        if (act) {
+            for (i64 v = threadIdx.x; v < n; v += blockDim.x) {
+                cur[v] = nxt[v];
+                nxt[v] = 0;
+            }
+            __syncthreads();
+        }
     }
     if (threadIdx.x == 0) atomicMax(rounds_max, rounds);
     // clique rows of entries i0 .. i0 + g - 1: the distances of the exit points
@@ -135,11 +156,13 @@ __device__ void bf_unit(i64* d, i64 n, int g, int i0, i64 lo, const int* __restr
 template <typename TT>
 __device__ void level_body(const int* __restrict__ units, const int* __restrict__ u_cell, const int* __restrict__ u_i0,
                            const int* __restrict__ u_g, const i64* __restrict__ u_scr, const i64* __restrict__ vf,
-                           const int* __restrict__ v_orig, const i64* __restrict__ r_first, const int* __restrict__ r_src, const int* __restrict__ r_fe,
+                           const int* __restrict__ v_orig, const i64* __restrict__ f_first,
+                           const int* __restrict__ f_dst, const i64* __restrict__ r_first, const int* __restrict__ r_src, const int* __restrict__ r_fe,
                            const i64* __restrict__ ecost, const i64* __restrict__ ent_first, const int* __restrict__ ent_loc,
                            const i64* __restrict__ ex_first, const int* __restrict__ ex_loc,
                            const i64* __restrict__ cq_first, const i64* __restrict__ tree_first, i64* __restrict__ clique,
-                           TT* __restrict__ tree, i64* __restrict__ scratch, int keep_tree, int* rounds_max) {
+                           TT* __restrict__ tree, i64* __restrict__ scratch, int keep_tree, int smem_items,
+                           int frontier, int* rounds_max) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int u = units[blockIdx.x];
     const int c = u_cell[u];
@@ -150,28 +173,34 @@ __device__ void level_body(const int* __restrict__ units, const int* __restrict_
     const i64 e0 = ent_first[c];
     const i64 x0 = ex_first[c];
     const int nx = (int)(ex_first[c + 1] - x0);
-    i64* d = u_scr[u] >= 0 ? scratch + u_scr[u] : (i64*)smem_raw;
+    const bool shared = u_scr[u] < 0;
+    i64* d = shared ? (i64*)smem_raw : scratch + u_scr[u];
+    unsigned char* act = (shared && frontier) ? smem_raw + (i64)smem_items * 8 : nullptr;
     const int keep = keep_tree && tree_first[c + 1] > tree_first[c];
-    bf_unit<TT>(d, n, g, u_i0[u], lo, v_orig, r_first, r_src, r_fe, ecost, ent_loc + e0, nx, ex_loc + x0, cq_first[c],
+    bf_unit<TT>(d, act, n, g, u_i0[u], lo, v_orig, f_first, f_dst, r_first, r_src, r_fe, ecost, ent_loc + e0, nx, ex_loc + x0, cq_first[c],
                 tree_first[c], keep, clique, tree, rounds_max);
 }
 
 extern "C" __global__ void crp_bf_level_u16(const int* units, const int* u_cell, const int* u_i0, const int* u_g,
-                                            const i64* u_scr, const i64* vf, const int* v_orig, const i64* r_first, const int* r_src,
+                                            const i64* u_scr, const i64* vf, const int* v_orig, const i64* f_first,
+                                            const int* f_dst, const i64* r_first, const int* r_src,
                                             const int* r_fe, const i64* ecost, const i64* ent_first, const int* ent_loc,
                                             const i64* ex_first, const int* ex_loc, const i64* cq_first,
                                             const i64* tree_first, i64* clique, unsigned short* tree, i64* scratch,
-                                            int keep_tree, int* rounds_max) {
-    level_body<unsigned short>(units, u_cell, u_i0, u_g, u_scr, vf, v_orig, r_first, r_src, r_fe, ecost, ent_first, ent_loc,
-                               ex_first, ex_loc, cq_first, tree_first, clique, tree, scratch, keep_tree, rounds_max);
+                                            int keep_tree, int smem_items, int frontier, int* rounds_max) {
+    level_body<unsigned short>(units, u_cell, u_i0, u_g, u_scr, vf, v_orig, f_first, f_dst, r_first, r_src, r_fe, ecost, ent_first, ent_loc,
+                               ex_first, ex_loc, cq_first, tree_first, clique, tree, scratch, keep_tree, smem_items,
+                    frontier, rounds_max);
 }
 
 extern "C" __global__ void crp_bf_level_i32(const int* units, const int* u_cell, const int* u_i0, const int* u_g,
-                                            const i64* u_scr, const i64* vf, const int* v_orig, const i64* r_first, const int* r_src,
+                                            const i64* u_scr, const i64* vf, const int* v_orig, const i64* f_first,
+                                            const int* f_dst, const i64* r_first, const int* r_src,
                                             const int* r_fe, const i64* ecost, const i64* ent_first, const int* ent_loc,
                                             const i64* ex_first, const int* ex_loc, const i64* cq_first,
                                             const i64* tree_first, i64* clique, int* tree, i64* scratch,
-                                            int keep_tree, int* rounds_max) {
-    level_body<int>(units, u_cell, u_i0, u_g, u_scr, vf, v_orig, r_first, r_src, r_fe, ecost, ent_first, ent_loc,
-                    ex_first, ex_loc, cq_first, tree_first, clique, tree, scratch, keep_tree, rounds_max);
+                                            int keep_tree, int smem_items, int frontier, int* rounds_max) {
+    level_body<int>(units, u_cell, u_i0, u_g, u_scr, vf, v_orig, f_first, f_dst, r_first, r_src, r_fe, ecost, ent_first, ent_loc,
+                    ex_first, ex_loc, cq_first, tree_first, clique, tree, scratch, keep_tree, smem_items,
+                    frontier, rounds_max);
 }

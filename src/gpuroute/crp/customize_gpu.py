@@ -110,7 +110,8 @@ def prepare_level(lg, ent_first, ex_first, smem_items, max_group, target_units=0
     -------
     dict
         ``vf`` int64 (cells + 1,); ``v_orig`` int32 (V,) (the original cell-local index of each renumbered
-        vertex); ``r_first`` int64 (V + 1,), ``r_src``/``r_fe`` int32 (E,), ``r_ref`` int64 (E,) (incoming
+        vertex); ``f_first`` int64 (V + 1,), ``f_dst`` int32 (E,) (out-neighbours by renumbered tail,
+        counted from the cell's first vertex); ``r_first`` int64 (V + 1,), ``r_src``/``r_fe`` int32 (E,), ``r_ref`` int64 (E,) (incoming
         edges grouped by renumbered head; tails renumbered and counted from the cell's first vertex,
         forward edge ids counted from the cell's first edge); ``ent_loc``/``ex_loc`` int32 (entry and exit
         points, renumbered, counted from the cell's first vertex); ``u_cell``/``u_i0``/``u_g`` int32 and
@@ -139,12 +140,18 @@ def prepare_level(lg, ent_first, ex_first, smem_items, max_group, target_units=0
     ent_loc = (new[lg.ent_vert.astype(np.int64)] - vf[ecell]).astype(np.int32)
     ex_loc = (new[lg.ex_vert.astype(np.int64)] - vf[xcell]).astype(np.int32)
     v_orig = (old - vf[vcell]).astype(np.int32)
+    # forward edges by renumbered tail (the vertices an improvement makes active in the next round)
+    deg = np.diff(lg.e_first).astype(np.int64)
+    f_first = np.zeros(V + 1, np.int64)
+    np.cumsum(deg[old], out=f_first[1:])
+    fe = np.repeat(lg.e_first[old].astype(np.int64) - f_first[:-1], deg[old]) + np.arange(int(deg.sum()), dtype=np.int64)
+    f_dst = (new[lg.e_to[fe].astype(np.int64)] - vf[vcell[new[tail[fe]]]]).astype(np.int32) if E else np.zeros(0, np.int32)
     group = max_group
     k_all = int(ent_first[-1])
     if target_units and nc and k_all:
         group = max(1, min(max_group, -(-k_all // target_units)))
     u_cell, u_i0, u_g, u_scr, scratch = _units(vf, ent_first, smem_items, group)
-    return dict(vf=vf, v_orig=v_orig, r_first=r_first, r_src=r_src, r_fe=r_fe, r_ref=r_ref, ent_loc=ent_loc,
+    return dict(vf=vf, v_orig=v_orig, f_first=f_first, f_dst=f_dst, r_first=r_first, r_src=r_src, r_fe=r_fe, r_ref=r_ref, ent_loc=ent_loc,
                 ex_loc=ex_loc, ent_first=np.asarray(ent_first, np.int64), ex_first=np.asarray(ex_first, np.int64),
                 u_cell=u_cell, u_i0=u_i0, u_g=u_g, u_scr=u_scr, scratch=scratch)
 
@@ -194,6 +201,9 @@ class GPUCustomizer:
         self.k_decode = mod.get_function("crp_decode")
         self.k_aggregate = mod.get_function("crp_aggregate")
         self.k_level = mod.get_function("crp_bf_level_u16" if self.tree_dtype == np.uint16 else "crp_bf_level_i32")
+        self.frontier = bool(config.CRP_GPU_FRONTIER)
+        if self.smem_items * 10 > 48 * 1024:  # above the default per-block limit: opt in
+            self.k_level.max_dynamic_shared_size_bytes = self.smem_items * 10
         tr = overlay.turns
         self.kind = cp.asarray(np.ascontiguousarray(tr.kind, np.uint8))
         self.out_arc = cp.asarray(np.ascontiguousarray(tr.out_arc, np.int32))
@@ -217,6 +227,7 @@ class GPUCustomizer:
         self.scratch = cp.empty(max(scratch, 1), np.int64)
         self.ecost = cp.empty(max_e, np.int64)
         self.rounds = cp.zeros(len(self.levels), np.int32)
+        self.copy_stream = cp.cuda.Stream(non_blocking=True)
         # the device copy of the current customization (None until the first run is committed)
         self.current = None
         self.setup_seconds = time.perf_counter() - t0
@@ -256,7 +267,13 @@ class GPUCustomizer:
         """
         cp = self.cp
         t0 = time.perf_counter()
-        arc = cp.asarray(np.ascontiguousarray(arc_cost, np.int64))
+        self.copy_stream.synchronize()  # the previous run's tree copy has ended before memory is reused
+        # arc costs travel as int32 where they fit (half the bytes of the metric's upload)
+        a64 = np.asarray(arc_cost)
+        if a64.size and int(a64.max()) < 2**31 and int(a64.min()) >= 0:
+            arc = cp.asarray(np.ascontiguousarray(a64, np.int32)).astype(np.int64)
+        else:
+            arc = cp.asarray(np.ascontiguousarray(a64, np.int64))
         pen = cp.asarray(np.ascontiguousarray(penalty, np.int64))
         has = override is not None
         ovr = cp.asarray(np.ascontiguousarray(override, np.int64)) if has else cp.zeros(1, np.int64)
@@ -281,7 +298,7 @@ class GPUCustomizer:
             self.k_decode(((T + 255) // 256,), (256,), (np.int64(T), self.kind, self.out_arc, arc, pen, ovr,
                                                          np.int32(has), tcost))
         self.rounds.fill(0)
-        smem = self.smem_items * 8
+        smem = self.smem_items * 10  # distances + two frontier flags per vertex (vertices <= distances)
         for p, lv in enumerate(self.levels):
             d = lv["dev"]
             E = lv["n_edges"]
@@ -291,28 +308,48 @@ class GPUCustomizer:
             nu = int(units.size)
             if nu:
                 self.k_level((nu,), (self.threads,),
-                             (units, d["u_cell"], d["u_i0"], d["u_g"], d["u_scr"], d["vf"], d["v_orig"], d["r_first"],
-                              d["r_src"],
+                             (units, d["u_cell"], d["u_i0"], d["u_g"], d["u_scr"], d["vf"], d["v_orig"], d["f_first"],
+                              d["f_dst"], d["r_first"], d["r_src"],
                               d["r_fe"], self.ecost, d["ent_first"], d["ent_loc"], d["ex_first"], d["ex_loc"],
                               d["cq_first"], d["tree_first"], clique, tree, self.scratch, np.int32(keep_tree),
-                              self.rounds[p:]), shared_mem=smem)
+                              np.int32(self.smem_items), np.int32(self.frontier), self.rounds[p:]), shared_mem=smem)
             e = cp.cuda.Event()
             e.record()
             ev.append(e)
         return {"clique": clique, "tree": tree, "events": ev, "keep_tree": keep_tree, "launch_s": time.perf_counter() - t0}
 
     def finish(self, run):
-        """Wait for a launched run and copy its cliques (and trees) to the host.
+        """Wait for a launched run and copy its cliques to the host; its trees are copied asynchronously
+        on a second stream into pinned memory (the paper's sec. 5 overlaps these copies):
+        ``run["tree_wait"]`` waits for that copy.
 
         Returns
         -------
-        (clique int64 (C,), tree (TT,) or None, level_seconds list of float, rounds list of int)
+        (clique int64 (C,), tree (TT,) or None (being filled until ``run["tree_wait"]()``), level_seconds list
+        of float, rounds list of int)
         """
+        cp = self.cp
         ev = run["events"]
+        tree = None
+        if run["keep_tree"]:
+            import cupyx
+
+            tree = cupyx.empty_pinned((self.n_tree,), self.tree_dtype)
+            side = self.copy_stream
+            side.wait_event(ev[-1])
+            done = cp.cuda.Event()
+            with side:
+                run["tree"][:self.n_tree].get(out=tree, stream=side, blocking=False)
+                done.record(side)
+            dev_tree = run["tree"]
+
+            def wait(done=done, dev_tree=dev_tree):  # keeps the device array alive until the copy is done
+                done.synchronize()
+
+            run["tree_wait"] = wait
         ev[-1].synchronize()
-        level_s = [self.cp.cuda.get_elapsed_time(ev[i], ev[i + 1]) / 1e3 for i in range(len(ev) - 1)]
-        clique = _to_host(self.cp, run["clique"][:self.n_clique])
-        tree = _to_host(self.cp, run["tree"][:self.n_tree]) if run["keep_tree"] else None
+        level_s = [cp.cuda.get_elapsed_time(ev[i], ev[i + 1]) / 1e3 for i in range(len(ev) - 1)]
+        clique = _to_host(cp, run["clique"][:self.n_clique])
         rounds = [int(x) for x in self.rounds.get()]
         return clique, tree, level_s, rounds
 

@@ -56,20 +56,31 @@ def _gather(src, idx):
 
 class _State:
     """One customized metric: everything a query reads, swapped as one reference (a query never sees
-    half of a metric)."""
+    half of a metric). ``tree`` may still be arriving from the GPU (an asynchronous copy, the seed's
+    sec. 5): reading it waits for the copy."""
 
-    __slots__ = ("metric", "arc_cost", "turn_cost", "clique", "tree", "seconds", "q_arc_cost", "q_turn_cost")
+    __slots__ = ("metric", "arc_cost", "turn_cost", "clique", "_tree", "_tree_wait", "seconds", "q_arc_cost",
+                 "q_turn_cost")
 
-    def __init__(self, metric, arc_cost, turn_cost, clique, tree, seconds, qg):
+    def __init__(self, metric, arc_cost, turn_cost, clique, tree, seconds, qg, tree_wait=None):
         self.metric = metric
         self.arc_cost = arc_cost
         self.turn_cost = turn_cost
         self.clique = clique
-        self.tree = tree
+        self._tree = tree
+        self._tree_wait = tree_wait
         self.seconds = seconds
         # the same costs in the query's state numbering (see _query_graph)
         self.q_arc_cost = _gather(arc_cost, qg["order"])
         self.q_turn_cost = _gather(turn_cost, qg["torder"])
+
+    @property
+    def tree(self):
+        w = self._tree_wait
+        if w is not None:
+            w()  # idempotent: waits for the copy's event
+            self._tree_wait = None
+        return self._tree
 
 
 class Overlay:
@@ -203,7 +214,7 @@ class Overlay:
         keep = bool(self._tree_first[-1] > 0)
         base = None
         if cells_per_level is not None and (self._gpu_token is not base_state or g.current is None):
-            base = (base_state.clique, base_state.tree)
+            base = (base_state.clique, base_state.tree if keep else None)
         t0 = time.perf_counter()
         run = g.launch(arc, met.turn_penalty, met.turn_cost, cells_per_level, base, keep)
         t1 = time.perf_counter()
@@ -261,7 +272,7 @@ class Overlay:
             t1 = time.perf_counter()
             tcost, clique, tree, level_s, rounds, run = self._run_gpu(met, arc)
             total = time.perf_counter() - t0
-            self._state = _State(met, arc, tcost, clique, tree, total, self._qg)
+            self._state = _State(met, arc, tcost, clique, tree, total, self._qg, run.get("tree_wait"))
             self._commit_gpu(run)
             return {"seconds": total, "decode_seconds": t1 - t0, "level_seconds": level_s, "device": "gpu",
                     "rounds": rounds, "host_seconds": run["host_seconds"]}
@@ -357,7 +368,8 @@ class Overlay:
             tree = st.tree.copy()
             level_s = self._run_levels(tcost, clique, tree, cells)
         total = time.perf_counter() - t0
-        self._state = _State(met, arc, tcost, clique, tree, total, self._qg)
+        self._state = _State(met, arc, tcost, clique, tree, total, self._qg,
+                             run.get("tree_wait") if dev == "gpu" else None)
         if dev == "gpu":
             self._commit_gpu(run)
         return {"seconds": total, "cells": [int(x.size) for x in cells], "level_seconds": level_s, "device": dev}

@@ -35,6 +35,7 @@ from .osrm import (
     TABLE_ANNOTATIONS,
     EngineError,
     encode_geometry,
+    matrix_array,
     matrix_or_none,
     modifier,
     round1,
@@ -322,39 +323,61 @@ class Engine:
         return out
 
     def _snap(self, coords, radiuses, bearings, approaches):
-        """Phantoms of validated coordinates; InvalidOptions for bad per-coordinate options, NoSegment."""
+        """Phantoms of validated coordinates; InvalidOptions for bad per-coordinate options, NoSegment.
+
+        All coordinates are snapped together (:meth:`SegmentIndex.snap_batch`); errors are those of
+        snapping one coordinate after the other: the first coordinate with a bad option or no segment."""
         k = len(coords)
         radiuses = _osrm_list(radiuses, k, "radiuses")
         bearings = _osrm_list(bearings, k, "bearings")
         approaches = _osrm_list(approaches, k, "approaches")
-        out = []
-        for i, (lon, lat) in enumerate(coords):
-            r = None if radiuses is None else radiuses[i]
-            if isinstance(r, str) and r == "unlimited":
-                r = None
-            if r is not None:
+        stop, err = k, None
+        rs = bs = aps = None
+        if radiuses is not None or bearings is not None or approaches is not None:
+            rs, bs, aps = [], [], []
+            for i in range(k):
                 try:
-                    r = float(r)
-                except (TypeError, ValueError):
-                    r = -1.0
-                if not r >= 0:
-                    raise EngineError("InvalidOptions", f"radius of coordinate {i} must be a number of metres >= 0 "
-                                      f"or 'unlimited', got {radiuses[i]!r}")
-            b = None if bearings is None else bearings[i]
-            try:
-                b = check_bearing(b, i)
-            except ValueError as e:
-                raise EngineError("InvalidOptions", str(e)) from None
-            a = None if approaches is None else approaches[i]
-            if a is not None and a not in APPROACHES:
-                raise EngineError("InvalidOptions", f"approach of coordinate {i} must be one of {APPROACHES}, "
-                                  f"got {a!r}")
-            try:
-                out.append(self.segments.snap(lon, lat, radius=r, bearing=b, approach=a, index=i))
-            except NoSegment as e:
-                raise EngineError("NoSegment", f"Could not find a matching segment for coordinate {i}"
-                                  + (f" ({str(e).split(': ', 1)[1]})" if ": " in str(e) else "")) from None
+                    r, b, a = self._snap_options(i, radiuses, bearings, approaches)
+                except EngineError as e:
+                    stop, err = i, e
+                    break
+                rs.append(r)
+                bs.append(b)
+                aps.append(a)
+        c = np.asarray(coords[:stop], dtype=np.float64).reshape(stop, 2)
+        try:
+            out = self.segments.snap_batch(c[:, 0], c[:, 1], radiuses=rs, bearings=bs, approaches=aps)
+        except NoSegment as e:
+            raise EngineError("NoSegment", f"Could not find a matching segment for coordinate {e.index}"
+                              + (f" ({str(e).split(': ', 1)[1]})" if ": " in str(e) else "")) from None
+        if err is not None:
+            raise err
         return out
+
+    @staticmethod
+    def _snap_options(i, radiuses, bearings, approaches):
+        """Checked ``(radius, bearing, approach)`` of coordinate ``i``; InvalidOptions naming it."""
+        r = None if radiuses is None else radiuses[i]
+        if isinstance(r, str) and r == "unlimited":
+            r = None
+        if r is not None:
+            try:
+                r = float(r)
+            except (TypeError, ValueError):
+                r = -1.0
+            if not r >= 0:
+                raise EngineError("InvalidOptions", f"radius of coordinate {i} must be a number of metres >= 0 "
+                                  f"or 'unlimited', got {radiuses[i]!r}")
+        b = None if bearings is None else bearings[i]
+        try:
+            b = check_bearing(b, i)
+        except ValueError as e:
+            raise EngineError("InvalidOptions", str(e)) from None
+        a = None if approaches is None else approaches[i]
+        if a is not None and a not in APPROACHES:
+            raise EngineError("InvalidOptions", f"approach of coordinate {i} must be one of {APPROACHES}, "
+                              f"got {a!r}")
+        return r, b, a
 
     @staticmethod
     def _choice(value, allowed, what):
@@ -708,7 +731,7 @@ class Engine:
         return arcs, frac
 
     def table(self, coords, *, sources=None, destinations=None, annotations=("duration",), radiuses=None,
-              bearings=None, approaches=None, fallback_speed=None, scale_factor=None):
+              bearings=None, approaches=None, fallback_speed=None, scale_factor=None, matrices="lists"):
         """OSRM ``/table/v1``: durations (and distances) of the fastest routes between sources and
         destinations.
 
@@ -725,12 +748,17 @@ class Engine:
             (m/s), listed in ``fallback_speed_cells``.
         scale_factor : float, optional
             Multiplies the durations.
+        matrices : {"lists", "arrays"}
+            ``"lists"``: the matrices as nested lists of floats; ``"arrays"``: as C-contiguous float64
+            ndarrays (|sources|, |destinations|) with NaN where no route exists, the same values
+            (:func:`gpuroute.engine.osrm.matrix_array`; no million-element lists: orjson writes them
+            with ``OPT_SERIALIZE_NUMPY``, NaN as ``null``, as the HTTP server does).
 
         Returns
         -------
         dict
             ``{"code": "Ok", "durations": [[s]], "distances": [[m]], "sources": [...], "destinations": [...]}``
-            with ``None`` (JSON ``null``) where no route exists; the matrices only as asked.
+            rounded to 0.1, with ``None`` (JSON ``null``) where no route exists; the matrices only as asked.
 
         Raises
         ------
@@ -758,6 +786,7 @@ class Engine:
             raise EngineError("TooBig", f"Too many table coordinates: {src.size} x {dst.size} = "
                               f"{src.size * dst.size} cells, the maximum is {mx}")
         ann = self._annotation_set(annotations, TABLE_ANNOTATIONS)
+        as_matrix = matrix_or_none if self._choice(matrices, ("lists", "arrays"), "matrices") == "lists" else matrix_array
         if not ann:
             raise EngineError("InvalidOptions", "annotations must name duration and/or distance")
         for what, v in (("fallback_speed", fallback_speed), ("scale_factor", scale_factor)):
@@ -795,9 +824,9 @@ class Engine:
         if need_dur:
             if scale_factor is not None:
                 dur = dur * float(scale_factor)
-            out["durations"] = matrix_or_none(dur)
+            out["durations"] = as_matrix(dur)
         if need_len:
-            out["distances"] = matrix_or_none(length)
+            out["distances"] = as_matrix(length)
         if fb_cells:
             out["fallback_speed_cells"] = fb_cells
         out["sources"] = [waypoint(phantoms[i], self._fingerprint) for i in src]

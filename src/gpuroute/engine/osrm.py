@@ -228,6 +228,17 @@ def matrix_or_none(m, digits=1):
     return o.tolist()
 
 
+def matrix_array(m, digits=1):
+    """A float matrix rounded to ``digits`` as :func:`matrix_or_none` rounds it, kept an array: float64,
+    C-contiguous, NaN for unreachable (infinite or NaN) cells. orjson (``OPT_SERIALIZE_NUMPY``) writes
+    it as the JSON of :func:`matrix_or_none`'s lists (NaN as ``null``), without building them."""
+    r = np.ascontiguousarray(np.round(np.asarray(m, dtype=np.float64), digits))
+    bad = ~np.isfinite(r)
+    if bad.any():
+        r[bad] = np.nan
+    return r
+
+
 def finite_or_none(x, digits=1):
     """A float rounded to ``digits``, or None for an unreachable (infinite) value (JSON ``null``)."""
     return round(float(x), digits) if math.isfinite(x) else None
@@ -235,4 +246,4 @@ def finite_or_none(x, digits=1):
 
 __all__ = ["EngineError", "ERROR_CODES", "GEOMETRIES", "OVERVIEWS", "ROUTE_ANNOTATIONS", "TABLE_ANNOTATIONS",
            "encode_geometry", "simplify", "douglas_peucker_keep", "turn_delta", "modifier", "make_hint", "waypoint", "round1",
-           "finite_or_none", "matrix_or_none"]
+           "finite_or_none", "matrix_or_none", "matrix_array"]

@@ -36,8 +36,9 @@ in gpuroute and tied in OSRM.
 """
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 from numba import njit
@@ -54,6 +55,9 @@ COMPONENTS = ("largest", "any")
 #: farther than the nearest one whose snapped point lies at most this far from the nearest one's (a
 #: junction node: about OSRM's 1e-6 degree coordinate grid, see the module notes).
 SNAP_TIE_M = 0.1
+#: :meth:`SegmentIndex.snap_batch` snaps a coordinate farther than this (metres) from every road one at a
+#: time (the growing balls of :meth:`SegmentIndex._search`), where the local frame's scale error grows.
+_BATCH_MAX_M = 5000.0
 
 _DEG = math.pi / 180.0
 
@@ -127,6 +131,14 @@ class Phantom:
     input_lat: float
     ties: tuple = ()
 
+    @classmethod
+    def _of(cls, values):
+        """A phantom from its field values in order (batches: without ``__init__``'s one
+        ``object.__setattr__`` per field of a frozen dataclass)."""
+        p = object.__new__(cls)
+        p.__dict__.update(zip(_PHANTOM_FIELDS, values))
+        return p
+
     @property
     def arcs(self):
         """The usable arcs as ``(arc, fraction along the arc)`` pairs: ``(forward_arc, fraction)`` and
@@ -152,6 +164,9 @@ class Phantom:
             if arc == p.forward_arc or arc == p.reverse_arc:
                 return p.lon, p.lat
         raise KeyError(f"arc {arc} is not one of the phantom's")
+
+
+_PHANTOM_FIELDS = tuple(f.name for f in fields(Phantom))
 
 
 def check_bearing(bearing, index=0):
@@ -198,11 +213,46 @@ def bearing_deg(dx, dy):
     return np.mod(np.degrees(np.arctan2(dx, dy)), 360.0)
 
 
+@njit(cache=True)
 def _haversine1(lon1, lat1, lon2, lat2):
-    """:func:`gpuroute.geo.haversine_m` of one pair of points, on floats."""
+    """:func:`gpuroute.geo.haversine_m` of one pair of points, on floats (compiled: the same bits from
+    Python, from :func:`_haversine_pairs` and in any batch)."""
     p1, p2 = lat1 * _DEG, lat2 * _DEG
-    a = math.sin(0.5 * (p2 - p1)) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(0.5 * (lon2 - lon1) * _DEG) ** 2
+    s1 = math.sin(0.5 * (p2 - p1))
+    s2 = math.sin(0.5 * (lon2 - lon1) * _DEG)
+    a = s1 * s1 + math.cos(p1) * math.cos(p2) * (s2 * s2)
     return 2.0 * EARTH_RADIUS_M * math.asin(math.sqrt(min(a, 1.0)))
+
+
+@njit(cache=True)
+def _haversine_pairs(lon1, lat1, lon2, lat2):
+    """:func:`_haversine1` of every pair ``i`` of four float64 (c,) arrays: float64 (c,) metres."""
+    out = np.empty(lon1.size)
+    for i in range(lon1.size):
+        out[i] = _haversine1(lon1[i], lat1[i], lon2[i], lat2[i])
+    return out
+
+
+@njit(cache=True)
+def _project_one(lon0, lat0, kx, ky, lon_u, lat_u, lon_v, lat_v):
+    """Projection of the point ``(lon0, lat0)`` onto the segment ``(lon_u, lat_u) -> (lon_v, lat_v)`` in the
+    local frame centred on the point (``kx``, ``ky``: metres per degree east and north there): fraction,
+    distance, bearing, side, lon, lat. The one arithmetic of :func:`_project_kernel` and
+    :func:`_batch_kernel`, so that one point snapped alone and in a batch gives the same bits."""
+    ax = (((lon_u - lon0 + 180.0) % 360.0) - 180.0) * kx
+    ay = (lat_u - lat0) * ky
+    bx = (((lon_v - lon0 + 180.0) % 360.0) - 180.0) * kx
+    by = (lat_v - lat0) * ky
+    dx, dy = bx - ax, by - ay
+    ll = dx * dx + dy * dy
+    t = -(ax * dx + ay * dy) / ll if ll > 0 else 0.0
+    t = min(max(t, 0.0), 1.0)
+    px, py = ax + t * dx, ay + t * dy
+    slon = lon_u + t * ((((lon_v - lon_u + 180.0) % 360.0)) - 180.0)
+    if abs(slon) > 180.0:  # only a segment across the antimeridian
+        slon = ((slon + 180.0) % 360.0) - 180.0
+    return (t, math.hypot(px, py), math.degrees(math.atan2(dx, dy)) % 360.0, dx * (-ay) - dy * (-ax), slon,
+            lat_u + t * (lat_v - lat_u))
 
 
 @njit(cache=True)
@@ -214,24 +264,35 @@ def _project_kernel(lon0, lat0, s, lon_u, lat_u, lon_v, lat_v, out):
     ky = _DEG * EARTH_RADIUS_M
     for i in range(s.size):
         j = s[i]
-        ax = (((lon_u[j] - lon0 + 180.0) % 360.0) - 180.0) * kx
-        ay = (lat_u[j] - lat0) * ky
-        bx = (((lon_v[j] - lon0 + 180.0) % 360.0) - 180.0) * kx
-        by = (lat_v[j] - lat0) * ky
-        dx, dy = bx - ax, by - ay
-        ll = dx * dx + dy * dy
-        t = -(ax * dx + ay * dy) / ll if ll > 0 else 0.0
-        t = min(max(t, 0.0), 1.0)
-        px, py = ax + t * dx, ay + t * dy
-        slon = lon_u[j] + t * ((((lon_v[j] - lon_u[j] + 180.0) % 360.0)) - 180.0)
-        if abs(slon) > 180.0:  # only a segment across the antimeridian
-            slon = ((slon + 180.0) % 360.0) - 180.0
-        out[0, i] = t
-        out[1, i] = math.hypot(px, py)
-        out[2, i] = math.degrees(math.atan2(dx, dy)) % 360.0
-        out[3, i] = dx * (-ay) - dy * (-ax)
-        out[4, i] = slon
-        out[5, i] = lat_u[j] + t * (lat_v[j] - lat_u[j])
+        r = _project_one(lon0, lat0, kx, ky, lon_u[j], lat_u[j], lon_v[j], lat_v[j])
+        for f in range(6):
+            out[f, i] = r[f]
+
+
+@njit(cache=True)
+def _batch_kernel(lon0, lat0, ptr, seg, lon_u, lat_u, lon_v, lat_v, limit, out, best):
+    """Projections of many points onto their candidate segments, and each point's nearest one.
+
+    Point ``i`` has candidates ``seg[ptr[i]:ptr[i + 1]]`` (ascending segment ids); rows of ``out`` (4, c)
+    receive fraction, distance, lon, lat of every candidate (:func:`_project_one`); ``best[i]`` the
+    position of the nearest candidate with distance <= ``limit[i]`` (the smaller segment id on equal
+    distances, as :meth:`SegmentIndex._search` orders), -1 when none."""
+    ky = _DEG * EARTH_RADIUS_M
+    for i in range(ptr.size - 1):
+        kx = _DEG * EARTH_RADIUS_M * math.cos(lat0[i] * _DEG)
+        b = -1
+        bd = math.inf
+        for c in range(ptr[i], ptr[i + 1]):
+            j = seg[c]
+            r = _project_one(lon0[i], lat0[i], kx, ky, lon_u[j], lat_u[j], lon_v[j], lat_v[j])
+            out[0, c] = r[0]
+            out[1, c] = r[1]
+            out[2, c] = r[4]
+            out[3, c] = r[5]
+            if r[1] <= limit[i] and (b < 0 or r[1] < bd):
+                b = c
+                bd = r[1]
+        best[i] = b
 
 
 class SegmentIndex:
@@ -420,8 +481,8 @@ class SegmentIndex:
                         continue
                     m = int(np.count_nonzero(p["distance"][sel] <= cut))  # a prefix: sel is sorted
                     if m > 1:  # the same place too (a junction node), not another road as far away
-                        near = haversine_m(p["lon"][sel[:m]], p["lat"][sel[:m]], p["lon"][sel[0]],
-                                           p["lat"][sel[0]]) <= float(tie)
+                        near = _haversine_pairs(p["lon"][sel[:m]], p["lat"][sel[:m]], np.full(m, p["lon"][sel[0]]),
+                                                np.full(m, p["lat"][sel[0]])) <= float(tie)
                         sel = np.concatenate([sel[:number], sel[number:m][near[number:]]])
                     else:
                         sel = sel[:number]
@@ -480,6 +541,16 @@ class SegmentIndex:
         number = int(number)
         if number < 1:
             raise ValueError(f"number must be >= 1, got {number}")
+        radius, bearing, approach = self._check_options(radius, bearing, approach, index)
+        segs, p, fo, ro, rejected = self._search(lon, lat, number, radius, bearing, approach, tie)
+        if segs.size == 0:
+            raise self._no_segment(lon, lat, radius, bearing, approach, index, rejected)
+        return [self._phantom(s, p, i, fo, ro, index, lon, lat) for i, s in enumerate(segs)]
+
+    @staticmethod
+    def _check_options(radius, bearing, approach, index):
+        """Validated ``(radius, bearing, approach)`` of coordinate ``index`` (approach None ->
+        ``"unrestricted"``); ValueError naming the index."""
         if radius is not None:
             radius = float(radius)
             if not radius >= 0:
@@ -488,18 +559,20 @@ class SegmentIndex:
         approach = "unrestricted" if approach is None else approach
         if approach not in APPROACHES:
             raise ValueError(f"approach of coordinate {index} must be one of {APPROACHES}, got {approach!r}")
-        segs, p, fo, ro, rejected = self._search(lon, lat, number, radius, bearing, approach, tie)
-        if segs.size == 0:
-            why = []
-            if radius is not None:
-                why.append(f"within {radius:,.1f} m")
-            if bearing is not None:
-                why.append(f"with a direction within {bearing[1]:g} degrees of bearing {bearing[0]:g}")
-            if approach == "curb":
-                why.append("on the curb side")
-            raise NoSegment(f"Could not find a matching segment for coordinate {index} ({lon}, {lat})"
-                            + (": none " + ", ".join(why) if why else ""), index, rejected)
-        return [self._phantom(s, p, i, fo, ro, index, lon, lat) for i, s in enumerate(segs)]
+        return radius, bearing, approach
+
+    @staticmethod
+    def _no_segment(lon, lat, radius, bearing, approach, index, rejected):
+        """The :class:`NoSegment` of coordinate ``index``, saying which options left nothing."""
+        why = []
+        if radius is not None:
+            why.append(f"within {radius:,.1f} m")
+        if bearing is not None:
+            why.append(f"with a direction within {bearing[1]:g} degrees of bearing {bearing[0]:g}")
+        if approach == "curb":
+            why.append("on the curb side")
+        return NoSegment(f"Could not find a matching segment for coordinate {index} ({lon}, {lat})"
+                         + (": none " + ", ".join(why) if why else ""), index, rejected)
 
     def snap(self, lon, lat, *, radius=None, bearing=None, approach="unrestricted", index=0, tie=SNAP_TIE_M):
         """The nearest usable segment of one coordinate: a :class:`Phantom` (see :meth:`nearest`), with
@@ -509,7 +582,8 @@ class SegmentIndex:
         return found[0] if len(found) == 1 else replace(found[0], ties=tuple(found[1:]))
 
     def snap_many(self, coords, *, radiuses=None, bearings=None, approaches=None):
-        """Snap a list of coordinates, each with its own options (OSRM's per-coordinate lists).
+        """Snap a list of coordinates, each with its own options (OSRM's per-coordinate lists): the
+        phantoms of :meth:`snap_batch`.
 
         Parameters
         ----------
@@ -533,7 +607,13 @@ class SegmentIndex:
         for what, lst in (("radiuses", radiuses), ("bearings", bearings), ("approaches", approaches)):
             if lst is not None and len(lst) != k:
                 raise ValueError(f"{what} has {len(lst)} entries for {k} coordinates")
-        out = []
+        try:
+            c = np.asarray(coords)
+        except (TypeError, ValueError):  # ragged
+            c = None
+        if k and c is not None and c.ndim == 2 and c.shape[1] == 2 and c.dtype.kind in "biuf":
+            return self.snap_batch(c[:, 0], c[:, 1], radiuses=radiuses, bearings=bearings, approaches=approaches)
+        out = []  # something that is not k pairs of numbers: one at a time, naming the first bad one
         for i, c in enumerate(coords):
             try:
                 lon, lat = c
@@ -543,6 +623,182 @@ class SegmentIndex:
                                  bearing=None if bearings is None else bearings[i],
                                  approach=None if approaches is None else approaches[i], index=i))
         return out
+
+    def snap_batch(self, lons, lats, *, radiuses=None, bearings=None, approaches=None, tie=SNAP_TIE_M):
+        """:meth:`snap` of many coordinates at once: the same phantoms (segments, fractions, arcs, ties,
+        distances, names) and the same errors as ``[snap(lon, lat, ..., index=i) for i ...]``, computed
+        for all coordinates together.
+
+        Coordinates without a bearing and with an unrestricted approach (the plain case; a radius is fine)
+        take one nearest-sample query and one ball query of the k-d tree for all of them (scipy's, on every
+        core), then one compiled pass of exact projections over every (coordinate, candidate segment) pair
+        picks the nearest segment and its ties. The ball of a coordinate holds every segment within the
+        projection distance ``D0`` to the segment of its nearest sample (an upper bound of the nearest
+        segment's distance), plus ``tie``, capped by its radius: the guarantee of :meth:`_search`'s
+        growing balls, reached in one step. Coordinates with a bearing or a curb approach, and the rare
+        ones farther than 5 km from every road, are snapped one at a time by :meth:`snap`.
+
+        Parameters
+        ----------
+        lons, lats : array_like of float, shape (k,)
+            Degrees.
+        radiuses : sequence of float or None, length k, optional
+            Largest snap distance of each coordinate in metres (None: unlimited).
+        bearings : sequence of (value, range) or None, length k, optional
+        approaches : sequence of {"unrestricted", "curb", None}, length k, optional
+        tie : float or None
+            As :meth:`snap`'s (metres).
+
+        Returns
+        -------
+        list of Phantom, length k
+            ``Phantom.index`` is the coordinate's position.
+
+        Raises
+        ------
+        ValueError
+            ``lons`` and ``lats`` of different lengths, an option list of another length, or the first
+            coordinate (in order) with a bad value or option, as :meth:`snap` says it.
+        NoSegment
+            The first coordinate with no usable segment (``.index``), when no earlier coordinate is bad.
+        """
+        lon, lat = np.asarray(lons), np.asarray(lats)
+        if lon.ndim != 1 or lat.ndim != 1 or lon.size != lat.size:
+            raise ValueError(f"lons and lats must be two vectors of one length, got shapes {lon.shape} and {lat.shape}")
+        k = lon.size
+        for what, lst in (("radiuses", radiuses), ("bearings", bearings), ("approaches", approaches)):
+            if lst is not None and len(lst) != k:
+                raise ValueError(f"{what} has {len(lst)} entries for {k} coordinates")
+        if lon.dtype.kind not in "biuf" or lat.dtype.kind not in "biuf":  # strings, None, objects
+            return [self.snap(x, y, radius=None if radiuses is None else radiuses[i],
+                              bearing=None if bearings is None else bearings[i],
+                              approach=None if approaches is None else approaches[i], index=i, tie=tie)
+                    for i, (x, y) in enumerate(zip(lons, lats, strict=True))]
+        lon = lon.astype(np.float64)
+        lat = lat.astype(np.float64)
+        # the first bad coordinate or option, raised after the coordinates before it are snapped
+        stop, err = k, None
+        bad = np.flatnonzero(~(np.isfinite(lon) & np.isfinite(lat) & (np.abs(lon) <= 180.0) & (np.abs(lat) <= 90.0)))
+        if bad.size:
+            stop = int(bad[0])
+            try:
+                self._check_point(lon[stop], lat[stop], stop)
+            except ValueError as e:
+                err = e
+        limit = np.full(k, np.inf)
+        has_radius = np.zeros(k, dtype=bool)
+        plain = np.ones(k, dtype=bool)
+        if radiuses is not None or bearings is not None or approaches is not None:
+            for i in range(stop):
+                try:
+                    r, b, a = self._check_options(None if radiuses is None else radiuses[i],
+                                                  None if bearings is None else bearings[i],
+                                                  None if approaches is None else approaches[i], i)
+                except ValueError as e:
+                    stop, err = i, e
+                    break
+                if r is not None:
+                    limit[i], has_radius[i] = r, True
+                plain[i] = b is None and a == "unrestricted"
+        out = [None] * stop
+        fast = np.flatnonzero(plain[:stop])
+        found, far = self._snap_plain(lon[fast], lat[fast], limit[fast], fast, tie)
+        first_none = stop
+        for i, p, f in zip(fast.tolist(), found, far.tolist(), strict=True):
+            if p is None and not f:
+                first_none = i
+                break
+            out[i] = p
+        one_by_one = np.sort(np.concatenate([np.flatnonzero(~plain[:stop]), fast[far]]))
+        for i in one_by_one[one_by_one < first_none].tolist():  # raises the first NoSegment among them
+            out[i] = self.snap(lon[i], lat[i], radius=limit[i] if has_radius[i] else None,
+                               bearing=None if bearings is None else bearings[i],
+                               approach=None if approaches is None else approaches[i], index=i, tie=tie)
+        if first_none < stop:
+            i = first_none
+            raise self._no_segment(float(lon[i]), float(lat[i]), float(limit[i]) if has_radius[i] else None,
+                                   None, "unrestricted", i, math.inf)
+        if err is not None:
+            raise err
+        return out
+
+    def _snap_plain(self, lon, lat, limit, index, tie):
+        """:meth:`snap_batch` of coordinates without bearing or approach: ``(phantoms, far)``, a list (k,)
+        of Phantom (None: no segment within the radius) and a bool (k,) mask of the coordinates left to
+        :meth:`snap` (farther than :data:`_BATCH_MAX_M` from every road; their entries are None)."""
+        k = lon.size
+        if k == 0:
+            return [], np.zeros(0, dtype=bool)
+        q = unit_vectors(lon, lat) * EARTH_RADIUS_M
+        # D0: the projection distance to the segment of the nearest sample bounds the nearest segment's
+        _, nn = self.tree.query(q, k=1, workers=-1)
+        seg0 = self.sample_segment[nn]
+        proj0 = np.empty((4, k))
+        best0 = np.empty(k, dtype=np.int64)
+        _batch_kernel(lon, lat, np.arange(k + 1, dtype=np.int64), seg0, self.lon_u, self.lat_u, self.lon_v,
+                      self.lat_v, np.full(k, np.inf), proj0, best0)
+        r = np.minimum(proj0[1] + (0.0 if tie is None else float(tie)), limit)
+        far = ~(r <= _BATCH_MAX_M)
+        sub = np.flatnonzero(~far)
+        m = sub.size
+        found = [None] * k
+        if m == 0:
+            return found, far
+        # the balls of :meth:`_search` (chord <= arc; the frame's scale error), all at once
+        rs = r[sub]
+        balls = self.tree.query_ball_point(q[sub], rs * (1.01 + 5.0 * rs / EARTH_RADIUS_M) + self._slack,
+                                           return_sorted=False, workers=-1)
+        lens = np.fromiter(map(len, balls), dtype=np.int64, count=m)
+        samples = np.fromiter(itertools.chain.from_iterable(balls), dtype=np.int64, count=int(lens.sum()))
+        n_seg = np.int64(self.n_segments)
+        key = np.unique(np.repeat(np.arange(m, dtype=np.int64), lens) * n_seg + self.sample_segment[samples])
+        pt, seg = key // n_seg, key % n_seg  # candidates by coordinate, then segment id
+        ptr = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(np.bincount(pt, minlength=m), out=ptr[1:])
+        lo, la, lim = lon[sub], lat[sub], limit[sub]
+        proj = np.empty((4, key.size))
+        best = np.empty(m, dtype=np.int64)
+        _batch_kernel(lo, la, ptr, seg, self.lon_u, self.lat_u, self.lon_v, self.lat_v, lim, proj, best)
+        ok = np.flatnonzero(best >= 0)
+        b = best[ok]
+        # ties: usable candidates within `tie` of the nearest, whose snapped point is within `tie` of its
+        tie_of = [()] * m
+        if tie is not None and ok.size:
+            cut = np.full(m, -np.inf)
+            cut[ok] = proj[1, b] + float(tie)
+            bpos = np.full(m, -1, dtype=np.int64)
+            bpos[ok] = b
+            c = np.flatnonzero((proj[1] <= cut[pt]) & (proj[1] <= lim[pt]))
+            c = c[c != bpos[pt[c]]]
+            if c.size:
+                bc = bpos[pt[c]]
+                c = c[_haversine_pairs(proj[2, c], proj[3, c], proj[2, bc], proj[3, bc]) <= float(tie)]
+            if c.size:
+                c = c[np.lexsort((seg[c], proj[1, c], pt[c]))]  # as _search orders: distance, then id
+                tp = self._phantoms(c, pt, seg, proj, lo, la, index[sub])
+                owners = pt[c]
+                starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
+                ends = np.r_[starts[1:], c.size]
+                for o, s0, s1 in zip(owners[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
+                    tie_of[o] = tuple(tp[s0:s1])
+        bp = self._phantoms(b, pt, seg, proj, lo, la, index[sub], ties=[tie_of[o] for o in ok.tolist()])
+        for o, p in zip(sub[ok].tolist(), bp, strict=True):
+            found[o] = p
+        return found, far
+
+    def _phantoms(self, c, pt, seg, proj, lon, lat, index, ties=None):
+        """Phantoms of candidates ``c`` of :meth:`_snap_plain` (both directions usable), as
+        :meth:`_phantom` builds them one at a time."""
+        o = pt[c]
+        s = seg[c]
+        ti = ties if ties is not None else [()] * c.size
+        dist = _haversine_pairs(lon[o], lat[o], proj[2, c], proj[3, c])
+        nid = self.name_id[s].tolist()
+        cols = (s.tolist(), self.u[s].tolist(), self.v[s].tolist(), self.forward_arc[s].tolist(),
+                self.reverse_arc[s].tolist(), proj[0, c].tolist(), proj[2, c].tolist(), proj[3, c].tolist(),
+                dist.tolist(), [self.name_of(n) for n in nid], nid, index[o].tolist(), lon[o].tolist(),
+                lat[o].tolist(), ti)
+        return [Phantom._of(v) for v in zip(*cols, strict=True)]
 
     @staticmethod
     def _check_point(lon, lat, index):

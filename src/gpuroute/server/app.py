@@ -112,7 +112,8 @@ the thread is abandoned, finishing its query in the background (a running query 
 When the engine has a ``query_for_thread()`` method, each worker thread calls it once and keeps the
 object it returns (the engine's per-thread query state), then calls ``route``/``table``/``nearest``
 on that object; otherwise it calls the engine's methods directly. The JSON encoding also runs in the
-worker thread. Answers carry ``Access-Control-Allow-Origin: *``, as ``osrm-routed``'s do.
+worker thread. A table comes back from an engine whose ``table`` takes ``matrices`` as NumPy arrays
+(``matrices="arrays"``), which orjson writes without nested lists. Answers carry ``Access-Control-Allow-Origin: *``, as ``osrm-routed``'s do.
 """
 from __future__ import annotations
 
@@ -881,6 +882,8 @@ class _Server:
         self.per_thread = callable(getattr(engine, "query_for_thread", None))
         self.accepted = {s: _accepted_kwargs(getattr(engine, s, None)) for s in SERVICES}
         self.services = [s for s in SERVICES if callable(getattr(engine, s, None))]
+        # tables as arrays (orjson writes them, NaN as null) from an engine that can answer so
+        self.table_kwargs = {"matrices": "arrays"} if "matrices" in (self.accepted["table"] or ()) else {}
         self._limiter = None
         self._limiter_loop = None
 
@@ -999,8 +1002,9 @@ class _Server:
                 target = self.local.query = self.engine.query_for_thread()
         fn = getattr(target, call.service)
         arg = call.coordinates[0] if call.service in ("nearest", "isochrone") else call.coordinates
+        kwargs = call.kwargs | self.table_kwargs if call.service == "table" else call.kwargs
         try:
-            res = fn(arg, **call.kwargs)
+            res = fn(arg, **kwargs)
         except Exception as e:
             err = _engine_error(e)
             if err is None:

@@ -23,9 +23,10 @@ Three ways to run a descent:
 * many tours, a block each (:meth:`GPUTourSearch.local_search_batch`, kernel ``ls_batch``): every descent
   in one launch, a persistent loop per block: 1 launch and 1 host sync for all the descents.
 * iterated local search (:func:`search`, kernel ``ls_ils``): B chains (a block each); one launch runs
-  ``iters`` steps per chain (double bridge from host-drawn cut points, descent, accept if not worse), then
-  the host reads the B costs (one sync per round, none per move or per step) and copies the best chain
-  over the others.
+  ``iters`` steps per chain (double bridge from host-drawn cut points, descent, accept if not worse)
+  within the time left (read on the device clock: a step still running at the limit is abandoned and
+  rejected), then the host reads the B costs (one sync per round, none per move or per step) and copies
+  the best chain over the others.
 
 Bytes per evaluation (the two-number method): for each first index i the moves read rows p[i-1], p[i],
 p[i+1], p[i+2] of ``c`` and p[i], p[i+1], p[i+2] of ``c`` transposed (each ~8n bytes, L1-resident
@@ -350,6 +351,7 @@ class GPUTourSearch:
                     "ARC": cp.zeros((B, n), dtype=cp.float64), "FWD": cp.zeros((B, n), dtype=cp.float64),
                     "BWD": cp.zeros((B, n), dtype=cp.float64), "cost": cp.zeros(B, dtype=cp.float64),
                     "moves": cp.zeros(B, dtype=cp.int32), "improved": cp.zeros(B, dtype=cp.int32),
+                    "steps": cp.zeros(B, dtype=cp.int32),
                     "CUR": cp.zeros((B, n), dtype=cp.int32),
                 }
         return self._batch
@@ -405,21 +407,24 @@ class GPUTourSearch:
         with self.stream:
             bb["moves"].fill(0)
             bb["improved"].fill(0)
+            bb["steps"].fill(0)
 
-    def ils_round(self, cuts, eps, max_moves):
+    def ils_round(self, cuts, eps, max_moves, budget_s=None):
         """One launch of ``ls_ils``: ``cuts.shape[1]`` double-bridge steps per chain (int32 (B, iters, 3)
-        from :func:`double_bridge_cuts`). Returns the chains' costs (float64 (B,)): the one host sync of
-        the round."""
+        from :func:`double_bridge_cuts`). ``budget_s``: each chain stops that many seconds after it
+        started (device clock), abandoning and rejecting the step under way (None: no limit). Returns the
+        chains' costs (float64 (B,)): the one host sync of the round."""
         bb = self._batch
         B, iters = int(cuts.shape[0]), int(cuts.shape[1])
         if bb is None or bb["B"] != B:
             raise ValueError("ils_round before ils_start with the same number of chains")
+        budget_ns = np.uint64(0 if budget_s is None else max(1, int(budget_s * 1e9)))
         with self.stream:
             cuts_d = self.cp.asarray(np.ascontiguousarray(cuts, dtype=np.int32))
             self.k_ils((B,), (self.threads,),
                        (_i32(self.n), _i32(B), _i32(iters), self.c, self.ct, bb["CUR"], bb["cost"], bb["P"], bb["S"],
                         bb["ARC"], bb["FWD"], bb["BWD"], cuts_d, _i32(self.exact), np.float64(eps),
-                        _i32(max_moves), _i32(self.tpr), bb["moves"], bb["improved"]))
+                        _i32(max_moves), _i32(self.tpr), budget_ns, bb["moves"], bb["improved"], bb["steps"]))
         costs = bb["cost"].get(stream=self.stream)
         self.stream.synchronize()
         return costs
@@ -433,13 +438,14 @@ class GPUTourSearch:
                                                                    bb["cost"]))
 
     def ils_result(self, b):
-        """Chain b's tour (int64 (n,)) and the chains' (moves, improved) totals."""
+        """Chain b's tour (int64 (n,)) and the chains' totals since :meth:`ils_start`: moves, improving
+        steps, completed steps."""
         bb = self._batch
         tour = bb["CUR"][b].get(stream=self.stream).astype(np.int64)
-        moves = int(bb["moves"].get(stream=self.stream).astype(np.int64).sum())
-        improved = int(bb["improved"].get(stream=self.stream).astype(np.int64).sum())
+        moves, improved, steps = (int(bb[k].get(stream=self.stream).astype(np.int64).sum())
+                                  for k in ("moves", "improved", "steps"))
         self.stream.synchronize()
-        return tour, moves, improved
+        return tour, moves, improved, steps
 
 
 def _starts(rng, B, n, first, last):
@@ -459,8 +465,9 @@ def search(C, first, last, *, time_limit, t0, rng, eps, max_moves, window, chain
     chains (``chains``, default ``TOUR_GPU_CHAINS_PER_SM`` per multiprocessor), one block each, start from
     that local minimum; a round is one ``ls_ils`` launch of ``iters`` double-bridge steps per chain
     (accepted when not worse), then the host reads the B costs and copies the best chain over the others.
-    ``iters`` adapts towards ``TOUR_GPU_ROUND_S`` seconds a round; a round is not started when the last
-    one says it would end past the time limit. Under 8 stops (no room for a double bridge): rounds of B
+    ``iters`` adapts towards ``TOUR_GPU_ROUND_S`` seconds a round; each round gets the time left as its
+    device-clock budget, so the search ends within about one move evaluation of the time limit (the
+    nearest-neighbour descent always completes). Under 8 stops (no room for a double bridge): rounds of B
     random starts.
 
     Parameters
@@ -510,18 +517,12 @@ def search(C, first, last, *, time_limit, t0, rng, eps, max_moves, window, chain
     g.ils_start(np.tile(best_p, (B, 1)), np.full(B, best_c))
     iters = 1
     target = min(float(config.TOUR_GPU_ROUND_S), 0.1 * time_limit)
-    per_iter = 0.0  # seconds per double-bridge step of the last round
     best_b = 0
-    while True:
-        now = time.perf_counter()
-        if now >= deadline or (per_iter and now + per_iter * iters > deadline + 0.5 * per_iter * iters):
-            break
+    while (now := time.perf_counter()) < deadline:
         cuts = double_bridge_cuts(rng, n, (B, iters), window)
-        costs = g.ils_round(cuts, eps, max_moves)
+        costs = g.ils_round(cuts, eps, max_moves, budget_s=deadline - time.perf_counter())
         el = time.perf_counter() - now
         stats["rounds"] += 1
-        stats["ils_iterations"] += B * iters
-        per_iter = el / iters
         best_b = int(np.argmin(costs))
         if costs[best_b] < best_c - eps:
             trace.append((time.perf_counter() - t0, float(costs[best_b])))
@@ -532,7 +533,8 @@ def search(C, first, last, *, time_limit, t0, rng, eps, max_moves, window, chain
             iters *= 2
         elif el > 2 * target and iters > 1:
             iters //= 2
-    tour, mv, imp = g.ils_result(best_b)
+    tour, mv, imp, steps = g.ils_result(best_b)
     stats["moves"] += mv
     stats["improvements"] += imp
+    stats["ils_iterations"] = steps
     return tour, best_c, trace, stats

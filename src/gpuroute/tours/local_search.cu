@@ -36,7 +36,8 @@
 //   ls_batch     1 block per tour: a whole descent of each of B tours in one launch (persistent loop,
 //                no host sync and no launch per move)
 //   ls_ils       1 block per chain: `iters` iterated-local-search steps per chain (double bridge on the
-//                device from host-drawn cut points, descent, accept if not worse) in one launch
+//                device from host-drawn cut points, descent, accept if not worse) in one launch, within
+//                a time budget read on the device clock
 //   ls_broadcast copies the best chain over the others
 #include "gpuroute_common.cuh"
 
@@ -297,13 +298,23 @@ __device__ void block_apply(int n, int* p, int* scratch, int t, int i, int j, in
 
 // Descent of one tour by one block: best move of the whole neighbourhood, apply if it gains more than
 // eps, until a local minimum or max_moves moves (local_search.local_search). The state must be built.
-// Returns the moves applied; every thread returns the same.
+// stop_at > 0: before each evaluation the block's first thread reads the device clock (%globaltimer, ns)
+// and the descent is abandoned once it reaches stop_at (*aborted = true: the tour is then no local
+// minimum). Returns the moves applied; every thread returns the same.
 __device__ int block_descent(int n, const double* c, const double* ct, int* p, int* scratch, double* arc,
-                             double* fwd, double* bwd, int exact, double eps, int max_moves, int tpr) {
+                             double* fwd, double* bwd, int exact, double eps, int max_moves, int tpr,
+                             unsigned long long stop_at, bool* aborted) {
+    __shared__ int s_stop;
     const int rows = blockDim.x / tpr;
     const int r = threadIdx.x / tpr, lane = threadIdx.x - r * tpr;
     int moves = 0;
+    *aborted = false;
     while (moves < max_moves) {
+        if (stop_at) {  // one reading for the whole block, so that every thread leaves together
+            if (threadIdx.x == 0) s_stop = gtimer() >= stop_at;
+            __syncthreads();
+            if (s_stop) { *aborted = true; break; }
+        }
         double bd = ls_inf();
         int bi = LS_NONE, br = LS_NONE;
         eval_rows(n, c, ct, p, arc, fwd, bwd, r, rows, lane, tpr, bd, bi, br);
@@ -390,7 +401,8 @@ extern "C" __global__ void ls_batch(int n, int B, const double* __restrict__ c, 
     double* fwd = FWD + off;
     double* bwd = BWD + off;
     block_state(n, c, p, arc, fwd, bwd, exact);
-    const int mv = block_descent(n, c, ct, p, S + off, arc, fwd, bwd, exact, eps, max_moves, tpr);
+    bool aborted;
+    const int mv = block_descent(n, c, ct, p, S + off, arc, fwd, bwd, exact, eps, max_moves, tpr, 0ull, &aborted);
     if (threadIdx.x == 0) {
         cost[b] = fwd[n - 1] + arc[n - 1];
         moves[b] = mv;
@@ -400,12 +412,14 @@ extern "C" __global__ void ls_batch(int n, int B, const double* __restrict__ c, 
 // Block b runs `iters` iterated-local-search steps of chain b: tour = double bridge of CUR[b] at the
 // cut points cuts[b][it] = (a, m, e), 1 <= a < m < e <= n (tour = cur[0..a) cur[m..e) cur[a..m) cur[e..n),
 // local_search.double_bridge; a == 0: no perturbation), descent, then CUR[b] = tour when its cost is at
-// most cur_cost[b] + eps. moves[b] and improved[b] (steps that lowered the cost by more than eps)
-// accumulate.
+// most cur_cost[b] + eps. budget_ns > 0: a block stops budget_ns after it started (device clock); the
+// step under way is abandoned and rejected, so CUR[b] stays a local minimum. moves[b], improved[b]
+// (steps that lowered the cost by more than eps) and steps[b] (steps completed) accumulate.
 extern "C" __global__ void ls_ils(int n, int B, int iters, const double* __restrict__ c,
                                   const double* __restrict__ ct, int* CUR, double* cur_cost, int* P, int* S,
                                   double* ARC, double* FWD, double* BWD, const int* __restrict__ cuts, int exact,
-                                  double eps, int max_moves, int tpr, int* moves, int* improved) {
+                                  double eps, int max_moves, int tpr, unsigned long long budget_ns, int* moves,
+                                  int* improved, int* steps) {
     const int b = blockIdx.x;
     if (b >= B) return;
     const size_t off = (size_t)b * n;
@@ -415,7 +429,11 @@ extern "C" __global__ void ls_ils(int n, int B, int iters, const double* __restr
     double* fwd = FWD + off;
     double* bwd = BWD + off;
     __shared__ int s_accept;
-    int mv = 0, imp = 0;
+    __shared__ unsigned long long s_t0;
+    if (threadIdx.x == 0) s_t0 = gtimer();
+    __syncthreads();
+    const unsigned long long stop_at = budget_ns ? s_t0 + budget_ns : 0ull;
+    int mv = 0, imp = 0, done = 0;
     for (int it = 0; it < iters; ++it) {
         const int* cu = cuts + ((size_t)b * iters + it) * 3;
         const int a = cu[0], m = cu[1], e = cu[2];
@@ -426,7 +444,10 @@ extern "C" __global__ void ls_ils(int n, int B, int iters, const double* __restr
         }
         __syncthreads();
         block_state(n, c, p, arc, fwd, bwd, exact);
-        mv += block_descent(n, c, ct, p, S + off, arc, fwd, bwd, exact, eps, max_moves, tpr);
+        bool aborted;
+        mv += block_descent(n, c, ct, p, S + off, arc, fwd, bwd, exact, eps, max_moves, tpr, stop_at, &aborted);
+        if (aborted) break;  // the same in every thread
+        ++done;
         if (threadIdx.x == 0) {
             const double qc = fwd[n - 1] + arc[n - 1];
             const double cc = cur_cost[b];
@@ -443,6 +464,7 @@ extern "C" __global__ void ls_ils(int n, int B, int iters, const double* __restr
     if (threadIdx.x == 0) {
         moves[b] += mv;
         improved[b] += imp;
+        steps[b] += done;
     }
 }
 
