@@ -302,17 +302,29 @@ def distributed_tables(ch, g, rng, args, n_gpus):
     for workers, make in configs:
         with make() as cluster, distributed.Client(cluster) as client:
             gd.table(client, ch, S[:block], T, block=block, device="gpu", dtype="uint32")  # broadcast, upload, compile
-            for mode in ("gathered", "written"):
+            for mode in ("gathered", "written", "kept on the workers"):
                 out = tempfile.mkdtemp(prefix="gpuroute-dist-") if mode == "written" else None
                 try:
-                    t, res = once(lambda out=out: gd.table(client, ch, S, T, block=block, device="gpu", dtype="uint32",
-                                                           out=out))
-                    if mode == "gathered":
-                        ok = bool((res[want_rows] == ref).all())
-                    else:
-                        rows = {r["rows"][0]: r["path"] for r in res}
-                        ok = all(np.array_equal(np.load(rows[(int(i) // block) * block])[int(i) % block], ref[q])
+                    if mode == "kept on the workers":
+                        def kept():
+                            futs = gd.table(client, ch, S, T, block=block, device="gpu", dtype="uint32", gather=False)
+                            distributed.wait([f for _, f in futs])
+                            return futs
+
+                        t, futs = once(kept)
+                        rows = dict(futs)
+                        ok = all(np.array_equal(rows[(int(i) // block) * block].result()[int(i) % block], ref[q])
                                  for q, i in enumerate(want_rows))
+                        del futs, rows
+                    else:
+                        t, res = once(lambda out=out: gd.table(client, ch, S, T, block=block, device="gpu",
+                                                               dtype="uint32", out=out))
+                        if mode == "gathered":
+                            ok = bool((res[want_rows] == ref).all())
+                        else:
+                            rows = {r["rows"][0]: r["path"] for r in res}
+                            ok = all(np.array_equal(np.load(rows[(int(i) // block) * block])[int(i) % block],
+                                                    ref[q]) for q, i in enumerate(want_rows))
                 finally:
                     if out:
                         shutil.rmtree(out, ignore_errors=True)

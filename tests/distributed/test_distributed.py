@@ -45,6 +45,9 @@ def test_table_equals_single_process(client, case):
     np.testing.assert_array_equal(gd.table(client, ch, S, T, block=8, device="cpu", dtype="uint32"),
                                   ch.table(S, T, device="cpu", dtype="uint32"))
     assert gd.table(client, ch, [], T, device="cpu").shape == (0, 23)
+    kept = gd.table(client, ch, S, T, block=6, device="cpu", gather=False)  # blocks left on the workers
+    assert [lo for lo, _ in kept] == list(range(0, 37, 6))
+    np.testing.assert_array_equal(np.concatenate(client.gather([f for _, f in kept])), want)
     # the hierarchy was scattered once for all these calls
     from gpuroute.distributed.api import _SCATTERED
 

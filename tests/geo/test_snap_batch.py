@@ -91,14 +91,25 @@ def mixed_points(index, k, seed):
 
 
 @pytest.mark.parametrize("tie", [SNAP_TIE_M, None, 2.0])
-def test_batch_equals_one_by_one_on_monaco(monaco, tie):
+def test_batch_equals_one_by_one_on_monaco(monaco, tie, monkeypatch):
     pts = np.concatenate([mixed_points(monaco, 300, 1), [SEA_FAR, SEA_NEAR]])
+    alone = []
+    snap = monaco.snap
+    monkeypatch.setattr(monaco, "snap", lambda *a, **kw: alone.append(kw["index"]) or snap(*a, **kw))
     got = monaco.snap_batch(pts[:, 0], pts[:, 1], tie=tie)
+    assert alone == [len(pts) - 2]  # only the coordinate 40 km out at sea, one at a time
     want = one_by_one(monaco, pts[:, 0], pts[:, 1], tie=tie)
     assert_same_snaps(got, want)
+    assert got[-2].distance > 5000 and 1000 < got[-1].distance < 5000
     if tie == SNAP_TIE_M:
         assert sum(len(p.ties) for p in got) > 20  # the junction nodes tie
-        assert got[-2].distance > 5000 and 1000 < got[-1].distance < 5000
+    if tie == 2.0:
+        # radiuses between the nearest segment and its farthest tie: the ties beyond the radius drop out
+        far_tie = [max((t.distance for t in p.ties), default=0.0) for p in want]
+        r = [0.5 * (p.distance + f) if f > p.distance + 0.5 else None for p, f in zip(want, far_tie, strict=True)]
+        want_r = one_by_one(monaco, pts[:, 0], pts[:, 1], radiuses=r, tie=tie)
+        assert sum(len(p.ties) for p in want_r) < sum(len(p.ties) for p in want)
+        assert_same_snaps(monaco.snap_batch(pts[:, 0], pts[:, 1], radiuses=r, tie=tie), want_r)
 
 
 def test_batch_equals_one_by_one_on_ny(ny):
@@ -169,9 +180,10 @@ def test_bearings_and_curb_take_the_one_by_one_path(monaco):
         assert isinstance(want, ValueError) and not isinstance(want, NoSegment)
         assert_same_snaps(batch(monaco, pts[:, 0], pts[:, 1], **bad), want)
         lo, la = pts[:, 0].copy(), pts[:, 1].copy()
-        lo[2], la[2] = SEA_NEAR
+        lo[[2, 30]], la[[2, 30]] = SEA_NEAR  # 2 in the batch, 30 (a bearing) one at a time: 2 comes first
         bad["radiuses"] = list(bad["radiuses"])
-        bad["radiuses"][2] = 10.0
+        bad["radiuses"][2] = bad["radiuses"][30] = 10.0
+        assert bad["bearings"][30] is not None
         want = one_by_one(monaco, lo, la, **bad)
         assert isinstance(want, NoSegment) and want.index == 2
         assert_same_snaps(batch(monaco, lo, la, **bad), want)

@@ -168,7 +168,8 @@ def _table_task(shipped, targets, sources, device, dtype, out, fmt, lo):
     return {"path": path, "rows": [int(lo), int(lo + sources.size)], "device": dev}
 
 
-def table(client, ch, sources, targets, *, block=None, device="auto", dtype="int64", out=None, fmt="npy"):
+def table(client, ch, sources, targets, *, block=None, device="auto", dtype="int64", out=None, fmt="npy",
+          gather=True):
     """Many-to-many distances over a Dask cluster, equal to ``ch.table(sources, targets)``.
 
     Parameters
@@ -189,12 +190,16 @@ def table(client, ch, sources, targets, *, block=None, device="auto", dtype="int
         (long: ``from_id``, ``to_id``, ``distance`` float64 with NaN where unreachable); plus
         ``manifest.json`` listing the blocks. The directory must be reachable by every worker.
     fmt : {"npy", "parquet"}
+    gather : bool, default True
+        False (without ``out``): leave the blocks in the workers' memory and return them as Dask futures,
+        for further distributed work (``client.gather`` fetches them; ``distributed.wait`` waits).
 
     Returns
     -------
     ndarray, shape (|S|, |T|)
         ``INF`` (``INF_U32``) where unreachable; or, with ``out``, the list of block records
-        (``path``, ``rows`` [first, end), ``device``).
+        (``path``, ``rows`` [first, end), ``device``); or, with ``gather=False``, a list of ``(first row,
+        future)`` pairs in row order, each future a (rows, |T|) block.
 
     Raises
     ------
@@ -225,6 +230,8 @@ def table(client, ch, sources, targets, *, block=None, device="auto", dtype="int
     tf = client.scatter(t, broadcast=True, hash=False)
     futs = [client.submit(_table_task, shipped, tf, s[lo:hi], device, dtype, out, fmt, lo, pure=False)
             for lo, hi in blocks]
+    if out is None and not gather:
+        return [(lo, f) for (lo, _), f in zip(blocks, futs, strict=True)]
     res = client.gather(futs)
     if out is None:
         return np.concatenate(res, axis=0)

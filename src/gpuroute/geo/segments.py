@@ -136,7 +136,7 @@ class Phantom:
         """A phantom from its field values in order (batches: without ``__init__``'s one
         ``object.__setattr__`` per field of a frozen dataclass)."""
         p = object.__new__(cls)
-        p.__dict__.update(zip(_PHANTOM_FIELDS, values))
+        p.__dict__.update(zip(_PHANTOM_FIELDS, values, strict=True))
         return p
 
     @property
