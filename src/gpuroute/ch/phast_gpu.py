@@ -11,6 +11,8 @@ The CPU twin is :mod:`gpuroute.ch.phast`.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .. import config
@@ -107,7 +109,14 @@ class GPUHierarchy:
         self.k_table = self.mod.get_function("ph_table")
         self.k_pairs = self.mod.get_function("ph_pairs")
         self.flags = cp.zeros(8, dtype=cp.int32)
-        self.stream = cp.cuda.Stream(non_blocking=False)
+        cp.cuda.Device().synchronize()  # the uploads above ran on the default stream, the passes will not
+        # non-blocking: work other threads put on the legacy default stream must not synchronise with this
+        # stream while it is capturing a pass (a CUDA error); every public call synchronises it before
+        # returning instead
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        # one caller at a time: the passes (captured graphs and their rows), the flags and the stream are
+        # shared by every call (the service's worker threads share one hierarchy)
+        self.lock = threading.RLock()
         self.tpb = int(config.CH_PHAST_THREADS)
         self.sms = int(cp.cuda.Device().attributes["MultiProcessorCount"])
         self._passes = {}  # k -> (graph, d, src buffer)
@@ -135,8 +144,9 @@ class GPUHierarchy:
             return self._passes[k]
         cp = self.cp
         self._passes.clear()  # one pass size at a time: free the other's rows
-        d = cp.empty(self.n * k, dtype=cp.uint32)
-        src = cp.zeros(k, dtype=cp.int32)
+        with self.stream:  # ordered with the pass's launches on this (non-blocking) stream
+            d = cp.empty(self.n * k, dtype=cp.uint32)
+            src = cp.zeros(k, dtype=cp.int32)
         tpb = self.tpb
         i32 = np.int32
         s = self.stream
@@ -262,6 +272,13 @@ class GPUHierarchy:
 
     # ------------------------------------------------------------------ queries
     def tree(self, sources, want_pred, dtype="int64", to_host=True):
+        """See :meth:`_tree` (thread-safe: one call at a time per hierarchy)."""
+        with self.lock:
+            out = self._tree(sources, want_pred, dtype, to_host)
+            self.stream.synchronize()
+            return out
+
+    def _tree(self, sources, want_pred, dtype="int64", to_host=True):
         """Distances (k, n) of the k sources (int64 with INF, or uint32 with INF_U32) and, with
         ``want_pred``, canonical predecessors (k, n) int32; NumPy when ``to_host``."""
         cp = self.cp
@@ -303,6 +320,13 @@ class GPUHierarchy:
         return dist, pred
 
     def table(self, sources, targets, dtype="int64", to_host=True):
+        """See :meth:`_table` (thread-safe: one call at a time per hierarchy)."""
+        with self.lock:
+            out = self._table(sources, targets, dtype, to_host)
+            self.stream.synchronize()
+            return out
+
+    def _table(self, sources, targets, dtype="int64", to_host=True):
         """Distances (|S|, |T|) (see :meth:`ContractionHierarchy.table`)."""
         cp = self.cp
         k, t = int(sources.size), int(targets.size)
@@ -330,11 +354,19 @@ class GPUHierarchy:
         return res.get() if to_host else res
 
     def distances(self, sources, targets):
+        """See :meth:`_distances` (thread-safe: one call at a time per hierarchy)."""
+        with self.lock:
+            out = self._distances(sources, targets)
+            self.stream.synchronize()
+            return out
+
+    def _distances(self, sources, targets):
         """Paired distances (k,) int64 (CuPy): PHAST passes over the distinct sources, each gathering the
         targets of its pairs."""
         cp = self.cp
         m = int(sources.size)
-        out32 = cp.full(m, DINF, dtype=cp.uint32)
+        with self.stream:  # ordered before the pair kernels on this (non-blocking) stream
+            out32 = cp.full(m, DINF, dtype=cp.uint32)
         uniq, inv = np.unique(sources, return_inverse=True)
         tpos = cp.asarray(self.pos_host[targets].astype(np.int32))
         per = self._pass_size(uniq.size)
@@ -355,9 +387,18 @@ class GPUHierarchy:
         return res
 
     def within(self, source, bound):
+        """See :meth:`_within` (thread-safe: one call at a time per hierarchy)."""
+        with self.lock:
+            out = self._within(source, bound)
+            self.stream.synchronize()
+            return out
+
+    def _within(self, source, bound):
         """``(nodes int32, dist int64)`` with distance <= ``bound``, sorted by node id (NumPy)."""
         cp = self.cp
-        dist, _ = self.tree(np.asarray([source], dtype=np.int64), False, dtype="int64", to_host=False)
-        row = dist[0]
-        nodes = cp.flatnonzero(row <= bound)
-        return nodes.get().astype(np.int32), row[nodes].get()
+        dist, _ = self._tree(np.asarray([source], dtype=np.int64), False, dtype="int64", to_host=False)
+        with self.stream:  # the row was written on this (non-blocking) stream
+            row = dist[0]
+            nodes = cp.flatnonzero(row <= bound)
+            vals = row[nodes]
+            return nodes.get(stream=self.stream).astype(np.int32), vals.get(stream=self.stream)
