@@ -177,6 +177,19 @@ SERVE_ISOCHRONE_CELL_M = 0.0
 #: Most cells of that raster (the largest contour's bounding box): larger areas get coarser cells, and
 #: a band at least one cell wide (1.5 M: about 15 km x 15 km at 12.5 m; 0: no limit).
 SERVE_ISOCHRONE_MAX_CELLS = 1500000
+#: The CPU search of an isochrone: a bounded Dijkstra over the graph from each of the origin's heads, given
+#: up for the hierarchy's bounded PHAST (a sweep over every node) once it has settled this fraction of the
+#: graph's nodes (at least SERVE_ISOCHRONE_DIJKSTRA_MIN_NODES). Where the two cost the same on DIMACS NY
+#: (264k nodes, 2 cores): PHAST 3.2 ms; Dijkstra 0.29 ms for 1.5k settled nodes (5 min), 1.45 ms for 8.8k
+#: (10 min), 16.4 ms for 86k (30 min), so about 19k nodes, 7 % of the graph.
+SERVE_ISOCHRONE_DIJKSTRA_FRACTION = 0.07
+SERVE_ISOCHRONE_DIJKSTRA_MIN_NODES = 2000
+#: Where isochrone lattices are drawn: "auto" (the GPU when one is usable and the metric has a hierarchy:
+#: a PHAST pass whose rows stay on the device, then marks and field there), "gpu" or "cpu". "cpu" until the
+#: GPU drawer (engine/isochrone.cu, written 2026-11-23) has been checked against the CPU drawer on a GPU.
+SERVE_ISOCHRONE_DEVICE = "cpu"
+#: Threads per block of the isochrone kernels (engine/isochrone.cu).
+SERVE_ISOCHRONE_GPU_THREADS = 256
 
 # ------------------------------------------------------------------------------------ SERVE_TRIP_
 #: Most coordinates of one /trip request (osrm-routed's --max-trip-size default); a roundtrip is routed
@@ -219,9 +232,11 @@ TOUR_GPU_CHAINS_PER_SM = 2
 #: double-bridge steps per chain and round double or halve towards it (never above a tenth of the time
 #: limit).
 TOUR_GPU_ROUND_S = 0.02
-#: tsp(device="auto") runs on the GPU from this many stops (when a GPU is usable). A first guess, to be
-#: set from benchmarks/tours_gpu.py (tsp section: GPU against CPU gap at the same time limit).
-TOUR_GPU_AUTO_MIN_N = 1000
+#: tsp(device="auto") runs on the GPU from this many stops (when a GPU is usable). Set from
+#: benchmarks/tours_gpu.py on the H100 (2026-11-23, 1 s limit): the GPU's full-neighbourhood ILS is behind
+#: the CPU's candidate-list ILS on every TSPLIB instance of 1,002-3,038 cities (gap 2.7-4.1 % vs 1.0-2.7 %),
+#: so "auto" stays on the CPU until the GPU search restricts its moves too.
+TOUR_GPU_AUTO_MIN_N = 10**9
 
 # ------------------------------------------------------------------------------------------- ACCESS_
 #: Accessibility (gpuroute.accessibility), CPU: private accumulators of the "points" formulation may take

@@ -14,7 +14,7 @@ orjson = pytest.importorskip("orjson")
 from starlette.testclient import TestClient  # noqa: E402
 
 from gpuroute.engine import Engine, EngineError  # noqa: E402
-from gpuroute.engine.osrm import matrix_array, matrix_or_none  # noqa: E402
+from gpuroute.engine.osrm import matrix_array, matrix_json, matrix_or_none  # noqa: E402
 from gpuroute.geo.segments import SegmentIndex  # noqa: E402
 from gpuroute.geo.snap import largest_scc_mask  # noqa: E402
 from gpuroute.server import create_app  # noqa: E402
@@ -77,6 +77,40 @@ def test_matrix_array_writes_the_json_of_matrix_or_none():
     lists = matrix_or_none(m)
     assert_same_matrix_values(a, lists)
     assert orjson.dumps(a, option=orjson.OPT_SERIALIZE_NUMPY) == orjson.dumps(lists)
+    for threads in (1, 3):
+        assert matrix_json(a, threads=threads) == orjson.dumps(lists)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 300), (300, 7), (0, 4), (3, 0)])
+def test_matrix_json_writes_orjson_bytes(shape, monkeypatch):
+    """The compiled writer against orjson on the lists, values of every size; orjson itself only where a
+    value is not one decimal below 1e14."""
+    rng = np.random.default_rng(shape[0] * 1000 + shape[1])
+    n = shape[0] * shape[1]
+    m = (rng.uniform(-1, 1, n) * 10.0 ** rng.integers(-1, 14, n)).reshape(shape)
+    edge = [0.0, -0.0, 0.1, -0.1, 0.05, 0.95, 9.95, 99999999999999.9, 99999999999999.94, 5e-324, math.inf,
+            -math.inf, math.nan]
+    flat = m.reshape(-1)
+    flat[: min(n, len(edge))] = edge[: min(n, len(edge))]
+    rounded = matrix_array(m)
+    want = orjson.dumps(matrix_or_none(m))
+    big = rounded.copy()
+    if n:
+        big.reshape(-1)[-1] = 1e14
+    want_big = orjson.dumps(matrix_or_none(big))
+    raw = m.astype(object)
+    raw[~np.isfinite(m)] = None
+    want_raw = orjson.dumps(raw.tolist())
+    dumps = orjson.dumps
+    used = []
+    monkeypatch.setattr(orjson, "dumps", lambda *a, **kw: used.append(1) or dumps(*a, **kw))
+    assert matrix_json(rounded, threads=4) == want
+    assert matrix_json(rounded, threads=1) == want
+    assert not used  # the compiled writer
+    if n:  # beyond 1e14, or more than one decimal: orjson writes it (the same bytes as the lists)
+        assert matrix_json(big, threads=2) == want_big
+        assert matrix_json(m, threads=2) == want_raw
+        assert used
 
 
 def test_http_table_is_byte_for_byte_the_lists_json(engine, points, monkeypatch):

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import config
 from ..backend import resolve_device
-from ..geo import EARTH_RADIUS_M, haversine_m
+from ..geo import haversine_m
 from ..geo.segments import APPROACHES, NoSegment, SegmentIndex, check_bearing, local_xy
 from ..graph.constants import INF
 from .osrm import (
@@ -829,8 +829,17 @@ class Engine:
             out["distances"] = as_matrix(length)
         if fb_cells:
             out["fallback_speed_cells"] = fb_cells
-        out["sources"] = [waypoint(phantoms[i], self._fingerprint) for i in src]
-        out["destinations"] = [waypoint(phantoms[j], self._fingerprint) for j in dst]
+        wps = {}
+
+        def wp(i):  # one waypoint per coordinate, copied where the coordinate comes again
+            w = wps.get(i)
+            if w is None:
+                w = wps[i] = waypoint(phantoms[i], self._fingerprint)
+                return w
+            return {**w, "location": list(w["location"])}
+
+        out["sources"] = [wp(i) for i in src.tolist()]
+        out["destinations"] = [wp(j) for j in dst.tolist()]
         return out
 
     def _cost_matrix(self, sp, tp):
@@ -861,11 +870,13 @@ class Engine:
             import cupy as xp
 
             ids_s, ids_t = xp.asarray(us), xp.asarray(ut)
+        # one table at a time per engine, the phantom step included: on the GPU the hierarchy's node table
+        # lives in the engine's buffers until the step has read it
         with self._table_lock:
             d = xp.asarray(self.ch.table(ids_s, ids_t)).astype(xp.float64)
-        d[d >= float(INF)] = math.inf
-        best, so, to, same_won = combine(d, s_inv.astype(np.int64), t_inv.astype(np.int64), s_cost, t_cost, sa, ta,
-                                         sf, tf, w[np.maximum(sa, 0)].astype(np.float64))
+            d[d >= float(INF)] = math.inf
+            best, so, to, same_won = combine(d, s_inv.astype(np.int64), t_inv.astype(np.int64), s_cost, t_cost, sa,
+                                             ta, sf, tf, w[np.maximum(sa, 0)].astype(np.float64))
         return best, (so, to, same_won)
 
     def _unpack_cells(self, sp, tp, reach, choice):
@@ -1174,36 +1185,36 @@ class Engine:
 
         Notes
         -----
-        Construction. One bounded one-to-all search (:meth:`ContractionHierarchy.within
-        <gpuroute.ch.api.ContractionHierarchy.within>`: PHAST restricted to the bound) from the head of
-        each usable arc of the snapped origin, bounded by the largest contour minus the partial arc,
-        gives the cost ``d(v)`` of every node reachable within it. For a contour ``C`` the reachable
-        network is then: every arc ``u -> v`` with ``d(u) <= C``, cut at the fraction
-        ``min(1, (C - d(u)) / c(u -> v))`` of its length from ``u`` (arcs are straight segments, costs
-        linear along them, as in routing), and, on the origin's arcs, the piece from the origin to
-        ``min(1, fraction + C / c)``. These pieces are drawn in the equirectangular frame centred on the
-        origin (metres, :data:`gpuroute.geo.EARTH_RADIUS_M`) on one raster for all contours (square cells
-        of ``config.SERVE_ISOCHRONE_CELL_M``, default half the buffer radius, coarser beyond
-        ``config.SERVE_ISOCHRONE_MAX_CELLS`` cells): sampled every cell, the distance of every cell centre
-        to the nearest sampled cell is the field, each contour's field is raised to the next larger one's
-        (so contours nest), and contourpy traces where it equals ``config.SERVE_ISOCHRONE_BUFFER_M``
-        metres (the band's half-width; at least one cell). Holes smaller than
-        ``config.SERVE_ISOCHRONE_MAX_HOLE_M2`` square metres (4 ha: city blocks) are filled, parts dropped
-        by ``denoise``, rings simplified by ``generalize`` (Douglas-Peucker, GEOS's topology-keeping one
-        where that is invalid), and then each contour is clipped to the next larger one so that contours
-        nest (up to the rounding of the positions to 6 decimals, about 0.1 m). Every reachable road is
-        inside its contour's polygon (up to ``generalize``); a point of the polygon is at most the band's
-        half-width plus about a cell from a reachable road, or inside a filled hole. Needs shapely >= 2
-        and contourpy (the ``serve`` extra).
+        Construction (:mod:`gpuroute.engine.isochrone`). One bounded search from the head of each usable
+        arc of the snapped origin, bounded by the largest contour minus the partial arc, gives the cost
+        ``d(v)`` of every node reachable within it (CPU: a bounded Dijkstra, or, past
+        ``config.SERVE_ISOCHRONE_DIJKSTRA_FRACTION`` of the nodes, the hierarchy's bounded PHAST; GPU:
+        a PHAST pass whose rows stay on the device). For a contour ``C`` the reachable network is then:
+        every arc ``u -> v`` with ``d(u) <= C``, cut at the fraction ``min(1, (C - d(u)) / c(u -> v))``
+        of its length from ``u`` (arcs are straight segments, costs linear along them, as in routing),
+        and, on the origin's arcs, the piece from the origin to ``min(1, fraction + C / c)``. These
+        pieces are drawn in the equirectangular frame centred on the origin (metres,
+        :data:`gpuroute.geo.EARTH_RADIUS_M`) on one lattice for all contours (square cells of
+        ``config.SERVE_ISOCHRONE_CELL_M``, default half the buffer radius, coarser beyond
+        ``config.SERVE_ISOCHRONE_MAX_CELLS`` cells): sampled every cell, the distance of every lattice
+        point to the nearest sample's point is the field (on the GPU where ``config.SERVE_ISOCHRONE_DEVICE``
+        allows), each contour's field is raised to the next larger one's (so contours nest), and
+        marching squares trace where it equals ``config.SERVE_ISOCHRONE_BUFFER_M`` metres (the band's
+        half-width; at least one cell). Holes smaller than ``config.SERVE_ISOCHRONE_MAX_HOLE_M2`` square
+        metres (4 ha: city blocks) are filled, parts dropped by ``denoise`` (and parts lying in a part
+        the next larger contour drops), rings simplified by ``generalize`` (Douglas-Peucker between
+        anchors that keep the runs two contours share identical), positions rounded to 6 decimals; the
+        result is checked (valid polygons, each contour inside the next larger one) and, where the check
+        is not sure, drawn by GEOS as before (Douglas-Peucker ring by ring, GEOS's topology-keeping one
+        where that is invalid, each contour clipped to the next larger one, snap-rounding). Every
+        reachable road is inside its contour's polygon (up to ``generalize``); a point of the polygon is
+        at most the band's half-width plus about a cell from a reachable road, or inside a filled hole.
+        Needs shapely >= 2 (the ``serve`` extra).
         """
         try:
             import shapely
         except ImportError:  # pragma: no cover - the serve extra brings it
             raise EngineError("NotImplemented", "isochrones need shapely >= 2 (pip install shapely)") from None
-        try:
-            import contourpy  # noqa: F401
-        except ImportError:  # pragma: no cover - the serve extra brings it
-            raise EngineError("NotImplemented", "isochrones need contourpy (pip install contourpy)") from None
         if metric not in ("duration", "distance"):
             raise EngineError("InvalidOptions", f"metric must be duration or distance, got {metric!r}")
         values = self._contours(contours, metric)
@@ -1213,65 +1224,30 @@ class Engine:
         generalize = self._number(config.SERVE_ISOCHRONE_GENERALIZE_M if generalize is None else generalize,
                                   "generalize", 0.0, math.inf)
         colors = self._colors(colors, len(values))
-        w, scale, search = self._isochrone_metric(metric)
+        met = self._isochrone_metric(metric)
         if coord is not None and len(coord) == 1 and not isinstance(coord[0], (int, float, np.number)):
             coord = coord[0]
         (lon, lat), = self._coords([coord])
         origin, = self._snap([(lon, lat)], _one_entry(radiuses, "radiuses"), _one_entry(bearings, "bearings"),
                              _one_entry(approaches, "approaches"))
-
-        # costs (native unit) of the nodes reachable within the largest contour
-        cmax = max(values) / scale
-        found_n, found_d = [], []
-        for a, fa in origin.arcs:
-            off = (1.0 - fa) * w[a]
-            if off <= cmax:
-                nodes, d = search(int(self._head[a]), cmax - off)
-                found_n.append(np.asarray(nodes, dtype=np.int64))
-                found_d.append(np.asarray(d, dtype=np.float64) + off)
-        nodes = np.concatenate(found_n) if found_n else np.zeros(0, dtype=np.int64)
-        dist = np.concatenate(found_d) if found_d else np.zeros(0)
-        order = np.lexsort((dist, nodes))
-        nodes, dist = nodes[order], dist[order]
-        first = np.ones(nodes.size, dtype=bool)
-        first[1:] = nodes[1:] != nodes[:-1]
-        nodes, dist = nodes[first], dist[first]
-        # the arcs leaving them (CSR), with their tails' costs
-        fo = np.asarray(self.graph.first_out, dtype=np.int64)
-        cnt = fo[nodes + 1] - fo[nodes]
-        ends = np.cumsum(cnt)
-        arcs = np.repeat(fo[nodes] - (ends - cnt), cnt) + np.arange(int(ends[-1]) if ends.size else 0)
-        d_tail = np.repeat(dist, cnt)
-        start = np.array([a for a, _ in origin.arcs], dtype=np.int64)
-        start_f = np.array([f for _, f in origin.arcs])
-        all_arcs = np.concatenate([start, arcs])
-        c = self.graph.coords
-        tx, ty = local_xy(c[self._tail[all_arcs], 0], c[self._tail[all_arcs], 1], origin.lon, origin.lat)
-        hx, hy = local_xy(c[self._head[all_arcs], 0], c[self._head[all_arcs], 1], origin.lon, origin.lat)
-        wa = w[all_arcs]
-        pos = wa > 0
-        inv = np.where(pos, 1.0 / np.where(pos, wa, 1.0), 0.0)
+        from . import isochrone as iso
 
         ranked = sorted(range(len(values)), key=lambda k: -values[k])
-        segs = []
-        for i in ranked:
-            cu = values[i] / scale
-            lo = np.concatenate([start_f, np.zeros(arcs.size)])
-            reach = np.concatenate([np.ones(start.size, dtype=bool), d_tail <= cu])
-            budget = np.concatenate([np.full(start.size, cu), cu - d_tail])
-            hi = np.where(pos, np.minimum(1.0, lo + np.maximum(budget, 0.0) * inv), 1.0)
-            lo, hi = lo[reach], hi[reach]
-            x0, y0, x1, y1 = tx[reach], ty[reach], hx[reach], hy[reach]
-            seg = np.stack([np.column_stack([x0 + lo * (x1 - x0), y0 + lo * (y1 - y0)]),
-                            np.column_stack([x0 + hi * (x1 - x0), y0 + hi * (y1 - y0)])], axis=1)
-            segs.append(seg)
+        req = iso.Request(met, self._head, origin.arcs, [values[i] / met.scale for i in ranked], origin.lon,
+                          origin.lat)
+        gpu = self._isochrone_gpu(met)
+        if gpu is not None:
+            codes, lattice = gpu.codes(req)
+        else:
+            codes, lattice = iso.codes_cpu(self._isochrone_arrays(), met, req)
+        geoms, _ = iso.geometries(shapely, codes, lattice, len(values), denoise, generalize, origin.lon, origin.lat,
+                                  polygons)
         features = []
-        for i, geom in zip(ranked, self._isochrone_rasters(shapely, segs, denoise, generalize), strict=True):
+        for i, geom in zip(ranked, geoms, strict=True):
             props = {"contour": values[i], "metric": metric}
             if colors is not None:
                 props["color"] = colors[i]
-            features.append({"type": "Feature", "properties": props,
-                             "geometry": _geojson(shapely, geom, origin.lon, origin.lat, polygons)})
+            features.append({"type": "Feature", "properties": props, "geometry": geom})
         return {"code": "Ok", "type": "FeatureCollection", "features": features,
                 "waypoints": [waypoint(origin, self._fingerprint)]}
 
@@ -1328,199 +1304,83 @@ class Engine:
         return out
 
     def _isochrone_metric(self, metric):
-        """``(arc costs float64 (m,), native unit -> s or m, search(source, bound) -> (nodes, costs))`` for
-        a metric; InvalidOptions naming why when the engine cannot search it."""
+        """The :class:`gpuroute.engine.isochrone.Metric` of ``"duration"`` or ``"distance"`` (cached per
+        weight); InvalidOptions naming why when the engine cannot search it."""
+        from .isochrone import Metric
+
         g = self.graph
         quantity = "time" if metric == "duration" else "length"
         unit = g.units[self.weight]
-        if unit.quantity == quantity:
-            return self._w, self._w_scale, _within(self.ch)
-        if metric == "distance" and self.distance_ch is not None:
-            name = self.distance_ch.weight
-            u = g.units[name]
-            return g.weight(name).astype(np.float64), float(u.scale or 1.0), _within(self.distance_ch)
-        names = [k for k in g.weights if g.units[k].quantity == quantity]
-        if metric == "duration" and "travel_time" in names:
-            names = ["travel_time"]
-        if not names:
-            raise EngineError("InvalidOptions", f"metric={metric} needs a {quantity} weight; graph "
-                              f"{g.name!r} has only {', '.join(sorted(g.weights))} and the engine has no "
-                              f"hierarchy for {'durations' if metric == 'duration' else 'distances'}")
-        name = names[0]
-        cache = getattr(self, "_iso_csr", None)
+        cache = getattr(self, "_iso_metrics", None)
         if cache is None:
-            cache = self._iso_csr = {}  # a race builds the matrix twice, harmlessly
-        if name not in cache:
-            cache[name] = g.to_scipy(name).astype(np.float64)
-        csr = cache[name]
+            cache = self._iso_metrics = {}  # a race builds a metric twice, harmlessly
+        if unit.quantity == quantity:
+            ch, name = self.ch, self.weight
+        elif metric == "distance" and self.distance_ch is not None:
+            ch, name = self.distance_ch, self.distance_ch.weight
+        else:
+            ch = None
+            names = [k for k in g.weights if g.units[k].quantity == quantity]
+            if metric == "duration" and "travel_time" in names:
+                names = ["travel_time"]
+            if not names:
+                raise EngineError("InvalidOptions", f"metric={metric} needs a {quantity} weight; graph "
+                                  f"{g.name!r} has only {', '.join(sorted(g.weights))} and the engine has no "
+                                  f"hierarchy for {'durations' if metric == 'duration' else 'distances'}")
+            name = names[0]
+        key = (name, ch is not None)
+        if key not in cache:
+            w = self._w if ch is self.ch and name == self.weight else g.weight(name).astype(np.float64)
+            scale = self._w_scale if ch is self.ch and name == self.weight else float(g.units[name].scale or 1.0)
+            if ch is not None:
+                csr = (np.asarray(g.first_out, dtype=np.int64), np.asarray(g.head, dtype=np.int32),
+                       np.asarray(g.weight(name), dtype=np.int64))
+                cache[key] = Metric(name, w, scale, csr=csr, ch=ch)
+            else:
+                csr = g.to_scipy(name).astype(np.float64)
 
-        def search(source, bound):
-            from scipy.sparse.csgraph import dijkstra
+                def search(source, bound, csr=csr):
+                    from scipy.sparse.csgraph import dijkstra
 
-            d = dijkstra(csr, indices=source, limit=bound)
-            nodes = np.flatnonzero(d <= bound)
-            return nodes, d[nodes]
+                    d = dijkstra(csr, indices=source, limit=bound)
+                    nodes = np.flatnonzero(d <= bound)
+                    return nodes, d[nodes]
 
-        return g.weight(name).astype(np.float64), float(g.units[name].scale or 1.0), search
+                cache[key] = Metric(name, w, scale, search=search)
+        return cache[key]
 
-    @staticmethod
-    def _isochrone_rasters(shapely, segs, denoise, generalize):
-        """The polygons (shapely, local metres) of nested contours, largest first, from their reachable
-        segments ``segs`` (one (k, 2, 2) array each, largest contour first), by a raster.
+    def _isochrone_arrays(self):
+        """``(first_out int64, head int64, tail int64, lon float64, lat float64)`` of the graph (cached)."""
+        arr = getattr(self, "_iso_arrays", None)
+        if arr is None:
+            g = self.graph
+            c = np.asarray(g.coords, dtype=np.float64)
+            arr = self._iso_arrays = (np.asarray(g.first_out, dtype=np.int64), self._head, self._tail,
+                                      np.ascontiguousarray(c[:, 0]), np.ascontiguousarray(c[:, 1]))
+        return arr
 
-        One lattice of square cells (``config.SERVE_ISOCHRONE_CELL_M``, default half the buffer radius;
-        coarser where the largest contour would need more than ``config.SERVE_ISOCHRONE_MAX_CELLS``) for
-        all contours: the segments are sampled every cell and their cells marked; the field is the
-        distance of every cell centre to the nearest marked one (exact up to the buffer radius plus 1.5
-        cells, by one scatter per lattice offset), raised to the next larger contour's field so that
-        contours nest; contourpy traces where it equals the buffer radius (filled contours: polygons with
-        holes). Holes below ``config.SERVE_ISOCHRONE_MAX_HOLE_M2`` are then filled, parts dropped by
-        ``denoise`` and rings simplified by ``generalize`` (each contour then clipped to the next larger
-        one)."""
-        import contourpy
+    def _isochrone_gpu(self, met):
+        """The GPU drawer of a metric (:class:`gpuroute.engine.isochrone.IsochroneGPU`, built once), or None
+        where isochrones run on the CPU (``config.SERVE_ISOCHRONE_DEVICE``; no hierarchy; no GPU)."""
+        if met.ch is None:
+            return None
+        dev = resolve_device(str(config.SERVE_ISOCHRONE_DEVICE))
+        if dev != "gpu":
+            return None
+        cache = getattr(self, "_iso_gpu", None)
+        if cache is None:
+            cache = self._iso_gpu = {}
+        from .isochrone import BUILD_LOCK, IsochroneGPU
 
-        r = float(config.SERVE_ISOCHRONE_BUFFER_M)
-        cell = float(config.SERVE_ISOCHRONE_CELL_M or 0.5 * r)
-        max_hole = float(config.SERVE_ISOCHRONE_MAX_HOLE_M2)
-        # at most SERVE_ISOCHRONE_MAX_CELLS cells for the largest contour: coarser cells (and a band of
-        # at least one cell) for large areas
-        big = next((q for q in segs if q.shape[0]), None)
-        if big is not None and config.SERVE_ISOCHRONE_MAX_CELLS:
-            ext = np.ptp(big.reshape(-1, 2), axis=0) + 2.0 * r + 8.0 * cell
-            cell = max(cell, math.sqrt(float(ext[0] * ext[1]) / float(config.SERVE_ISOCHRONE_MAX_CELLS)))
-            r = max(r, cell)
-        # distances only matter up to reach = r + 1.5 cells (an edge of the grid crossing r has both ends
-        # below r + cell * sqrt(2)): one scatter per lattice offset within reach, farthest first
-        reach = r + 1.5 * cell
-        m = int(reach // cell)
-        dx, dy = np.meshgrid(np.arange(-m, m + 1), np.arange(-m, m + 1))
-        dd = np.hypot(dx, dy).ravel() * cell
-        order = np.argsort(-dd, kind="stable")
-        order = order[dd[order] <= reach]
-        dx, dy, dd = dx.ravel()[order], dy.ravel()[order], dd[order]
-        margin = m + 1
-        out, larger, clip = [], None, generalize > 0  # larger: (i0, j0, field) of the next larger contour
-        for seg in segs:
-            if seg.shape[0] == 0:
-                out.append(shapely.Polygon())
-                continue
-            # sample every segment every cell (ends included), cells on the lattice k * cell
-            p0 = seg[:, 0] / cell
-            step = seg[:, 1] / cell - p0
-            n = np.ceil(np.hypot(step[:, 0], step[:, 1])).astype(np.int64) + 1
-            step /= np.maximum(n - 1, 1)[:, None]
-            k = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
-            ix = np.floor(np.repeat(p0[:, 0], n) + k * np.repeat(step[:, 0], n)).astype(np.int64)
-            iy = np.floor(np.repeat(p0[:, 1], n) + k * np.repeat(step[:, 1], n)).astype(np.int64)
-            i0, j0 = int(ix.min()) - margin, int(iy.min()) - margin
-            i1, j1 = int(ix.max()) + margin + 1, int(iy.max()) + margin + 1
-            w = i1 - i0
-            marked = np.zeros((j1 - j0, w), dtype=bool)  # rows: y, columns: x
-            marked[iy - j0, ix - i0] = True
-            flat = np.flatnonzero(marked)
-            field = np.full(marked.shape, 2.0 * reach)
-            fv = field.reshape(-1)
-            for ox, oy, d in zip(dx.tolist(), dy.tolist(), dd.tolist(), strict=True):
-                fv[flat + (oy * w + ox)] = d
-            # nest: at least the larger contour's field (outside its window: out)
-            if larger is not None:
-                li0, lj0, lf = larger
-                a0, b0 = max(i0, li0), max(j0, lj0)
-                a1, b1 = min(i1, li0 + lf.shape[1]), min(j1, lj0 + lf.shape[0])
-                over = lf[b0 - lj0:b1 - lj0, a0 - li0:a1 - li0] if a1 > a0 and b1 > b0 else None
-                if over is None or over.shape != field.shape:
-                    pad = np.full(field.shape, 2.0 * reach)
-                    if over is not None:
-                        pad[b0 - j0:b1 - j0, a0 - i0:a1 - i0] = over
-                    over = pad
-                np.maximum(field, over, out=field)
-            larger = (i0, j0, field)
-            # the level a hair above r: no lattice distance equals it, so no ring passes through a cell
-            # centre (rings touching themselves there would be invalid)
-            level = r + 1e-3 * cell
-            points, offsets = contourpy.contour_generator(z=field, fill_type="OuterOffset").filled(-1.0, level)
-            if not points:
-                out.append(shapely.Polygon())
-                continue
-            # rings (grid index units -> metres), their areas; small holes filled, small parts dropped
-            xy = (np.concatenate(points) + (i0 + 0.5, j0 + 0.5)) * cell
-            ring_len = np.concatenate([np.diff(off) for off in offsets]).astype(np.int64)
-            first = np.concatenate([[0], np.cumsum(ring_len)[:-1]])
-            x, y = xy[:, 0], xy[:, 1]
-            cross = x * np.roll(y, -1) - np.roll(x, -1) * y
-            cross[first + ring_len - 1] = x[first + ring_len - 1] * y[first] - x[first] * y[first + ring_len - 1]
-            area = np.abs(np.add.reduceat(cross, first)) / 2.0
-            nr = np.array([off.size - 1 for off in offsets])
-            shell = np.zeros(ring_len.size, dtype=bool)
-            shell[np.cumsum(nr) - nr] = True
-            poly_of = np.repeat(np.arange(nr.size), nr)
-            keep = shell | (area >= max_hole)
-            part = np.bincount(poly_of, weights=np.where(shell, area, -area) * keep)
-            good = part >= denoise * part.max()
-            clip |= not good.all()
-            keep &= good[poly_of]
-            ring_of = np.repeat(np.arange(ring_len.size), ring_len)
-            xy, idx = xy[keep[ring_of]], np.repeat(np.arange(int(keep.sum())), ring_len[keep])
-            rpoly = np.unique(poly_of[keep], return_inverse=True)[1]  # polygons kept, numbered 0..
-            geom = None
-            if generalize > 0:  # Douglas-Peucker ring by ring, as lines (GEOS's polygon one runs a buffer(0));
-                # GEOS's topology-keeping one where rings collapse or the result is invalid
-                lines = shapely.simplify(shapely.linestrings(xy, indices=idx), generalize, preserve_topology=False)
-                sxy, sidx = shapely.get_coordinates(lines, return_index=True)
-                if (np.bincount(sidx, minlength=rpoly.size) >= 4).all():
-                    polys = shapely.polygons(shapely.linearrings(sxy, indices=sidx), indices=rpoly)
-                    geom = polys[0] if polys.size == 1 else shapely.multipolygons(polys)
-                    geom = geom if shapely.is_valid(geom) else None
-            if geom is None:
-                polys = shapely.polygons(shapely.linearrings(xy, indices=idx), indices=rpoly)
-                geom = polys[0] if polys.size == 1 else shapely.multipolygons(polys)
-                if generalize > 0:
-                    geom = shapely.simplify(geom, generalize, preserve_topology=True)
-            out.append(geom)
-        # simplified rings, or parts dropped from a larger contour: clip each contour to the next larger
-        if clip:
-            for q in range(1, len(out)):
-                box = shapely.clip_by_rect(out[q - 1], *shapely.bounds(out[q]))  # cheaper overlay
-                out[q] = shapely.intersection(out[q], box)
-        return out
+        with BUILD_LOCK:
+            if met.name not in cache:
+                cache[met.name] = IsochroneGPU(self._isochrone_arrays(), met)
+        return cache[met.name]
 
     def __repr__(self):
         g = self.graph
         return (f"Engine({g.name!r}, profile={self.profile!r}, weight={self.weight!r}, nodes={g.n_nodes:,}, "
                 f"segments={self.segments.n_segments:,})")
-
-
-def _within(ch):
-    """The bounded one-to-all of a hierarchy with a float bound (its weights are integers)."""
-    def search(source, bound):
-        return ch.within(source, int(math.floor(bound + 1e-9)))
-
-    return search
-
-
-def _geojson(shapely, geom, lon0, lat0, polygons):
-    """A GeoJSON geometry of a (Multi)Polygon in the local metres of ``(lon0, lat0)``, in degrees (6
-    decimals, snap-rounded by GEOS so the rounded polygon stays valid): the polygon itself, or its rings
-    as a (Multi)LineString."""
-    k = math.pi / 180.0 * EARTH_RADIUS_M
-    kx = k * math.cos(math.radians(lat0))
-    geom = shapely.transform(geom, lambda xy: np.column_stack([lon0 + xy[:, 0] / kx, lat0 + xy[:, 1] / k]))
-    fast = shapely.transform(geom, lambda xy: np.round(xy, 6))  # GEOS's snap-rounding only if invalid
-    geom = fast if shapely.is_valid(fast) else shapely.set_precision(geom, 1e-6)
-
-    def ring(r):
-        return np.round(np.asarray(r.coords), 6).tolist()
-
-    parts = [p for p in shapely.get_parts(geom) if isinstance(p, shapely.Polygon) and not p.is_empty]
-    rings = [[ring(p.exterior)] + [ring(h) for h in p.interiors] for p in parts]
-    if polygons:
-        if len(rings) == 1:
-            return {"type": "Polygon", "coordinates": rings[0]}
-        return {"type": "MultiPolygon", "coordinates": rings}
-    lines = [r[0] for r in rings] + [h for r in rings for h in r[1:]]
-    if len(lines) == 1:
-        return {"type": "LineString", "coordinates": lines[0]}
-    return {"type": "MultiLineString", "coordinates": lines}
 
 
 __all__ = ["Engine", "EngineError", "OSM_ENDINGS"]

@@ -8,7 +8,9 @@ from __future__ import annotations
 import base64
 import math
 import struct
+import threading
 
+import numba
 import numpy as np
 from numba import njit
 
@@ -239,6 +241,127 @@ def matrix_array(m, digits=1):
     return r
 
 
+#: The two digits of 0..99, as ASCII bytes (200,): :func:`_rows_json` writes two digits per division.
+_DIGITS2 = np.frombuffer("".join(f"{i:02d}" for i in range(100)).encode("ascii"), dtype=np.uint8).copy()
+#: Longest JSON of one cell :func:`_rows_json` writes (``-99999999999999.9,``).
+_CELL_BYTES = 19
+_json_pool = None
+_json_pool_lock = threading.Lock()
+
+
+@njit(cache=True, nogil=True)
+def _rows_json(m, r0, r1, buf, digits2):
+    """JSON of rows ``r0:r1`` of a float64 (r, c) matrix of one-decimal values, the rows separated by
+    commas (``[..],[..]``), into the uint8 buffer ``buf``: its length, or -1 at a value that is not
+    ``k / 10`` (the double nearest to it) with ``|k / 10| < 1e14``. A non-finite value is ``null``; a
+    value is written ``int.d`` (``-`` for negatives and -0.0), the shortest decimal that reads back as it,
+    as orjson and Python's ``repr`` write it."""
+    c = m.shape[1]
+    p = 0
+    tmp = np.empty(24, dtype=np.uint8)
+    for i in range(r0, r1):
+        if i > r0:
+            buf[p] = 44  # ,
+            p += 1
+        buf[p] = 91  # [
+        p += 1
+        for j in range(c):
+            if j:
+                buf[p] = 44
+                p += 1
+            v = m[i, j]
+            if not math.isfinite(v):
+                buf[p] = 110  # null
+                buf[p + 1] = 117
+                buf[p + 2] = 108
+                buf[p + 3] = 108
+                p += 4
+                continue
+            a = abs(v)
+            if not a < 1e14:
+                return -1
+            k = np.int64(np.rint(a * 10.0))
+            if k / 10.0 != a:
+                return -1
+            if v < 0 or (v == 0 and math.copysign(1.0, v) < 0):
+                buf[p] = 45  # -
+                p += 1
+            ip = k // 10
+            n = 0
+            while ip >= 100:  # the integer part's digits, last first
+                q = ip % 100
+                ip //= 100
+                tmp[n] = digits2[2 * q + 1]
+                tmp[n + 1] = digits2[2 * q]
+                n += 2
+            if ip >= 10:
+                tmp[n] = digits2[2 * ip + 1]
+                tmp[n + 1] = digits2[2 * ip]
+                n += 2
+            else:
+                tmp[n] = 48 + ip
+                n += 1
+            for t in range(n - 1, -1, -1):
+                buf[p] = tmp[t]
+                p += 1
+            buf[p] = 46  # .
+            buf[p + 1] = 48 + k % 10
+            p += 2
+        buf[p] = 93  # ]
+        p += 1
+    return p
+
+
+def matrix_json(m, *, threads=None):
+    """The JSON text of a table matrix: exactly the bytes orjson writes for :func:`matrix_or_none` of the
+    same matrix (``null`` where not finite), written from the array by a compiled kernel on blocks of rows
+    in parallel threads (no Python float per cell).
+
+    Parameters
+    ----------
+    m : array_like of float, shape (r, c)
+        Values rounded to one decimal (:func:`matrix_array`); a matrix with another value (more decimals,
+        ``|x| >= 1e14``) is written by orjson instead (the same bytes, slower).
+    threads : int, optional
+        Threads writing blocks of rows (default ``numba.get_num_threads()``; one shared pool of that many
+        threads).
+
+    Returns
+    -------
+    bytes
+        ``[[...],[...]]``; for the HTTP answer, wrap it in ``orjson.Fragment``.
+    """
+    global _json_pool
+    m = np.ascontiguousarray(m, dtype=np.float64)
+    if m.ndim != 2:
+        raise ValueError(f"matrix_json takes a 2-D matrix, got shape {m.shape}")
+    r, c = m.shape
+    threads = max(1, int(threads or numba.get_num_threads()))
+    nb = max(1, min(r, 2 * threads, r * c // 16384 + 1))  # blocks of at least ~16k cells
+    bounds = np.linspace(0, r, nb + 1).astype(np.int64).tolist()
+
+    def block(b):
+        r0, r1 = bounds[b], bounds[b + 1]
+        buf = np.empty((r1 - r0) * (_CELL_BYTES * c + 3), dtype=np.uint8)  # [, ] and the comma after
+        n = _rows_json(m, r0, r1, buf, _DIGITS2)
+        return None if n < 0 else buf[:n]
+
+    if nb == 1 or threads == 1:
+        parts = [block(b) for b in range(nb)]
+    else:
+        with _json_pool_lock:
+            if _json_pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                _json_pool = ThreadPoolExecutor(max(2, numba.get_num_threads()), thread_name_prefix="gpuroute-json")
+        parts = list(_json_pool.map(block, range(nb)))
+    if any(p is None for p in parts):
+        import orjson
+
+        return orjson.dumps(m, option=orjson.OPT_SERIALIZE_NUMPY)
+    return b"[" + b",".join(p.tobytes() for p in parts if p.size) + b"]"
+
+
 def finite_or_none(x, digits=1):
     """A float rounded to ``digits``, or None for an unreachable (infinite) value (JSON ``null``)."""
     return round(float(x), digits) if math.isfinite(x) else None
@@ -246,4 +369,4 @@ def finite_or_none(x, digits=1):
 
 __all__ = ["EngineError", "ERROR_CODES", "GEOMETRIES", "OVERVIEWS", "ROUTE_ANNOTATIONS", "TABLE_ANNOTATIONS",
            "encode_geometry", "simplify", "douglas_peucker_keep", "turn_delta", "modifier", "make_hint", "waypoint", "round1",
-           "finite_or_none", "matrix_or_none", "matrix_array"]
+           "finite_or_none", "matrix_or_none", "matrix_array", "matrix_json"]

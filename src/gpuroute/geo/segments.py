@@ -14,6 +14,9 @@ point has a sample within ``r + spacing / 2``, so a ball query of that radius fo
 point-to-segment projections gives the exact nearest segment(s). Projections are computed in a local
 equirectangular frame centred on the query point (east/north metres with the one Earth radius
 :data:`gpuroute.geo.EARTH_RADIUS_M`): exact for the straight segments of an OSM graph at street scale.
+Many coordinates are snapped together by :meth:`SegmentIndex.snap_batch` (one nearest-sample query, one
+ball query and one compiled projection pass for all of them; the same phantoms and errors as one
+:meth:`SegmentIndex.snap` after the other), as the engine's services do.
 
 Options, as OSRM defines them (``docs/http.md``, "General options"):
 

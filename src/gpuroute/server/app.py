@@ -113,7 +113,8 @@ When the engine has a ``query_for_thread()`` method, each worker thread calls it
 object it returns (the engine's per-thread query state), then calls ``route``/``table``/``nearest``
 on that object; otherwise it calls the engine's methods directly. The JSON encoding also runs in the
 worker thread. A table comes back from an engine whose ``table`` takes ``matrices`` as NumPy arrays
-(``matrices="arrays"``), which orjson writes without nested lists. Answers carry ``Access-Control-Allow-Origin: *``, as ``osrm-routed``'s do.
+(``matrices="arrays"``), written to JSON without nested lists (the same bytes: ``null`` where no
+route). Answers carry ``Access-Control-Allow-Origin: *``, as ``osrm-routed``'s do.
 """
 from __future__ import annotations
 
@@ -751,6 +752,25 @@ def _json_default(obj):
     raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
 
 
+def _matrix_fragments(res):
+    """A table answer whose matrices came as arrays, with them written to JSON already
+    (:func:`gpuroute.engine.osrm.matrix_json`: orjson's bytes, by a parallel compiled writer) and handed to
+    orjson as ``orjson.Fragment`` (orjson >= 3.10; before, orjson writes the arrays itself)."""
+    import numpy as np
+    import orjson
+
+    if not hasattr(orjson, "Fragment"):
+        return res
+    from ..engine.osrm import matrix_json
+
+    out = dict(res)
+    for key in ("durations", "distances"):
+        v = out.get(key)
+        if isinstance(v, np.ndarray) and v.ndim == 2:
+            out[key] = orjson.Fragment(matrix_json(v))
+    return out
+
+
 def encode(obj):
     """JSON bytes of ``obj`` (orjson; NumPy arrays and scalars; NaN and infinities become ``null``)."""
     import orjson
@@ -1014,4 +1034,6 @@ class _Server:
             code, msg = err
             return 400, encode({"code": code, "message": " ".join(str(msg).split())})
         status = 200 if not isinstance(res, dict) or res.get("code", "Ok") == "Ok" else 400
+        if call.service == "table" and self.table_kwargs and isinstance(res, dict):
+            res = _matrix_fragments(res)
         return status, encode(_strip(res, call))

@@ -1,0 +1,1787 @@
+"""Isochrone polygons (:meth:`gpuroute.engine.Engine.isochrone`): the reachable pieces of road of every
+contour drawn on one lattice, a distance field per contour, its level set traced as rings (marching
+squares), small holes filled and small parts dropped on the rings, Douglas-Peucker, GeoJSON.
+
+Pipeline (one request, ``K`` contours, largest first):
+
+1. **Search** (:func:`reach_cpu`): the cost of every node reachable within the largest contour from the
+   heads of the snapped origin's arcs: a bounded Dijkstra over the graph (numba) that gives up after
+   ``config.SERVE_ISOCHRONE_DIJKSTRA_MAX_NODES`` settled nodes, then the hierarchy's bounded PHAST
+   (``ContractionHierarchy.within``). On the GPU (:class:`IsochroneGPU`) a PHAST pass over the origin's
+   heads whose rows stay on the device.
+2. **Lattice** (:func:`lattice`): square cells of ``config.SERVE_ISOCHRONE_CELL_M`` (default half the
+   band's half-width ``config.SERVE_ISOCHRONE_BUFFER_M``), coarser where the largest contour's bounding
+   box would need more than ``config.SERVE_ISOCHRONE_MAX_CELLS`` cells (then the band is at least one
+   cell); the window is the pieces' bounding box plus the band.
+3. **Marks and field** (:func:`extent_cpu`, :func:`mark_cpu`, :func:`field_cpu`; GPU twins in
+   ``isochrone.cu``): every reachable piece (arc ``u -> v`` with ``d(u) <= C`` cut at
+   ``min(1, (C - d(u)) / c)``, the origin's arcs from the origin on) is sampled every cell and its cells
+   marked; the field of a lattice point is the exact Euclidean distance to the nearest marked point
+   within ``reach = r + 1.5`` cells (two separable passes: Danielsson-style nearest mark along the row,
+   then the minimum over the column window of ``dx^2 + dy^2``), stored as the code ``dx^2 + dy^2`` (255:
+   beyond reach); a contour's codes are raised to the next larger contour's (so contours nest).
+4. **Rings** (:func:`trace`): marching squares (Lorensen and Cline, "Marching cubes", SIGGRAPH 1987, in
+   two dimensions) at the level ``r + 1e-3`` cell, with linear interpolation along lattice edges,
+   saddles resolved by separating the inside corners (parts are 4-connected sets of inside lattice
+   points), every ring followed once from its first horizontal crossing in row-major order (shells
+   counter-clockwise, holes clockwise).
+5. **Structure** (:func:`structure`): the part of each hole and the hole enclosing each shell, found by
+   one walk along a lattice row from the ring's first crossing (the first crossing to its left belongs
+   to a ring of the same part, or of the enclosing region); holes below ``config.SERVE_ISOCHRONE_MAX_HOLE_M2``
+   filled, parts below ``denoise`` times the largest dropped, parts inside a filled hole dropped, parts
+   of a contour outside the next larger contour's kept parts dropped.
+6. **Simplification** (:func:`simplify`): Douglas-Peucker (Douglas and Peucker, "Algorithms for the
+   reduction of the number of points required to represent a digitized line or its caricature",
+   Cartographica 1973) between anchors: ring starts and the ends of the runs a contour shares with the
+   next larger or smaller one (the same lattice edges with the same field values), so that shared runs
+   simplify to the same vertices in both contours.
+7. **Degrees, checks** (:func:`finish`): positions in degrees rounded to 6 decimals; the rounded rings
+   are checked on a uniform grid of segments: each ring closed with at least 3 distinct vertices and
+   its orientation, no two segments of a contour touching (except neighbours at their common vertex),
+   each ring inside exactly the rings the structure says, and each contour inside the next larger one
+   (segments of the two either identical, apart, or meeting at a common vertex where the smaller one
+   runs into the larger one's inside; one vertex of every ring on the right side). Every predicate is
+   a floating-point filter that answers "unsure" near zero; any failure or "unsure" hands the request
+   to the GEOS path (:func:`geos_geometries`: shapely's Douglas-Peucker, validity, clipping,
+   snap-rounding), as it ran before.
+"""
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+from numba import njit
+
+from .. import config
+from ..geo import EARTH_RADIUS_M
+
+#: Field code of a lattice point beyond reach of every mark.
+FAR = 255
+#: Most cells of the band's half-width (``reach / cell`` stays below 14, so codes fit a byte).
+_MAX_RATIO = 12.0
+_DEG = math.pi / 180.0
+_EPS = 2.0 ** -53
+_CCW_ERR = (3.0 + 16.0 * _EPS) * _EPS
+#: What the checks of the fast path found (:attr:`Layers.why`).
+CHECKS = {0: "ok", 1: "a ring of fewer than 3 vertices", 2: "a ring of the wrong orientation",
+          3: "a spike", 4: "segments that meet (one contour) or cross (two contours)",
+          7: "a ray through a vertex", 8: "a ring not inside exactly the rings it should be",
+          9: "a ring outside the next larger contour", 10: "a hole of a contour inside the next smaller one",
+          11: "a ring collapsed", 12: "segments that meet after their vertices were restored"}
+#: Rounds of restoring the vertices of segments that meet before the GEOS path takes over.
+_REPAIR_ROUNDS = 6
+#: Most pairs of segments restored per round.
+_REPAIR_PAIRS = 4096
+
+
+# ----------------------------------------------------------------------------------- lattice
+class Lattice:
+    """The lattice of one request: square cells of ``cell`` metres, lattice point ``(x, y)`` (column,
+    row of the window) at ``((i0 + x + 0.5) * cell, (j0 + y + 0.5) * cell)`` metres in the origin's
+    equirectangular frame.
+
+    Attributes
+    ----------
+    cell, r, reach, level : float
+        Cell size, band half-width, reach of the field, traced level (metres).
+    m : int
+        Lattice offsets within reach per axis.
+    i0, j0, W, H : int
+        Window origin (cells) and size.
+    windows : ndarray int64, shape (K, 4)
+        Per contour ``(x0, y0, x1, y1)``: the part of the window its marks and band can touch.
+    code_of : ndarray uint8, shape (2 m^2 + 1,)
+        Code of a squared lattice distance (itself, or ``FAR`` beyond reach).
+    val : ndarray float64, shape (256,)
+        Field value (metres) of a code (``2 * reach`` for ``FAR``).
+    kin : int
+        Largest code below the level (inside: ``code <= kin``).
+    """
+
+    __slots__ = ("cell", "r", "reach", "level", "m", "i0", "j0", "W", "H", "windows", "code_of", "val", "kin")
+
+
+def lattice(ext):
+    """The lattice of a request from the pieces' extents.
+
+    Parameters
+    ----------
+    ext : ndarray float64, shape (K, 4)
+        Per contour ``(xmin, ymin, xmax, ymax)`` of its pieces' end points (metres; ``+inf, -inf`` when
+        it has none), largest contour first.
+
+    Returns
+    -------
+    Lattice
+    """
+    r = float(config.SERVE_ISOCHRONE_BUFFER_M)
+    cell = float(config.SERVE_ISOCHRONE_CELL_M or 0.5 * r)
+    cell = max(cell, r / _MAX_RATIO)
+    big = ext[0]
+    if config.SERVE_ISOCHRONE_MAX_CELLS and np.isfinite(big).all():
+        w = float(big[2] - big[0]) + 2.0 * r + 8.0 * cell
+        h = float(big[3] - big[1]) + 2.0 * r + 8.0 * cell
+        cell = max(cell, math.sqrt(w * h / float(config.SERVE_ISOCHRONE_MAX_CELLS)))
+        r = max(r, cell)
+    reach = r + 1.5 * cell
+    m = int(reach // cell)
+    lat = Lattice()
+    lat.cell, lat.r, lat.reach, lat.m = cell, r, reach, m
+    lat.level = r + 1e-3 * cell
+    d2 = np.arange(2 * m * m + 1)
+    ok = np.sqrt(d2) * cell <= reach
+    lat.code_of = np.where(ok, d2, FAR).astype(np.uint8)
+    val = np.full(256, 2.0 * reach)
+    val[:d2.size] = np.where(ok, np.sqrt(d2) * cell, 2.0 * reach)
+    lat.val = val
+    lat.kin = int(np.flatnonzero(val < lat.level).max())
+    margin = m + 2
+    fin = np.isfinite(ext).all(axis=1)
+    if not fin.any():
+        lat.i0 = lat.j0 = 0
+        lat.W = lat.H = 1
+        lat.windows = np.zeros((ext.shape[0], 4), dtype=np.int64)
+        return lat
+    lo = np.floor(ext[fin, :2].min(axis=0) / cell).astype(np.int64) - margin
+    hi = np.floor(ext[fin, 2:].max(axis=0) / cell).astype(np.int64) + margin + 1
+    lat.i0, lat.j0 = int(lo[0]), int(lo[1])
+    lat.W, lat.H = int(hi[0] - lo[0]), int(hi[1] - lo[1])
+    win = np.zeros((ext.shape[0], 4), dtype=np.int64)
+    for q in np.flatnonzero(fin):
+        a = np.floor(ext[q, :2] / cell).astype(np.int64) - margin - lo
+        b = np.floor(ext[q, 2:] / cell).astype(np.int64) + margin + 1 - lo
+        win[q] = [max(a[0], 0), max(a[1], 0), min(b[0], lat.W), min(b[1], lat.H)]
+    lat.windows = win
+    return lat
+
+
+# ----------------------------------------------------------------------------------- scratch
+class _Scratch(threading.local):
+    """Per-thread grow-only buffers (fresh pages cost more than the work on them)."""
+
+    def __init__(self):
+        self.bufs = {}
+
+    def get(self, name, size, dtype):
+        a = self.bufs.get(name)
+        if a is None or a.size < size or a.dtype != dtype:
+            a = np.empty(max(size, 1024), dtype=dtype)
+            self.bufs[name] = a
+        return a[:size]
+
+
+_scratch = _Scratch()
+#: Held while a GPU drawer is built (one per engine and metric).
+BUILD_LOCK = threading.Lock()
+
+
+def scratch(name, shape, dtype):
+    """A per-thread buffer of ``shape`` (contents undefined)."""
+    size = int(np.prod(shape))
+    return _scratch.get(name, size, np.dtype(dtype)).reshape(shape)
+
+
+# ----------------------------------------------------------------------------------- search
+@njit(cache=True, inline="always")
+def _push(hd, hn, size, d, v):
+    i = size
+    hd[i] = d
+    hn[i] = v
+    while i > 0:
+        p = (i - 1) >> 1
+        if hd[p] <= hd[i]:
+            break
+        hd[p], hd[i] = hd[i], hd[p]
+        hn[p], hn[i] = hn[i], hn[p]
+        i = p
+    return size + 1
+
+
+@njit(cache=True, inline="always")
+def _pop(hd, hn, size):
+    d = hd[0]
+    v = hn[0]
+    size -= 1
+    hd[0] = hd[size]
+    hn[0] = hn[size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and hd[c + 1] < hd[c]:
+            c += 1
+        if hd[i] <= hd[c]:
+            break
+        hd[c], hd[i] = hd[i], hd[c]
+        hn[c], hn[i] = hn[i], hn[c]
+        i = c
+    return d, v, size
+
+
+@njit(cache=True)
+def _bounded_dijkstra(first_out, head, weight, source, bound, cap, dist, hd, hn, touched):
+    """Dijkstra from ``source`` over the CSR (integer weights) settling nothing beyond ``bound``; gives up
+    after ``cap`` settled nodes (returns -1). ``dist`` (int64 (n,)) holds -1 for untouched nodes and is
+    left with the reached nodes' distances at ``touched[:k]``; returns ``k``, or ``-k - 1`` when it gave
+    up (``touched[:k]`` still lists what it wrote)."""
+    dist[source] = 0
+    touched[0] = source
+    k = 1
+    size = _push(hd, hn, 0, 0, source)
+    settled = 0
+    while size > 0:
+        d, u, size = _pop(hd, hn, size)
+        if d > dist[u]:
+            continue
+        settled += 1
+        if settled > cap:
+            return -k - 1
+        for a in range(first_out[u], first_out[u + 1]):
+            v = head[a]
+            nd = d + weight[a]
+            if nd <= bound:
+                dv = dist[v]
+                if dv < 0 or nd < dv:
+                    if dv < 0:
+                        touched[k] = v
+                        k += 1
+                    dist[v] = nd
+                    size = _push(hd, hn, size, nd, v)
+    return k
+
+
+@njit(cache=True)
+def _combine(touched, k, dist, off, best, out_nodes, n_out):
+    """Fold one source's distances (``dist`` at ``touched[:k]``, plus ``off``) into ``best`` (float64 (n,),
+    +inf where unset), listing newly set nodes in ``out_nodes``; resets ``dist`` to -1. Returns the new
+    count of listed nodes."""
+    for i in range(k):
+        v = touched[i]
+        x = float(dist[v]) + off
+        if best[v] == np.inf:
+            out_nodes[n_out] = v
+            n_out += 1
+            best[v] = x
+        elif x < best[v]:
+            best[v] = x
+        dist[v] = -1
+    return n_out
+
+
+def reach_cpu(csr, heads, bounds, offs, within, cap):
+    """Cost of every node reachable within the largest contour, from several sources (the heads of the
+    origin's arcs), on the CPU.
+
+    Parameters
+    ----------
+    csr : (first_out int64 (n+1,), head int32 (m,), weight int64 (m,))
+        The graph under the hierarchy's integer weight.
+    heads : sequence of int
+    bounds : sequence of int
+        Per source, the largest distance wanted (``>= 0``).
+    offs : sequence of float
+        Per source, the cost already paid (the rest of the origin's arc).
+    within : callable ``(source, bound) -> (nodes, dist)``
+        The hierarchy's bounded one-to-all, for searches past ``cap``.
+    cap : int
+        Settled nodes after which the Dijkstra gives up for ``within``.
+
+    Returns
+    -------
+    nodes : ndarray int64, shape (r,)
+        Unordered, distinct.
+    dist : ndarray float64, shape (r,)
+        ``min`` over the sources of ``offs[s] + d_s(v)`` for ``d_s(v) <= bounds[s]``.
+    """
+    fo, head, w = csr
+    n = fo.shape[0] - 1
+    st = _scratch
+    if getattr(st, "n_search", None) != n:
+        st.dist = np.full(n, -1, dtype=np.int64)
+        st.best = np.full(n, np.inf)
+        st.touched = np.empty(n, dtype=np.int64)
+        st.out = np.empty(n, dtype=np.int64)
+        st.hd = np.empty(w.shape[0] + 1, dtype=np.int64)
+        st.hn = np.empty(w.shape[0] + 1, dtype=np.int64)
+        st.n_search = n
+    dist, best, touched, out = st.dist, st.best, st.touched, st.out
+    n_out = 0
+    for s, b, off in zip(heads, bounds, offs, strict=True):
+        k = _bounded_dijkstra(fo, head, w, int(s), int(b), int(cap), dist, st.hd, st.hn, touched)
+        if k >= 0:
+            n_out = _combine(touched, k, dist, float(off), best, out, n_out)
+            continue
+        dist[touched[:-k - 1]] = -1
+        nodes, d = within(int(s), int(b))
+        nodes = np.asarray(nodes, dtype=np.int64)
+        d = np.asarray(d, dtype=np.int64)
+        dist[nodes] = d
+        touched[:nodes.size] = nodes
+        n_out = _combine(touched, nodes.size, dist, float(off), best, out, n_out)
+    nodes = out[:n_out].copy()
+    cost = best[nodes]
+    best[nodes] = np.inf
+    return nodes, cost
+
+
+# ----------------------------------------------------------------------------------- pieces
+@njit(cache=True, inline="always")
+def _local(lon, lat, lon0, lat0, kx, ky):
+    """East/north metres of a point in the frame of ``(lon0, lat0)`` (as :func:`gpuroute.geo.local_xy`)."""
+    t = lon - lon0 + 180.0
+    md = np.fmod(t, 360.0)
+    if md < 0.0:
+        md += 360.0
+    return (md - 180.0) * kx, (lat - lat0) * ky
+
+
+@njit(cache=True, inline="always")
+def _piece(tx, ty, hx, hy, lo, budget, wa):
+    """End points of the reachable piece of an arc: from fraction ``lo`` to ``min(1, lo + budget / c)``."""
+    if wa > 0.0:
+        hi = min(1.0, lo + max(budget, 0.0) * (1.0 / wa))
+    else:
+        hi = 1.0
+    dx = hx - tx
+    dy = hy - ty
+    return tx + lo * dx, ty + lo * dy, tx + hi * dx, ty + hi * dy
+
+
+@njit(cache=True, inline="always")
+def _sample_count(x0, y0, x1, y1, cell):
+    """Samples of a piece every cell (both ends included) and the step (cells)."""
+    p0x = x0 / cell
+    p0y = y0 / cell
+    sx = x1 / cell - p0x
+    sy = y1 / cell - p0y
+    n = int(math.ceil(math.sqrt(sx * sx + sy * sy))) + 1
+    den = float(max(n - 1, 1))
+    return p0x, p0y, sx / den, sy / den, n
+
+
+@njit(cache=True)
+def _pieces(mode, nodes, dist, first_out, head, lon, lat, w, o_arc, o_frac, o_tail, o_head, cus, lon0, lat0, kx,
+            ky, ext, marked, cell, i0, j0):
+    """Visit every reachable piece of every contour: ``mode`` 0 grows ``ext`` (K, 4) by its end points
+    (metres), ``mode`` 1 marks its samples in ``marked`` (K, H, W)."""
+    K = cus.shape[0]
+    for i in range(nodes.shape[0] + o_arc.shape[0]):
+        if i < nodes.shape[0]:
+            u = nodes[i]
+            du = dist[i]
+            a0 = first_out[u]
+            a1 = first_out[u + 1]
+            lo = 0.0
+        else:
+            a0 = o_arc[i - nodes.shape[0]]
+            a1 = a0 + 1
+            u = o_tail[i - nodes.shape[0]]
+            du = 0.0
+            lo = o_frac[i - nodes.shape[0]]
+        tx, ty = _local(lon[u], lat[u], lon0, lat0, kx, ky)
+        for a in range(a0, a1):
+            v = head[a] if i < nodes.shape[0] else o_head[i - nodes.shape[0]]
+            hx, hy = _local(lon[v], lat[v], lon0, lat0, kx, ky)
+            for q in range(K):
+                if du > cus[q]:
+                    break  # contours run largest first
+                budget = cus[q] - du if i < nodes.shape[0] else cus[q]
+                x0, y0, x1, y1 = _piece(tx, ty, hx, hy, lo, budget, w[a])
+                if mode == 0:
+                    ext[q, 0] = min(ext[q, 0], min(x0, x1))
+                    ext[q, 1] = min(ext[q, 1], min(y0, y1))
+                    ext[q, 2] = max(ext[q, 2], max(x0, x1))
+                    ext[q, 3] = max(ext[q, 3], max(y0, y1))
+                else:
+                    p0x, p0y, sx, sy, n = _sample_count(x0, y0, x1, y1, cell)
+                    for k in range(n):
+                        ix = int(math.floor(p0x + k * sx)) - i0
+                        iy = int(math.floor(p0y + k * sy)) - j0
+                        marked[q, iy, ix] = 1
+
+
+def extent_cpu(args, K):
+    """Per contour ``(xmin, ymin, xmax, ymax)`` (metres) of its pieces' end points: ``ext`` (K, 4)."""
+    ext = np.empty((K, 4))
+    ext[:, :2] = np.inf
+    ext[:, 2:] = -np.inf
+    dummy = np.zeros((1, 1, 1), dtype=np.uint8)
+    _pieces(0, *args, ext, dummy, 1.0, 0, 0)
+    return ext
+
+
+def mark_cpu(args, lat, marked):
+    """Mark the samples of every piece in ``marked`` (K, H, W) uint8 (zeroed by the caller)."""
+    _pieces(1, *args, np.zeros((marked.shape[0], 4)), marked, lat.cell, lat.i0, lat.j0)
+
+
+@njit(cache=True)
+def _field(marked, windows, m, code_of, codes, hsq):
+    """Codes (K, H, W) uint8 of the field of every contour (see the module doc), raised to the next
+    larger contour's; ``hsq`` (H, W) uint16 scratch."""
+    K, H, W = marked.shape
+    big = np.uint16(0x3FFF)
+    n_code = code_of.shape[0]
+    acc = np.empty(W, dtype=np.uint16)
+    for q in range(K):
+        x0, y0, x1, y1 = windows[q, 0], windows[q, 1], windows[q, 2], windows[q, 3]
+        cq = codes[q]
+        for y in range(H):
+            if y < y0 or y >= y1:
+                cq[y, :] = FAR
+                continue
+            row = marked[q, y]
+            h = hsq[y]
+            for x in range(x0, x1):
+                h[x] = big
+            for dx in range(-m, m + 1):
+                c = np.uint16(dx * dx)
+                for x in range(max(x0, x0 - dx), min(x1, x1 - dx)):
+                    if row[x + dx] != 0 and c < h[x]:
+                        h[x] = c
+        for y in range(y0, y1):
+            for x in range(x0, x1):
+                acc[x] = big
+            for dy in range(-m, m + 1):
+                yy = y + dy
+                if yy < y0 or yy >= y1:
+                    continue
+                c = np.uint16(dy * dy)
+                hr = hsq[yy]
+                for x in range(x0, x1):
+                    s = hr[x] + c
+                    if s < acc[x]:
+                        acc[x] = s
+            out = cq[y]
+            for x in range(W):
+                if x < x0 or x >= x1:
+                    out[x] = FAR
+                    continue
+                s = acc[x]
+                code = code_of[s] if s < n_code else np.uint8(FAR)
+                if q > 0:
+                    p = codes[q - 1, y, x]
+                    if p > code:
+                        code = p
+                out[x] = code
+
+
+def field_cpu(marked, lat, codes):
+    """Fill ``codes`` (K, H, W) uint8 from ``marked`` (see :func:`_field`)."""
+    hsq = scratch("hsq", (lat.H, lat.W), np.uint16)
+    _field(marked, lat.windows, lat.m, lat.code_of, codes, hsq)
+
+
+# ----------------------------------------------------------------------------------- rings
+@njit(cache=True)
+def _grow_f(a, n):
+    b = np.empty(n, dtype=a.dtype)
+    b[:a.shape[0]] = a
+    return b
+
+
+@njit(cache=True)
+def _trace(codes, kin, val, level, x0, y0, x1, y1, vid_h, vid_v, stamp):
+    """Rings of one contour's codes (H, W) within the window ``[x0, x1) x [y0, y1)`` (its border
+    outside). ``vid_h``/``vid_v`` (H, W) int32 receive ``stamp + vertex`` at every crossing edge (and
+    serve as the visited marks: values below ``stamp`` are stale).
+
+    Returns
+    -------
+    vx, vy : float64 (nv,)
+        Lattice positions.
+    vedge : int64 (nv,)
+        Lattice edge of each vertex: ``2 * (y * W + x) + vertical``.
+    ring_off : int64 (R + 1,)
+    area : float64 (R,)
+        Signed areas (lattice units; > 0 counter-clockwise: shells).
+    """
+    H, W = codes.shape
+    cap = 4096
+    vx = np.empty(cap)
+    vy = np.empty(cap)
+    vedge = np.empty(cap, dtype=np.int64)
+    rcap = 256
+    ring_off = np.empty(rcap + 1, dtype=np.int64)
+    area = np.empty(rcap)
+    nv = 0
+    nr = 0
+    ring_off[0] = 0
+    for y in range(y0, y1):
+        row = codes[y]
+        prev_in = row[x0] <= kin
+        for x in range(x0 + 1, x1):
+            cur_in = row[x] <= kin
+            if cur_in == prev_in:
+                continue
+            prev_in = cur_in
+            sx0 = x - 1
+            if vid_h[y, sx0] >= stamp:
+                continue
+            # a new ring from its first horizontal crossing in row-major order: edge (ex, ey, eo), moving
+            # into the quad (qx, qy) through its edge ent (0 bottom, 1 right, 2 top, 3 left)
+            if cur_in:
+                qx, qy, ent = sx0, y - 1, 2
+            else:
+                qx, qy, ent = sx0, y, 0
+            ex, ey, eo = sx0, y, 0
+            zs0 = val[row[sx0]]
+            sx = sx0 + (level - zs0) / (val[row[x]] - zs0)
+            sy = float(y)
+            px, py = 0.0, 0.0
+            acc = 0.0
+            while True:
+                if nv == cap:
+                    cap *= 2
+                    vx = _grow_f(vx, cap)
+                    vy = _grow_f(vy, cap)
+                    vedge = _grow_f(vedge, cap)
+                z0 = val[codes[ey, ex]]
+                if eo == 0:
+                    fx = ex + (level - z0) / (val[codes[ey, ex + 1]] - z0)
+                    fy = float(ey)
+                    vid_h[ey, ex] = stamp + nv
+                else:
+                    fx = float(ex)
+                    fy = ey + (level - z0) / (val[codes[ey + 1, ex]] - z0)
+                    vid_v[ey, ex] = stamp + nv
+                vx[nv] = fx
+                vy[nv] = fy
+                vedge[nv] = 2 * (ey * W + ex) + eo
+                nv += 1
+                cx, cy = fx - sx, fy - sy
+                acc += px * cy - cx * py
+                px, py = cx, cy
+                # leave the quad through the edge ending the run of inside corners (counter-clockwise
+                # a, b, c, d) that ends at corner ent
+                c0 = codes[qy, qx] <= kin
+                c1 = codes[qy, qx + 1] <= kin
+                c2 = codes[qy + 1, qx + 1] <= kin
+                c3 = codes[qy + 1, qx] <= kin
+                j = ent
+                while True:
+                    k = (j + 3) & 3
+                    if not (c0 if k == 0 else c1 if k == 1 else c2 if k == 2 else c3):
+                        break
+                    j = k
+                if k == 0:
+                    ex, ey, eo = qx, qy, 0
+                    qy -= 1
+                    ent = 2
+                elif k == 1:
+                    ex, ey, eo = qx + 1, qy, 1
+                    qx += 1
+                    ent = 3
+                elif k == 2:
+                    ex, ey, eo = qx, qy + 1, 0
+                    qy += 1
+                    ent = 0
+                else:
+                    ex, ey, eo = qx, qy, 1
+                    qx -= 1
+                    ent = 1
+                if eo == 0 and ey == y and ex == sx0:
+                    break
+            if nr == rcap:
+                rcap *= 2
+                ring_off = _grow_f(ring_off, rcap + 1)
+                area = _grow_f(area, rcap)
+            area[nr] = 0.5 * acc
+            nr += 1
+            ring_off[nr] = nv
+    return vx[:nv], vy[:nv], vedge[:nv], ring_off[:nr + 1], area[:nr]
+
+
+class Rings:
+    """The traced rings of one contour (see :func:`trace`)."""
+
+    __slots__ = ("x", "y", "edge", "off", "area", "vid_h", "vid_v", "stamp", "codes", "shell", "part", "encl",
+                 "kept", "filled", "part_ok", "covered", "ring_of", "anchor", "shared", "window")
+
+
+def trace(codes, lat, q, vid_h, vid_v, stamp):
+    """Trace contour ``q`` (see :func:`_trace`); positions converted to metres.
+
+    Returns
+    -------
+    Rings
+        ``x, y`` (metres), ``edge``, ``off``, ``area`` (square metres, signed), ``ring_of`` (int32 (nv,)).
+    """
+    x0, y0, x1, y1 = (int(v) for v in lat.windows[q])
+    vx, vy, ve, off, area = _trace(codes, lat.kin, lat.val, lat.level, x0, y0, x1, y1, vid_h, vid_v, stamp)
+    rg = Rings()
+    c = lat.cell
+    rg.x = (vx + (lat.i0 + 0.5)) * c
+    rg.y = (vy + (lat.j0 + 0.5)) * c
+    rg.edge, rg.off, rg.area = ve, off, area * (c * c)
+    rg.ring_of = np.repeat(np.arange(off.size - 1, dtype=np.int32), np.diff(off))
+    rg.vid_h, rg.vid_v, rg.stamp, rg.codes, rg.window = vid_h, vid_v, stamp, codes, (x0, y0, x1, y1)
+    return rg
+
+
+@njit(cache=True)
+def _structure(codes, kin, vid_h, stamp, W, edge, off, area, ring_of, max_hole, denoise):
+    """Parts, enclosing holes, filled holes and kept parts of one contour's rings (see the module doc).
+
+    Returns
+    -------
+    part : int64 (R,)
+        The shell of each ring's part.
+    encl : int64 (R,)
+        For a shell, the hole that encloses it (-1: none); for a hole, -1.
+    filled : bool (R,)
+        Holes below ``max_hole``.
+    part_ok : bool (R,)
+        At shells: the part passes ``denoise`` (area minus its kept holes, against the largest).
+    covered : bool (R,)
+        At shells: the part lies inside a filled hole of a kept part.
+    """
+    R = off.shape[0] - 1
+    part = np.empty(R, dtype=np.int64)
+    encl = np.full(R, -1, dtype=np.int64)
+    filled = np.zeros(R, dtype=np.bool_)
+    for i in range(R):
+        e = edge[off[i]]
+        c = e >> 1
+        y = c // W
+        x = c - y * W
+        if area[i] < 0.0:  # a hole: its first crossing has the part on its left end
+            filled[i] = -area[i] < max_hole
+            xx = x - 1
+            while codes[y, xx] <= kin:
+                xx -= 1
+            r = ring_of[vid_h[y, xx] - stamp]
+            part[i] = part[r]
+        else:  # a shell: the region on its left end encloses it
+            part[i] = i
+            xx = x - 1
+            while xx >= 0 and codes[y, xx] > kin:
+                xx -= 1
+            if xx >= 0:
+                r = ring_of[vid_h[y, xx] - stamp]
+                encl[i] = r if area[r] < 0.0 else encl[r]
+    net = np.zeros(R)
+    for i in range(R):
+        if area[i] > 0.0:
+            net[i] += area[i]
+        elif not filled[i]:
+            net[part[i]] += area[i]
+    top = 0.0
+    for i in range(R):
+        if area[i] > 0.0 and net[i] > top:
+            top = net[i]
+    part_ok = np.zeros(R, dtype=np.bool_)
+    covered = np.zeros(R, dtype=np.bool_)
+    for i in range(R):
+        if area[i] > 0.0:
+            part_ok[i] = net[i] >= denoise * top
+            h = encl[i]
+            if h >= 0:
+                p = part[h]
+                covered[i] = covered[p] or (part_ok[p] and filled[h])
+    return part, encl, filled, part_ok, covered
+
+
+def structure(rg, lat, max_hole, denoise):
+    """Fill ``rg.part, encl, filled, part_ok, covered`` and ``kept`` (the rings drawn) of one contour."""
+    rg.part, rg.encl, rg.filled, rg.part_ok, rg.covered = _structure(
+        rg.codes, lat.kin, rg.vid_h, rg.stamp, lat.W, rg.edge, rg.off, rg.area / (lat.cell * lat.cell),
+        rg.ring_of, max_hole / (lat.cell * lat.cell), denoise)
+    rg.shell = rg.area > 0
+    p = rg.part
+    alive = rg.part_ok[p] & ~rg.covered[p]
+    rg.kept = alive & (rg.shell | ~rg.filled)
+
+
+@njit(cache=True)
+def _outside_larger(codes_s, kin, edge, off, area, W, codes_b, vid_h_b, stamp_b, ring_of_b, part_b, part_ok_b,
+                    covered_b, kept_s):
+    """Drop (in ``kept_s``, at shells) the parts of a contour that lie in a part of the next larger
+    contour that is not drawn (dropped by ``denoise`` and not inside a filled hole of a drawn one)."""
+    R = off.shape[0] - 1
+    for i in range(R):
+        if area[i] <= 0.0 or not kept_s[i]:
+            continue
+        c = edge[off[i]] >> 1
+        y = c // W
+        xx = c - y * W  # the shell's first crossing: its right end is inside (also in the larger contour)
+        while codes_b[y, xx] <= kin:
+            xx -= 1
+        r = ring_of_b[vid_h_b[y, xx] - stamp_b]
+        p = part_b[r]
+        if not (part_ok_b[p] or covered_b[p]):
+            kept_s[i] = False
+
+
+def drop_outside_larger(small, big, lat):
+    """Parts of ``small`` in undrawn parts of ``big`` are not drawn (as clipping to ``big`` would do)."""
+    kept_shell = small.kept & small.shell
+    _outside_larger(small.codes, lat.kin, small.edge, small.off, small.area, lat.W, big.codes, big.vid_h,
+                    big.stamp, big.ring_of, big.part, big.part_ok, big.covered, kept_shell)
+    small.kept = small.kept & kept_shell[small.part]
+
+
+# ----------------------------------------------------------------------------------- anchors, DP
+@njit(cache=True)
+def _shared(edge_s, codes_s, codes_b, vid_h_b, vid_v_b, stamp_b, W, kin):
+    """For each vertex of the smaller contour, the larger contour's vertex at the same position (the same
+    lattice edge, the same codes at both ends), or -1."""
+    nv = edge_s.shape[0]
+    out = np.full(nv, -1, dtype=np.int64)
+    for i in range(nv):
+        e = edge_s[i]
+        o = e & 1
+        c = e >> 1
+        y = c // W
+        x = c - y * W
+        y2 = y + o
+        x2 = x + 1 - o
+        if codes_s[y, x] == codes_b[y, x] and codes_s[y2, x2] == codes_b[y2, x2]:
+            out[i] = (vid_v_b[y, x] if o else vid_h_b[y, x]) - stamp_b
+    return out
+
+
+@njit(cache=True)
+def _pair_anchors(sh, off_s, off_b, ring_of_s, ring_of_b, anchor_s, anchor_b):
+    """Anchors of a pair of contours: the ends of shared runs (a shared vertex whose segment to the next or
+    from the previous vertex is not shared) and every anchor at a shared vertex, in both. Returns how
+    many anchors were added."""
+    added = 0
+    nv = sh.shape[0]
+    for i in range(nv):
+        J = sh[i]
+        if J < 0:
+            continue
+        r = ring_of_s[i]
+        a, b = off_s[r], off_s[r + 1]
+        ip = i - 1 if i > a else b - 1
+        inx = i + 1 if i + 1 < b else a
+        rb = ring_of_b[J]
+        ab, bb = off_b[rb], off_b[rb + 1]
+        Jp = J - 1 if J > ab else bb - 1
+        Jn = J + 1 if J + 1 < bb else ab
+        s_in = sh[ip] == Jp
+        s_out = sh[inx] == Jn
+        want = anchor_s[i] or anchor_b[J] or (s_in != s_out)
+        if want and not (anchor_s[i] and anchor_b[J]):
+            anchor_s[i] = True
+            anchor_b[J] = True
+            added += 1
+    return added
+
+
+def anchors(rings):
+    """Anchors of every contour (largest first): ring starts, then the ends of the runs shared with the
+    neighbouring contours, propagated until every anchor at a shared vertex is one in both contours."""
+    for rg in rings:
+        rg.anchor = np.zeros(rg.x.size, dtype=bool)
+        rg.anchor[rg.off[:-1]] = True
+    while True:
+        added = 0
+        for q in range(1, len(rings)):
+            s, b = rings[q], rings[q - 1]
+            added += _pair_anchors(s.shared, s.off, b.off, s.ring_of, b.ring_of, s.anchor, b.anchor)
+        if not added:
+            return
+
+
+@njit(cache=True)
+def _dp(x, y, off, kept_ring, anchor, tol, keep):
+    """Douglas-Peucker with tolerance ``tol`` (metres) between consecutive anchors of every kept ring
+    (``keep`` (nv,) bool receives the vertices kept; the ring's closing vertex is its start)."""
+    stack = np.empty(2 * 4096, dtype=np.int64)
+    for r in range(off.shape[0] - 1):
+        if not kept_ring[r]:
+            continue
+        a, b = off[r], off[r + 1]
+        n = b - a
+        prev = 0
+        for k in range(1, n + 1):
+            if k < n and not anchor[a + k]:
+                continue
+            keep[a + prev] = True
+            # span prev .. k (k == n: the ring start again)
+            top = 0
+            if stack.shape[0] < 2 * (k - prev + 2):
+                stack = np.empty(2 * (k - prev + 2), dtype=np.int64)
+            stack[0] = prev
+            stack[1] = k
+            top = 2
+            while top > 0:
+                top -= 2
+                i, j = stack[top], stack[top + 1]
+                if j - i < 2:
+                    continue
+                ax, ay = x[a + i], y[a + i]
+                jj = a + (j if j < n else 0)
+                bx, by = x[jj], y[jj]
+                dx, dy = bx - ax, by - ay
+                len2 = dx * dx + dy * dy
+                best = -1.0
+                bi = -1
+                for t in range(i + 1, j):
+                    px, py = x[a + t], y[a + t]
+                    if len2 == 0.0:
+                        d = math.hypot(px - ax, py - ay)
+                    else:
+                        rr = ((px - ax) * dx + (py - ay) * dy) / len2
+                        if rr <= 0.0:
+                            d = math.hypot(px - ax, py - ay)
+                        elif rr >= 1.0:
+                            d = math.hypot(px - bx, py - by)
+                        else:
+                            s = ((ay - py) * dx - (ax - px) * dy) / len2
+                            d = abs(s) * math.sqrt(len2)
+                    if d > best:
+                        best = d
+                        bi = t
+                if best > tol:
+                    keep[a + bi] = True
+                    stack[top] = i
+                    stack[top + 1] = bi
+                    stack[top + 2] = bi
+                    stack[top + 3] = j
+                    top += 4
+            prev = k
+
+
+def simplify(rg, tol):
+    """Vertices kept by Douglas-Peucker (``tol`` metres; 0: all) of the kept rings: bool (nv,)."""
+    keep = np.zeros(rg.x.size, dtype=bool)
+    if tol > 0:
+        _dp(rg.x, rg.y, rg.off, rg.kept, rg.anchor, float(tol), keep)
+    else:
+        keep[:] = rg.kept[rg.ring_of]
+    return keep
+
+
+# ----------------------------------------------------------------------------------- degrees, checks
+@njit(cache=True)
+def _gather(x, y, off, order, keep, up, down, lon0, lat0, kx, ky, rounded):
+    """The kept vertices of the rings ``order`` (in that order), in degrees (``rounded``: rounded to 6
+    decimals, consecutive repeats and back-and-forth spikes ``p, q, p`` dropped); the closing vertex is
+    implicit.
+
+    Parameters
+    ----------
+    x, y : float64 (nv,)
+        Metres.
+    off : int64 (R + 1,)
+    order : int64 (r,)
+    keep : bool (nv,)
+    up, down : int64 (nv,)
+        The same vertex in the next larger / smaller contour, or -1.
+
+    Returns
+    -------
+    lon, lat : float64 (N,)
+    roff : int64 (r + 1,)
+    vup, vdown : bool (N,)
+        The vertex is shared with the next larger / smaller contour.
+    src : int64 (N,)
+        The (first) vertex each comes from.
+    """
+    n = 0
+    for r in order:
+        for v in range(off[r], off[r + 1]):
+            if keep[v]:
+                n += 1
+    lon = np.empty(n)
+    lat = np.empty(n)
+    vup = np.empty(n, dtype=np.bool_)
+    vdown = np.empty(n, dtype=np.bool_)
+    src = np.empty(n, dtype=np.int64)
+    roff = np.empty(order.shape[0] + 1, dtype=np.int64)
+    roff[0] = 0
+    k = 0
+    for i in range(order.shape[0]):
+        r = order[i]
+        k0 = k
+        for v in range(off[r], off[r + 1]):
+            if not keep[v]:
+                continue
+            a = lon0 + x[v] / kx
+            b = lat0 + y[v] / ky
+            if rounded:
+                a = np.rint(a * 1e6) / 1e6
+                b = np.rint(b * 1e6) / 1e6
+            if k > k0 and a == lon[k - 1] and b == lat[k - 1]:
+                vup[k - 1] = vup[k - 1] and up[v] >= 0
+                vdown[k - 1] = vdown[k - 1] and down[v] >= 0
+                continue
+            if rounded and k - k0 >= 2 and a == lon[k - 2] and b == lat[k - 2]:
+                k -= 1  # p, q, p: a spike of the rounding, back to p
+                vup[k - 1] = vup[k - 1] and up[v] >= 0
+                vdown[k - 1] = vdown[k - 1] and down[v] >= 0
+                continue
+            lon[k] = a
+            lat[k] = b
+            vup[k] = up[v] >= 0
+            vdown[k] = down[v] >= 0
+            src[k] = v
+            k += 1
+        while k - k0 > 1 and lon[k - 1] == lon[k0] and lat[k - 1] == lat[k0]:
+            k -= 1
+        roff[i + 1] = k
+    return lon[:k], lat[:k], roff, vup[:k], vdown[:k], src[:k]
+
+
+@njit(cache=True, inline="always")
+def _restore_one(v, keep, up, down):
+    """Keep vertex ``v`` and the same vertex in every contour that shares it; returns how many changed."""
+    changed = 0
+    u = v
+    while u >= 0:
+        if not keep[u]:
+            keep[u] = True
+            changed += 1
+        u = up[u]
+    u = down[v]
+    while u >= 0:
+        if not keep[u]:
+            keep[u] = True
+            changed += 1
+        u = down[u]
+    return changed
+
+
+@njit(cache=True)
+def _restore(fails, nf, src, groff, off, ring_of, keep, up, down):
+    """Keep again every vertex that Douglas-Peucker dropped under the segments listed in ``fails`` (pairs
+    of gathered segments, their first vertex; ``groff`` the gathered ring offsets), and their copies in
+    the contours that share them. Returns how many vertices changed."""
+    changed = 0
+    R = groff.shape[0] - 1
+    for t in range(min(nf, fails.shape[0])):
+        for side in range(2):
+            i = fails[t, side]
+            # the gathered ring of i (binary search) and its next vertex
+            lo, hi = 0, R
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if groff[mid] <= i:
+                    lo = mid
+                else:
+                    hi = mid
+            j = i + 1 if i + 1 < groff[lo + 1] else groff[lo]
+            a, b = src[i], src[j]
+            r = ring_of[a]
+            v = a
+            while v != b:
+                changed += _restore_one(v, keep, up, down)
+                v = v + 1 if v + 1 < off[r + 1] else off[r]
+            changed += _restore_one(b, keep, up, down)
+    return changed
+
+
+@njit(cache=True)
+def _restore_ring(r, off, keep, up, down):
+    """Keep every vertex of ring ``r`` (and their copies); returns how many changed."""
+    changed = 0
+    for v in range(off[r], off[r + 1]):
+        changed += _restore_one(v, keep, up, down)
+    return changed
+
+
+@njit(cache=True, inline="always")
+def _orient(ax, ay, bx, by, cx, cy):
+    """Sign of the turn a -> b -> c (1: counter-clockwise), 0 when the floating-point filter is unsure
+    (Shewchuk, "Adaptive precision floating-point arithmetic and fast robust geometric predicates", 1997,
+    the first stage of orient2d)."""
+    left = (ax - cx) * (by - cy)
+    right = (ay - cy) * (bx - cx)
+    det = left - right
+    bound = _CCW_ERR * (abs(left) + abs(right))
+    if det > bound:
+        return 1
+    if -det > bound:
+        return -1
+    return 0
+
+
+@njit(cache=True, inline="always")
+def _relation(p0x, p0y, p1x, p1y, q0x, q0y, q1x, q1y):
+    """How two segments meet: 0 apart, 1 at one common end point only, 3 the same segment, 4 the same
+    reversed, 2 otherwise (crossing, touching, overlapping or unsure)."""
+    if max(p0x, p1x) < min(q0x, q1x) or max(q0x, q1x) < min(p0x, p1x) \
+            or max(p0y, p1y) < min(q0y, q1y) or max(q0y, q1y) < min(p0y, p1y):
+        return 0
+    e00 = p0x == q0x and p0y == q0y
+    e01 = p0x == q1x and p0y == q1y
+    e10 = p1x == q0x and p1y == q0y
+    e11 = p1x == q1x and p1y == q1y
+    if e00 and e11:
+        return 3
+    if e01 and e10:
+        return 4
+    if e00 or e01 or e10 or e11:
+        if e00:
+            vx, vy, ax, ay, bx, by = p0x, p0y, p1x, p1y, q1x, q1y
+        elif e01:
+            vx, vy, ax, ay, bx, by = p0x, p0y, p1x, p1y, q0x, q0y
+        elif e10:
+            vx, vy, ax, ay, bx, by = p1x, p1y, p0x, p0y, q1x, q1y
+        else:
+            vx, vy, ax, ay, bx, by = p1x, p1y, p0x, p0y, q0x, q0y
+        if _orient(vx, vy, ax, ay, bx, by) != 0:
+            return 1
+        if (ax - vx) * (bx - vx) + (ay - vy) * (by - vy) < 0.0:
+            return 1
+        return 2
+    o1 = _orient(p0x, p0y, p1x, p1y, q0x, q0y)
+    o2 = _orient(p0x, p0y, p1x, p1y, q1x, q1y)
+    if o1 != 0 and o1 == o2:
+        return 0
+    o3 = _orient(q0x, q0y, q1x, q1y, p0x, p0y)
+    o4 = _orient(q0x, q0y, q1x, q1y, p1x, p1y)
+    if o3 != 0 and o3 == o4:
+        return 0
+    return 2
+
+
+@njit(cache=True, inline="always")
+def _nxt(i, roff, ring):
+    return i + 1 if i + 1 < roff[ring[i] + 1] else roff[ring[i]]
+
+
+@njit(cache=True, inline="always")
+def _prv(i, roff, ring):
+    return i - 1 if i > roff[ring[i]] else roff[ring[i] + 1] - 1
+
+
+@njit(cache=True)
+def _into(X, Y, roff, ring, s, b):
+    """Whether the smaller contour's segment ``s`` (``s -> next``), meeting the larger contour's segment
+    ``b`` at one common end point, runs from it into the larger contour's inside (or along its boundary,
+    the same way)."""
+    sn = _nxt(s, roff, ring)
+    bn = _nxt(b, roff, ring)
+    if X[b] == X[s] and Y[b] == Y[s] or X[b] == X[sn] and Y[b] == Y[sn]:
+        kv = b
+    else:
+        kv = bn
+    vx, vy = X[kv], Y[kv]
+    nb = _nxt(kv, roff, ring)
+    pb = _prv(kv, roff, ring)
+    out = X[s] == vx and Y[s] == vy  # the smaller contour's segment leaves v
+    a = sn if out else s
+    ax, ay = X[a], Y[a]
+    if ax == X[nb] and ay == Y[nb]:
+        return out  # along the larger one's next segment: only the same way
+    if ax == X[pb] and ay == Y[pb]:
+        return not out
+    c12 = _orient(vx, vy, X[nb], Y[nb], X[pb], Y[pb])
+    c1w = _orient(vx, vy, X[nb], Y[nb], ax, ay)
+    cw2 = _orient(vx, vy, ax, ay, X[pb], Y[pb])
+    if c12 > 0:
+        return c1w > 0 and cw2 > 0
+    if c12 < 0:
+        return c1w > 0 or cw2 > 0
+    ux, uy = X[nb] - vx, Y[nb] - vy
+    wx, wy = X[pb] - vx, Y[pb] - vy
+    if ux * wx + uy * wy < 0.0:
+        return c1w > 0
+    return False
+
+
+@njit(cache=True)
+def _check(X, Y, roff, rlayer, rshell, rkpar, vup, vdown, mode, fails):
+    """0 when the rounded rings of all contours (largest first) make valid polygons, each contour inside
+    the next larger one (see the module doc); else the first check that failed or was not sure (see
+    ``CHECKS``). ``mode`` 1: each contour on its own (the rounded positions: validity of the output);
+    2: each contour against its neighbours (the positions before rounding: contours nest up to the
+    rounding). Spikes (3) and segments that meet (4) are all listed, as pairs of segments (the index of
+    each one's first vertex), in ``fails`` (F, 2) (the first F of them); the return value is then
+    ``code + 16 * count``."""
+    N = X.shape[0]
+    R = roff.shape[0] - 1
+    if N == 0:
+        return 0
+    ring = np.empty(N, dtype=np.int64)
+    nf = 0
+    for r in range(R):
+        a, b = roff[r], roff[r + 1]
+        if b - a < 3:
+            return 1
+        s = 0.0
+        for i in range(a, b):
+            ring[i] = r
+            j = i + 1 if i + 1 < b else a
+            s += (X[i] - X[a]) * (Y[j] - Y[a]) - (X[j] - X[a]) * (Y[i] - Y[a])
+        if (s > 0.0) != rshell[r] or s == 0.0:
+            return 2
+        if mode == 2:
+            continue
+        for i in range(a, b):  # no spikes: a vertex whose two segments fold back onto each other
+            j = i + 1 if i + 1 < b else a
+            h = i - 1 if i > a else b - 1
+            if _orient(X[h], Y[h], X[i], Y[i], X[j], Y[j]) == 0:
+                if (X[h] - X[i]) * (X[j] - X[i]) + (Y[h] - Y[i]) * (Y[j] - Y[i]) >= 0.0:
+                    if nf < fails.shape[0]:
+                        fails[nf, 0] = h
+                        fails[nf, 1] = i
+                    nf += 1
+    if nf:
+        return 3 + 16 * nf
+    # uniform grid of segments
+    x0, x1, y0, y1 = X.min(), X.max(), Y.min(), Y.max()
+    side = max(x1 - x0, y1 - y0)
+    g = max(1, min(4096, int(math.sqrt(N))))
+    cs = side / g * (1.0 + 1e-9) if side > 0.0 else 1.0
+    gx = min(g, int((x1 - x0) / cs) + 1)
+    gy = min(g, int((y1 - y0) / cs) + 1)
+    cnt = np.zeros(gx * gy + 1, dtype=np.int64)
+    for i in range(N):
+        j = _nxt(i, roff, ring)
+        ca = min(int((min(X[i], X[j]) - x0) / cs), gx - 1)
+        cb = min(int((max(X[i], X[j]) - x0) / cs), gx - 1)
+        ra = min(int((min(Y[i], Y[j]) - y0) / cs), gy - 1)
+        rb = min(int((max(Y[i], Y[j]) - y0) / cs), gy - 1)
+        for rr in range(ra, rb + 1):
+            for cc in range(ca, cb + 1):
+                cnt[rr * gx + cc + 1] += 1
+    for c in range(gx * gy):
+        cnt[c + 1] += cnt[c]
+    items = np.empty(cnt[gx * gy], dtype=np.int64)
+    fill = cnt[:-1].copy()
+    for i in range(N):
+        j = _nxt(i, roff, ring)
+        ca = min(int((min(X[i], X[j]) - x0) / cs), gx - 1)
+        cb = min(int((max(X[i], X[j]) - x0) / cs), gx - 1)
+        ra = min(int((min(Y[i], Y[j]) - y0) / cs), gy - 1)
+        rb = min(int((max(Y[i], Y[j]) - y0) / cs), gy - 1)
+        for rr in range(ra, rb + 1):
+            for cc in range(ca, cb + 1):
+                items[fill[rr * gx + cc]] = i
+                fill[rr * gx + cc] += 1
+    # pairs of segments sharing a cell
+    for c in range(gx * gy):
+        for u in range(cnt[c], cnt[c + 1]):
+            i = items[u]
+            i2 = _nxt(i, roff, ring)
+            li = rlayer[ring[i]]
+            for t in range(u + 1, cnt[c + 1]):
+                j = items[t]
+                lj = rlayer[ring[j]]
+                if (li == lj) != (mode == 1) or abs(li - lj) > 1:
+                    continue
+                j2 = _nxt(j, roff, ring)
+                rel = _relation(X[i], Y[i], X[i2], Y[i2], X[j], Y[j], X[j2], Y[j2])
+                if rel == 0:
+                    continue
+                if li == lj:
+                    if rel == 1 and (i2 == j or j2 == i):
+                        continue  # neighbours on one ring
+                elif rel == 3:
+                    continue  # a run shared by the two contours
+                elif rel == 1:
+                    s, b = (i, j) if li > lj else (j, i)
+                    if _into(X, Y, roff, ring, s, b):
+                        continue  # the smaller contour leaves a common vertex into the larger one
+                if nf < fails.shape[0]:
+                    fails[nf, 0] = i
+                    fails[nf, 1] = j
+                nf += 1
+    if nf:
+        return 4 + 16 * nf
+    # each ring inside exactly the rings the structure says (its contour), inside the next larger
+    # contour and, for holes, outside the next smaller one
+    top_layer = rlayer.max()
+    stamp = np.full(N, -1, dtype=np.int64)
+    parity = np.zeros(R, dtype=np.int64)
+    hits = np.empty(R, dtype=np.int64)
+    query = 0
+    for r in range(R):
+        lr = rlayer[r]
+        for kind in range(3):
+            if (kind == 0) != (mode == 1):
+                continue
+            if kind == 0:
+                p = roff[r]
+                want = lr
+            elif kind == 1:
+                if lr == 0:
+                    continue
+                p = -1
+                for i in range(roff[r], roff[r + 1]):
+                    if not vup[i]:
+                        p = i
+                        break
+                if p < 0:
+                    continue
+                want = lr - 1
+            else:
+                if rshell[r] or lr == top_layer:
+                    continue
+                p = -1
+                for i in range(roff[r], roff[r + 1]):
+                    if not vdown[i]:
+                        p = i
+                        break
+                if p < 0:
+                    continue
+                want = lr + 1
+            px, py = X[p], Y[p]
+            nh = 0
+            query += 1
+            row = min(int((py - y0) / cs), gy - 1)
+            col = min(int((px - x0) / cs), gx - 1)
+            for cc in range(col, gx):
+                c = row * gx + cc
+                for u in range(cnt[c], cnt[c + 1]):
+                    i = items[u]
+                    if stamp[i] == query:
+                        continue
+                    stamp[i] = query
+                    rs = ring[i]
+                    if rlayer[rs] != want or rs == r:
+                        continue
+                    i2 = _nxt(i, roff, ring)
+                    if (Y[i] > py) == (Y[i2] > py):
+                        continue
+                    o = _orient(X[i], Y[i], X[i2], Y[i2], px, py)
+                    if o == 0:
+                        return 7
+                    if (o > 0) == (Y[i2] > Y[i]):
+                        if parity[rs] == 0:
+                            hits[nh] = rs
+                            nh += 1
+                        parity[rs] ^= 1
+            odd = 0
+            ok = True
+            for h in range(nh):
+                rs = hits[h]
+                if parity[rs]:
+                    odd += 1
+                    if kind == 0:
+                        a = rkpar[r]
+                        while a >= 0 and a != rs:
+                            a = rkpar[a]
+                        if a < 0:
+                            ok = False
+                parity[rs] = 0
+            if kind == 0:
+                depth = 0
+                a = rkpar[r]
+                while a >= 0:
+                    depth += 1
+                    a = rkpar[a]
+                if not ok or odd != depth:
+                    return 8
+            elif kind == 1:
+                if odd % 2 != 1:
+                    return 9
+            elif odd % 2 != 0:
+                return 10
+    return 0
+
+
+@njit(cache=True)
+def _kparent(off, area, part, encl, drawn):
+    """The drawn ring each ring lies directly inside (-1: none): a hole's shell; a shell's enclosing hole
+    when that hole's part is drawn, else what encloses that part."""
+    R = off.shape[0] - 1
+    anc = np.full(R, -1, dtype=np.int64)
+    for i in range(R):
+        if area[i] < 0.0:
+            anc[i] = part[i]
+        else:
+            h = encl[i]
+            if h >= 0:
+                p = part[h]
+                anc[i] = h if drawn[p] else anc[p]
+    return anc
+
+
+# ----------------------------------------------------------------------------------- driver
+_STAMP_LIMIT = 2 ** 31 - 1
+
+
+def _vid_buffers(slot, H, W):
+    """The two vertex-id grids of ping-pong slot ``slot`` and the stamp for the next trace."""
+    st = _scratch
+    name = f"vid{slot}"
+    buf = st.bufs.get(name)
+    if buf is None or buf.shape[1] < H * W:
+        buf = np.full((2, max(H * W, 1024)), -1, dtype=np.int32)
+        st.bufs[name] = buf
+        st.bufs[name + "_stamp"] = 0
+    stamp = st.bufs[name + "_stamp"]
+    if stamp + 2 * H * W + 1 >= _STAMP_LIMIT:
+        buf.fill(-1)
+        stamp = 0
+    return buf[0, :H * W].reshape(H, W), buf[1, :H * W].reshape(H, W), stamp, name
+
+
+class Layers:
+    """The drawn rings of all contours (largest first), in degrees rounded to 6 decimals.
+
+    Attributes
+    ----------
+    lon, lat : ndarray float64, shape (N,)
+        Ring vertices (each ring's closing vertex implicit).
+    roff : ndarray int64, shape (R + 1,)
+    rlayer : ndarray int64, shape (R,)
+        Contour of each ring (0: the largest).
+    rshell : ndarray bool, shape (R,)
+        Shells (counter-clockwise); the holes of a shell follow it.
+    ok : bool
+        The rings passed the checks (else the GEOS path draws them).
+    why : int
+        The check that failed (0: none; see ``CHECKS``).
+    """
+
+    __slots__ = ("lon", "lat", "roff", "rlayer", "rshell", "rkpar", "vup", "vdown", "ok", "why", "metres", "dropped", "ulon", "ulat")
+
+
+def rings_of(codes, lat, K, denoise, generalize, lon0, lat0):
+    """Trace, structure, simplify and check the rings of ``K`` contours from their codes.
+
+    Where the check finds segments that meet (Douglas-Peucker's shortcuts crossing a neighbouring ring)
+    or spikes, the vertices Douglas-Peucker dropped under those segments are kept again (in every
+    contour sharing them) and the check runs again, up to ``_REPAIR_ROUNDS`` times.
+
+    Parameters
+    ----------
+    codes : ndarray uint8, shape (K, H, W)
+    lat : Lattice
+    denoise : float
+    generalize : float
+        Douglas-Peucker tolerance (metres).
+    lon0, lat0 : float
+        The frame's origin (degrees).
+
+    Returns
+    -------
+    Layers
+        With ``metres``: per contour ``(xy (n, 2), ring index per vertex, polygon index per ring)`` of
+        the drawn rings before simplification (what the GEOS path starts from).
+    """
+    max_hole = float(config.SERVE_ISOCHRONE_MAX_HOLE_M2)
+    rings = []
+    for q in range(K):
+        vid_h, vid_v, stamp, name = _vid_buffers(q % 2, lat.H, lat.W)
+        rg = trace(codes[q], lat, q, vid_h, vid_v, stamp)
+        _scratch.bufs[name + "_stamp"] = stamp + rg.x.size + 1
+        structure(rg, lat, max_hole, denoise)
+        if q > 0:
+            big = rings[q - 1]
+            drop_outside_larger(rg, big, lat)
+            rg.shared = _shared(rg.edge, codes[q], codes[q - 1], big.vid_h, big.vid_v, big.stamp, lat.W, lat.kin)
+        else:
+            rg.shared = np.full(rg.x.size, -1, dtype=np.int64)
+        rings.append(rg)
+    anchors(rings)
+    # every contour's vertices and rings in one numbering
+    vbase = np.cumsum([0] + [rg.x.size for rg in rings])
+    rbase = np.cumsum([0] + [rg.off.size - 1 for rg in rings])
+    x = np.concatenate([rg.x for rg in rings])
+    y = np.concatenate([rg.y for rg in rings])
+    off = np.concatenate([rg.off[:-1] + vbase[q] for q, rg in enumerate(rings)] + [[vbase[-1]]]).astype(np.int64)
+    ring_of = np.concatenate([rg.ring_of + rbase[q] for q, rg in enumerate(rings)]).astype(np.int64)
+    up = np.full(vbase[-1], -1, dtype=np.int64)
+    down = np.full(vbase[-1], -1, dtype=np.int64)
+    for q in range(1, K):
+        sh = rings[q].shared
+        at = np.flatnonzero(sh >= 0)
+        up[vbase[q] + at] = vbase[q - 1] + sh[at]
+        down[vbase[q - 1] + sh[at]] = vbase[q] + at
+    keep = np.concatenate([simplify(rg, generalize) for rg in rings])
+    orders, layers, shells, kpars, metres = [], [], [], [], []
+    dropped = False
+    n_out = 0
+    for q, rg in enumerate(rings):
+        drawn = rg.kept & rg.shell
+        dropped |= bool((rg.shell & ~drawn).any())
+        kr = np.flatnonzero(rg.kept)
+        order = kr[np.lexsort((kr, ~rg.shell[kr], rg.part[kr]))]
+        glob = np.full(rg.off.size - 1, -1, dtype=np.int64)
+        glob[order] = n_out + np.arange(order.size)
+        anc = _kparent(rg.off, rg.area, rg.part, rg.encl, drawn)[order]
+        kpars.append(np.where(anc >= 0, glob[np.maximum(anc, 0)], -1))
+        orders.append(order + rbase[q])
+        layers.append(np.full(order.size, q, dtype=np.int64))
+        shells.append(rg.shell[order])
+        n_out += order.size
+        # the drawn rings before simplification, for the GEOS path
+        sel = rg.kept[rg.ring_of]
+        vr = rg.ring_of[sel]
+        rank = np.empty(rg.off.size - 1, dtype=np.int64)
+        rank[order] = np.arange(order.size)
+        srt = np.argsort(rank[vr], kind="stable")
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = rg.part[order][1:] != rg.part[order][:-1]
+        metres.append((np.column_stack([rg.x[sel], rg.y[sel]])[srt], rank[vr][srt], np.cumsum(first) - 1))
+    order = np.concatenate(orders).astype(np.int64)
+    out = Layers()
+    out.rlayer = np.concatenate(layers)
+    out.rshell = np.concatenate(shells)
+    out.rkpar = np.concatenate(kpars).astype(np.int64)
+    out.metres = metres
+    out.dropped = dropped
+    k = math.pi / 180.0 * EARTH_RADIUS_M
+    kx = k * math.cos(math.radians(lat0))
+    fails = np.empty((_REPAIR_PAIRS, 2), dtype=np.int64)
+    why = 0
+    for _ in range(_REPAIR_ROUNDS + 1):
+        out.lon, out.lat, out.roff, out.vup, out.vdown, src = _gather(x, y, off, order, keep, up, down, lon0, lat0,
+                                                                       kx, k, True)
+        small = np.flatnonzero(np.diff(out.roff) < 3)
+        if small.size:
+            why = 11
+            changed = sum(_restore_ring(int(order[r]), off, keep, up, down) for r in small)
+        else:
+            why = 0 if order.size == 0 else int(_check(out.lon, out.lat, out.roff, out.rlayer, out.rshell, out.rkpar,
+                                                        out.vup, out.vdown, 1, fails))
+            groff = out.roff
+            if why == 0 and K > 1:  # nesting: on the positions before rounding (and its repeats)
+                u = _gather(x, y, off, order, keep, up, down, lon0, lat0, kx, k, False)
+                out.ulon, out.ulat, groff, src = u[0], u[1], u[2], u[5]
+                why = int(_check(u[0], u[1], u[2], out.rlayer, out.rshell, out.rkpar, u[3], u[4], 2, fails))
+            if why % 16 not in (3, 4):
+                break
+            changed = _restore(fails, why // 16, src, groff, off, ring_of, keep, up, down)
+        if not changed:
+            why = 12
+            break
+    out.why = why % 16 if why % 16 in (3, 4) else why
+    out.ok = why == 0
+    return out
+
+
+def geojson_fast(layers, q, polygons):
+    """GeoJSON geometry of contour ``q`` from checked :class:`Layers` (shells counter-clockwise, holes
+    clockwise, rings closed)."""
+    sel = np.flatnonzero(layers.rlayer == q)
+    if sel.size == 0:
+        return {"type": "MultiPolygon" if polygons else "MultiLineString", "coordinates": []}
+    a, b = int(layers.roff[sel[0]]), int(layers.roff[sel[-1] + 1])
+    pts = np.column_stack([layers.lon[a:b], layers.lat[a:b]]).tolist()
+    rings, shell = [], []
+    for r in sel:
+        i, j = int(layers.roff[r]) - a, int(layers.roff[r + 1]) - a
+        ring = pts[i:j]
+        ring.append(pts[i])
+        rings.append(ring)
+        shell.append(bool(layers.rshell[r]))
+    if polygons:
+        polys = []
+        for ring, sh in zip(rings, shell, strict=True):
+            if sh:
+                polys.append([ring])
+            else:
+                polys[-1].append(ring)
+        if len(polys) == 1:
+            return {"type": "Polygon", "coordinates": polys[0]}
+        return {"type": "MultiPolygon", "coordinates": polys}
+    lines = [r for r, sh in zip(rings, shell, strict=True) if sh] + [r for r, sh in zip(rings, shell, strict=True)
+                                                                     if not sh]
+    if len(lines) == 1:
+        return {"type": "LineString", "coordinates": lines[0]}
+    return {"type": "MultiLineString", "coordinates": lines}
+
+
+def geos_geometries(shapely, metres, generalize, clip):
+    """The GEOS path: shapely polygons (local metres) of the drawn rings of each contour (largest first),
+    simplified ring by ring as lines (GEOS's Douglas-Peucker; GEOS's topology-keeping one where rings
+    collapse or the result is invalid), then each contour clipped to the next larger one (``clip``)."""
+    out = []
+    for xy, idx, rpoly in metres:
+        if rpoly.size == 0:
+            out.append(shapely.Polygon())
+            continue
+        geom = None
+        if generalize > 0:
+            lines = shapely.simplify(shapely.linestrings(xy, indices=idx), generalize, preserve_topology=False)
+            sxy, sidx = shapely.get_coordinates(lines, return_index=True)
+            if (np.bincount(sidx, minlength=rpoly.size) >= 4).all():
+                polys = shapely.polygons(shapely.linearrings(sxy, indices=sidx), indices=rpoly)
+                geom = polys[0] if polys.size == 1 else shapely.multipolygons(polys)
+                geom = geom if shapely.is_valid(geom) else None
+        if geom is None:
+            polys = shapely.polygons(shapely.linearrings(xy, indices=idx), indices=rpoly)
+            geom = polys[0] if polys.size == 1 else shapely.multipolygons(polys)
+            if generalize > 0:
+                geom = shapely.simplify(geom, generalize, preserve_topology=True)
+        out.append(geom)
+    if clip:
+        for q in range(1, len(out)):
+            box = shapely.clip_by_rect(out[q - 1], *shapely.bounds(out[q]))  # cheaper overlay
+            out[q] = shapely.intersection(out[q], box)
+    return out
+
+
+def geojson_geos(shapely, geom, lon0, lat0, polygons):
+    """A GeoJSON geometry of a (Multi)Polygon in the local metres of ``(lon0, lat0)``, in degrees (6
+    decimals, snap-rounded by GEOS so the rounded polygon stays valid): the polygon itself, or its rings
+    as a (Multi)LineString."""
+    k = math.pi / 180.0 * EARTH_RADIUS_M
+    kx = k * math.cos(math.radians(lat0))
+    geom = shapely.transform(geom, lambda xy: np.column_stack([lon0 + xy[:, 0] / kx, lat0 + xy[:, 1] / k]))
+    fast = shapely.transform(geom, lambda xy: np.round(xy, 6))  # GEOS's snap-rounding only if invalid
+    geom = fast if shapely.is_valid(fast) else shapely.set_precision(geom, 1e-6)
+
+    def ring(r):
+        return np.round(np.asarray(r.coords), 6).tolist()
+
+    parts = [p for p in shapely.get_parts(geom) if isinstance(p, shapely.Polygon) and not p.is_empty]
+    rings = [[ring(p.exterior)] + [ring(h) for h in p.interiors] for p in parts]
+    if polygons:
+        if len(rings) == 1:
+            return {"type": "Polygon", "coordinates": rings[0]}
+        return {"type": "MultiPolygon", "coordinates": rings}
+    lines = [r[0] for r in rings] + [h for r in rings for h in r[1:]]
+    if len(lines) == 1:
+        return {"type": "LineString", "coordinates": lines[0]}
+    return {"type": "MultiLineString", "coordinates": lines}
+
+
+def geometries(shapely, codes, lat, K, denoise, generalize, lon0, lat0, polygons):
+    """GeoJSON geometries of ``K`` contours (largest first) from their field codes: the checked fast path,
+    or the GEOS path when the checks fail.
+
+    Returns
+    -------
+    list of dict
+    bool
+        Whether the fast path drew them.
+    """
+    layers = rings_of(codes, lat, K, denoise, generalize, lon0, lat0)
+    if layers.ok:
+        return [geojson_fast(layers, q, polygons) for q in range(K)], True
+    geoms = geos_geometries(shapely, layers.metres, generalize, generalize > 0 or layers.dropped)
+    return [geojson_geos(shapely, g, lon0, lat0, polygons) for g in geoms], False
+
+
+# ----------------------------------------------------------------------------------- one request
+class Metric:
+    """What an isochrone searches: arc costs (native unit) and how to search them.
+
+    Attributes
+    ----------
+    name : str
+        The weight.
+    w : ndarray float64, shape (m,)
+        Arc costs.
+    scale : float
+        Native unit -> seconds or metres.
+    csr : tuple or None
+        ``(first_out int64, head int32, weight int64)`` of the integer weight under the hierarchy ``ch``.
+    ch : ContractionHierarchy or None
+    search : callable or None
+        Without a hierarchy: ``(source, bound) -> (nodes, float costs)`` (scipy's bounded Dijkstra).
+    """
+
+    __slots__ = ("name", "w", "scale", "csr", "ch", "search")
+
+    def __init__(self, name, w, scale, csr=None, ch=None, search=None):
+        self.name, self.w, self.scale, self.csr, self.ch, self.search = name, w, scale, csr, ch, search
+
+
+class Request:
+    """One isochrone: the origin's arcs and the contours (native unit, largest first).
+
+    Attributes
+    ----------
+    o_arc : ndarray int64 (k,)
+    o_frac : ndarray float64 (k,)
+    cus : ndarray float64 (K,)
+    lon0, lat0, kx, ky : float
+        The frame (the snapped origin) and its metres per degree east and north.
+    heads, bounds, offs : lists
+        The searches: per origin arc whose rest costs at most the largest contour, its head, the bound
+        (hierarchy weights: integer, the floor) and the rest's cost.
+    """
+
+    __slots__ = ("o_arc", "o_frac", "cus", "lon0", "lat0", "kx", "ky", "heads", "bounds", "offs")
+
+    def __init__(self, metric, head, arcs, cus, lon0, lat0):
+        self.o_arc = np.array([a for a, _ in arcs], dtype=np.int64)
+        self.o_frac = np.array([f for _, f in arcs], dtype=np.float64)
+        self.cus = np.asarray(cus, dtype=np.float64)
+        self.lon0, self.lat0 = float(lon0), float(lat0)
+        self.kx = (_DEG * EARTH_RADIUS_M) * math.cos(self.lat0 * _DEG)
+        self.ky = _DEG * EARTH_RADIUS_M
+        cmax = float(self.cus[0])
+        self.heads, self.bounds, self.offs = [], [], []
+        for a, fa in zip(self.o_arc, self.o_frac, strict=True):
+            off = (1.0 - fa) * metric.w[a]
+            if off <= cmax:
+                self.heads.append(int(head[a]))
+                self.offs.append(float(off))
+                b = cmax - off
+                self.bounds.append(int(math.floor(b + 1e-9)) if metric.ch is not None else b)
+
+
+def search_cpu(metric, req):
+    """``(nodes int64, cost float64)`` of every node within the largest contour (CPU): the bounded
+    Dijkstra / PHAST of :func:`reach_cpu` with a hierarchy, scipy's bounded Dijkstra without."""
+    if metric.ch is not None:
+        n = metric.csr[0].shape[0] - 1
+        cap = max(int(config.SERVE_ISOCHRONE_DIJKSTRA_MIN_NODES),
+                  int(float(config.SERVE_ISOCHRONE_DIJKSTRA_FRACTION) * n))
+        ch = metric.ch
+
+        def within(source, bound):
+            return ch.within(source, bound, device="cpu")
+
+        return reach_cpu(metric.csr, req.heads, req.bounds, req.offs, within, cap)
+    found_n, found_d = [], []
+    for s, b, off in zip(req.heads, req.bounds, req.offs, strict=True):
+        nodes, d = metric.search(s, b)
+        found_n.append(np.asarray(nodes, dtype=np.int64))
+        found_d.append(np.asarray(d, dtype=np.float64) + off)
+    if not found_n:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    nodes = np.concatenate(found_n)
+    dist = np.concatenate(found_d)
+    order = np.lexsort((dist, nodes))
+    nodes, dist = nodes[order], dist[order]
+    first = np.ones(nodes.size, dtype=bool)
+    first[1:] = nodes[1:] != nodes[:-1]
+    return nodes[first], dist[first]
+
+
+def codes_cpu(graph_arrays, metric, req):
+    """The lattice and field codes (K, H, W) uint8 of a request on the CPU.
+
+    Parameters
+    ----------
+    graph_arrays : (first_out int64 (n+1,), head int64 (m,), tail int64 (m,), lon float64 (n,), lat float64 (n,))
+    metric : Metric
+    req : Request
+
+    Returns
+    -------
+    codes : ndarray uint8, shape (K, H, W)
+        A per-thread buffer: valid until this thread's next request.
+    lat : Lattice
+    """
+    fo, head, tail, lon, lat_ = graph_arrays
+    nodes, dist = search_cpu(metric, req)
+    args = (nodes, dist, fo, head, lon, lat_, metric.w, req.o_arc, req.o_frac, tail[req.o_arc], head[req.o_arc],
+            req.cus, req.lon0, req.lat0, req.kx, req.ky)
+    K = req.cus.size
+    ext = extent_cpu(args, K)
+    lat = lattice(ext)
+    marked = scratch("marked", (K, lat.H, lat.W), np.uint8)
+    marked.fill(0)
+    mark_cpu(args, lat, marked)
+    codes = scratch("codes", (K, lat.H, lat.W), np.uint8)
+    field_cpu(marked, lat, codes)
+    return codes, lat
+
+
+def _key(v):
+    b = np.asarray(v, dtype=np.float64).view(np.int64)
+    return np.where(b >= 0, b, b ^ np.int64(0x7FFFFFFFFFFFFFFF))
+
+
+class IsochroneGPU:
+    """The lattice and field codes of isochrones on the GPU (kernels in ``isochrone.cu``), for one graph
+    and metric: arcs (tail, head, cost) and node positions on the device; the search is a PHAST pass of
+    the metric's hierarchy over the origin's heads (rows left on the device).
+
+    Parameters
+    ----------
+    graph_arrays : as :func:`codes_cpu`
+    metric : Metric
+        With a hierarchy.
+
+    Raises
+    ------
+    GPUUnavailableError
+        Without a usable GPU.
+    """
+
+    def __init__(self, graph_arrays, metric):
+        import cupy as cp
+
+        from ..backend import resolve_device
+        from ..backend.kernels import load_module
+
+        resolve_device("gpu")
+        self.cp = cp
+        fo, head, tail, lon, lat = graph_arrays
+        self.n, self.m = lon.shape[0], head.shape[0]
+        self.metric = metric
+        self.tail = cp.asarray(tail.astype(np.int32))
+        self.head = cp.asarray(head.astype(np.int32))
+        self.lon = cp.asarray(np.ascontiguousarray(lon, dtype=np.float64))
+        self.lat = cp.asarray(np.ascontiguousarray(lat, dtype=np.float64))
+        self.w = cp.asarray(np.ascontiguousarray(metric.w, dtype=np.float64))
+        self.head_host = head
+        mod = load_module("engine/isochrone.cu")
+        self.k_best = mod.get_function("iso_best")
+        self.k_extent = mod.get_function("iso_extent")
+        self.k_mark = mod.get_function("iso_mark")
+        self.k_hpass = mod.get_function("iso_hpass")
+        self.k_vpass = mod.get_function("iso_vpass")
+        self.best = cp.empty(self.n, dtype=cp.float64)
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        self.lock = threading.Lock()
+        self.tpb = int(config.SERVE_ISOCHRONE_GPU_THREADS)
+        self._bufs = {}
+        cp.cuda.Device().synchronize()
+
+    def _buf(self, name, size, dtype):
+        a = self._bufs.get(name)
+        if a is None or a.size < size:
+            with self.stream:
+                a = self.cp.empty(max(int(size), 1024), dtype=dtype)
+            self._bufs[name] = a
+        return a[:size]
+
+    def codes(self, req):
+        """``(codes (K, H, W) uint8 NumPy (a per-thread buffer), lattice)`` of a request, as
+        :func:`codes_cpu` computes them (bit for bit)."""
+        cp = self.cp
+        i32, i64, f64 = np.int32, np.int64, np.float64
+        K = int(req.cus.size)
+        n, m = self.n, self.m
+        rows = None
+        if req.heads:
+            rows, _ = self.metric.ch._gpu_engine().tree(np.asarray(req.heads, dtype=np.int64), False, dtype="int64",
+                                                        to_host=False)
+        with self.lock, self.stream:
+            tpb = self.tpb
+            if rows is not None:
+                self.k_best(((n + tpb - 1) // tpb,), (tpb,),
+                            (i32(n), i32(len(req.heads)), rows, cp.asarray(np.asarray(req.bounds, dtype=np.int64)),
+                             cp.asarray(np.asarray(req.offs, dtype=np.float64)), self.best))
+            else:
+                self.best.fill(np.inf)
+            cus = cp.asarray(req.cus)
+            o_arc = cp.asarray(req.o_arc.astype(np.int32))
+            o_frac = cp.asarray(req.o_frac)
+            items = m + int(req.o_arc.size)
+            ext0 = np.tile(_key([np.inf, np.inf, -np.inf, -np.inf]), K)
+            ext = cp.asarray(ext0)
+            blocks = (items + tpb - 1) // tpb
+            common = (self.tail, self.head, self.lon, self.lat, self.w, self.best, cus, o_arc, o_frac,
+                      f64(req.lon0), f64(req.lat0), f64(req.kx), f64(req.ky))
+            self.k_extent((blocks,), (tpb,), (i32(m), i32(req.o_arc.size), i32(K)) + common + (ext,))
+            ext_host = _key(ext.get(stream=self.stream)).view(np.float64).reshape(K, 4)
+            lat = lattice(ext_host)
+            H, W = lat.H, lat.W
+            marked = self._buf("marked", K * H * W, cp.uint8)
+            marked.fill(0)
+            self.k_mark((blocks,), (tpb,), (i32(m), i32(req.o_arc.size), i32(K)) + common
+                        + (f64(lat.cell), i64(lat.i0), i64(lat.j0), i32(W), i32(H), marked))
+            hsq = self._buf("hsq", H * W, cp.uint16)
+            dcodes = self._buf("codes", K * H * W, cp.uint8)
+            code_of = cp.asarray(lat.code_of)
+            for q in range(K):
+                x0, y0, x1, y1 = (int(v) for v in lat.windows[q])
+                if x1 > x0 and y1 > y0:
+                    self.k_hpass((((x1 - x0) + tpb - 1) // tpb, y1 - y0), (tpb,),
+                                 (i32(W), i32(x0), i32(y0), i32(x1), i32(y1), i32(lat.m), marked[q * H * W:], hsq))
+                self.k_vpass(((W + tpb - 1) // tpb, H), (tpb,),
+                             (i32(q), i32(W), i32(H), i32(x0), i32(y0), i32(x1), i32(y1), i32(lat.m), code_of,
+                              i32(lat.code_of.size), hsq, dcodes))
+            codes = scratch("codes", (K, H, W), np.uint8)
+            dcodes.get(stream=self.stream, out=codes.reshape(-1))
+            self.stream.synchronize()
+        return codes, lat
