@@ -1133,7 +1133,7 @@ class Engine:
 
     # ------------------------------------------------------------------ isochrone
     def isochrone(self, coord, contours, *, metric="duration", polygons=True, denoise=1.0, generalize=None,
-                  colors=None, radiuses=None, bearings=None, approaches=None):
+                  colors=None, radiuses=None, bearings=None, approaches=None, coordinates="lists"):
         """Isochrones (OSRM issue #401): the area reachable from one coordinate within each contour, as a
         GeoJSON FeatureCollection shaped like Valhalla's and Mapbox's isochrone answers.
 
@@ -1165,6 +1165,11 @@ class Engine:
             One hex colour per contour (``"ff0000"`` or ``"#ff0000"``), reported as ``properties.color``.
         radiuses, bearings, approaches : one-entry sequences (or the entry itself), optional
             As :meth:`nearest`.
+        coordinates : {"lists", "arrays"}
+            ``"lists"``: each ring's positions a list of ``[lon, lat]`` lists (plain data); ``"arrays"``:
+            one float64 array (k, 2) per ring where the checked fast path drew the polygons (the HTTP
+            layer's orjson writes them as the same JSON without building tens of thousands of Python
+            lists, and the garbage collections they trigger).
 
         Returns
         -------
@@ -1220,6 +1225,8 @@ class Engine:
         values = self._contours(contours, metric)
         if not isinstance(polygons, (bool, np.bool_)):
             raise EngineError("InvalidOptions", f"polygons must be true or false, got {polygons!r}")
+        if coordinates not in ("lists", "arrays"):
+            raise EngineError("InvalidOptions", f"coordinates must be lists or arrays, got {coordinates!r}")
         denoise = self._number(denoise, "denoise", 0.0, 1.0)
         generalize = self._number(config.SERVE_ISOCHRONE_GENERALIZE_M if generalize is None else generalize,
                                   "generalize", 0.0, math.inf)
@@ -1241,7 +1248,7 @@ class Engine:
         else:
             codes, lattice = iso.codes_cpu(self._isochrone_arrays(), met, req)
         geoms, _ = iso.geometries(shapely, codes, lattice, len(values), denoise, generalize, origin.lon, origin.lat,
-                                  polygons)
+                                  polygons, coordinates == "arrays")
         features = []
         for i, geom in zip(ranked, geoms, strict=True):
             props = {"contour": values[i], "metric": metric}

@@ -97,9 +97,15 @@ class Lattice:
         Field value (metres) of a code (``2 * reach`` for ``FAR``).
     kin : int
         Largest code below the level (inside: ``code <= kin``).
+    nc : int
+        Codes the tracer tells apart (``FAR`` reads as ``nc - 1``).
+    tt : ndarray float64, shape (nc * nc,)
+        Where the level crosses a lattice edge whose ends have codes ``a`` and ``b``: ``tt[a * nc + b]``
+        of the way from ``a``.
     """
 
-    __slots__ = ("cell", "r", "reach", "level", "m", "i0", "j0", "W", "H", "windows", "code_of", "val", "kin")
+    __slots__ = ("cell", "r", "reach", "level", "m", "i0", "j0", "W", "H", "windows", "code_of", "val", "kin", "nc",
+                 "tt")
 
 
 def lattice(ext):
@@ -136,6 +142,12 @@ def lattice(ext):
     val[:d2.size] = np.where(ok, np.sqrt(d2) * cell, 2.0 * reach)
     lat.val = val
     lat.kin = int(np.flatnonzero(val < lat.level).max())
+    # the crossing's fraction along a lattice edge from its end codes (codes above nc - 2 read as nc - 1)
+    nc = d2.size + 1
+    z = np.append(val[:d2.size], 2.0 * reach)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tt = (lat.level - z[:, None]) / (z[None, :] - z[:, None])
+    lat.nc, lat.tt = nc, np.ascontiguousarray(np.nan_to_num(tt, nan=0.0, posinf=0.0, neginf=0.0).ravel())
     margin = m + 2
     fin = np.isfinite(ext).all(axis=1)
     if not fin.any():
@@ -482,11 +494,37 @@ def _grow_f(a, n):
     return b
 
 
+def _exit_table():
+    """Marching squares with the inside corners kept apart: the edge (0 bottom, 1 right, 2 top, 3 left)
+    through which the boundary leaves a quad entered through edge ``ent``, at ``case * 4 + ent`` (case:
+    the inside corners a, b, c, d, counter-clockwise from the bottom left, as bits 0-3); -1 where no
+    boundary enters. The boundary keeps the inside on its left: it enters through the edge that follows
+    the last corner of a run of inside corners (counter-clockwise) and leaves through the edge before
+    the run's first corner."""
+    t = np.full(64, -1, dtype=np.int64)
+    for case in range(16):
+        inside = [(case >> c) & 1 for c in range(4)]
+        for ent in range(4):
+            if not inside[ent] or inside[(ent + 1) & 3]:
+                continue
+            j = ent
+            while inside[(j + 3) & 3]:
+                j = (j + 3) & 3
+            t[case * 4 + ent] = (j + 3) & 3
+    return t
+
+
+#: :func:`_exit_table`.
+_EXIT = _exit_table()
+
+
 @njit(cache=True)
-def _trace(codes, kin, val, level, x0, y0, x1, y1, vid_h, vid_v, stamp):
+def _trace(codes, kin, tt, nc, x0, y0, x1, y1, vid_h, vid_v, stamp, exit_of):
     """Rings of one contour's codes (H, W) within the window ``[x0, x1) x [y0, y1)`` (its border
-    outside). ``vid_h``/``vid_v`` (H, W) int32 receive ``stamp + vertex`` at every crossing edge (and
-    serve as the visited marks: values below ``stamp`` are stale).
+    outside). ``vid_h``/``vid_v`` (H * W,) int32 receive ``stamp + vertex`` at every crossing edge (and
+    serve as the visited marks: values below ``stamp`` are stale). ``tt`` (nc * nc,) float64: the
+    crossing's fraction along an edge from its end codes (codes above ``nc - 2`` read as ``nc - 1``).
+    ``exit_of``: :data:`_EXIT`.
 
     Returns
     -------
@@ -499,6 +537,7 @@ def _trace(codes, kin, val, level, x0, y0, x1, y1, vid_h, vid_v, stamp):
         Signed areas (lattice units; > 0 counter-clockwise: shells).
     """
     H, W = codes.shape
+    cf = codes.ravel()
     cap = 4096
     vx = np.empty(cap)
     vy = np.empty(cap)
@@ -509,27 +548,29 @@ def _trace(codes, kin, val, level, x0, y0, x1, y1, vid_h, vid_v, stamp):
     nv = 0
     nr = 0
     ring_off[0] = 0
+    top = nc - 1
     for y in range(y0, y1):
-        row = codes[y]
-        prev_in = row[x0] <= kin
+        base = y * W
+        prev_in = cf[base + x0] <= kin
         for x in range(x0 + 1, x1):
-            cur_in = row[x] <= kin
+            cur_in = cf[base + x] <= kin
             if cur_in == prev_in:
                 continue
             prev_in = cur_in
-            sx0 = x - 1
-            if vid_h[y, sx0] >= stamp:
+            start = base + x - 1
+            if vid_h[start] >= stamp:
                 continue
-            # a new ring from its first horizontal crossing in row-major order: edge (ex, ey, eo), moving
-            # into the quad (qx, qy) through its edge ent (0 bottom, 1 right, 2 top, 3 left)
+            # a new ring from its first horizontal crossing in row-major order: the edge (ex, ey, eo: 0
+            # horizontal, 1 vertical), moving into the quad (qx, qy) (its bottom-left lattice point)
+            # through the quad's edge ent (0 bottom, 1 right, 2 top, 3 left)
+            ex, ey, eo = x - 1, y, 0
+            qx = x - 1
             if cur_in:
-                qx, qy, ent = sx0, y - 1, 2
+                qy, ent = y - 1, 2
             else:
-                qx, qy, ent = sx0, y, 0
-            ex, ey, eo = sx0, y, 0
-            zs0 = val[row[sx0]]
-            sx = sx0 + (level - zs0) / (val[row[x]] - zs0)
-            sy = float(y)
+                qy, ent = y, 0
+            sx = -1.0
+            sy = 0.0
             px, py = 0.0, 0.0
             acc = 0.0
             while True:
@@ -538,34 +579,31 @@ def _trace(codes, kin, val, level, x0, y0, x1, y1, vid_h, vid_v, stamp):
                     vx = _grow_f(vx, cap)
                     vy = _grow_f(vy, cap)
                     vedge = _grow_f(vedge, cap)
-                z0 = val[codes[ey, ex]]
+                e = ey * W + ex
+                c0 = min(int(cf[e]), top)
                 if eo == 0:
-                    fx = ex + (level - z0) / (val[codes[ey, ex + 1]] - z0)
+                    c1 = min(int(cf[e + 1]), top)
+                    vid_h[e] = stamp + nv
+                    fx = ex + tt[c0 * nc + c1]
                     fy = float(ey)
-                    vid_h[ey, ex] = stamp + nv
                 else:
+                    c1 = min(int(cf[e + W]), top)
+                    vid_v[e] = stamp + nv
                     fx = float(ex)
-                    fy = ey + (level - z0) / (val[codes[ey + 1, ex]] - z0)
-                    vid_v[ey, ex] = stamp + nv
+                    fy = ey + tt[c0 * nc + c1]
                 vx[nv] = fx
                 vy[nv] = fy
-                vedge[nv] = 2 * (ey * W + ex) + eo
+                vedge[nv] = 2 * e + eo
                 nv += 1
+                if sx < 0.0:
+                    sx, sy = fx, fy
                 cx, cy = fx - sx, fy - sy
                 acc += px * cy - cx * py
                 px, py = cx, cy
-                # leave the quad through the edge ending the run of inside corners (counter-clockwise
-                # a, b, c, d) that ends at corner ent
-                c0 = codes[qy, qx] <= kin
-                c1 = codes[qy, qx + 1] <= kin
-                c2 = codes[qy + 1, qx + 1] <= kin
-                c3 = codes[qy + 1, qx] <= kin
-                j = ent
-                while True:
-                    k = (j + 3) & 3
-                    if not (c0 if k == 0 else c1 if k == 1 else c2 if k == 2 else c3):
-                        break
-                    j = k
+                q = qy * W + qx
+                case = int(cf[q] <= kin) | (int(cf[q + 1] <= kin) << 1) | (int(cf[q + W + 1] <= kin) << 2) \
+                    | (int(cf[q + W] <= kin) << 3)
+                k = exit_of[case * 4 + ent]
                 if k == 0:
                     ex, ey, eo = qx, qy, 0
                     qy -= 1
@@ -582,7 +620,7 @@ def _trace(codes, kin, val, level, x0, y0, x1, y1, vid_h, vid_v, stamp):
                     ex, ey, eo = qx, qy, 1
                     qx -= 1
                     ent = 1
-                if eo == 0 and ey == y and ex == sx0:
+                if eo == 0 and ey * W + ex == start:
                     break
             if nr == rcap:
                 rcap *= 2
@@ -610,7 +648,8 @@ def trace(codes, lat, q, vid_h, vid_v, stamp):
         ``x, y`` (metres), ``edge``, ``off``, ``area`` (square metres, signed), ``ring_of`` (int32 (nv,)).
     """
     x0, y0, x1, y1 = (int(v) for v in lat.windows[q])
-    vx, vy, ve, off, area = _trace(codes, lat.kin, lat.val, lat.level, x0, y0, x1, y1, vid_h, vid_v, stamp)
+    vx, vy, ve, off, area = _trace(codes, lat.kin, lat.tt, lat.nc, x0, y0, x1, y1, vid_h.reshape(-1),
+                                   vid_v.reshape(-1), stamp, _EXIT)
     rg = Rings()
     c = lat.cell
     rg.x = (vx + (lat.i0 + 0.5)) * c
@@ -1087,14 +1126,20 @@ def _into(X, Y, roff, ring, s, b):
 
 
 @njit(cache=True)
-def _check(X, Y, roff, rlayer, rshell, rkpar, vup, vdown, mode, fails):
+def _check(X, Y, roff, rlayer, rshell, rkpar, vup, vdown, mode, near, fails):
     """0 when the rounded rings of all contours (largest first) make valid polygons, each contour inside
     the next larger one (see the module doc); else the first check that failed or was not sure (see
     ``CHECKS``). ``mode`` 1: each contour on its own (the rounded positions: validity of the output);
     2: each contour against its neighbours (the positions before rounding: contours nest up to the
     rounding). Spikes (3) and segments that meet (4) are all listed, as pairs of segments (the index of
     each one's first vertex), in ``fails`` (F, 2) (the first F of them); the return value is then
-    ``code + 16 * count``."""
+    ``code + 16 * count``.
+
+    Containment is tested where it could have changed: the rings were nested as the structure says
+    before Douglas-Peucker and the rounding, and a vertex kept by both can only have crossed a ring's
+    simplified boundary if it lies within ``near`` (the tolerance plus the rounding, in degrees) of it
+    (a dropped run lies within the tolerance of the segment that replaced it, so does the pocket between
+    them); for such vertices a ray is cast."""
     N = X.shape[0]
     R = roff.shape[0] - 1
     if N == 0:
@@ -1125,20 +1170,35 @@ def _check(X, Y, roff, rlayer, rshell, rkpar, vup, vdown, mode, fails):
                     nf += 1
     if nf:
         return 3 + 16 * nf
-    # uniform grid of segments
+    # uniform grid of segments (each in the cells its bounding box touches)
     x0, x1, y0, y1 = X.min(), X.max(), Y.min(), Y.max()
     side = max(x1 - x0, y1 - y0)
-    g = max(1, min(4096, int(math.sqrt(N))))
+    g = max(1, min(4096, int(2.0 * math.sqrt(N))))
     cs = side / g * (1.0 + 1e-9) if side > 0.0 else 1.0
-    gx = min(g, int((x1 - x0) / cs) + 1)
-    gy = min(g, int((y1 - y0) / cs) + 1)
+    inv = 1.0 / cs
+    gx = min(g, int((x1 - x0) * inv) + 1)
+    gy = min(g, int((y1 - y0) * inv) + 1)
+    nx = np.empty(N, dtype=np.int64)
+    lay = np.empty(N, dtype=np.int64)
+    bx0 = np.empty(N)
+    bx1 = np.empty(N)
+    by0 = np.empty(N)
+    by1 = np.empty(N)
+    cell = np.empty((N, 4), dtype=np.int64)
     cnt = np.zeros(gx * gy + 1, dtype=np.int64)
     for i in range(N):
         j = _nxt(i, roff, ring)
-        ca = min(int((min(X[i], X[j]) - x0) / cs), gx - 1)
-        cb = min(int((max(X[i], X[j]) - x0) / cs), gx - 1)
-        ra = min(int((min(Y[i], Y[j]) - y0) / cs), gy - 1)
-        rb = min(int((max(Y[i], Y[j]) - y0) / cs), gy - 1)
+        nx[i] = j
+        lay[i] = rlayer[ring[i]]
+        bx0[i] = min(X[i], X[j])
+        bx1[i] = max(X[i], X[j])
+        by0[i] = min(Y[i], Y[j])
+        by1[i] = max(Y[i], Y[j])
+        ca = min(int((bx0[i] - x0) * inv), gx - 1)
+        cb = min(int((bx1[i] - x0) * inv), gx - 1)
+        ra = min(int((by0[i] - y0) * inv), gy - 1)
+        rb = min(int((by1[i] - y0) * inv), gy - 1)
+        cell[i, 0], cell[i, 1], cell[i, 2], cell[i, 3] = ca, cb, ra, rb
         for rr in range(ra, rb + 1):
             for cc in range(ca, cb + 1):
                 cnt[rr * gx + cc + 1] += 1
@@ -1147,27 +1207,25 @@ def _check(X, Y, roff, rlayer, rshell, rkpar, vup, vdown, mode, fails):
     items = np.empty(cnt[gx * gy], dtype=np.int64)
     fill = cnt[:-1].copy()
     for i in range(N):
-        j = _nxt(i, roff, ring)
-        ca = min(int((min(X[i], X[j]) - x0) / cs), gx - 1)
-        cb = min(int((max(X[i], X[j]) - x0) / cs), gx - 1)
-        ra = min(int((min(Y[i], Y[j]) - y0) / cs), gy - 1)
-        rb = min(int((max(Y[i], Y[j]) - y0) / cs), gy - 1)
-        for rr in range(ra, rb + 1):
-            for cc in range(ca, cb + 1):
+        for rr in range(cell[i, 2], cell[i, 3] + 1):
+            for cc in range(cell[i, 0], cell[i, 1] + 1):
                 items[fill[rr * gx + cc]] = i
                 fill[rr * gx + cc] += 1
     # pairs of segments sharing a cell
     for c in range(gx * gy):
         for u in range(cnt[c], cnt[c + 1]):
             i = items[u]
-            i2 = _nxt(i, roff, ring)
-            li = rlayer[ring[i]]
+            i2 = nx[i]
+            li = lay[i]
+            ax0, ax1, ay0, ay1 = bx0[i], bx1[i], by0[i], by1[i]
             for t in range(u + 1, cnt[c + 1]):
                 j = items[t]
-                lj = rlayer[ring[j]]
+                if bx0[j] > ax1 or bx1[j] < ax0 or by0[j] > ay1 or by1[j] < ay0:
+                    continue
+                lj = lay[j]
                 if (li == lj) != (mode == 1) or abs(li - lj) > 1:
                     continue
-                j2 = _nxt(j, roff, ring)
+                j2 = nx[j]
                 rel = _relation(X[i], Y[i], X[i2], Y[i2], X[j], Y[j], X[j2], Y[j2])
                 if rel == 0:
                     continue
@@ -1224,10 +1282,32 @@ def _check(X, Y, roff, rlayer, rshell, rkpar, vup, vdown, mode, fails):
                     continue
                 want = lr + 1
             px, py = X[p], Y[p]
+            query += 1
+            row = min(int((py - y0) * inv), gy - 1)
+            col = min(int((px - x0) * inv), gx - 1)
+            reach = int(near * inv) + 1
+            close = False
+            for rr in range(max(row - reach, 0), min(row + reach + 1, gy)):
+                for cc in range(max(col - reach, 0), min(col + reach + 1, gx)):
+                    c = rr * gx + cc
+                    for u in range(cnt[c], cnt[c + 1]):
+                        i = items[u]
+                        rs = ring[i]
+                        if rlayer[rs] != want or rs == r or stamp[i] == query:
+                            continue
+                        stamp[i] = query
+                        i2 = nx[i]
+                        if _seg_dist(px, py, X[i], Y[i], X[i2], Y[i2]) <= near:
+                            close = True
+                            break
+                    if close:
+                        break
+                if close:
+                    break
+            if not close:
+                continue
             nh = 0
             query += 1
-            row = min(int((py - y0) / cs), gy - 1)
-            col = min(int((px - x0) / cs), gx - 1)
             for cc in range(col, gx):
                 c = row * gx + cc
                 for u in range(cnt[c], cnt[c + 1]):
@@ -1276,6 +1356,16 @@ def _check(X, Y, roff, rlayer, rshell, rkpar, vup, vdown, mode, fails):
             elif odd % 2 != 0:
                 return 10
     return 0
+
+
+@njit(cache=True, inline="always")
+def _seg_dist(px, py, ax, ay, bx, by):
+    """Distance from a point to a segment."""
+    dx, dy = bx - ax, by - ay
+    len2 = dx * dx + dy * dy
+    t = 0.0 if len2 == 0.0 else ((px - ax) * dx + (py - ay) * dy) / len2
+    t = min(1.0, max(0.0, t))
+    return math.hypot(px - (ax + t * dx), py - (ay + t * dy))
 
 
 @njit(cache=True)
@@ -1424,6 +1514,9 @@ def rings_of(codes, lat, K, denoise, generalize, lon0, lat0):
     k = math.pi / 180.0 * EARTH_RADIUS_M
     kx = k * math.cos(math.radians(lat0))
     fails = np.empty((_REPAIR_PAIRS, 2), dtype=np.int64)
+    # a vertex's distance (degrees) under which Douglas-Peucker and the rounding may have moved a ring
+    # across it
+    near = float(generalize) / min(kx, k) * 1.01 + 2e-6
     why = 0
     for _ in range(_REPAIR_ROUNDS + 1):
         out.lon, out.lat, out.roff, out.vup, out.vdown, src = _gather(x, y, off, order, keep, up, down, lon0, lat0,
@@ -1434,12 +1527,12 @@ def rings_of(codes, lat, K, denoise, generalize, lon0, lat0):
             changed = sum(_restore_ring(int(order[r]), off, keep, up, down) for r in small)
         else:
             why = 0 if order.size == 0 else int(_check(out.lon, out.lat, out.roff, out.rlayer, out.rshell, out.rkpar,
-                                                        out.vup, out.vdown, 1, fails))
+                                                        out.vup, out.vdown, 1, near, fails))
             groff = out.roff
             if why == 0 and K > 1:  # nesting: on the positions before rounding (and its repeats)
                 u = _gather(x, y, off, order, keep, up, down, lon0, lat0, kx, k, False)
                 out.ulon, out.ulat, groff, src = u[0], u[1], u[2], u[5]
-                why = int(_check(u[0], u[1], u[2], out.rlayer, out.rshell, out.rkpar, u[3], u[4], 2, fails))
+                why = int(_check(u[0], u[1], u[2], out.rlayer, out.rshell, out.rkpar, u[3], u[4], 2, near, fails))
             if why % 16 not in (3, 4):
                 break
             changed = _restore(fails, why // 16, src, groff, off, ring_of, keep, up, down)
@@ -1451,21 +1544,37 @@ def rings_of(codes, lat, K, denoise, generalize, lon0, lat0):
     return out
 
 
-def geojson_fast(layers, q, polygons):
+def geojson_fast(layers, q, polygons, arrays=False):
     """GeoJSON geometry of contour ``q`` from checked :class:`Layers` (shells counter-clockwise, holes
-    clockwise, rings closed)."""
+    clockwise, rings closed); each ring's positions a list of ``[lon, lat]`` lists, or (``arrays``) one
+    float64 array (k, 2) (what orjson writes without building Python objects)."""
     sel = np.flatnonzero(layers.rlayer == q)
     if sel.size == 0:
         return {"type": "MultiPolygon" if polygons else "MultiLineString", "coordinates": []}
     a, b = int(layers.roff[sel[0]]), int(layers.roff[sel[-1] + 1])
+    if arrays:
+        xy = np.empty((b - a + sel.size, 2))
+        rings = []
+        for k, r in enumerate(sel):
+            i, j = int(layers.roff[r]), int(layers.roff[r + 1])
+            ring = xy[i - a + k:j - a + k + 1]
+            ring[:-1, 0] = layers.lon[i:j]
+            ring[:-1, 1] = layers.lat[i:j]
+            ring[-1] = ring[0]
+            rings.append(ring)
+        return _assemble(rings, layers.rshell[sel], polygons)
     pts = np.column_stack([layers.lon[a:b], layers.lat[a:b]]).tolist()
-    rings, shell = [], []
+    rings = []
     for r in sel:
         i, j = int(layers.roff[r]) - a, int(layers.roff[r + 1]) - a
         ring = pts[i:j]
         ring.append(pts[i])
         rings.append(ring)
-        shell.append(bool(layers.rshell[r]))
+    return _assemble(rings, layers.rshell[sel], polygons)
+
+
+def _assemble(rings, shell, polygons):
+    """A (Multi)Polygon of rings (each shell followed by its holes), or its rings as (Multi)LineString."""
     if polygons:
         polys = []
         for ring, sh in zip(rings, shell, strict=True):
@@ -1538,9 +1647,9 @@ def geojson_geos(shapely, geom, lon0, lat0, polygons):
     return {"type": "MultiLineString", "coordinates": lines}
 
 
-def geometries(shapely, codes, lat, K, denoise, generalize, lon0, lat0, polygons):
+def geometries(shapely, codes, lat, K, denoise, generalize, lon0, lat0, polygons, arrays=False):
     """GeoJSON geometries of ``K`` contours (largest first) from their field codes: the checked fast path,
-    or the GEOS path when the checks fail.
+    or the GEOS path when the checks fail (positions as lists there).
 
     Returns
     -------
@@ -1550,7 +1659,7 @@ def geometries(shapely, codes, lat, K, denoise, generalize, lon0, lat0, polygons
     """
     layers = rings_of(codes, lat, K, denoise, generalize, lon0, lat0)
     if layers.ok:
-        return [geojson_fast(layers, q, polygons) for q in range(K)], True
+        return [geojson_fast(layers, q, polygons, arrays) for q in range(K)], True
     geoms = geos_geometries(shapely, layers.metres, generalize, generalize > 0 or layers.dropped)
     return [geojson_geos(shapely, g, lon0, lat0, polygons) for g in geoms], False
 
