@@ -190,6 +190,8 @@ SERVE_ISOCHRONE_DIJKSTRA_MIN_NODES = 2000
 SERVE_ISOCHRONE_DEVICE = "cpu"
 #: Threads per block of the isochrone kernels (engine/isochrone.cu).
 SERVE_ISOCHRONE_GPU_THREADS = 256
+#: Worker threads (shared by all requests) that check the contours' nesting beside their validity.
+SERVE_ISOCHRONE_CHECK_THREADS = 4
 
 # ------------------------------------------------------------------------------------ SERVE_TRIP_
 #: Most coordinates of one /trip request (osrm-routed's --max-trip-size default); a roundtrip is routed
@@ -232,11 +234,25 @@ TOUR_GPU_CHAINS_PER_SM = 2
 #: double-bridge steps per chain and round double or halve towards it (never above a tenth of the time
 #: limit).
 TOUR_GPU_ROUND_S = 0.02
+#: Neighbourhood of the GPU TSP search (gpuroute.tours.gpu.search): "candidates" (the CPU twin's
+#: queue-driven descent over K-nearest candidate lists, ls_cand_ils) or "full" (the seed's best-improvement
+#: scan of every move, ls_ils).
+TOUR_GPU_NEIGHBOURHOOD = "candidates"
+#: Candidate-list width K of the GPU "candidates" neighbourhood (the CPU's is 10; capped at n - 1).
+TOUR_GPU_CANDIDATES = 10
+#: Threads per block of the candidate-list kernels (ls_cand_batch, ls_cand_ils; power of two, 64..1024):
+#: one thread per move of the stop popped (23 per candidate: 230 at K = 10). Not yet tuned on a device.
+TOUR_GPU_CAND_THREADS = 256
+#: Chains of the candidate-list GPU ILS per multiprocessor (one block each). Not yet tuned on a device.
+TOUR_GPU_CAND_CHAINS_PER_SM = 4
+#: Candidate-list GPU ILS: every this many rounds the best chain is copied over the worst half (the
+#: chains run independently in between).
+TOUR_GPU_CAND_SYNC_ROUNDS = 8
 #: tsp(device="auto") runs on the GPU from this many stops (when a GPU is usable). Set from
-#: benchmarks/tours_gpu.py on the H100 (2026-11-23, 1 s limit): the GPU's full-neighbourhood ILS is behind
-#: the CPU's candidate-list ILS on every TSPLIB instance of 1,002-3,038 cities (gap 2.7-4.1 % vs 1.0-2.7 %),
-#: so "auto" stays on the CPU until the GPU search restricts its moves too.
-TOUR_GPU_AUTO_MIN_N = 10**9
+#: benchmarks/tours_gpu.py on the H100 (2026-11-23, 1 s limit, candidate-list ILS chains on the GPU against
+#: the CPU twin's candidate-list ILS): gap pr1002 0.47 vs 1.35 %, pcb1173 0.93 vs 1.86 %, u2152 1.70 vs
+#: 2.47 %, pcb3038 2.73 vs 2.46 %; below 1,000 stops not measured, so the CPU keeps them.
+TOUR_GPU_AUTO_MIN_N = 1000
 
 # ------------------------------------------------------------------------------------------- ACCESS_
 #: Accessibility (gpuroute.accessibility), CPU: private accumulators of the "points" formulation may take

@@ -72,7 +72,7 @@ def test_accessibility_bad_input(tmp_path, capsys, args, words):
 
 
 def test_table_over_dask_scheduler(tmp_path, capsys):
-    pytest.importorskip("distributed")
+    pytest.importorskip("distributed.client")  # dask's package, not tests/distributed (tests/ is on sys.path)
     from distributed import LocalCluster
 
     from gpuroute.ch import ContractionHierarchy

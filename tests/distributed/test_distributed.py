@@ -16,7 +16,9 @@ from gpuroute import distributed as gd
 from gpuroute.accessibility.index import AccessIndex
 from gpuroute.ch import ContractionHierarchy
 
-distributed = pytest.importorskip("distributed")
+# "distributed.client": dask's package, not this tests/distributed folder (tests/ is on sys.path)
+pytest.importorskip("distributed.client")
+import distributed  # noqa: E402
 
 
 @pytest.fixture(scope="module")

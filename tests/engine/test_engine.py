@@ -109,6 +109,20 @@ def test_table_equals_routes(engine, g):
     assert np.allclose(scaled["durations"], 2 * np.array(tb["durations"])[:3, :3], atol=0.11)
 
 
+def test_table_at_junctions_equals_the_oracle(engine, g):
+    """Coordinates exactly on junction nodes snap to every arc there (ties): the options the table drops
+    as dominated must not change a duration."""
+    rng = np.random.default_rng(5)
+    deg = np.diff(g.first_out)
+    nodes = rng.choice(np.flatnonzero(deg >= 3), 8, replace=False)
+    pts = [tuple(map(float, g.coords[v])) for v in nodes]
+    tb = engine.table(pts)
+    for i in range(len(pts)):
+        for j in range(len(pts)):
+            want = oracle_ds(g, brute_phantom(g, *pts[i]), brute_phantom(g, *pts[j])) / 10 if i != j else 0.0
+            assert tb["durations"][i][j] == pytest.approx(want, abs=0.051), (i, j)
+
+
 def test_via_waypoints(engine, g):
     a, b, c = points(g, 3, 13)
     legs = [engine.route([a, b], overview="false")["routes"][0], engine.route([b, c], overview="false")["routes"][0]]

@@ -141,6 +141,64 @@ def test_device_gpu_without_a_gpu_raises_and_auto_falls_back(monkeypatch):
     assert r.device == "cpu" and sorted(r.tour.tolist()) == list(range(9))
 
 
+def slot_delta(c, p, fwd, bwd, mv):
+    t, i, j, k = mv
+    if t == ls.TWO_OPT:
+        return ls.delta_two_opt(c, p, fwd, bwd, i, j)
+    if t == ls.SWAP:
+        return ls.delta_swap(c, p, i, j)
+    return ls.delta_or_opt(c, p, fwd, bwd, i, j, k, t == ls.OR_OPT_REV)
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 8, 13, 30])
+def test_candidate_slots_carry_the_cpu_pair_order(n):
+    """The candidate kernels' move numbering (gpu.candidate_slot, the table of local_search.cu): for every
+    stop, the smallest (delta, q * 23 + slot) over its candidates' slots is the move the CPU twin's
+    _pair_best loop of local_search_queue picks (with many ties, so the order matters), and every slot move
+    is legal (its delta equals the cost change of applying it)."""
+    rng = np.random.default_rng(50 + n)
+    K = min(5, n - 1)
+    for _ in range(6):
+        c = matrix(rng, n, "ties")
+        nbr = ls.candidate_lists(c, K)
+        p = rng.permutation(n).astype(np.int64)
+        pos, fwd, bwd = cpu_state(c, p)
+        for u in range(n):
+            x = int(pos[u])
+            best = np.array([np.inf, -1, -1, -1, -1])
+            key = None
+            for q in range(K):
+                y = int(pos[nbr[u, q]])
+                if y == x:
+                    continue
+                ls._pair_best(c, p, fwd, bwd, x, y, best)
+                for slot in range(gpu.CAND_SLOTS):
+                    mv = gpu.candidate_slot(n, x, y, slot)
+                    if mv is None:
+                        continue
+                    d = slot_delta(c, p, fwd, bwd, mv)
+                    if key is None or (d, q * gpu.CAND_SLOTS + slot) < key[0]:
+                        key = ((d, q * gpu.CAND_SLOTS + slot), mv)
+                    if slot % 4 == 0:  # spot-check legality: the delta is the cost change
+                        r = p.copy()
+                        ls.apply_move(r, *mv)
+                        assert sorted(r.tolist()) == list(range(n))
+                        assert ls.tour_cost(c, r) - ls.tour_cost(c, p) == pytest.approx(d, abs=1e-9)
+            if key is None:
+                assert best[0] == np.inf
+            else:
+                assert (key[0][0], *key[1]) == (best[0], *best[1:].astype(int))
+    with pytest.raises(ValueError, match="slot"):
+        gpu.candidate_slot(9, 0, 3, 23)
+
+
+def test_worst_half_never_overwrites_the_best():
+    costs = np.array([5.0, 1.0, 9.0, 9.0, 3.0, 7.0])
+    assert sorted(gpu.worst_half(costs, 1).tolist()) == [2, 3, 5]
+    assert gpu.worst_half(np.array([2.0]), 0).size == 0
+    assert 0 not in gpu.worst_half(np.full(4, 1.0), 0).tolist()
+
+
 # ------------------------------------------------------------------------------------ device
 @pytest.mark.gpu
 @needs_gpu
@@ -263,9 +321,11 @@ def test_ils_round_out_of_time_keeps_local_minima():
 
 @pytest.mark.gpu
 @needs_gpu
+@pytest.mark.parametrize("hood", ["full", "candidates"])
 @pytest.mark.parametrize("n", [4, 6, 9, 60])
 @pytest.mark.parametrize("variant", ["closed", "start", "end", "both"])
-def test_tsp_on_the_gpu_returns_valid_tours(n, variant):
+def test_tsp_on_the_gpu_returns_valid_tours(n, variant, hood, monkeypatch):
+    monkeypatch.setattr(config, "TOUR_GPU_NEIGHBOURHOOD", hood)
     rng = np.random.default_rng(10 * n + len(variant))
     c = rng.integers(1, 100, (n, n))
     s, e = {"closed": (None, None), "start": (n // 2, None), "end": (None, n - 1), "both": (n - 1, 0)}[variant]
@@ -273,12 +333,93 @@ def test_tsp_on_the_gpu_returns_valid_tours(n, variant):
     assert r.device == "gpu" and r.tour.dtype == np.int64
     assert sorted(r.tour.tolist()) == list(range(n))
     assert r.cost == tour_cost(c, r.tour, r.closed) and isinstance(r.cost, int)
-    assert r.trace[-1][1] == r.cost and r.stats["neighbourhood"] == "full"
+    cand = hood == "candidates" and n >= 8
+    K = min(config.TOUR_GPU_CANDIDATES, n - 1)
+    assert r.trace[-1][1] == r.cost and r.stats["neighbourhood"] == (f"candidates:{K}" if cand else "full")
     if s is not None:
         assert r.tour[0] == s
     if e is not None:
         assert r.tour[-1] == e
     if variant == "closed":
         assert r.tour[0] == 0
-        assert cpu_best(c.astype(np.float64), r.tour)[0] > -0.5  # a local minimum of the full neighbourhood
+        if cand:  # a local minimum of the candidate neighbourhood
+            assert cpu_best_candidates(c.astype(np.float64), r.tour, ls.candidate_lists(c.astype(np.float64), K))[0] > -0.5
+        else:  # a local minimum of the full neighbourhood
+            assert cpu_best(c.astype(np.float64), r.tour)[0] > -0.5
+
+
+def cpu_best_candidates(c, p, nbr):
+    p = np.asarray(p, np.int64)
+    pos, fwd, bwd = cpu_state(c, p)
+    return ls.best_move(c, c, p, pos, fwd, bwd, nbr)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("threads", [64, 256])
+@pytest.mark.parametrize("kind", ["float", "int", "ties"])
+@pytest.mark.parametrize("n,K", [(8, 7), (40, 5), (200, 10)])
+def test_candidate_descent_equals_cpu(n, K, kind, threads):
+    """ls_cand_batch: each block's queue-driven candidate descent ends at the CPU twin's
+    local_search_queue tour, cost (bit for bit) and move count, with and without polish, seeded with every
+    stop or a few; 64 threads make the 23 K moves of a stop take several passes."""
+    rng = np.random.default_rng(n + 100 * K + len(kind) + threads)
+    c = matrix(rng, n, kind)
+    eps = 1e-9 if kind == "float" else 0.5
+    g = gpu.GPUTourSearch(c, cand_threads=threads)
+    nbr = g.set_candidates(K)
+    assert np.array_equal(nbr, ls.candidate_lists(c, K))
+    P = np.stack([rng.permutation(n) for _ in range(4)])
+    for polish, active in ((True, None), (False, None), (False, rng.integers(0, n, 6)), (True, np.empty(0, np.int64))):
+        tours, costs, moves = g.cand_descent_batch(P, eps, active=active, polish=polish)
+        act = np.arange(n) if active is None else active.astype(np.int64)
+        for b in range(len(P)):
+            q = P[b].astype(np.int64)
+            cc, mv = ls.local_search_queue(c, q, nbr, eps, 50 * n + 1000, act, polish)
+            assert tours[b].tolist() == q.tolist() and costs[b] == cc and moves[b] == mv
+            if polish:
+                assert cpu_best_candidates(c, tours[b], nbr)[0] >= -eps
+    # a move cap stops both twins at the same tour
+    tours, _, moves = g.cand_descent_batch(P[:1], eps, max_moves=3)
+    q = P[0].astype(np.int64)
+    ls.local_search_queue(c, q, nbr, eps, 3, np.arange(n), True)
+    assert tours[0].tolist() == q.tolist() and moves[0] <= 3
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("kind,budget", [("float", None), ("int", None), ("int", 600.0)])
+def test_candidate_ils_round_equals_a_cpu_replay(kind, budget):
+    """ls_cand_ils: each chain's double bridges (host cut points), candidate descents seeded with the six
+    stops around the cuts, and acceptances, replayed with the CPU twin (local_search_queue, as ils_round
+    does), give the same tours and costs; ils_copy then copies the best over the worst half."""
+    n, B, iters, K = 60, 4, 4, 8
+    rng = np.random.default_rng(30 + len(kind))
+    c = matrix(rng, n, kind)
+    eps = 0.5 if kind == "int" else 1e-9
+    g = gpu.GPUTourSearch(c, cand_threads=64)
+    nbr = g.set_candidates(K)
+    starts, costs0, _ = g.cand_descent_batch(np.stack([rng.permutation(n) for _ in range(B)]), eps)
+    g.ils_start(starts, costs0)
+    cuts = gpu.double_bridge_cuts(rng, n, (B, iters), 10)
+    cuts[2, 1] = 0  # a == 0: no perturbation, an empty queue
+    costs = g.cand_ils_round(cuts, eps, 50 * n + 1000, budget_s=budget)
+    for b in range(B):
+        cur, cc = starts[b].copy(), costs0[b]
+        for it in range(iters):
+            a, m, e = (int(v) for v in cuts[b, it])
+            q = gpu.apply_double_bridge(cur, a, m, e).astype(np.int64)
+            act = np.array([cur[a - 1], cur[a], cur[m - 1], cur[m], cur[e - 1], cur[e % n]]) if a else np.empty(0)
+            qc, _ = ls.local_search_queue(c, q, nbr, eps, 50 * n + 1000, act.astype(np.int64), False)
+            if qc <= cc + eps:
+                cur, cc = q, qc
+        tour, _, _, steps = g.ils_result(b)
+        assert tour.tolist() == cur.tolist() and costs[b] == cc and steps == B * iters
+        assert costs[b] == pytest.approx(tour_cost(c, tour), rel=1e-12, abs=1e-9)
+    best = int(np.argmin(costs))
+    worst = gpu.worst_half(costs, best)
+    g.ils_copy(best, worst)
+    want = g.ils_result(best)[0]
+    for b in worst:
+        assert g.ils_result(int(b))[0].tolist() == want.tolist()
 

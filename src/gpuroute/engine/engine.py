@@ -860,6 +860,9 @@ class Engine:
         t_node = np.where(tv, tail[np.maximum(ta, 0)], 0)
         s_cost = np.where(sv, (1.0 - sf) * w[np.maximum(sa, 0)], math.inf)
         t_cost = np.where(tv, tf * w[np.maximum(ta, 0)], math.inf)
+        # options another option of the same phantom dominates leave the node table (not the same-arc case)
+        s_node, s_cost = _prune_options(sa, s_node, s_cost, tail, w)
+        t_node, t_cost = _prune_options(ta, t_node, t_cost, head, w)
         us, s_inv = np.unique(s_node, return_inverse=True)
         ut, t_inv = np.unique(t_node, return_inverse=True)
         s_inv = s_inv.reshape(s_node.shape)
@@ -1391,3 +1394,39 @@ class Engine:
 
 
 __all__ = ["Engine", "EngineError", "OSM_ENDINGS"]
+
+
+def _prune_options(arcs, node, cost, far_end, w):
+    """Options of a phantom that another option of the same phantom dominates, dropped from the node table:
+    option ``o`` (arc ``a``, reaching ``node[o]`` at ``cost[o]``) is dominated by ``o2`` when ``node[o2]``
+    is the other end of ``a`` (``far_end[a]``: the tail for a source, the head for a target) and
+    ``cost[o2] + w[a] <= cost[o]``: by the triangle inequality over ``a`` no route through ``o`` is shorter
+    than through ``o2``. A coordinate snapped onto a junction is the common case: its arcs leaving the node
+    (source) or entering it (target) are all dominated by the arcs ending (starting) there at cost 0, so
+    its options need one node of the table instead of one per arc. Dominated options keep their arc for
+    the same-arc case; their node becomes the dominating one and their cost +inf.
+
+    Returns
+    -------
+    (node int64 (k, o), cost float64 (k, o)) new arrays.
+    """
+    node = node.copy()
+    cost = cost.copy()
+    ok = arcs >= 0
+    if not ok.any():
+        return node, cost
+    a = np.maximum(arcs, 0)
+    end = far_end[a]
+    wa = w[a].astype(np.float64)
+    # dom[i, o, o2]: o2 dominates o
+    dom = (ok[:, :, None] & ok[:, None, :] & (wa[:, :, None] > 0) & (node[:, None, :] == end[:, :, None])
+           & (cost[:, None, :] + wa[:, :, None] <= cost[:, :, None]))
+    o = np.arange(arcs.shape[1])
+    dom[:, o, o] = False
+    hit = dom.any(axis=2)
+    if hit.any():
+        first = np.argmax(dom, axis=2)
+        rows, cols = np.nonzero(hit)
+        node[rows, cols] = node[rows, first[rows, cols]]
+        cost[rows, cols] = math.inf
+    return node, cost

@@ -149,12 +149,14 @@ extern "C" __global__ void iso_mark(int m, int n_o, int K, const int* __restrict
 }
 
 // hsq[y][x] = min over |dx| <= m, x + dx in [x0, x1), marked[y][x + dx] of dx^2 (0x3FFF: none), for the
-// window rows [y0, y1) and columns [x0, x1) of one contour.
+// window rows [y0, y1) and columns [x0, x1) of one contour (a thread per window point, row-major).
 extern "C" __global__ void iso_hpass(int W, int x0, int y0, int x1, int y1, int m,
                                      const unsigned char* __restrict__ marked_q, unsigned short* __restrict__ hsq) {
-    int x = x0 + blockIdx.x * blockDim.x + threadIdx.x;
-    int y = y0 + blockIdx.y;
-    if (x >= x1 || y >= y1) return;
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long ww = x1 - x0;
+    if (i >= ww * (y1 - y0)) return;
+    int y = y0 + (int)(i / ww);
+    int x = x0 + (int)(i % ww);
     const unsigned char* row = marked_q + (long long)y * W;
     unsigned short h = 0x3FFF;
     for (int dx = -m; dx <= m; ++dx) {
@@ -167,13 +169,14 @@ extern "C" __global__ void iso_hpass(int W, int x0, int y0, int x1, int y1, int 
 }
 
 // codes[q][y][x] = code_of[min over |dy| <= m, y + dy in [y0, y1) of hsq[y + dy][x] + dy^2] (FAR beyond
-// the table), raised to codes[q - 1][y][x]; FAR outside the window. Every lattice point of the grid.
+// the table), raised to codes[q - 1][y][x]; FAR outside the window. A thread per lattice point of the grid.
 extern "C" __global__ void iso_vpass(int q, int W, int H, int x0, int y0, int x1, int y1, int m,
                                      const unsigned char* __restrict__ code_of, int n_code,
                                      const unsigned short* __restrict__ hsq, unsigned char* __restrict__ codes) {
-    int x = blockIdx.x * blockDim.x + threadIdx.x;
-    int y = blockIdx.y;
-    if (x >= W || y >= H) return;
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long long)W * H) return;
+    int y = (int)(i / W);
+    int x = (int)(i % W);
     long long at = ((long long)q * H + y) * W + x;
     if (x < x0 || x >= x1 || y < y0 || y >= y1) {
         codes[at] = ISO_FAR;

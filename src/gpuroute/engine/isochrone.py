@@ -184,6 +184,19 @@ class _Scratch(threading.local):
 
 
 _scratch = _Scratch()
+_POOL = []
+
+
+def _pool():
+    """The worker threads of the isochrone checks (created on first use)."""
+    if not _POOL:
+        with BUILD_LOCK:
+            if not _POOL:
+                from concurrent.futures import ThreadPoolExecutor
+
+                _POOL.append(ThreadPoolExecutor(max_workers=int(config.SERVE_ISOCHRONE_CHECK_THREADS),
+                                                thread_name_prefix="gpuroute-isochrone"))
+    return _POOL[0]
 #: Held while a GPU drawer is built (one per engine and metric).
 BUILD_LOCK = threading.Lock()
 
@@ -487,13 +500,6 @@ def field_cpu(marked, lat, codes):
 
 
 # ----------------------------------------------------------------------------------- rings
-@njit(cache=True)
-def _grow_f(a, n):
-    b = np.empty(n, dtype=a.dtype)
-    b[:a.shape[0]] = a
-    return b
-
-
 def _exit_table():
     """Marching squares with the inside corners kept apart: the edge (0 bottom, 1 right, 2 top, 3 left)
     through which the boundary leaves a quad entered through edge ``ent``, at ``case * 4 + ent`` (case:
@@ -518,33 +524,27 @@ def _exit_table():
 _EXIT = _exit_table()
 
 
-@njit(cache=True)
-def _trace(codes, kin, tt, nc, x0, y0, x1, y1, vid_h, vid_v, stamp, exit_of):
+@njit(cache=True, nogil=True)
+def _trace(codes, kin, tt, nc, x0, y0, x1, y1, vid_h, vid_v, stamp, exit_of, vx, vy, vedge, ring_off):
     """Rings of one contour's codes (H, W) within the window ``[x0, x1) x [y0, y1)`` (its border
     outside). ``vid_h``/``vid_v`` (H * W,) int32 receive ``stamp + vertex`` at every crossing edge (and
     serve as the visited marks: values below ``stamp`` are stale). ``tt`` (nc * nc,) float64: the
     crossing's fraction along an edge from its end codes (codes above ``nc - 2`` read as ``nc - 1``).
-    ``exit_of``: :data:`_EXIT`.
+    ``exit_of``: :data:`_EXIT`. Writes into the caller's buffers (arrays the loop never reassigns: numba
+    then keeps no reference counts in it):
 
-    Returns
-    -------
-    vx, vy : float64 (nv,)
-        Lattice positions.
-    vedge : int64 (nv,)
+    vx, vy : float64 (cap,)
+        Lattice positions of the vertices.
+    vedge : int64 (cap,)
         Lattice edge of each vertex: ``2 * (y * W + x) + vertical``.
-    ring_off : int64 (R + 1,)
-    area : float64 (R,)
-        Signed areas (lattice units; > 0 counter-clockwise: shells).
+    ring_off : int64 (rcap + 1,)
+
+    Returns ``(nv, R)``, or ``(-1, -1)`` when a buffer was too small.
     """
     H, W = codes.shape
     cf = codes.ravel()
-    cap = 4096
-    vx = np.empty(cap)
-    vy = np.empty(cap)
-    vedge = np.empty(cap, dtype=np.int64)
-    rcap = 256
-    ring_off = np.empty(rcap + 1, dtype=np.int64)
-    area = np.empty(rcap)
+    cap = vx.shape[0]
+    rcap = ring_off.shape[0] - 1
     nv = 0
     nr = 0
     ring_off[0] = 0
@@ -557,79 +557,80 @@ def _trace(codes, kin, tt, nc, x0, y0, x1, y1, vid_h, vid_v, stamp, exit_of):
             if cur_in == prev_in:
                 continue
             prev_in = cur_in
-            start = base + x - 1
-            if vid_h[start] >= stamp:
+            if vid_h[base + x - 1] >= stamp:
                 continue
             # a new ring from its first horizontal crossing in row-major order: the edge (ex, ey, eo: 0
-            # horizontal, 1 vertical), moving into the quad (qx, qy) (its bottom-left lattice point)
-            # through the quad's edge ent (0 bottom, 1 right, 2 top, 3 left)
+            # horizontal, 1 vertical), moving into the quad (qx, qy) (its bottom-left lattice point, q
+            # its index) through the quad's edge ent (0 bottom, 1 right, 2 top, 3 left)
             ex, ey, eo = x - 1, y, 0
             qx = x - 1
             if cur_in:
                 qy, ent = y - 1, 2
             else:
                 qy, ent = y, 0
-            sx = -1.0
-            sy = 0.0
-            px, py = 0.0, 0.0
-            acc = 0.0
+            q = qy * W + qx
             while True:
                 if nv == cap:
-                    cap *= 2
-                    vx = _grow_f(vx, cap)
-                    vy = _grow_f(vy, cap)
-                    vedge = _grow_f(vedge, cap)
+                    return -1, -1
                 e = ey * W + ex
                 c0 = min(int(cf[e]), top)
                 if eo == 0:
                     c1 = min(int(cf[e + 1]), top)
                     vid_h[e] = stamp + nv
-                    fx = ex + tt[c0 * nc + c1]
-                    fy = float(ey)
+                    vx[nv] = ex + tt[c0 * nc + c1]
+                    vy[nv] = ey
                 else:
                     c1 = min(int(cf[e + W]), top)
                     vid_v[e] = stamp + nv
-                    fx = float(ex)
-                    fy = ey + tt[c0 * nc + c1]
-                vx[nv] = fx
-                vy[nv] = fy
+                    vx[nv] = ex
+                    vy[nv] = ey + tt[c0 * nc + c1]
                 vedge[nv] = 2 * e + eo
                 nv += 1
-                if sx < 0.0:
-                    sx, sy = fx, fy
-                cx, cy = fx - sx, fy - sy
-                acc += px * cy - cx * py
-                px, py = cx, cy
-                q = qy * W + qx
                 case = int(cf[q] <= kin) | (int(cf[q + 1] <= kin) << 1) | (int(cf[q + W + 1] <= kin) << 2) \
                     | (int(cf[q + W] <= kin) << 3)
                 k = exit_of[case * 4 + ent]
                 if k == 0:
                     ex, ey, eo = qx, qy, 0
                     qy -= 1
+                    q -= W
                     ent = 2
                 elif k == 1:
                     ex, ey, eo = qx + 1, qy, 1
                     qx += 1
+                    q += 1
                     ent = 3
                 elif k == 2:
                     ex, ey, eo = qx, qy + 1, 0
                     qy += 1
+                    q += W
                     ent = 0
                 else:
                     ex, ey, eo = qx, qy, 1
                     qx -= 1
+                    q -= 1
                     ent = 1
-                if eo == 0 and ey * W + ex == start:
+                if eo == 0 and ey == y and ex == x - 1:
                     break
             if nr == rcap:
-                rcap *= 2
-                ring_off = _grow_f(ring_off, rcap + 1)
-                area = _grow_f(area, rcap)
-            area[nr] = 0.5 * acc
+                return -1, -1
             nr += 1
             ring_off[nr] = nv
-    return vx[:nv], vy[:nv], vedge[:nv], ring_off[:nr + 1], area[:nr]
+    return nv, nr
+
+
+@njit(cache=True)
+def _areas(vx, vy, ring_off):
+    """Signed areas of rings (shoelace about each ring's first vertex; > 0 counter-clockwise)."""
+    nr = ring_off.shape[0] - 1
+    area = np.empty(nr)
+    for r in range(nr):
+        a, b = ring_off[r], ring_off[r + 1]
+        sx, sy = vx[a], vy[a]
+        acc = 0.0
+        for i in range(a + 1, b - 1):
+            acc += (vx[i] - sx) * (vy[i + 1] - sy) - (vx[i + 1] - sx) * (vy[i] - sy)
+        area[r] = 0.5 * acc
+    return area
 
 
 class Rings:
@@ -648,8 +649,26 @@ def trace(codes, lat, q, vid_h, vid_v, stamp):
         ``x, y`` (metres), ``edge``, ``off``, ``area`` (square metres, signed), ``ring_of`` (int32 (nv,)).
     """
     x0, y0, x1, y1 = (int(v) for v in lat.windows[q])
-    vx, vy, ve, off, area = _trace(codes, lat.kin, lat.tt, lat.nc, x0, y0, x1, y1, vid_h.reshape(-1),
-                                   vid_v.reshape(-1), stamp, _EXIT)
+    while True:
+        cap = _scratch.bufs.get(f"trace_cap{q}", 1 << 16)
+        rcap = _scratch.bufs.get(f"trace_rcap{q}", 1 << 10)
+        vx = scratch(f"trace_x{q}", (cap,), np.float64)
+        vy = scratch(f"trace_y{q}", (cap,), np.float64)
+        ve = scratch(f"trace_e{q}", (cap,), np.int64)
+        off = scratch(f"trace_off{q}", (rcap + 1,), np.int64)
+        nv, nr = _trace(codes, lat.kin, lat.tt, lat.nc, x0, y0, x1, y1, vid_h.reshape(-1), vid_v.reshape(-1), stamp,
+                        _EXIT, vx, vy, ve, off)
+        if nv >= 0:
+            break
+        _scratch.bufs[f"trace_cap{q}"] = 2 * cap  # a buffer was too small: again with larger ones
+        _scratch.bufs[f"trace_rcap{q}"] = 2 * rcap
+        stamp += cap + 1  # what the try wrote is stale
+        if stamp + 2 * cap + 1 >= _STAMP_LIMIT:
+            vid_h.fill(-1)
+            vid_v.fill(-1)
+            stamp = 0
+    vx, vy, ve, off = vx[:nv], vy[:nv], ve[:nv], off[:nr + 1]
+    area = _areas(vx, vy, off)
     rg = Rings()
     c = lat.cell
     rg.x = (vx + (lat.i0 + 0.5)) * c
@@ -830,7 +849,10 @@ def anchors(rings):
 def _dp(x, y, off, kept_ring, anchor, tol, keep):
     """Douglas-Peucker with tolerance ``tol`` (metres) between consecutive anchors of every kept ring
     (``keep`` (nv,) bool receives the vertices kept; the ring's closing vertex is its start)."""
-    stack = np.empty(2 * 4096, dtype=np.int64)
+    longest = 0
+    for r in range(off.shape[0] - 1):
+        longest = max(longest, off[r + 1] - off[r])
+    stack = np.empty(2 * (longest + 2), dtype=np.int64)  # never reassigned below (numba: no refcounts)
     for r in range(off.shape[0] - 1):
         if not kept_ring[r]:
             continue
@@ -842,9 +864,6 @@ def _dp(x, y, off, kept_ring, anchor, tol, keep):
                 continue
             keep[a + prev] = True
             # span prev .. k (k == n: the ring start again)
-            top = 0
-            if stack.shape[0] < 2 * (k - prev + 2):
-                stack = np.empty(2 * (k - prev + 2), dtype=np.int64)
             stack[0] = prev
             stack[1] = k
             top = 2
@@ -897,7 +916,7 @@ def simplify(rg, tol):
 
 
 # ----------------------------------------------------------------------------------- degrees, checks
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _gather(x, y, off, order, keep, up, down, lon0, lat0, kx, ky, rounded):
     """The kept vertices of the rings ``order`` (in that order), in degrees (``rounded``: rounded to 6
     decimals, consecutive repeats and back-and-forth spikes ``p, q, p`` dropped); the closing vertex is
@@ -986,7 +1005,7 @@ def _restore_one(v, keep, up, down):
     return changed
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _restore(fails, nf, src, groff, off, ring_of, keep, up, down):
     """Keep again every vertex that Douglas-Peucker dropped under the segments listed in ``fails`` (pairs
     of gathered segments, their first vertex; ``groff`` the gathered ring offsets), and their copies in
@@ -1125,7 +1144,7 @@ def _into(X, Y, roff, ring, s, b):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _check(X, Y, roff, rlayer, rshell, rkpar, vup, vdown, mode, near, fails):
     """0 when the rounded rings of all contours (largest first) make valid polygons, each contour inside
     the next larger one (see the module doc); else the first check that failed or was not sure (see
@@ -1155,10 +1174,10 @@ def _check(X, Y, roff, rlayer, rshell, rkpar, vup, vdown, mode, near, fails):
             ring[i] = r
             j = i + 1 if i + 1 < b else a
             s += (X[i] - X[a]) * (Y[j] - Y[a]) - (X[j] - X[a]) * (Y[i] - Y[a])
-        if (s > 0.0) != rshell[r] or s == 0.0:
-            return 2
         if mode == 2:
             continue
+        if (s > 0.0) != rshell[r] or s == 0.0:
+            return 2
         for i in range(a, b):  # no spikes: a vertex whose two segments fold back onto each other
             j = i + 1 if i + 1 < b else a
             h = i - 1 if i > a else b - 1
@@ -1211,19 +1230,30 @@ def _check(X, Y, roff, rlayer, rshell, rkpar, vup, vdown, mode, near, fails):
             for cc in range(cell[i, 0], cell[i, 1] + 1):
                 items[fill[rr * gx + cc]] = i
                 fill[rr * gx + cc] += 1
-    # pairs of segments sharing a cell
+    # pairs of segments sharing a cell (a cell lists its segments by contour, then by index): mode 1
+    # pairs of one contour, mode 2 pairs of neighbouring contours
+    after = np.empty(items.shape[0], dtype=np.int64)  # the first item of the cell in a later contour
     for c in range(gx * gy):
-        for u in range(cnt[c], cnt[c + 1]):
+        lo, hi = cnt[c], cnt[c + 1]
+        if hi - lo < 2:
+            continue
+        nxt_layer = hi
+        for u in range(hi - 1, lo - 1, -1):
+            if u + 1 < hi and lay[items[u + 1]] != lay[items[u]]:
+                nxt_layer = u + 1
+            after[u] = nxt_layer
+        for u in range(lo, hi):
             i = items[u]
             i2 = nx[i]
             li = lay[i]
             ax0, ax1, ay0, ay1 = bx0[i], bx1[i], by0[i], by1[i]
-            for t in range(u + 1, cnt[c + 1]):
+            t0, t1 = (u + 1, after[u]) if mode == 1 else (after[u], hi)
+            for t in range(t0, t1):
                 j = items[t]
-                if bx0[j] > ax1 or bx1[j] < ax0 or by0[j] > ay1 or by1[j] < ay0:
-                    continue
                 lj = lay[j]
-                if (li == lj) != (mode == 1) or abs(li - lj) > 1:
+                if lj != li and lj != li + 1:
+                    break
+                if bx0[j] > ax1 or bx1[j] < ax0 or by0[j] > ay1 or by1[j] < ay0:
                     continue
                 j2 = nx[j]
                 rel = _relation(X[i], Y[i], X[i2], Y[i2], X[j], Y[j], X[j2], Y[j2])
@@ -1405,6 +1435,25 @@ def _vid_buffers(slot, H, W):
     return buf[0, :H * W].reshape(H, W), buf[1, :H * W].reshape(H, W), stamp, name
 
 
+class _Metres:
+    """Per contour ``(xy (n, 2), ring index per vertex, polygon index per ring)`` of the drawn rings before
+    simplification (local metres): what the GEOS path starts from, built when it is used."""
+
+    def __init__(self, rings):
+        self.rings = rings
+
+    def __iter__(self):
+        for rg, order in self.rings:
+            sel = rg.kept[rg.ring_of]
+            vr = rg.ring_of[sel]
+            rank = np.empty(rg.off.size - 1, dtype=np.int64)
+            rank[order] = np.arange(order.size)
+            srt = np.argsort(rank[vr], kind="stable")
+            first = np.ones(order.size, dtype=bool)
+            first[1:] = rg.part[order][1:] != rg.part[order][:-1]
+            yield np.column_stack([rg.x[sel], rg.y[sel]])[srt], rank[vr][srt], np.cumsum(first) - 1
+
+
 class Layers:
     """The drawn rings of all contours (largest first), in degrees rounded to 6 decimals.
 
@@ -1454,7 +1503,7 @@ def rings_of(codes, lat, K, denoise, generalize, lon0, lat0):
     for q in range(K):
         vid_h, vid_v, stamp, name = _vid_buffers(q % 2, lat.H, lat.W)
         rg = trace(codes[q], lat, q, vid_h, vid_v, stamp)
-        _scratch.bufs[name + "_stamp"] = stamp + rg.x.size + 1
+        _scratch.bufs[name + "_stamp"] = rg.stamp + rg.x.size + 1
         structure(rg, lat, max_hole, denoise)
         if q > 0:
             big = rings[q - 1]
@@ -1495,21 +1544,13 @@ def rings_of(codes, lat, K, denoise, generalize, lon0, lat0):
         layers.append(np.full(order.size, q, dtype=np.int64))
         shells.append(rg.shell[order])
         n_out += order.size
-        # the drawn rings before simplification, for the GEOS path
-        sel = rg.kept[rg.ring_of]
-        vr = rg.ring_of[sel]
-        rank = np.empty(rg.off.size - 1, dtype=np.int64)
-        rank[order] = np.arange(order.size)
-        srt = np.argsort(rank[vr], kind="stable")
-        first = np.ones(order.size, dtype=bool)
-        first[1:] = rg.part[order][1:] != rg.part[order][:-1]
-        metres.append((np.column_stack([rg.x[sel], rg.y[sel]])[srt], rank[vr][srt], np.cumsum(first) - 1))
+        metres.append((rg, order))
     order = np.concatenate(orders).astype(np.int64)
     out = Layers()
     out.rlayer = np.concatenate(layers)
     out.rshell = np.concatenate(shells)
     out.rkpar = np.concatenate(kpars).astype(np.int64)
-    out.metres = metres
+    out.metres = _Metres(metres)
     out.dropped = dropped
     k = math.pi / 180.0 * EARTH_RADIUS_M
     kx = k * math.cos(math.radians(lat0))
@@ -1518,24 +1559,42 @@ def rings_of(codes, lat, K, denoise, generalize, lon0, lat0):
     # across it
     near = float(generalize) / min(kx, k) * 1.01 + 2e-6
     why = 0
+    fails2 = np.empty((_REPAIR_PAIRS, 2), dtype=np.int64)
+
+    def nesting():  # each contour against its neighbours: on the positions before rounding (and repeats)
+        u = _gather(x, y, off, order, keep, up, down, lon0, lat0, kx, k, False)
+        return u, int(_check(u[0], u[1], u[2], out.rlayer, out.rshell, out.rkpar, u[3], u[4], 2, near, fails2))
+
     for _ in range(_REPAIR_ROUNDS + 1):
+        # the nesting check in a worker thread beside the validity check (numba releases the GIL)
+        job = _pool().submit(nesting) if K > 1 and order.size else None
         out.lon, out.lat, out.roff, out.vup, out.vdown, src = _gather(x, y, off, order, keep, up, down, lon0, lat0,
                                                                        kx, k, True)
         small = np.flatnonzero(np.diff(out.roff) < 3)
         if small.size:
+            if job is not None:
+                job.result()
             why = 11
             changed = sum(_restore_ring(int(order[r]), off, keep, up, down) for r in small)
         else:
             why = 0 if order.size == 0 else int(_check(out.lon, out.lat, out.roff, out.rlayer, out.rshell, out.rkpar,
                                                         out.vup, out.vdown, 1, near, fails))
-            groff = out.roff
-            if why == 0 and K > 1:  # nesting: on the positions before rounding (and its repeats)
-                u = _gather(x, y, off, order, keep, up, down, lon0, lat0, kx, k, False)
-                out.ulon, out.ulat, groff, src = u[0], u[1], u[2], u[5]
-                why = int(_check(u[0], u[1], u[2], out.rlayer, out.rshell, out.rkpar, u[3], u[4], 2, near, fails))
-            if why % 16 not in (3, 4):
+            why2 = 0
+            if job is not None:
+                u, why2 = job.result()
+                out.ulon, out.ulat = u[0], u[1]
+            bad = [w for w in (why, why2) if w % 16 not in (0, 3, 4)]
+            if bad:
+                why = bad[0]
                 break
-            changed = _restore(fails, why // 16, src, groff, off, ring_of, keep, up, down)
+            if why == 0 and why2 == 0:
+                break
+            changed = 0
+            if why:
+                changed += _restore(fails, why // 16, src, out.roff, off, ring_of, keep, up, down)
+            if why2:
+                changed += _restore(fails2, why2 // 16, u[5], u[2], off, ring_of, keep, up, down)
+            why = why or why2
         if not changed:
             why = 12
             break
@@ -1784,8 +1843,15 @@ def codes_cpu(graph_arrays, metric, req):
 
 
 def _key(v):
+    """The kernels' monotone int64 key of doubles (``iso_key`` in isochrone.cu)."""
     b = np.asarray(v, dtype=np.float64).view(np.int64)
     return np.where(b >= 0, b, b ^ np.int64(0x7FFFFFFFFFFFFFFF))
+
+
+def _unkey(k):
+    """The doubles of int64 keys (the inverse of :func:`_key`)."""
+    k = np.asarray(k, dtype=np.int64)
+    return np.where(k >= 0, k, k ^ np.int64(0x7FFFFFFFFFFFFFFF)).view(np.float64)
 
 
 class IsochroneGPU:
@@ -1872,7 +1938,7 @@ class IsochroneGPU:
             common = (self.tail, self.head, self.lon, self.lat, self.w, self.best, cus, o_arc, o_frac,
                       f64(req.lon0), f64(req.lat0), f64(req.kx), f64(req.ky))
             self.k_extent((blocks,), (tpb,), (i32(m), i32(req.o_arc.size), i32(K)) + common + (ext,))
-            ext_host = _key(ext.get(stream=self.stream)).view(np.float64).reshape(K, 4)
+            ext_host = _unkey(ext.get(stream=self.stream)).reshape(K, 4)
             lat = lattice(ext_host)
             H, W = lat.H, lat.W
             marked = self._buf("marked", K * H * W, cp.uint8)
@@ -1885,9 +1951,10 @@ class IsochroneGPU:
             for q in range(K):
                 x0, y0, x1, y1 = (int(v) for v in lat.windows[q])
                 if x1 > x0 and y1 > y0:
-                    self.k_hpass((((x1 - x0) + tpb - 1) // tpb, y1 - y0), (tpb,),
+                    pts = (x1 - x0) * (y1 - y0)
+                    self.k_hpass(((pts + tpb - 1) // tpb,), (tpb,),
                                  (i32(W), i32(x0), i32(y0), i32(x1), i32(y1), i32(lat.m), marked[q * H * W:], hsq))
-                self.k_vpass(((W + tpb - 1) // tpb, H), (tpb,),
+                self.k_vpass(((W * H + tpb - 1) // tpb,), (tpb,),
                              (i32(q), i32(W), i32(H), i32(x0), i32(y0), i32(x1), i32(y1), i32(lat.m), code_of,
                               i32(lat.code_of.size), hsq, dcodes))
             codes = scratch("codes", (K, H, W), np.uint8)

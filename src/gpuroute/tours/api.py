@@ -48,9 +48,10 @@ class TourResult:
         "cpu" or "gpu": where the search ran.
     stats : dict
         n, starts, ils_iterations, improvements (perturbations that lowered the cost), moves applied,
-        neighbourhood ("full": the seed's best-improvement over all moves, n <= 150 and always on the
-        GPU; "candidates:K": queue-driven descent over K-nearest candidate lists), seconds; on the GPU
-        also chains and rounds (:func:`gpuroute.tours.gpu.search`).
+        neighbourhood ("full": the seed's best-improvement over all moves, on the CPU n <= 150, on the GPU
+        with ``TOUR_GPU_NEIGHBOURHOOD = "full"`` or under 8 stops; "candidates:K": queue-driven descent
+        over K-nearest candidate lists), seconds; on the GPU also chains and rounds
+        (:func:`gpuroute.tours.gpu.search`).
     """
 
     tour: np.ndarray
@@ -147,9 +148,10 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
     above it, a queue-driven descent over K-nearest candidate lists (the same moves and delta functions,
     the fast CPU reference). Starts: nearest neighbour, then random ones (while under 20 % of the time
     limit); then double-bridge perturbations on short stretches of the tour (every 8th on a longer one),
-    accepted when not worse, until ``time_limit``. On the GPU (:func:`gpuroute.tours.gpu.search`): every
-    descent is the full best-improvement scheme, evaluated on the device; the nearest-neighbour start is
-    descended on the whole GPU, then many ILS chains (a block each) run double bridges in parallel.
+    accepted when not worse, until ``time_limit``. On the GPU (:func:`gpuroute.tours.gpu.search`): many
+    ILS chains (a block each) run double bridges in parallel; by default (``TOUR_GPU_NEIGHBOURHOOD =
+    "candidates"``) every descent is the CPU's candidate-list descent (``TOUR_GPU_CANDIDATES`` nearest
+    stops) run on the device, whatever n; with "full", the full best-improvement scheme.
 
     Parameters
     ----------
@@ -209,7 +211,7 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
         best_p, _, trace, gst = gpu.search(C, first, last, time_limit=time_limit, t0=t0, rng=rng, eps=eps,
                                            max_moves=max_moves, window=0 if n <= 100 else ILS_WINDOW)
         stats = {"n": n, "starts": gst["starts"], "ils_iterations": gst["ils_iterations"],
-                 "improvements": gst["improvements"], "moves": gst["moves"], "neighbourhood": "full",
+                 "improvements": gst["improvements"], "moves": gst["moves"], "neighbourhood": gst["neighbourhood"],
                  "chains": gst["chains"], "rounds": gst["rounds"]}
         return _result(c, best_p, mode, first, last, closed, integral, trace, stats, t0, "gpu")
     full = np.empty((n, 0), np.int64)

@@ -28,6 +28,17 @@ Three ways to run a descent:
   rejected), then the host reads the B costs (one sync per round, none per move or per step) and copies
   the best chain over the others.
 
+Candidate lists (``neighbourhood="candidates"``, the default of :func:`search`; kernels ``ls_cand_batch``,
+``ls_cand_ils``): the CPU twin's fast descent :func:`~.local_search.local_search_queue` on the device, one
+block per tour or chain. Each stop keeps its K nearest stops (:func:`~.local_search.candidate_lists`); a
+FIFO queue holds the stops whose arcs changed; for the stop popped, the block evaluates the 23 moves of
+:func:`~.local_search._pair_best` for each of its K candidates in parallel (one thread a move), reduces on
+``(delta, CPU order)`` and applies the best move if it gains more than ``eps``, pushing the stops whose
+arcs changed. Same moves, deltas (bit for bit) and order as the CPU, so the same descent, and the same
+ILS chain as :func:`~.local_search.ils_round` given the same double-bridge cut points. O(K) moves a stop
+instead of O(n^2) a move: many more ILS steps a second. Chains run independently; every
+``TOUR_GPU_CAND_SYNC_ROUNDS`` rounds the best chain is copied over the worst half.
+
 Bytes per evaluation (the two-number method): for each first index i the moves read rows p[i-1], p[i],
 p[i+1], p[i+2] of ``c`` and p[i], p[i+1], p[i+2] of ``c`` transposed (each ~8n bytes, L1-resident
 while the block sweeps the row) plus p, arc, fwd, bwd (~28n bytes): ~84 n^2 bytes, 84 MB at n = 1,000,
@@ -45,7 +56,10 @@ from ..backend.flags import N_FLAGS
 from . import local_search as ls
 
 __all__ = ["GPUTourSearch", "move_rank", "move_from_rank", "exact_sums", "threads_per_row",
-           "double_bridge_cuts", "apply_double_bridge", "search"]
+           "double_bridge_cuts", "apply_double_bridge", "candidate_slot", "CAND_SLOTS", "worst_half", "search", "NEIGHBOURHOODS"]
+
+#: neighbourhoods of the GPU search: the seed's full best-improvement scan, or candidate lists
+NEIGHBOURHOODS = ("candidates", "full")
 
 _CU = "tours/local_search.cu"
 
@@ -145,6 +159,62 @@ def apply_double_bridge(p, a, m, e):
     return np.concatenate([p[:a], p[m:e], p[a:m], p[e:]])
 
 
+#: moves evaluated per (stop, candidate) pair by the candidate-list kernels (local_search._pair_best)
+CAND_SLOTS = 23
+
+
+def candidate_slot(n, x, y, slot):
+    """Move number ``slot`` (0..22) of the pair of positions ``(x, y)`` as the ``cand_slot`` device function
+    of ``local_search.cu`` numbers them (the order of the CPU twin's ``_pair_best``): ``(t, i, j, k)``, or
+    None when the slot holds no legal move. A stop's moves are keyed ``q * CAND_SLOTS + slot`` (q: the
+    candidate's index) and the smallest ``(delta, key)`` is the CPU's pick.
+
+    Raises
+    ------
+    ValueError
+        ``slot`` outside 0..22.
+    """
+    if not 0 <= slot < CAND_SLOTS:
+        raise ValueError(f"slot must be in 0..{CAND_SLOTS - 1}, got {slot}")
+    if slot == 0:
+        return (ls.TWO_OPT, x, y, -1) if y >= x + 2 else None
+    if slot == 1:
+        i, j = x - 1, (y - 1 if y > 0 else n - 1)
+        return (ls.TWO_OPT, i, j, -1) if i >= 0 and j >= i + 2 else None
+    if slot == 2:
+        return (ls.TWO_OPT, y, x, -1) if x >= y + 2 else None
+    if slot < 5:
+        s = (x + 1) % n if slot == 3 else (x - 1) % n
+        return None if s == y else (ls.SWAP, min(s, y), max(s, y), -1)
+    q = slot - 5
+    if q < 2:
+        L, side, h, rev = 1, 0, q, 0
+    else:
+        q -= 2
+        L = 2 + q // 8
+        q -= 8 * (L - 2)
+        side, h, rev = q // 4, (q // 2) % 2, q % 2
+    s0 = y if side == 0 else y - L + 1
+    e0 = s0 + L - 1
+    if s0 < 0 or e0 >= n:
+        return None
+    k = x if h == 0 else (x - 1) % n
+    if s0 <= k <= e0 or k == (s0 - 1) % n:
+        return None
+    t = ls.RELOCATE if L == 1 else (ls.OR_OPT_REV if rev else ls.OR_OPT)
+    return t, s0, e0, k
+
+
+def worst_half(costs, best):
+    """Chains to overwrite with chain ``best`` at a chain sync: the ``B // 2`` costliest (ties to the higher
+    index), never ``best`` itself. int64 array."""
+    costs = np.asarray(costs, np.float64)
+    B = costs.size
+    order = np.lexsort((np.arange(B), costs))  # by cost, then index
+    out = order[B - B // 2:]
+    return out[out != best].astype(np.int64)
+
+
 def _i32(x):
     return np.int32(x)
 
@@ -160,6 +230,9 @@ class GPUTourSearch:
         float64 with its transpose (2 * 8 n^2 bytes of device memory).
     threads : int, optional
         Threads per block (default ``config.TOUR_GPU_THREADS``): a power of two, 64..1024.
+    cand_threads : int, optional
+        Threads per block of the candidate-list kernels (default ``config.TOUR_GPU_CAND_THREADS``): a power
+        of two, 64..1024.
 
     Raises
     ------
@@ -169,7 +242,7 @@ class GPUTourSearch:
         Without a usable GPU.
     """
 
-    def __init__(self, costs, threads=None):
+    def __init__(self, costs, threads=None, cand_threads=None):
         resolve_device("gpu")
         import cupy as cp
 
@@ -185,8 +258,14 @@ class GPUTourSearch:
             bad = np.argwhere(~np.isfinite(C))[0]
             raise ValueError(f"costs must be finite; costs[{bad[0]}, {bad[1]}] = {C[bad[0], bad[1]]}")
         threads = int(config.TOUR_GPU_THREADS if threads is None else threads)
-        if threads < 64 or threads > 1024 or threads & (threads - 1):
-            raise ValueError(f"threads per block must be a power of two in 64..1024, got {threads}")
+        cand_threads = int(config.TOUR_GPU_CAND_THREADS if cand_threads is None else cand_threads)
+        for name, v in (("threads", threads), ("cand_threads", cand_threads)):
+            if v < 64 or v > 1024 or v & (v - 1):
+                raise ValueError(f"{name} per block must be a power of two in 64..1024, got {v}")
+        self.cand_threads = cand_threads
+        self._host = C
+        self.K = 0
+        self.nbr = None
         self.cp = cp
         self.n = n
         self.threads = threads
@@ -221,6 +300,8 @@ class GPUTourSearch:
         self.k_batch = mod.get_function("ls_batch")
         self.k_ils = mod.get_function("ls_ils")
         self.k_broadcast = mod.get_function("ls_broadcast")
+        self.k_cand_batch = mod.get_function("ls_cand_batch")
+        self.k_cand_ils = mod.get_function("ls_cand_ils")
         self._graph = None
         self._batch = None
         self.stream.synchronize()
@@ -353,6 +434,8 @@ class GPUTourSearch:
                     "moves": cp.zeros(B, dtype=cp.int32), "improved": cp.zeros(B, dtype=cp.int32),
                     "steps": cp.zeros(B, dtype=cp.int32),
                     "CUR": cp.zeros((B, n), dtype=cp.int32),
+                    "POS": cp.zeros((B, n), dtype=cp.int32), "QUEUE": cp.zeros((B, n), dtype=cp.int32),
+                    "INQ": cp.zeros((B, n), dtype=cp.int32),
                 }
         return self._batch
 
@@ -437,6 +520,112 @@ class GPUTourSearch:
             self.k_broadcast(((self.n + 255) // 256, B), (256,), (_i32(self.n), _i32(B), _i32(best), bb["CUR"],
                                                                    bb["cost"]))
 
+    def ils_copy(self, src, dst):
+        """Copy chain ``src``'s tour and cost over the chains ``dst`` (int array; asynchronous)."""
+        bb = self._batch
+        dst = np.asarray(dst, np.int64)
+        if dst.size == 0:
+            return
+        with self.stream:
+            d = self.cp.asarray(dst)
+            bb["CUR"][d] = bb["CUR"][int(src)]
+            bb["cost"][d] = bb["cost"][int(src)]
+
+    # ---------------------------------------------------------------- candidate lists
+    def set_candidates(self, K):
+        """Build the K-nearest candidate lists on the host (:func:`~.local_search.candidate_lists`, the CPU
+        twin's) and upload them (int32 (n, K)). Returns them (int64 (n, K)).
+
+        Raises
+        ------
+        ValueError
+            K not in 1..n-1.
+        """
+        K = int(K)
+        if not 1 <= K <= self.n - 1:
+            raise ValueError(f"candidates per stop must be in 1..{self.n - 1}, got {K}")
+        if self.K != K:
+            nbr = ls.candidate_lists(self._host, K)
+            with self.stream:
+                self.nbr = self.cp.asarray(nbr.astype(np.int32))
+            self.K = K
+            self._nbr_host = nbr
+        return self._nbr_host
+
+    def _need_candidates(self):
+        if self.nbr is None:
+            raise ValueError("set_candidates(K) first")
+
+    def cand_descent_batch(self, P, eps=0.0, max_moves=None, active=None, polish=True):
+        """Candidate-list descents of B tours at once, one block each (``ls_cand_batch``): tour b's result
+        equals the CPU twin's ``local_search_queue(c, P[b], nbr, eps, max_moves, active, polish)`` with
+        the lists of :meth:`set_candidates`.
+
+        Parameters
+        ----------
+        P : int array (B, n)
+            Start tours (not changed).
+        eps, max_moves
+            As :meth:`local_search` (per tour).
+        active : int array (m,), optional
+            Stops seeding the queue, in order (default: every stop, 0..n-1, as ``tsp`` seeds the CPU's).
+        polish : bool
+            Refill an empty queue from the best move of the whole candidate neighbourhood until none
+            improves (the result is then a local minimum of that neighbourhood).
+
+        Returns
+        -------
+        (tours, costs, moves) : (int64 (B, n), float64 (B,), int64 (B,))
+
+        Raises
+        ------
+        ValueError
+            Before :meth:`set_candidates`; a tour not a permutation; an active stop out of range.
+        """
+        self._need_candidates()
+        max_moves = 50 * self.n + 1000 if max_moves is None else int(max_moves)
+        act = np.arange(self.n) if active is None else np.asarray(active).ravel()
+        if act.size and (act.min() < 0 or act.max() >= self.n):
+            raise ValueError(f"active stops must be in 0..{self.n - 1}")
+        P32 = self._tours32(P)
+        B = P32.shape[0]
+        bb = self._batch_bufs(B)
+        bb["P"].set(P32, stream=self.stream)
+        with self.stream:
+            act_d = self.cp.asarray(np.concatenate([act, [0]]).astype(np.int32))  # never empty
+            self.k_cand_batch((B,), (self.cand_threads,),
+                              (_i32(self.n), _i32(B), self.c, self.nbr, _i32(self.K), bb["P"], bb["POS"], bb["S"],
+                               bb["ARC"], bb["FWD"], bb["BWD"], bb["QUEUE"], bb["INQ"], _i32(self.exact),
+                               np.float64(eps), _i32(max_moves), _i32(1 if polish else 0), act_d,
+                               _i32(act.size), bb["cost"], bb["moves"]))
+        tours = bb["P"].get(stream=self.stream).astype(np.int64)
+        costs = bb["cost"].get(stream=self.stream)
+        moves = bb["moves"].get(stream=self.stream).astype(np.int64)
+        self.stream.synchronize()
+        return tours, costs, moves
+
+    def cand_ils_round(self, cuts, eps, max_moves, budget_s=None):
+        """:meth:`ils_round` with the candidate-list descent (``ls_cand_ils``): per chain and step a double
+        bridge at the host's cut points, the CPU twin's queue descent seeded with the six stops around the
+        cuts (no polish), accept if not worse -- :func:`~.local_search.ils_round` step for step. Load the
+        chains with :meth:`ils_start`. Returns the chains' costs (float64 (B,))."""
+        self._need_candidates()
+        bb = self._batch
+        B, iters = int(cuts.shape[0]), int(cuts.shape[1])
+        if bb is None or bb["B"] != B:
+            raise ValueError("cand_ils_round before ils_start with the same number of chains")
+        budget_ns = np.uint64(0 if budget_s is None else max(1, int(budget_s * 1e9)))
+        with self.stream:
+            cuts_d = self.cp.asarray(np.ascontiguousarray(cuts, dtype=np.int32))
+            self.k_cand_ils((B,), (self.cand_threads,),
+                            (_i32(self.n), _i32(B), _i32(iters), self.c, self.nbr, _i32(self.K), bb["CUR"],
+                             bb["cost"], bb["P"], bb["POS"], bb["S"], bb["ARC"], bb["FWD"], bb["BWD"], bb["QUEUE"],
+                             bb["INQ"], cuts_d, _i32(self.exact), np.float64(eps), _i32(max_moves), budget_ns,
+                             bb["moves"], bb["improved"], bb["steps"]))
+        costs = bb["cost"].get(stream=self.stream)
+        self.stream.synchronize()
+        return costs
+
     def ils_result(self, b):
         """Chain b's tour (int64 (n,)) and the chains' totals since :meth:`ils_start`: moves, improving
         steps, completed steps."""
@@ -458,17 +647,26 @@ def _starts(rng, B, n, first, last):
     return np.concatenate(cols, axis=1)
 
 
-def search(C, first, last, *, time_limit, t0, rng, eps, max_moves, window, chains=None):
+def search(C, first, last, *, time_limit, t0, rng, eps, max_moves, window, chains=None, neighbourhood=None,
+           candidates=None):
     """The GPU iterated local search behind ``tsp(device="gpu")`` on the closed-tour matrix ``C``.
 
-    Nearest-neighbour start, descended on the whole GPU (:meth:`GPUTourSearch.local_search`); then B
-    chains (``chains``, default ``TOUR_GPU_CHAINS_PER_SM`` per multiprocessor), one block each, start from
-    that local minimum; a round is one ``ls_ils`` launch of ``iters`` double-bridge steps per chain
-    (accepted when not worse), then the host reads the B costs and copies the best chain over the others.
-    ``iters`` adapts towards ``TOUR_GPU_ROUND_S`` seconds a round; each round gets the time left as its
-    device-clock budget, so the search ends within about one move evaluation of the time limit (the
-    nearest-neighbour descent always completes). Under 8 stops (no room for a double bridge): rounds of B
-    random starts.
+    Nearest-neighbour start, descended on the device; then B chains (``chains``), one block each, start
+    from that local minimum; a round is one launch of ``iters`` double-bridge steps per chain (accepted
+    when not worse), then the host reads the B costs. ``iters`` adapts towards ``TOUR_GPU_ROUND_S`` seconds
+    a round; each round gets the time left as its device-clock budget, so the search ends within about one
+    move evaluation of the time limit (the start descent always completes). Under 8 stops (no room for a
+    double bridge): rounds of B random starts, full descents.
+
+    * ``neighbourhood="candidates"`` (default, ``TOUR_GPU_NEIGHBOURHOOD``): the CPU twin's queue-driven
+      candidate-list descent (K = ``candidates``, default ``TOUR_GPU_CANDIDATES``, at most n - 1) on the
+      device (``ls_cand_batch`` with polish for the start, ``ls_cand_ils`` for the chains); chains run
+      independently and every ``TOUR_GPU_CAND_SYNC_ROUNDS`` rounds the best chain is copied over the worst
+      half (:func:`worst_half`); the best tour is polished at the end, so it is a local minimum of the
+      candidate neighbourhood. B defaults to ``TOUR_GPU_CAND_CHAINS_PER_SM`` per multiprocessor.
+    * ``neighbourhood="full"``: Brodtkorb et al.'s best-improvement over the whole neighbourhood (the start
+      on the whole GPU, :meth:`GPUTourSearch.local_search`; chains by ``ls_ils``); the best chain is
+      copied over the others every round. B defaults to ``TOUR_GPU_CHAINS_PER_SM`` per multiprocessor.
 
     Parameters
     ----------
@@ -486,21 +684,42 @@ def search(C, first, last, *, time_limit, t0, rng, eps, max_moves, window, chain
     window : int
         Double-bridge stretch (0: the whole tour).
     chains : int, optional
+    neighbourhood : {"candidates", "full"}, optional
+    candidates : int, optional
+        Candidate-list width K.
 
     Returns
     -------
     (tour, cost, trace, stats) : (int64 (n,), float, list of (s, cost), dict)
-        The best tour found (a local minimum of the full neighbourhood), its closed cost over ``C``, the
-        improvements, and counts (starts, ils_iterations, improvements, moves, chains, rounds).
+        The best tour found (a local minimum of the neighbourhood searched), its closed cost over ``C``,
+        the improvements, and counts (starts, ils_iterations, improvements, moves, chains, rounds,
+        neighbourhood: "full" or "candidates:K").
+
+    Raises
+    ------
+    ValueError
+        Unknown neighbourhood.
     """
+    hood = config.TOUR_GPU_NEIGHBOURHOOD if neighbourhood is None else neighbourhood
+    if hood not in NEIGHBOURHOODS:
+        raise ValueError(f"neighbourhood must be one of {NEIGHBOURHOODS}, got {hood!r}")
     n = C.shape[0]
     g = GPUTourSearch(C)
-    B = int(chains) if chains else g.sms * int(config.TOUR_GPU_CHAINS_PER_SM)
+    cand = hood == "candidates" and n >= 8
+    per_sm = config.TOUR_GPU_CAND_CHAINS_PER_SM if cand else config.TOUR_GPU_CHAINS_PER_SM
+    B = int(chains) if chains else g.sms * int(per_sm)
     trace = []
     p0 = ls.nearest_neighbour_tour(C, first, last)
-    best_p, best_c, moves = g.local_search(p0, eps, max_moves)
+    if cand:
+        K = min(int(config.TOUR_GPU_CANDIDATES if candidates is None else candidates), n - 1)
+        g.set_candidates(K)
+        tours, costs, mv = g.cand_descent_batch(p0[None, :], eps, max_moves, polish=True)
+        best_p, best_c, moves = tours[0], float(costs[0]), int(mv[0])
+    else:
+        best_p, best_c, moves = g.local_search(p0, eps, max_moves)
     trace.append((time.perf_counter() - t0, best_c))
-    stats = {"starts": 1, "ils_iterations": 0, "improvements": 0, "moves": moves, "chains": B, "rounds": 0}
+    stats = {"starts": 1, "ils_iterations": 0, "improvements": 0, "moves": moves, "chains": B, "rounds": 0,
+             "neighbourhood": f"candidates:{K}" if cand else "full"}
     deadline = t0 + time_limit
     if n < 8:  # restarts
         while time.perf_counter() < deadline:
@@ -517,10 +736,12 @@ def search(C, first, last, *, time_limit, t0, rng, eps, max_moves, window, chain
     g.ils_start(np.tile(best_p, (B, 1)), np.full(B, best_c))
     iters = 1
     target = min(float(config.TOUR_GPU_ROUND_S), 0.1 * time_limit)
+    sync = max(1, int(config.TOUR_GPU_CAND_SYNC_ROUNDS))
     best_b = 0
     while (now := time.perf_counter()) < deadline:
         cuts = double_bridge_cuts(rng, n, (B, iters), window)
-        costs = g.ils_round(cuts, eps, max_moves, budget_s=deadline - time.perf_counter())
+        run = g.cand_ils_round if cand else g.ils_round
+        costs = run(cuts, eps, max_moves, budget_s=deadline - time.perf_counter())
         el = time.perf_counter() - now
         stats["rounds"] += 1
         best_b = int(np.argmin(costs))
@@ -528,7 +749,10 @@ def search(C, first, last, *, time_limit, t0, rng, eps, max_moves, window, chain
             trace.append((time.perf_counter() - t0, float(costs[best_b])))
         best_c = float(costs[best_b])  # accepted steps may rise by eps: the chain's cost, as the CPU's ILS
         if B > 1:
-            g.ils_broadcast(best_b)
+            if not cand:
+                g.ils_broadcast(best_b)
+            elif stats["rounds"] % sync == 0:
+                g.ils_copy(best_b, worst_half(costs, best_b))
         if el < 0.5 * target and iters < 1 << 12:
             iters *= 2
         elif el > 2 * target and iters > 1:
@@ -537,4 +761,9 @@ def search(C, first, last, *, time_limit, t0, rng, eps, max_moves, window, chain
     stats["moves"] += mv
     stats["improvements"] += imp
     stats["ils_iterations"] = steps
+    if cand:  # end in a local minimum of the candidate neighbourhood (the queue misses some moves)
+        tours, costs, mv = g.cand_descent_batch(tour[None, :], eps, max_moves, active=np.empty(0, np.int64),
+                                                polish=True)
+        tour, best_c = tours[0], float(costs[0])
+        stats["moves"] += int(mv[0])
     return tour, best_c, trace, stats

@@ -39,6 +39,9 @@
 //                device from host-drawn cut points, descent, accept if not worse) in one launch, within
 //                a time budget read on the device clock
 //   ls_broadcast copies the best chain over the others
+//   ls_cand_batch, ls_cand_ils   the same with the candidate-list descent of the CPU twin
+//                (local_search_queue: K nearest stops per stop, a FIFO queue of stops whose arcs changed,
+//                the best move around one stop at a time), see "candidate lists" below
 #include "gpuroute_common.cuh"
 
 enum { MV_TWO_OPT = 0, MV_OR_OPT = 1, MV_OR_OPT_REV = 2, MV_SWAP = 3, MV_RELOCATE = 4 };
@@ -475,4 +478,302 @@ extern "C" __global__ void ls_broadcast(int n, int B, int best, int* CUR, double
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t < n) CUR[(size_t)b * n + t] = CUR[(size_t)best * n + t];
     if (t == 0) cur_cost[b] = cur_cost[best];
+}
+
+// ================================================================================== candidate lists
+// The GPU twin of local_search.local_search_queue (the CPU's candidate-list descent) and of its ILS
+// (local_search.ils_round). nbr (n x K, int32) holds the K nearest stops of each stop
+// (local_search.candidate_lists). The moves around a pair of positions (x, y) are those of
+// local_search._pair_best, numbered by a slot 0..22 in the CPU's order of evaluation:
+//   0: 2-opt (x, y) [y >= x + 2]       1: 2-opt (x - 1, y - 1 or n - 1)     2: 2-opt (y, x) [x >= y + 2]
+//   3, 4: swap of p[y] with p[x + 1], p[x - 1] (cyclic)
+//   5, 6: relocate p[y] after p[x], p[x - 1]
+//   7..14 (L = 2), 15..22 (L = 3): segment starting (side 0) / ending (side 1) at y, inserted after p[x]
+//         (h 0) / p[x - 1] (h 1), kept then reversed: slot = 7 + 8 (L - 2) + 4 side + 2 h + rev
+// A stop u's moves are the work items w = q * 23 + slot (q: candidate index), the CPU's order, and the
+// block reduces on the key (delta, w): the smallest delta, ties to the first the CPU finds (its strict
+// "<"). The polish scan (every stop, local_search._best_candidates) uses w = x * 23 K + q * 23 + slot.
+// Deltas are computed with the CPU delta functions' operations in their order (no products, so no FMA),
+// over the prefix sums of block_state, so they are bitwise the CPU's.
+#define CAND_SLOTS 23
+
+__device__ __forceinline__ double cd_two_opt(int n, const double* c, const int* p, const double* fwd,
+                                             const double* bwd, int i, int j) {
+    const size_t N = (size_t)n;
+    const int a = p[i], b = p[i + 1], e = p[j], d = p[j + 1 < n ? j + 1 : 0];
+    return ((((c[a * N + e] + c[b * N + d]) - c[a * N + b]) - c[e * N + d]) + (bwd[j] - bwd[i + 1]))
+           - (fwd[j] - fwd[i + 1]);
+}
+
+// local_search.delta_or_opt: p[i..j] moved between p[k] and p[k+1], reversed if rev.
+__device__ __forceinline__ double cd_or_opt(int n, const double* c, const int* p, const double* fwd,
+                                            const double* bwd, int i, int j, int k, int rev) {
+    const size_t N = (size_t)n;
+    const int prv = p[(i - 1 + n) % n], nxt = p[(j + 1) % n], sf = p[i], sl = p[j];
+    const int u = p[k], w = p[(k + 1) % n];
+    double d = ((c[prv * N + nxt] - c[prv * N + sf]) - c[sl * N + nxt]) - c[u * N + w];
+    if (rev) d = d + (((c[u * N + sl] + c[sf * N + w]) + (bwd[j] - bwd[i])) - (fwd[j] - fwd[i]));
+    else d = d + (c[u * N + sf] + c[sl * N + w]);
+    return d;
+}
+
+// local_search.delta_swap (i < j).
+__device__ __forceinline__ double cd_swap(int n, const double* c, const int* p, int i, int j) {
+    if (j == i + 1 || (i == 0 && j == n - 1)) return delta_swap_adjacent(n, c, p, i, j);
+    const size_t N = (size_t)n;
+    const int x = p[i], y = p[j];
+    const int ap = p[(i - 1 + n) % n], an = p[i + 1], bp = p[j - 1], bn = p[(j + 1) % n];
+    return ((((((c[ap * N + y] + c[y * N + an]) + c[bp * N + x]) + c[x * N + bn]) - c[ap * N + x])
+             - c[x * N + an]) - c[bp * N + y]) - c[y * N + bn];
+}
+
+// Move `slot` of the pair (x, y) (table above): its delta, or +inf when the slot holds no legal move.
+__device__ double cand_slot(int n, const double* c, const int* p, const double* fwd, const double* bwd, int x,
+                            int y, int slot, int& t, int& i, int& j, int& k) {
+    const double inf = ls_inf();
+    k = -1;
+    if (slot == 0) {
+        if (y < x + 2) return inf;
+        t = MV_TWO_OPT; i = x; j = y;
+        return cd_two_opt(n, c, p, fwd, bwd, i, j);
+    }
+    if (slot == 1) {
+        i = x - 1; j = y > 0 ? y - 1 : n - 1;
+        if (i < 0 || j < i + 2) return inf;
+        t = MV_TWO_OPT;
+        return cd_two_opt(n, c, p, fwd, bwd, i, j);
+    }
+    if (slot == 2) {
+        if (x < y + 2) return inf;
+        t = MV_TWO_OPT; i = y; j = x;
+        return cd_two_opt(n, c, p, fwd, bwd, i, j);
+    }
+    if (slot < 5) {
+        const int s = slot == 3 ? (x + 1) % n : (x - 1 + n) % n;
+        if (s == y) return inf;
+        t = MV_SWAP; i = min(s, y); j = max(s, y);
+        return cd_swap(n, c, p, i, j);
+    }
+    int q = slot - 5, L, side, h, rev;
+    if (q < 2) { L = 1; side = 0; h = q; rev = 0; }
+    else { q -= 2; L = 2 + q / 8; q -= (L - 2) * 8; side = q / 4; h = (q / 2) % 2; rev = q % 2; }
+    const int s0 = side == 0 ? y : y - L + 1;
+    const int e0 = s0 + L - 1;
+    if (s0 < 0 || e0 >= n) return inf;
+    k = h == 0 ? x : (x - 1 + n) % n;
+    if (k < 0 || k >= n || (s0 <= k && k <= e0) || k == (s0 - 1 + n) % n) return inf;  // _or_valid
+    i = s0; j = e0;
+    t = L == 1 ? MV_RELOCATE : (rev ? MV_OR_OPT_REV : MV_OR_OPT);
+    return cd_or_opt(n, c, p, fwd, bwd, i, j, k, rev);
+}
+
+// Stops whose arcs move (t, i, j, k) changes, before it is applied (local_search._touched).
+__device__ int cand_touched(int n, const int* p, int t, int i, int j, int k, int* out) {
+    if (t == MV_TWO_OPT) {
+        out[0] = p[i]; out[1] = p[i + 1]; out[2] = p[j]; out[3] = p[(j + 1) % n];
+        return 4;
+    }
+    if (t == MV_SWAP) {
+        out[0] = p[(i - 1 + n) % n]; out[1] = p[i]; out[2] = p[(i + 1) % n];
+        out[3] = p[(j - 1 + n) % n]; out[4] = p[j]; out[5] = p[(j + 1) % n];
+        return 6;
+    }
+    out[0] = p[(i - 1 + n) % n]; out[1] = p[i]; out[2] = p[j]; out[3] = p[(j + 1) % n];
+    out[4] = p[k]; out[5] = p[(k + 1) % n];
+    return 6;
+}
+
+// pos (inverse of p), arcs and prefix sums of the tour p (whole block; p written before a barrier); inq,
+// when given, cleared.
+__device__ void cand_state(int n, const double* c, const int* p, int* pos, int* inq, double* arc, double* fwd,
+                           double* bwd, int exact) {
+    for (int t = threadIdx.x; t < n; t += blockDim.x) {
+        pos[p[t]] = t;
+        if (inq) inq[t] = 0;
+    }
+    block_state(n, c, p, arc, fwd, bwd, exact);  // its barriers publish pos and inq too
+}
+
+// Queue-driven descent of one tour by one block, local_search.local_search_queue step for step: a FIFO
+// ring queue[(head + size) % n] of stops (inq marks them), seeded with seed[0..n_seed) in order (repeats
+// dropped); pop u, the best move among those creating an arc between u and a candidate of u; apply it if
+// it gains more than eps and push the stops whose arcs changed, then u. With `polish`, an empty queue is
+// refilled by the best move of the whole candidate neighbourhood (pushing its touched stops) until that
+// finds nothing. The state must be built (cand_state). stop_at > 0: abandoned at that device-clock time
+// (*aborted = true) as block_descent does. Returns the moves applied (the same in every thread).
+__device__ int block_cand_descent(int n, const double* c, const int* nbr, int K, int* p, int* pos, int* scratch,
+                                  double* arc, double* fwd, double* bwd, int* queue, int* inq, const int* seed,
+                                  int n_seed, int exact, double eps, int max_moves, int polish,
+                                  unsigned long long stop_at, bool* aborted) {
+    __shared__ int s_u, s_stop, s_head, s_size;
+    const int per_stop = K * CAND_SLOTS;
+    if (threadIdx.x == 0) {
+        s_head = 0;
+        s_size = 0;
+        for (int h = 0; h < n_seed; ++h) {
+            const int v = seed[h];
+            if (!inq[v]) { inq[v] = 1; queue[(s_head + s_size) % n] = v; ++s_size; }
+        }
+    }
+    __syncthreads();
+    int moves = 0;
+    *aborted = false;
+    while (moves < max_moves) {
+        if (stop_at) {
+            if (threadIdx.x == 0) s_stop = gtimer() >= stop_at;
+            __syncthreads();
+            if (s_stop) { *aborted = true; break; }
+        }
+        if (threadIdx.x == 0) {
+            if (s_size == 0) {
+                s_u = -1;
+            } else {
+                const int u = queue[s_head];
+                s_head = (s_head + 1) % n;
+                --s_size;
+                inq[u] = 0;
+                s_u = u;
+            }
+        }
+        __syncthreads();
+        const int u = s_u;
+        if (u < 0 && !polish) break;  // the same in every thread
+        const int W = u >= 0 ? per_stop : n * per_stop;
+        const int xu = u >= 0 ? pos[u] : 0;
+        double bd = ls_inf();
+        int bw = LS_NONE, zero = 0;
+        for (int w = threadIdx.x; w < W; w += blockDim.x) {
+            const int xi = w / per_stop;
+            const int r = w - xi * per_stop;
+            const int q = r / CAND_SLOTS;
+            const int slot = r - q * CAND_SLOTS;
+            const int x = u >= 0 ? xu : xi;
+            const int y = pos[nbr[(size_t)p[x] * K + q]];
+            if (y == x) continue;
+            int t, i, j, k;
+            const double d = cand_slot(n, c, p, fwd, bwd, x, y, slot, t, i, j, k);
+            take(d, w, 0, bd, bw, zero);
+        }
+        block_argmin(bd, bw, zero);
+        if (!(bd < -eps) || bw == LS_NONE) {
+            if (u < 0) break;  // polish found nothing: a local minimum of the candidate neighbourhood
+            continue;
+        }
+        // the move of key bw, decoded alike in every thread
+        const int xi = bw / per_stop;
+        const int r = bw - xi * per_stop;
+        const int q = r / CAND_SLOTS;
+        const int slot = r - q * CAND_SLOTS;
+        const int x = u >= 0 ? xu : xi;
+        const int y = pos[nbr[(size_t)p[x] * K + q]];
+        int t, i, j, k;
+        cand_slot(n, c, p, fwd, bwd, x, y, slot, t, i, j, k);
+        int tch[6], m = 0;
+        if (threadIdx.x == 0) m = cand_touched(n, p, t, i, j, k, tch);  // read before block_apply's barrier
+        block_apply(n, p, scratch, t, i, j, k);
+        cand_state(n, c, p, pos, nullptr, arc, fwd, bwd, exact);
+        ++moves;
+        if (threadIdx.x == 0) {
+            for (int h = 0; h <= m; ++h) {
+                const int v = h == m ? u : tch[h];
+                if (v < 0) continue;  // polish pushes the touched stops only
+                if (!inq[v]) { inq[v] = 1; queue[(s_head + s_size) % n] = v; ++s_size; }
+            }
+        }
+        // thread 0 alone reads and writes the queue; the next barrier is at the top of the loop
+    }
+    return moves;
+}
+
+// Block b: the candidate descent of tour P[b] (B x n) in place, the queue seeded with active[0..n_active)
+// (local_search.local_search_queue(c, p, nbr, eps, max_moves, active, polish)); cost[b] (closed-tour
+// cost, summed as the CPU's tour_cost) and moves[b] out.
+extern "C" __global__ void ls_cand_batch(int n, int B, const double* __restrict__ c, const int* __restrict__ nbr,
+                                         int K, int* P, int* POS, int* S, double* ARC, double* FWD, double* BWD,
+                                         int* QUEUE, int* INQ, int exact, double eps, int max_moves, int polish,
+                                         const int* __restrict__ active, int n_active, double* cost, int* moves) {
+    const int b = blockIdx.x;
+    if (b >= B) return;
+    const size_t off = (size_t)b * n;
+    int* p = P + off;
+    int* pos = POS + off;
+    double* arc = ARC + off;
+    double* fwd = FWD + off;
+    double* bwd = BWD + off;
+    cand_state(n, c, p, pos, INQ + off, arc, fwd, bwd, exact);
+    bool aborted;
+    const int mv = block_cand_descent(n, c, nbr, K, p, pos, S + off, arc, fwd, bwd, QUEUE + off, INQ + off, active,
+                                      n_active, exact, eps, max_moves, polish, 0ull, &aborted);
+    if (threadIdx.x == 0) {
+        cost[b] = fwd[n - 1] + arc[n - 1];
+        moves[b] = mv;
+    }
+}
+
+// ls_ils with the candidate descent (local_search.ils_round): block b runs `iters` steps of chain b, each a
+// double bridge of CUR[b] at cuts[b][it] = (a, m, e) (a == 0: none), the candidate descent seeded with the
+// six stops around the cuts in local_search.double_bridge's order (cur[a-1], cur[a], cur[m-1], cur[m],
+// cur[e-1], cur[e]), no polish, and CUR[b] = tour when its cost is at most cur_cost[b] + eps. budget_ns,
+// moves, improved, steps: as ls_ils.
+extern "C" __global__ void ls_cand_ils(int n, int B, int iters, const double* __restrict__ c,
+                                       const int* __restrict__ nbr, int K, int* CUR, double* cur_cost, int* P,
+                                       int* POS, int* S, double* ARC, double* FWD, double* BWD, int* QUEUE,
+                                       int* INQ, const int* __restrict__ cuts, int exact, double eps,
+                                       int max_moves, unsigned long long budget_ns, int* moves, int* improved,
+                                       int* steps) {
+    const int b = blockIdx.x;
+    if (b >= B) return;
+    const size_t off = (size_t)b * n;
+    int* cur = CUR + off;
+    int* p = P + off;
+    int* pos = POS + off;
+    double* arc = ARC + off;
+    double* fwd = FWD + off;
+    double* bwd = BWD + off;
+    __shared__ int s_accept, s_seed[6], s_nseed;
+    __shared__ unsigned long long s_t0;
+    if (threadIdx.x == 0) s_t0 = gtimer();
+    __syncthreads();
+    const unsigned long long stop_at = budget_ns ? s_t0 + budget_ns : 0ull;
+    int mv = 0, imp = 0, done = 0;
+    for (int it = 0; it < iters; ++it) {
+        const int* cu = cuts + ((size_t)b * iters + it) * 3;
+        const int a = cu[0], m = cu[1], e = cu[2];
+        for (int t = threadIdx.x; t < n; t += blockDim.x) {
+            int s = t;
+            if (a > 0 && t >= a && t < e) s = t < a + (e - m) ? m + (t - a) : a + (t - a - (e - m));
+            p[t] = cur[s];
+        }
+        if (threadIdx.x == 0) {
+            s_nseed = a > 0 ? 6 : 0;
+            if (a > 0) {
+                s_seed[0] = cur[a - 1]; s_seed[1] = cur[a]; s_seed[2] = cur[m - 1];
+                s_seed[3] = cur[m]; s_seed[4] = cur[e - 1]; s_seed[5] = cur[e % n];
+            }
+        }
+        __syncthreads();
+        cand_state(n, c, p, pos, INQ + off, arc, fwd, bwd, exact);
+        bool aborted;
+        mv += block_cand_descent(n, c, nbr, K, p, pos, S + off, arc, fwd, bwd, QUEUE + off, INQ + off, s_seed,
+                                 s_nseed, exact, eps, max_moves, 0, stop_at, &aborted);
+        if (aborted) break;  // the same in every thread
+        ++done;
+        if (threadIdx.x == 0) {
+            const double qc = fwd[n - 1] + arc[n - 1];
+            const double cc = cur_cost[b];
+            s_accept = qc <= cc + eps;
+            if (qc < cc - eps) ++imp;
+            if (s_accept) cur_cost[b] = qc;
+        }
+        __syncthreads();
+        if (s_accept) {
+            for (int t = threadIdx.x; t < n; t += blockDim.x) cur[t] = p[t];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        moves[b] += mv;
+        improved[b] += imp;
+        steps[b] += done;
+    }
 }
