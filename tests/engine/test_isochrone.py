@@ -178,3 +178,279 @@ def test_errors(engine, kwargs, code):
     with pytest.raises(EngineError) as ei:
         engine.isochrone(coord, contours, **kwargs)
     assert ei.value.code == code and ei.value.message
+
+
+# ----------------------------------------------------------------------------------- the pipeline's parts
+# (gpuroute.engine.isochrone: search, lattice and field, rings, checks, the GEOS path, the GPU twin)
+import gpuroute.engine.isochrone as iso  # noqa: E402
+from gpuroute.backend import gpu_available  # noqa: E402
+
+
+def request(engine, coord, contours_s, metric="duration"):
+    """The engine's metric and the Request of an isochrone (contours in seconds, largest first)."""
+    met = engine._isochrone_metric(metric)
+    origin, = engine._snap([coord], None, None, None)
+    cus = sorted((c / met.scale for c in contours_s), reverse=True)
+    return met, iso.Request(met, engine._head, origin.arcs, cus, origin.lon, origin.lat), origin
+
+
+def lattice_and_marks(engine, met, req):
+    """What codes_cpu computes, with the marks kept: (codes, marked, lattice)."""
+    fo, head, tail, lon, lat = engine._isochrone_arrays()
+    nodes, dist = iso.search_cpu(met, req)
+    args = (nodes, dist, fo, head, lon, lat, met.w, req.o_arc, req.o_frac, tail[req.o_arc], head[req.o_arc], req.cus,
+            req.lon0, req.lat0, req.kx, req.ky)
+    K = req.cus.size
+    L = iso.lattice(iso.extent_cpu(args, K))
+    marked = np.zeros((K, L.H, L.W), dtype=np.uint8)
+    iso.mark_cpu(args, L, marked)
+    codes = np.empty_like(marked)
+    iso.field_cpu(marked, L, codes)
+    return codes, marked, L
+
+
+@pytest.mark.parametrize("bounded", [True, False])
+def test_search_bounded_dijkstra_and_phast_fallback(engine, bounded, monkeypatch):
+    """Node costs from the origin's heads: the bounded Dijkstra, and (a cap of 0 settled nodes) the
+    hierarchy's bounded PHAST it hands over to, both equal scipy's Dijkstra with the bound."""
+    monkeypatch.setattr(config, "SERVE_ISOCHRONE_DIJKSTRA_MIN_NODES", 10**9 if bounded else 0)
+    monkeypatch.setattr(config, "SERVE_ISOCHRONE_DIJKSTRA_FRACTION", 1.0 if bounded else 0.0)
+    g = engine.graph
+    for coord, c in zip(ORIGINS, (60, 200, 400, 900), strict=True):
+        met, req, _ = request(engine, coord, [c])
+        nodes, cost = iso.search_cpu(met, req)
+        want = {}
+        for s, b, off in zip(req.heads, req.bounds, req.offs, strict=True):
+            d = dijkstra(g.to_scipy(met.name), indices=s)
+            for v in np.flatnonzero(d <= b):
+                want[int(v)] = min(want.get(int(v), math.inf), float(d[v]) + off)
+        assert len(req.heads) >= 1 and len(want) > 1
+        assert dict(zip(nodes.tolist(), cost.tolist(), strict=True)) == want
+
+
+def test_field_codes_are_the_distance_transform_of_the_marks(engine):
+    """The field codes of every contour: the squared lattice distance to the nearest marked point within
+    reach (scipy's exact Euclidean distance transform of the contour's window), FAR beyond, raised to
+    the next larger contour's; the marks are the pieces' samples (every reached node's lattice cell)."""
+    from scipy.ndimage import distance_transform_edt
+
+    g = engine.graph
+    for coord in ORIGINS[:2]:
+        met, req, origin = request(engine, coord, [120, 300])
+        codes, marked, L = lattice_and_marks(engine, met, req)
+        prev = None
+        for q in range(req.cus.size):
+            x0, y0, x1, y1 = L.windows[q]
+            want = np.full((L.H, L.W), iso.FAR, dtype=np.int64)
+            d = distance_transform_edt(marked[q, y0:y1, x0:x1] == 0)
+            d2 = np.rint(d * d).astype(np.int64)
+            want[y0:y1, x0:x1] = np.where(np.sqrt(d2) * L.cell <= L.reach, d2, iso.FAR)
+            if prev is not None:
+                want = np.maximum(want, prev)
+            np.testing.assert_array_equal(codes[q], want)
+            prev = want
+        # every node reached within the largest contour has a marked lattice cell
+        best, _, _ = oracle(engine, coord)
+        reached = np.flatnonzero(best <= req.cus[0])
+        x, y = local(g.coords[reached, 0], g.coords[reached, 1], origin.lon, origin.lat).T
+        ix = np.floor(x / L.cell).astype(int) - L.i0
+        iy = np.floor(y / L.cell).astype(int) - L.j0
+        assert marked[0][iy, ix].mean() > 0.99  # (a node exactly on a cell border may fall in its neighbour)
+
+
+def test_rings_hold_exactly_the_inside_lattice_points(engine, monkeypatch):
+    """Without hole filling, part dropping and simplification, the traced rings of each contour make
+    valid polygons containing exactly the lattice points whose code is inside (marching squares' level
+    set of the field), holes and islands included."""
+    monkeypatch.setattr(config, "SERVE_ISOCHRONE_MAX_HOLE_M2", 0.0)
+    for coord in ORIGINS[:3]:
+        met, req, origin = request(engine, coord, [90, 300])
+        codes, _, L = lattice_and_marks(engine, met, req)
+        layers = iso.rings_of(codes, L, req.cus.size, 0.0, 0.0, origin.lon, origin.lat)
+        for q, (xy, idx, rpoly) in enumerate(layers.metres):
+            polys = shapely.polygons(shapely.linearrings(xy, indices=idx), indices=rpoly)
+            geom = shapely.multipolygons(polys)
+            assert shapely.is_valid(geom), shapely.is_valid_reason(geom)
+            yy, xx = np.mgrid[0:L.H, 0:L.W]
+            pts = shapely.points((xx.ravel() + L.i0 + 0.5) * L.cell, (yy.ravel() + L.j0 + 0.5) * L.cell)
+            inside = shapely.contains_xy(geom, *shapely.get_coordinates(pts).T)
+            np.testing.assert_array_equal(inside, codes[q].ravel() <= L.kin)
+
+
+def test_holes_filled_parts_dropped_vertices_within_tolerance(engine):
+    """Default options: one polygon per contour (denoise 1), every hole at least the hole limit (up to
+    the simplification), every vertex of the unsimplified rings within ``generalize`` of the answer's
+    boundary (Douglas-Peucker's tolerance, plus the rounding)."""
+    for coord in ORIGINS:
+        met, req, origin = request(engine, coord, [120, 300])
+        codes, _, L = lattice_and_marks(engine, met, req)
+        gen = float(config.SERVE_ISOCHRONE_GENERALIZE_M)
+        layers = iso.rings_of(codes, L, 2, 1.0, gen, origin.lon, origin.lat)
+        assert layers.ok, iso.CHECKS[layers.why]
+        for q, (xy, _, rpoly) in enumerate(layers.metres):
+            assert rpoly.max() == 0  # one polygon
+            poly = polygon_m({"geometry": iso.geojson_fast(layers, q, True)}, origin.lon, origin.lat)
+            assert poly.geom_type == "Polygon" and poly.is_valid
+            assert all(shapely.Polygon(h).area >= config.SERVE_ISOCHRONE_MAX_HOLE_M2 * 0.9 for h in poly.interiors)
+            d = shapely.distance(poly.boundary, shapely.points(xy))
+            assert d.max() <= gen + 0.2
+
+
+def _rings(poly, layer):
+    """Rings of a shapely (Multi)Polygon, shells counter-clockwise then their holes clockwise."""
+    out = []
+    for p in shapely.get_parts(poly):
+        p = shapely.orient_polygons(p) if hasattr(shapely, "orient_polygons") else shapely.geometry.polygon.orient(p)
+        out.append((np.asarray(p.exterior.coords)[:-1], True, layer))
+        out.extend((np.asarray(h.coords)[:-1], False, layer) for h in p.interiors)
+    return out
+
+
+def _layers(rings):
+    """The arrays _check takes, from [(xy, shell, layer)] (holes after their shell)."""
+    xs, ys, roff, lay, shell, kpar = [], [], [0], [], [], []
+    last_shell = -1
+    for r, (xy, sh, la) in enumerate(rings):
+        xs.append(xy[:, 0])
+        ys.append(xy[:, 1])
+        roff.append(roff[-1] + len(xy))
+        lay.append(la)
+        shell.append(sh)
+        if sh:
+            last_shell = r
+        kpar.append(-1 if sh else last_shell)
+    n = roff[-1]
+    return (np.concatenate(xs), np.concatenate(ys), np.asarray(roff, dtype=np.int64), np.asarray(lay, dtype=np.int64),
+            np.asarray(shell), np.asarray(kpar, dtype=np.int64), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
+
+
+def test_check_is_sound_on_random_polygons():
+    """Whenever the fast path's check passes a configuration, GEOS agrees: each contour valid (mode 1),
+    each inside the next larger (mode 2); on random unions of buffered segments (holes, several parts)
+    with a vertex moved at random (which often makes them invalid or not nested)."""
+    rng = np.random.default_rng(7)
+    fails = np.empty((64, 2), dtype=np.int64)
+    passed = {1: 0, 2: 0}
+    refused = {1: 0, 2: 0}
+    invalid = 0
+    for _ in range(150):
+        lines = [shapely.LineString(rng.uniform(0, 1, (3, 2))) for _ in range(rng.integers(1, 4))]
+        big = shapely.union_all([ln.buffer(rng.uniform(0.03, 0.08), quad_segs=2) for ln in lines])
+        small = shapely.intersection(big, shapely.Point(rng.uniform(0.2, 0.8, 2)).buffer(0.3, quad_segs=3)).buffer(
+            -0.01, quad_segs=1)
+        rings = _rings(big, 0) + (_rings(small, 1) if not small.is_empty else [])
+        if rng.random() < 0.7:  # move one vertex
+            k = int(rng.integers(len(rings)))
+            xy = rings[k][0].copy()
+            xy[int(rng.integers(len(xy)))] += rng.normal(0, 0.05, 2)
+            rings[k] = (xy, rings[k][1], rings[k][2])
+        arrs = _layers(rings)
+        geoms = []
+        for la in (0, 1):
+            polys, cur = [], None
+            for xy, sh, l2 in rings:
+                if l2 != la:
+                    continue
+                if sh:
+                    cur = [xy]
+                    polys.append(cur)
+                else:
+                    cur.append(xy)
+            geoms.append(shapely.MultiPolygon([(p[0], p[1:]) for p in polys]) if polys else None)
+        invalid += any(g is not None and not shapely.is_valid(g) for g in geoms)
+        for mode in (1, 2):
+            code = iso._check(*arrs, mode, 1e-12, fails)
+            if code % 16 != 0:
+                refused[mode] += 1
+                continue
+            passed[mode] += 1
+            if mode == 1:
+                assert all(g is None or shapely.is_valid(g) for g in geoms), [shapely.is_valid_reason(g) for g in geoms]
+            elif geoms[1] is not None and shapely.is_valid(geoms[0]) and shapely.is_valid(geoms[1]):
+                assert geoms[0].buffer(1e-9).covers(geoms[1])
+    assert min(passed.values()) > 20 and invalid > 5 and refused[1] >= invalid, (passed, refused, invalid)
+
+
+def test_geos_path_when_the_check_refuses(engine, monkeypatch):
+    """Where the check is not sure, GEOS draws the same rings as before: still valid, nested, every
+    reached node inside, about the same area as the fast path's."""
+    coord = ORIGINS[0]
+    fast = engine.isochrone(coord, [120, 300])
+    monkeypatch.setattr(iso, "_check", lambda *a: 8)  # "a ring not inside the rings it should be"
+    slow = engine.isochrone(coord, [120, 300])
+    best, p, _ = oracle(engine, coord)
+    g = engine.graph
+    xy = local(g.coords[:, 0], g.coords[:, 1], p.lon, p.lat)
+    polys = []
+    for f, h in zip(fast["features"], slow["features"], strict=True):
+        a, b = shape(f["geometry"]), shape(h["geometry"])
+        assert a.is_valid and b.is_valid
+        assert b.area == pytest.approx(a.area, rel=0.03)
+        c = f["properties"]["contour"] * 10.0
+        poly = polygon_m(h, p.lon, p.lat).buffer(TOL_M)
+        assert shapely.covers(poly, shapely.points(xy[best <= c])).all()
+        polys.append(b)
+    assert polys[0].buffer(3e-6).covers(polys[1])
+
+
+def test_coordinates_as_arrays_write_the_same_json(engine):
+    """``coordinates="arrays"``: one float64 (k, 2) array per ring, the same JSON through orjson."""
+    orjson = pytest.importorskip("orjson")
+    for kw in ({}, {"polygons": False}, {"denoise": 0.0}):
+        a = engine.isochrone(ORIGINS[1], [120, 300], **kw)
+        b = engine.isochrone(ORIGINS[1], [120, 300], coordinates="arrays", **kw)
+        kind, geom = b["features"][0]["geometry"]["type"], b["features"][0]["geometry"]["coordinates"]
+        ring = {"LineString": geom, "MultiPolygon": geom[0][0]}.get(kind, geom[0])
+        assert isinstance(ring, np.ndarray) and ring.dtype == np.float64 and ring.shape[1] == 2
+        assert orjson.dumps(a) == orjson.dumps(b, option=orjson.OPT_SERIALIZE_NUMPY)
+    with pytest.raises(EngineError) as ei:
+        engine.isochrone(ORIGINS[1], [120], coordinates="tuples")
+    assert ei.value.code == "InvalidOptions"
+
+
+def test_lattice_coarsens_with_the_contour_size(monkeypatch):
+    """Cells of ``SERVE_ISOCHRONE_CELL_M`` (default half the band) for small contours; past
+    ``SERVE_ISOCHRONE_MAX_CELLS`` cells the cells grow (and the band with them) so the lattice stays
+    about that size."""
+    monkeypatch.setattr(config, "SERVE_ISOCHRONE_MAX_CELLS", 40000)
+    r = float(config.SERVE_ISOCHRONE_BUFFER_M)
+    small = iso.lattice(np.array([[-300.0, -200.0, 400.0, 250.0]]))
+    assert small.cell == 0.5 * r and small.r == r
+    big = iso.lattice(np.array([[-9000.0, -7000.0, 8000.0, 6000.0], [-100.0, -100.0, 100.0, 100.0]]))
+    assert big.cell > 0.5 * r and big.r == max(r, big.cell)
+    assert big.W * big.H <= 1.15 * 40000  # (plus the band around the largest contour)
+    assert big.windows[1, 2] - big.windows[1, 0] < big.W / 10  # the small contour's window is its own
+
+
+# ----------------------------------------------------------------------------------- GPU twin
+@pytest.mark.parametrize("cells", [int(config.SERVE_ISOCHRONE_MAX_CELLS), 20000])
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a CUDA GPU")
+def test_gpu_codes_equal_the_cpu_twin(engine, cells, monkeypatch):
+    """The GPU's lattice and field codes (PHAST rows on the device, extent, marks, two passes) equal the
+    numba twin's bit for bit, for 1 to 4 contours, coarse lattices and small blocks included."""
+    monkeypatch.setattr(config, "SERVE_ISOCHRONE_MAX_CELLS", cells)
+    monkeypatch.setattr(config, "SERVE_ISOCHRONE_GPU_THREADS", 64)
+    met = engine._isochrone_metric("duration")
+    gpu = iso.IsochroneGPU(engine._isochrone_arrays(), met)
+    for coord, contours in zip(ORIGINS, ([300], [60, 600], [30, 120, 300], [60, 180, 420, 900]), strict=True):
+        _, req, _ = request(engine, coord, contours)
+        want, lw = iso.codes_cpu(engine._isochrone_arrays(), met, req)
+        want = want.copy()
+        got, lg = gpu.codes(req)
+        assert (lg.cell, lg.i0, lg.j0, lg.W, lg.H) == (lw.cell, lw.i0, lw.j0, lw.W, lw.H)
+        np.testing.assert_array_equal(lg.windows, lw.windows)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a CUDA GPU")
+def test_gpu_isochrone_equals_cpu(engine, monkeypatch):
+    """Engine.isochrone on the GPU answers exactly as on the CPU (both metrics, all options)."""
+    for kw in ({}, {"metric": "distance"}, {"polygons": False, "denoise": 0.0, "generalize": 0.0}):
+        cont = [500, 1500] if kw.get("metric") == "distance" else [120, 300]
+        monkeypatch.setattr(config, "SERVE_ISOCHRONE_DEVICE", "cpu")
+        a = engine.isochrone(ORIGINS[2], cont, **kw)
+        monkeypatch.setattr(config, "SERVE_ISOCHRONE_DEVICE", "gpu")
+        b = engine.isochrone(ORIGINS[2], cont, **kw)
+        assert a == b

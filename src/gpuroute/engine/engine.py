@@ -283,8 +283,11 @@ class Engine:
                {"service": "nearest", "algorithm": "segment index", "device": "cpu", "traffic_aware": False,
                 "turn_aware": False, "note": "k-d tree of segment samples, exact"}]
         if callable(getattr(self, "isochrone", None)):
-            out.append({"service": "isochrone", "algorithm": "ch (bounded one-to-all)", "device": ch_dev,
-                        "traffic_aware": False, "turn_aware": False, "note": "the metric the dataset was built with"})
+            iso_dev = ch_dev if str(config.SERVE_ISOCHRONE_DEVICE) != "cpu" else "cpu"
+            out.append({"service": "isochrone", "algorithm": "bounded Dijkstra / PHAST, lattice field, marching squares",
+                        "device": iso_dev, "traffic_aware": False, "turn_aware": False,
+                        "note": "the metric the dataset was built with; search and field on the device, polygons "
+                                "on the CPU"})
         out.append({"service": "trip", "algorithm": "ch table + gpuroute.tours.tsp, then route",
                     "device": ch_dev, "traffic_aware": False, "turn_aware": ov,
                     "note": "the order from the hierarchy's table; the legs routed as route's "

@@ -356,9 +356,12 @@ def reach_cpu(csr, heads, bounds, offs, within, cap):
 def _local(lon, lat, lon0, lat0, kx, ky):
     """East/north metres of a point in the frame of ``(lon0, lat0)`` (as :func:`gpuroute.geo.local_xy`)."""
     t = lon - lon0 + 180.0
-    md = np.fmod(t, 360.0)
-    if md < 0.0:
-        md += 360.0
+    if 0.0 <= t < 360.0:
+        md = t  # what fmod returns there, exactly
+    else:
+        md = np.fmod(t, 360.0)
+        if md < 0.0:
+            md += 360.0
     return (md - 180.0) * kx, (lat - lat0) * ky
 
 
@@ -442,54 +445,69 @@ def mark_cpu(args, lat, marked):
     _pieces(1, *args, np.zeros((marked.shape[0], 4)), marked, lat.cell, lat.i0, lat.j0)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _field(marked, windows, m, code_of, codes, hsq):
     """Codes (K, H, W) uint8 of the field of every contour (see the module doc), raised to the next
-    larger contour's; ``hsq`` (H, W) uint16 scratch."""
+    larger contour's; ``hsq`` (H, W) uint16 scratch. Rows of a window with no mark within ``m`` rows are
+    beyond reach (FAR) without a pass; the passes are branch-free (vectorised)."""
     K, H, W = marked.shape
     big = np.uint16(0x3FFF)
     n_code = code_of.shape[0]
     acc = np.empty(W, dtype=np.uint16)
+    has = np.zeros(H, dtype=np.bool_)  # a row with a mark
     for q in range(K):
         x0, y0, x1, y1 = windows[q, 0], windows[q, 1], windows[q, 2], windows[q, 3]
         cq = codes[q]
         for y in range(H):
+            has[y] = False
             if y < y0 or y >= y1:
-                cq[y, :] = FAR
                 continue
             row = marked[q, y]
-            h = hsq[y]
             for x in range(x0, x1):
-                h[x] = big
-            for dx in range(-m, m + 1):
-                c = np.uint16(dx * dx)
-                for x in range(max(x0, x0 - dx), min(x1, x1 - dx)):
-                    if row[x + dx] != 0 and c < h[x]:
-                        h[x] = c
-        for y in range(y0, y1):
+                if row[x]:
+                    has[y] = True
+                    break
+            if not has[y]:
+                continue
+            # the nearest mark to the left, then to the right (two sweeps): dx^2 within m, else big
+            h = hsq[y]
+            last = -(1 << 30)
+            for x in range(x0, x1):
+                if row[x] != 0:
+                    last = x
+                h[x] = min(x - last, m + 1)
+            last = 1 << 30
+            for x in range(x1 - 1, x0 - 1, -1):
+                if row[x] != 0:
+                    last = x
+                d = min(int(h[x]), last - x)
+                h[x] = d * d if d <= m else big
+        for y in range(H):
+            out = cq[y]
+            near = False
+            if y0 <= y < y1:
+                for yy in range(max(y - m, y0), min(y + m + 1, y1)):
+                    near |= has[yy]
+            if not near:
+                out[:] = FAR
+                continue
             for x in range(x0, x1):
                 acc[x] = big
             for dy in range(-m, m + 1):
                 yy = y + dy
-                if yy < y0 or yy >= y1:
+                if yy < y0 or yy >= y1 or not has[yy]:
                     continue
                 c = np.uint16(dy * dy)
                 hr = hsq[yy]
                 for x in range(x0, x1):
-                    s = hr[x] + c
-                    if s < acc[x]:
-                        acc[x] = s
-            out = cq[y]
-            for x in range(W):
-                if x < x0 or x >= x1:
-                    out[x] = FAR
-                    continue
-                s = acc[x]
-                code = code_of[s] if s < n_code else np.uint8(FAR)
+                    acc[x] = min(acc[x], np.uint16(hr[x] + c))
+            out[:x0] = FAR
+            out[x1:] = FAR
+            for x in range(x0, x1):
+                s2 = acc[x]
+                code = code_of[s2] if s2 < n_code else np.uint8(FAR)
                 if q > 0:
-                    p = codes[q - 1, y, x]
-                    if p > code:
-                        code = p
+                    code = max(code, codes[q - 1, y, x])
                 out[x] = code
 
 
