@@ -904,6 +904,9 @@ class _Server:
         self.services = [s for s in SERVICES if callable(getattr(engine, s, None))]
         # tables as arrays (orjson writes them, NaN as null) from an engine that can answer so
         self.table_kwargs = {"matrices": "arrays"} if "matrices" in (self.accepted["table"] or ()) else {}
+        # isochrone rings as arrays (orjson writes the same JSON without a Python float per position)
+        iso = self.accepted.get("isochrone") or ()
+        self.isochrone_kwargs = {"coordinates": "arrays"} if "coordinates" in iso else {}
         self._limiter = None
         self._limiter_loop = None
 
@@ -1022,7 +1025,8 @@ class _Server:
                 target = self.local.query = self.engine.query_for_thread()
         fn = getattr(target, call.service)
         arg = call.coordinates[0] if call.service in ("nearest", "isochrone") else call.coordinates
-        kwargs = call.kwargs | self.table_kwargs if call.service == "table" else call.kwargs
+        extra = {"table": self.table_kwargs, "isochrone": self.isochrone_kwargs}.get(call.service, {})
+        kwargs = call.kwargs | extra
         try:
             res = fn(arg, **kwargs)
         except Exception as e:
