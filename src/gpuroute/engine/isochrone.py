@@ -65,6 +65,7 @@ from numba import njit
 
 from .. import config
 from ..geo import EARTH_RADIUS_M
+from ..sssp.dijkstra import heap_pop, heap_push
 
 #: Field code of a lattice point beyond reach of every mark.
 FAR = 255
@@ -218,43 +219,6 @@ def scratch(name, shape, dtype):
 
 
 # ----------------------------------------------------------------------------------- search
-@njit(cache=True, inline="always")
-def _push(hd, hn, size, d, v):
-    i = size
-    hd[i] = d
-    hn[i] = v
-    while i > 0:
-        p = (i - 1) >> 1
-        if hd[p] <= hd[i]:
-            break
-        hd[p], hd[i] = hd[i], hd[p]
-        hn[p], hn[i] = hn[i], hn[p]
-        i = p
-    return size + 1
-
-
-@njit(cache=True, inline="always")
-def _pop(hd, hn, size):
-    d = hd[0]
-    v = hn[0]
-    size -= 1
-    hd[0] = hd[size]
-    hn[0] = hn[size]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= size:
-            break
-        if c + 1 < size and hd[c + 1] < hd[c]:
-            c += 1
-        if hd[i] <= hd[c]:
-            break
-        hd[c], hd[i] = hd[i], hd[c]
-        hn[c], hn[i] = hn[i], hn[c]
-        i = c
-    return d, v, size
-
-
 @njit(cache=True)
 def _bounded_dijkstra(first_out, head, weight, source, bound, cap, dist, hd, hn, touched):
     """Dijkstra from ``source`` over the CSR (integer weights) settling nothing beyond ``bound``; gives up
@@ -264,10 +228,10 @@ def _bounded_dijkstra(first_out, head, weight, source, bound, cap, dist, hd, hn,
     dist[source] = 0
     touched[0] = source
     k = 1
-    size = _push(hd, hn, 0, 0, source)
+    size = heap_push(hd, hn, 0, 0, source)
     settled = 0
     while size > 0:
-        d, u, size = _pop(hd, hn, size)
+        d, u, size = heap_pop(hd, hn, size)
         if d > dist[u]:
             continue
         settled += 1
@@ -283,7 +247,7 @@ def _bounded_dijkstra(first_out, head, weight, source, bound, cap, dist, hd, hn,
                         touched[k] = v
                         k += 1
                     dist[v] = nd
-                    size = _push(hd, hn, size, nd, v)
+                    size = heap_push(hd, hn, size, nd, v)
     return k
 
 
