@@ -2,7 +2,7 @@
 gpuroute's CPU twin and GPU on DIMACS NY -- plus many-to-many tables on the GPU and over Dask.
 
 * ``aggregate``: pandana ``Network`` (its CH build timed on its own), ``precompute(2000 m)`` (once) then
-  ``aggregate(2000, sum, flat)`` of ``--points`` values at random nodes; gpuroute ``aggregate`` with the
+  ``aggregate(2000, sum, flat, unit="native")`` of ``--points`` values at random nodes; gpuroute ``aggregate`` with the
   same radius (NY weights are DIMACS ~0.1 m steps: 2000 m = 20000) on the CPU and on the GPU by both GPU
   methods (``"ball"``: bounded searches on the graph; ``"phast"``: PHAST trees of the reverse hierarchy,
   contracted once and timed on its own as pandana's CH), no precompute step.
@@ -173,18 +173,18 @@ def main():
             import pandas as pd
 
             net.set(pd.Series(nodes), variable=pd.Series(values), name="v")
-            t_agg, theirs = best(lambda: net.aggregate(args.radius_m, type="sum", decay="flat", name="v").to_numpy())
+            t_agg, theirs = best(lambda: net.aggregate(args.radius_m, type="sum", decay="flat", name="v", unit="native").to_numpy())
             res["pandana"] = theirs
             emit(what="aggregate", impl="pandana", points=m, device="cpu", precompute_s=t_pre, aggregate_s=t_agg,
                  seconds=t_pre + t_agg)
         if not args.skip_cpu:
-            t, ours = best(lambda nodes=nodes, values=values: acc.aggregate(g, nodes, values, R, type="sum", device="cpu"))
+            t, ours = best(lambda nodes=nodes, values=values: acc.aggregate(g, nodes, values, R, type="sum", device="cpu", unit="native"))
             res["cpu"] = ours
             emit(what="aggregate", impl="gpuroute", points=m, device="cpu", seconds=t,
                  distinct_nodes=int(np.unique(nodes).size))
         for method in (GPU_METHODS if ch is not None else ()):
             config.ACCESS_GPU_METHOD = method
-            t, ours = best(lambda nodes=nodes, values=values: acc.aggregate(ch, nodes, values, R, type="sum", device="gpu"))
+            t, ours = best(lambda nodes=nodes, values=values: acc.aggregate(ch, nodes, values, R, type="sum", device="gpu", unit="native"))
             res[f"gpu-{method}"] = ours
             row = {"what": "aggregate", "impl": f"gpuroute ({method})", "points": m, "device": "gpu", "seconds": t}
             if "pandana" in res:
@@ -192,9 +192,9 @@ def main():
                 row["speedup_vs_pandana_precompute_plus_aggregate"] = pandana_s / t
             emit(**row)
             t, cnt_gpu = best(lambda nodes=nodes, values=values: acc.aggregate(ch, nodes, values, R, type="count",
-                                                                                device="gpu"), reps=1)
+                                                                                device="gpu", unit="native"), reps=1)
             if "cpu" in res:
-                cnt_cpu = acc.aggregate(g, nodes, values, R, type="count", device="cpu")
+                cnt_cpu = acc.aggregate(g, nodes, values, R, type="count", device="cpu", unit="native")
                 emit(what="aggregate check", points=m, **compare(f"count gpu ({method}) = cpu", cnt_gpu, cnt_cpu))
         config.ACCESS_GPU_METHOD = "auto"
         for a, b in (("cpu", "pandana"), ("gpu-ball", "pandana"), ("gpu-phast", "pandana"), ("gpu-ball", "cpu"),
@@ -211,16 +211,16 @@ def main():
 
         t_set, _ = once(lambda: net.set_pois("poi", args.radius_m, args.k, pd.Series(g.coords[pois, 0]),
                                              pd.Series(g.coords[pois, 1])))
-        t, df = best(lambda: net.nearest_pois(args.radius_m, "poi", num_pois=args.k, include_poi_ids=True))
+        t, df = best(lambda: net.nearest_pois(args.radius_m, "poi", num_pois=args.k, include_poi_ids=True, unit="native"))
         res["pandana"] = df[list(range(1, args.k + 1))].to_numpy() * 10.0  # metres -> DIMACS units
         emit(what="nearest_pois", impl="pandana", pois=args.pois, k=args.k, device="cpu", set_pois_s=t_set, seconds=t)
     if not args.skip_cpu:
-        t, (d, i) = best(lambda: acc.nearest_pois(g, pois, R, args.k, device="cpu"))
+        t, (d, i) = best(lambda: acc.nearest_pois(g, pois, R, args.k, device="cpu", unit="native"))
         res["cpu"] = d
         emit(what="nearest_pois", impl="gpuroute", pois=args.pois, k=args.k, device="cpu", seconds=t)
     for method in (GPU_METHODS if ch is not None else ()):
         config.ACCESS_GPU_METHOD = method
-        t, (d, i) = best(lambda: acc.nearest_pois(ch, pois, R, args.k, device="gpu"))
+        t, (d, i) = best(lambda: acc.nearest_pois(ch, pois, R, args.k, device="gpu", unit="native"))
         res[f"gpu-{method}"] = d
         row = {"what": "nearest_pois", "impl": f"gpuroute ({method})", "pois": args.pois, "k": args.k, "device": "gpu",
                "seconds": t}

@@ -8,7 +8,8 @@ Measured on NY (the shipped DIMACS graph; the partition from out/crp_bench/ when
   end: metric upload, decode, levels, cliques and trees back to the host, the host's decoded turn costs
   and query arrays), the device time per level (CUDA events) and the Bellman-Ford rounds;
 * the same with the trees not kept (``CRP_KEEP_TREES = False``);
-* a traffic update of 1,000 random arcs (``Overlay.update``);
+* a traffic update of 1,000 random arcs (``Overlay.update``), and of 1,000 arcs inside a 5 km disc around a
+  random node (what traffic looks like: a few neighbouring cells), both checked against the CPU update;
 * a sweep of threads per block, shared memory per unit and the Bellman-Ford frontier on or off.
 
 Usage: PYTHONPATH=src python3 benchmarks/crp_gpu.py [--reps 10] [--out DIR] [--sweep]
@@ -49,6 +50,7 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--out", default="out")
     ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--updates-only", action="store_true", help="setup, customization and the two updates only")
     args = ap.parse_args()
     rows = []
     g = gpuroute.datasets.load("ny")
@@ -108,6 +110,36 @@ def main():
         emit(rows, what="update 1000 arcs", metric=mname, gpu_seconds=med(ug), cpu_seconds=med(uc),
              cells=u["cells"], gpu_device_level_seconds=u["level_seconds"],
              exact=bool(np.array_equal(got, ov._state.clique)))
+        # clustered traffic: 1,000 arcs whose tails lie within 5 km of a random node
+        for radius_m in (5000.0, 2000.0):
+            centre = int(rng.integers(0, g.n_nodes))
+            tails = np.repeat(np.arange(g.n_nodes), np.diff(g.first_out))
+            near = gpuroute.haversine_m(g.coords[tails, 0], g.coords[tails, 1], g.coords[centre, 0],
+                                        g.coords[centre, 1]) <= radius_m
+            cand = np.flatnonzero(near)
+            cids = rng.choice(cand, min(1000, cand.size), replace=False)
+            cbase = np.asarray(ov.arc_cost)[cids]
+            ccosts = np.maximum(1, cbase * rng.integers(1, 4, cids.size))
+            ug, dev_s = [], []
+            for _ in range(args.reps):
+                ov.customize(metric, device="gpu")
+                t0 = time.perf_counter()
+                u = ov.update(cids, ccosts, device="gpu")
+                ug.append(time.perf_counter() - t0)
+                dev_s.append(sum(u["level_seconds"]))
+            got = ov._state.clique.copy()
+            ov.customize(metric, device="cpu")
+            t0 = time.perf_counter()
+            ov.update(cids, ccosts, device="cpu")
+            cpu_s = time.perf_counter() - t0
+            emit(rows, what=f"update {cids.size} arcs in a {radius_m / 1000:g} km disc", metric=mname,
+                 gpu_seconds=med(ug), gpu_device_seconds=med(dev_s), cpu_seconds=cpu_s, cells=u["cells"],
+                 gpu_device_level_seconds=u["level_seconds"], exact=bool(np.array_equal(got, ov._state.clique)))
+        if args.updates_only:
+            break
+    if args.updates_only:
+        finish(rows, args)
+        return
     # without trees
     config.CRP_KEEP_TREES = False
     ov2 = Overlay.build(g, part)
@@ -139,6 +171,10 @@ def main():
         emit(rows, what="note", text="RoutingKit CCH customization: see benchmarks/crp.py")
     except ImportError:
         pass
+    finish(rows, args)
+
+
+def finish(rows, args):
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, f"crp_gpu_{dt.date.today()}.json"), "w") as f:
         json.dump(rows, f, indent=1)

@@ -1,10 +1,100 @@
 """Shared test setup: ``tests/`` on sys.path so every test module can ``from naive import ...`` (the
-oracles), and the location of the shared real data (``../shared/data`` beside the checkout, as on CI)."""
+oracles), and the one way to reach the shared real data (``../shared/data`` beside the checkout, as on CI):
+``from conftest import shared_data``.
+
+Environment
+-----------
+GPUROUTE_SHARED_DATA
+    Another folder to read the shared real data from (default: ``../shared/data`` beside the checkout).
+    Point it at a folder that does not exist to run the suite as a bare clone would.
+GPUROUTE_REQUIRE_SHARED_DATA
+    Set (to anything but ``""`` or ``0``) where the data must be there, as on CI: a missing file then fails
+    the test instead of skipping it.
+"""
 import os
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-#: The shared real data, beside the checkout (CI puts ``../shared`` there).
-SHARED_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+#: The shared real data: ``$GPUROUTE_SHARED_DATA``, else ``../shared/data`` beside the checkout.
+SHARED_DATA = Path(os.environ.get("GPUROUTE_SHARED_DATA")
+                   or Path(__file__).resolve().parents[2] / "shared" / "data")
+
+
+def shared_data(*parts: str) -> Path:
+    """The path of ``parts`` under the shared real data, or skip the calling test with the reason.
+
+    Call it inside a test (or a fixture), never at module level: a missing file skips that test only.
+    With ``GPUROUTE_REQUIRE_SHARED_DATA`` set, a missing file fails the test instead.
+
+    Parameters
+    ----------
+    *parts : str
+        Path components below the data folder, e.g. ``shared_data("dimacs9", "rome99.gr.gz")``.
+
+    Returns
+    -------
+    pathlib.Path
+        The existing file or folder.
+    """
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        reason = f"{path} is absent: the shared real data (../shared/data beside the checkout) is needed"
+        if os.environ.get("GPUROUTE_REQUIRE_SHARED_DATA", "") not in ("", "0"):
+            pytest.fail(f"{reason} (GPUROUTE_REQUIRE_SHARED_DATA is set)")
+        pytest.skip(reason)
+    return path
+
+
+class LineBudgetExceeded(Exception):
+    """Raised inside the code under test once it has run more Python lines than its budget allows."""
+
+
+class LineBudget:
+    """Count the Python lines this thread executes inside ``with``, and stop the code past ``limit``.
+
+    An operation count for tests that must not depend on wall time: "rejected at once" becomes "rejected
+    within ``limit`` Python lines", which a loop over a huge announced count breaks at once, on any
+    machine and under any load. Lines run by compiled code (NumPy, numba) are not counted; pair the budget
+    with ``tracemalloc`` for allocations.
+
+    The line past the limit raises :class:`LineBudgetExceeded` in the code (which stops a runaway loop;
+    Python then turns the tracing off), and leaving the block raises ``AssertionError`` with the count,
+    even where the code caught that exception.
+
+    Examples
+    --------
+    >>> with LineBudget(50_000) as ops:
+    ...     parse(path)
+    >>> ops.lines  # the count
+    """
+
+    def __init__(self, limit: int):
+        self.limit = int(limit)
+        self.lines = 0
+        self._previous = None
+
+    def _local(self, frame, event, arg):
+        if event == "line":
+            self.lines += 1
+            if self.lines > self.limit:
+                raise LineBudgetExceeded(f"more than {self.limit} Python lines")
+        return self._local
+
+    def _global(self, frame, event, arg):
+        return self._local
+
+    def __enter__(self):
+        self._previous = sys.gettrace()
+        sys.settrace(self._global)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        sys.settrace(self._previous)
+        if self.lines > self.limit:
+            raise AssertionError(f"the code ran {self.lines} Python lines, over its budget of {self.limit} "
+                                 "(it stopped there)") from exc
+        return False

@@ -102,6 +102,14 @@ CH_PHAST_WARP_DEGREE = 8
 #: PHAST on the GPU, one source: the upward pass is one block searching the upward search space
 #: (label-correcting rounds over a frontier) instead of a pull launch per level over every node.
 CH_PHAST_UP_SEARCH = True
+#: PHAST on the GPU: once the hierarchy's hub labels exist (``ContractionHierarchy.hub_labels()``), the upward
+#: pass writes the sources' forward labels into the rows (one launch) instead of searching.
+CH_PHAST_FROM_LABELS = True
+#: Hub labels on the GPU (``ch/labels_gpu.py``, once ``ContractionHierarchy.hub_labels()`` built them): a GPU
+#: table with at most this many targets is answered by label merges (one warp a pair: cost ~ |S| x |T|)
+#: instead of PHAST sweeps (cost ~ |S| x n); paired distances always use the labels. NY on an H100: labels
+#: win up to 100 x 10,000 (1.15 vs 2.04 ms), so the crossover is near 20,000 targets.
+CH_LABELS_TABLE_MAX_TARGETS = 16384
 
 # ------------------------------------------------------------------------------------------- CRP_
 #: Customizable Route Planning (Delling, Kobitzsch, Werneck, Euro-Par 2014, sec. 2): the most nodes per
@@ -259,6 +267,29 @@ TOUR_GPU_CAND_SYNC_ROUNDS = 8
 #: the CPU twin's candidate-list ILS): gap pr1002 0.47 vs 1.35 %, pcb1173 0.93 vs 1.86 %, u2152 1.70 vs
 #: 2.47 %, pcb3038 2.73 vs 2.46 %; below 1,000 stops not measured, so the CPU keeps them.
 TOUR_GPU_AUTO_MIN_N = 1000
+#: Time limits of tsp / cvrp (gpuroute.tours.budget): most work units (about one delta evaluation each)
+#: a compiled call may do between two deadline checks, whatever the measured rate (a few ms on one core).
+TOUR_CHECK_WORK = 2_000_000
+#: ... target seconds of one compiled call at the measured work rate (capped by the time left) ...
+TOUR_CHECK_SLICE_S = 0.01
+#: ... and the budget of the first call, before a rate is known.
+TOUR_CHECK_FIRST_WORK = 100_000
+#: Fraction of the time limit kept for the final polish of the best tour (a local minimum of the whole
+#: neighbourhood: the CPU's full neighbourhood up to 150 stops, the GPU's candidate lists).
+TOUR_POLISH_RESERVE = 0.02
+#: GPU CVRP (gpuroute.tours.vrp_gpu, vrp.cu): threads per block of the neighbourhood evaluation, the
+#: reduce-and-apply block and the one-block-per-chain ruin-and-recreate kernel (power of two, 64..1024).
+TOUR_VRP_GPU_THREADS = 256
+#: GPU CVRP: chains (one block each) per multiprocessor; fewer when their state does not fit in
+#: TOUR_VRP_GPU_MEMORY_FRACTION of the free device memory.
+TOUR_VRP_GPU_CHAINS_PER_SM = 2
+TOUR_VRP_GPU_MEMORY_FRACTION = 0.5
+#: GPU CVRP: every this many rounds the best chain is copied over the worst half.
+TOUR_VRP_GPU_SYNC_ROUNDS = 4
+#: cvrp(device="auto") runs on the GPU from this many stops (depot included) when a GPU is usable.
+#: Provisional (2026-11, not yet measured on a GPU): to be set from benchmarks/tours_gpu.py
+#: --sections cvrp on the H100 (the GPU chains against the CPU twin at the same time limit).
+TOUR_CVRP_GPU_AUTO_MIN_N = 200
 
 # ------------------------------------------------------------------------------------------- ACCESS_
 #: Accessibility (gpuroute.accessibility), CPU: private accumulators of the "points" formulation may take

@@ -49,12 +49,12 @@ def test_random_graphs_every_type_decay_strategy(seed):
         for decay in acc.DECAY_NAMES:
             want = aggregate_oracle(d, values, radius, type, decay)
             for strategy in ("points", "nodes"):
-                got = acc.aggregate(g, nodes, values, radius, type=type, decay=decay, device="cpu", strategy=strategy)
+                got = acc.aggregate(g, nodes, values, radius, type=type, decay=decay, device="cpu", strategy=strategy, unit="native")
                 assert got.dtype == np.float64 and got.shape == (g.n_nodes,)
                 assert_aggregates(got, want, type)
     for strategy in ("points", "nodes"):
         for k in (1, 3, 7):
-            assert_nearest(acc.nearest_pois(g, nodes, radius, k, device="cpu", strategy=strategy),
+            assert_nearest(acc.nearest_pois(g, nodes, radius, k, device="cpu", strategy=strategy, unit="native"),
                            nearest_pois_oracle(d, radius, k))
 
 
@@ -64,10 +64,10 @@ def test_direction_is_from_each_node():
     dist = within_radius_oracle(g, 3)(np.arange(4))
     for type in acc.TYPES:
         want = aggregate_oracle(dist[:, [2, 1]], [5.0, 7.0], 3, type, "flat")
-        got = acc.aggregate(g, [2, 1], [5.0, 7.0], 3, type=type, device="cpu")
+        got = acc.aggregate(g, [2, 1], [5.0, 7.0], 3, type=type, device="cpu", unit="native")
         assert_aggregates(got, want, type)
     # node 2 reaches nothing but itself; node 3 reaches node 2 only
-    assert acc.aggregate(g, [2, 1], [5.0, 7.0], 3, type="count", device="cpu").tolist() == [2, 2, 1, 1]
+    assert acc.aggregate(g, [2, 1], [5.0, 7.0], 3, type="count", device="cpu", unit="native").tolist() == [2, 2, 1, 1]
     # the reverse direction would differ: d(u -> v) instead
     rev = aggregate_oracle(dist.T[:, [2, 1]], [5.0, 7.0], 3, "count", "flat")
     assert rev.tolist() != [2, 2, 1, 1]
@@ -84,9 +84,9 @@ def test_chunks_and_hierarchy_index(monkeypatch):
     for chunks in (1, 4):
         monkeypatch.setattr(config, "ACCESS_CPU_CHUNKS", chunks)
         for type in ("sum", "std", "min"):
-            assert_aggregates(acc.aggregate(ch, nodes, values, radius, type=type, decay="linear", device="cpu"),
+            assert_aggregates(acc.aggregate(ch, nodes, values, radius, type=type, decay="linear", device="cpu", unit="native"),
                               aggregate_oracle(d, values, radius, type, "linear"), type)
-        assert_nearest(acc.nearest_pois(ch, nodes, radius, 4, device="cpu"), nearest_pois_oracle(d, radius, 4))
+        assert_nearest(acc.nearest_pois(ch, nodes, radius, 4, device="cpu", unit="native"), nearest_pois_oracle(d, radius, 4))
 
 
 @pytest.fixture(scope="module")
@@ -103,13 +103,13 @@ def test_monaco(monaco):
     dist = within_radius_oracle(g, radius, weight="distance")(nodes)
     for type in acc.TYPES:
         decay = {"sum": "exp", "mean": "linear"}.get(type, "flat")
-        got = acc.aggregate(g, nodes, values, radius, type=type, decay=decay, weight="distance", device="cpu")
+        got = acc.aggregate(g, nodes, values, radius, type=type, decay=decay, weight="distance", device="cpu", unit="native")
         assert_aggregates(got, aggregate_oracle(dist, values, radius, type, decay), type)
-    assert_nearest(acc.nearest_pois(g, nodes[:60], radius, 5, weight="distance", device="cpu"),
+    assert_nearest(acc.nearest_pois(g, nodes[:60], radius, 5, weight="distance", device="cpu", unit="native"),
                    nearest_pois_oracle(dist[:, :60], radius, 5))
     # the other formulation on the same data
     got = acc.aggregate(g, nodes, values, radius, type="sum", decay="linear", weight="distance", device="cpu",
-                        strategy="nodes")
+                        strategy="nodes", unit="native")
     assert_aggregates(got, aggregate_oracle(dist, values, radius, "sum", "linear"), "sum")
 
 
@@ -135,10 +135,10 @@ def test_ny_sample():
     dist = within_radius_oracle(g, radius)(nodes)
     for type in ("sum", "mean", "count", "std", "max"):
         got = acc.aggregate(g, nodes, values, radius, type=type, decay="exponential" if type == "sum" else "flat",
-                            device="cpu")
+                            device="cpu", unit="native")
         assert_aggregates(got, aggregate_oracle(dist, values, radius, type, "exp" if type == "sum" else "flat"), type)
     for strategy in ("points", "nodes"):
-        assert_nearest(acc.nearest_pois(g, nodes, radius, 10, device="cpu", strategy=strategy),
+        assert_nearest(acc.nearest_pois(g, nodes, radius, 10, device="cpu", strategy=strategy, unit="native"),
                        nearest_pois_oracle(dist, radius, 10))
 
 
@@ -151,15 +151,15 @@ def test_frames_in_and_out(monaco):
     lon, lat = g.coords[ids, 0] + 1e-6, g.coords[ids, 1] - 1e-6
     snapped = gpuroute.nearest_nodes(g, lon, lat)[0]
     df = pd.DataFrame({"lon": lon, "lat": lat, "jobs": rng.uniform(1, 9, ids.size)})
-    want = acc.aggregate(g, snapped, df["jobs"].to_numpy(), 300, type="mean", weight="distance", device="cpu")
-    np.testing.assert_array_equal(acc.aggregate(g, df, "jobs", 300, type="mean", weight="distance", device="cpu"), want)
+    want = acc.aggregate(g, snapped, df["jobs"].to_numpy(), 300, type="mean", weight="distance", device="cpu", unit="native")
+    np.testing.assert_array_equal(acc.aggregate(g, df, "jobs", 300, type="mean", weight="distance", device="cpu", unit="native"), want)
     gdf = gpd.GeoDataFrame({"jobs": df["jobs"]}, geometry=gpd.points_from_xy(lon, lat), crs="EPSG:4326")
-    out = acc.aggregate(g, gdf, "jobs", 300, type="mean", weight="distance", device="cpu", as_frame=True)
+    out = acc.aggregate(g, gdf, "jobs", 300, type="mean", weight="distance", device="cpu", as_frame=True, unit="native")
     assert out.index.name == "node" and list(out.columns) == ["node_id", "mean"]
     np.testing.assert_array_equal(out["mean"].to_numpy(), want)
     np.testing.assert_array_equal(out["node_id"].to_numpy(), g.node_ids)
-    near = acc.nearest_pois(g, gdf, 300, 2, weight="distance", device="cpu", as_frame=True, max_distance=-1)
-    d, i = acc.nearest_pois(g, snapped, 300, 2, weight="distance", device="cpu", max_distance=-1)
+    near = acc.nearest_pois(g, gdf, 300, 2, weight="distance", device="cpu", as_frame=True, max_distance=-1, unit="native")
+    d, i = acc.nearest_pois(g, snapped, 300, 2, weight="distance", device="cpu", max_distance=-1, unit="native")
     assert list(near.columns) == ["node_id", 1, 2, "poi1", "poi2"]
     np.testing.assert_array_equal(near[[1, 2]].to_numpy(), d)
     np.testing.assert_array_equal(near[["poi1", "poi2"]].to_numpy(), i)
@@ -169,31 +169,31 @@ def test_frames_in_and_out(monaco):
 def test_empty_values_and_fills():
     g = gpuroute.RoadGraph.from_arcs(3, [0, 1], [1, 0], {"w": [4, 4]})  # node 2 is isolated
     for type in acc.TYPES:
-        got = acc.aggregate(g, [0], [3.0], 10, type=type, device="cpu")
+        got = acc.aggregate(g, [0], [3.0], 10, type=type, device="cpu", unit="native")
         assert got[2] == acc.EMPTY[type]
-        assert np.isnan(acc.aggregate(g, [0], [3.0], 10, type=type, device="cpu", empty=np.nan)[2])
-    assert acc.aggregate(g, [], [], 10, type="count", device="cpu").tolist() == [0, 0, 0]
-    d, i = acc.nearest_pois(g, [0], 10, 2, device="cpu")
+        assert np.isnan(acc.aggregate(g, [0], [3.0], 10, type=type, device="cpu", empty=np.nan, unit="native")[2])
+    assert acc.aggregate(g, [], [], 10, type="count", device="cpu", unit="native").tolist() == [0, 0, 0]
+    d, i = acc.nearest_pois(g, [0], 10, 2, device="cpu", unit="native")
     assert d.tolist() == [[0, 10], [4, 10], [10, 10]] and i.tolist() == [[0, -1], [0, -1], [-1, -1]]
 
 
 @pytest.mark.parametrize("call, exc, words", [
-    (lambda g: acc.aggregate(g, [0], [1.0], -1), ValueError, "radius"),
-    (lambda g: acc.aggregate(g, [0], [1.0], float("nan")), ValueError, "radius"),
-    (lambda g: acc.aggregate(g, [0], [1.0], 5, type="median"), ValueError, "type"),
-    (lambda g: acc.aggregate(g, [0], [1.0], 5, decay="gauss"), ValueError, "decay"),
-    (lambda g: acc.aggregate(g, [0], [1.0], 0, decay="linear"), ValueError, "radius > 0"),
-    (lambda g: acc.aggregate(g, [0, 9], [1.0, 2.0], 5), IndexError, "node_ids[1] = 9"),
-    (lambda g: acc.aggregate(g, [0, -1], [1.0, 2.0], 5), IndexError, "node_ids[1] = -1"),
-    (lambda g: acc.aggregate(g, [0], [1.0, 2.0], 5), ValueError, "one number per point"),
-    (lambda g: acc.aggregate(g, [0], [np.nan], 5), ValueError, "values[0]"),
-    (lambda g: acc.aggregate(g, [0.5], [1.0], 5), TypeError, "integer"),
-    (lambda g: acc.aggregate(g, [0], [1.0], 5, strategy="fast"), ValueError, "strategy"),
-    (lambda g: acc.aggregate("ny", [0], [1.0], 5), TypeError, "index"),
-    (lambda g: acc.nearest_pois(g, [0], 5, 0), ValueError, "k must be >= 1"),
-    (lambda g: acc.nearest_pois(g, [0], 5, 1.5), TypeError, "k must be an integer"),
-    (lambda g: acc.nearest_pois(g, [3], 5, 2), IndexError, "poi_node_ids[0] = 3"),
-    (lambda g: acc.nearest_pois(g, [0], -2, 2), ValueError, "radius"),
+    (lambda g: acc.aggregate(g, [0], [1.0], -1, unit="native"), ValueError, "radius"),
+    (lambda g: acc.aggregate(g, [0], [1.0], float("nan"), unit="native"), ValueError, "radius"),
+    (lambda g: acc.aggregate(g, [0], [1.0], 5, type="median", unit="native"), ValueError, "type"),
+    (lambda g: acc.aggregate(g, [0], [1.0], 5, decay="gauss", unit="native"), ValueError, "decay"),
+    (lambda g: acc.aggregate(g, [0], [1.0], 0, decay="linear", unit="native"), ValueError, "radius > 0"),
+    (lambda g: acc.aggregate(g, [0, 9], [1.0, 2.0], 5, unit="native"), IndexError, "node_ids[1] = 9"),
+    (lambda g: acc.aggregate(g, [0, -1], [1.0, 2.0], 5, unit="native"), IndexError, "node_ids[1] = -1"),
+    (lambda g: acc.aggregate(g, [0], [1.0, 2.0], 5, unit="native"), ValueError, "one number per point"),
+    (lambda g: acc.aggregate(g, [0], [np.nan], 5, unit="native"), ValueError, "values[0]"),
+    (lambda g: acc.aggregate(g, [0.5], [1.0], 5, unit="native"), TypeError, "integer"),
+    (lambda g: acc.aggregate(g, [0], [1.0], 5, strategy="fast", unit="native"), ValueError, "strategy"),
+    (lambda g: acc.aggregate("ny", [0], [1.0], 5, unit="native"), TypeError, "index"),
+    (lambda g: acc.nearest_pois(g, [0], 5, 0, unit="native"), ValueError, "k must be >= 1"),
+    (lambda g: acc.nearest_pois(g, [0], 5, 1.5, unit="native"), TypeError, "k must be an integer"),
+    (lambda g: acc.nearest_pois(g, [3], 5, 2, unit="native"), IndexError, "poi_node_ids[0] = 3"),
+    (lambda g: acc.nearest_pois(g, [0], -2, 2, unit="native"), ValueError, "radius"),
 ])
 def test_bad_input(call, exc, words):
     g = gpuroute.RoadGraph.from_arcs(3, [0, 1], [1, 2], {"w": [1, 1]})
@@ -206,7 +206,7 @@ def test_weight_of_a_hierarchy_must_match():
     g, _ = random_road_graph(rng, 20)
     ch = ContractionHierarchy(naive_ch(g), graph=g, weight="distance")
     with pytest.raises(ValueError, match="differs from the hierarchy"):
-        acc.aggregate(ch, [0], [1.0], 5, weight="travel_time", device="cpu")
+        acc.aggregate(ch, [0], [1.0], 5, weight="travel_time", device="cpu", unit="native")
     loaded = ContractionHierarchy(ch.h, graph=None, weight="distance")
     with pytest.raises(ValueError, match="loaded without it"):
-        acc.aggregate(loaded, [0], [1.0], 5, device="cpu")
+        acc.aggregate(loaded, [0], [1.0], 5, device="cpu", unit="native")

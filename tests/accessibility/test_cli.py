@@ -35,9 +35,9 @@ def test_accessibility_command(monaco, tmp_path, capsys):
     assert rc == 0, text
     assert "500 m" in text and "nearest 3" in text
     df = pd.read_csv(out)
-    want = acc.aggregate(g, pois, vals, 500, type="mean", decay="linear", weight="distance", device="cpu")
+    want = acc.aggregate(g, pois, vals, 500, type="mean", decay="linear", weight="distance", device="cpu", unit="native")
     np.testing.assert_allclose(df["mean"].to_numpy(), want, rtol=1e-12)
-    d, i = acc.nearest_pois(g, pois, 500, 3, weight="distance", device="cpu")
+    d, i = acc.nearest_pois(g, pois, 500, 3, weight="distance", device="cpu", unit="native")
     np.testing.assert_array_equal(df[["dist1", "dist2", "dist3"]].to_numpy(), d)
     np.testing.assert_array_equal(df[["poi1", "poi2", "poi3"]].to_numpy(), i)
     assert (tmp_path / "map.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -52,7 +52,7 @@ def test_accessibility_points_csv_and_npy_output(monaco, tmp_path, capsys):
     assert rc == 0, capsys.readouterr()
     snapped = gpuroute.nearest_nodes(g, g.coords[ids, 0], g.coords[ids, 1])[0]
     np.testing.assert_array_equal(np.load(tmp_path / "c.npy"),
-                                  acc.aggregate(g, snapped, None, 3000, type="count", device="cpu"))
+                                  acc.aggregate(g, snapped, None, 3000, type="count", device="cpu", unit="native"))
 
 
 @pytest.mark.parametrize("args, words", [

@@ -58,14 +58,14 @@ def test_gpu_equals_cpu_twin_and_oracle(seed, method, core_from, monkeypatch):
     d = np.where(dist[:, nodes] <= np.floor(radius), dist[:, nodes], INF)
     for type in acc.TYPES:
         for decay in acc.DECAY_NAMES:
-            gpu = acc.aggregate(ch, nodes, values, radius, type=type, decay=decay, device="gpu")
-            cpu = acc.aggregate(ch, nodes, values, radius, type=type, decay=decay, device="cpu", strategy="points")
+            gpu = acc.aggregate(ch, nodes, values, radius, type=type, decay=decay, device="gpu", unit="native")
+            cpu = acc.aggregate(ch, nodes, values, radius, type=type, decay=decay, device="cpu", strategy="points", unit="native")
             assert_twins(gpu, cpu, decay)
             want = aggregate_oracle(d, values, radius, type, decay)
             np.testing.assert_allclose(gpu, want, rtol=1e-10, atol=1e-9)
     for k in (1, 4):
-        gd, gi = acc.nearest_pois(ch, nodes, radius, k, device="gpu")
-        cd, ci = acc.nearest_pois(ch, nodes, radius, k, device="cpu")
+        gd, gi = acc.nearest_pois(ch, nodes, radius, k, device="gpu", unit="native")
+        cd, ci = acc.nearest_pois(ch, nodes, radius, k, device="cpu", unit="native")
         np.testing.assert_array_equal(gd, cd)
         np.testing.assert_array_equal(gi, ci)
         wd, wi = nearest_pois_oracle(d, radius, k)
@@ -84,9 +84,9 @@ def test_monaco_from_a_bare_graph(method, monkeypatch):
     radius = 400.0
     dist = within_radius_oracle(g, radius, weight="distance")(nodes)
     for type, decay in (("sum", "linear"), ("mean", "exp"), ("std", "flat"), ("count", "flat"), ("min", "flat")):
-        got = acc.aggregate(g, nodes, values, radius, type=type, decay=decay, weight="distance", device="gpu")
+        got = acc.aggregate(g, nodes, values, radius, type=type, decay=decay, weight="distance", device="gpu", unit="native")
         np.testing.assert_allclose(got, aggregate_oracle(dist, values, radius, type, decay), rtol=1e-10, atol=1e-9)
-    d, i = acc.nearest_pois(g, nodes, radius, 10, weight="distance", device="gpu")
+    d, i = acc.nearest_pois(g, nodes, radius, 10, weight="distance", device="gpu", unit="native")
     wd, wi = nearest_pois_oracle(dist, radius, 10)
     np.testing.assert_array_equal(d, wd)
     np.testing.assert_array_equal(i, wi)
@@ -111,7 +111,7 @@ def test_matrix_and_distributed_table_on_the_gpu():
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         np.testing.assert_array_equal(gdist.table(client, ch, o, t, block=5, device="gpu"), ch.table(o, t, device="cpu"))
         a = gdist.aggregate(client, ch, nodes, values, radius, type="count", block=9, device="gpu")
-        np.testing.assert_array_equal(a, acc.aggregate(ch, nodes, values, radius, type="count", device="cpu"))
+        np.testing.assert_array_equal(a, acc.aggregate(ch, nodes, values, radius, type="count", device="cpu", unit="native"))
 
 
 def test_gpu_overflow_and_large_balls(monkeypatch):
@@ -119,11 +119,11 @@ def test_gpu_overflow_and_large_balls(monkeypatch):
     ch = ContractionHierarchy(naive_ch(g), graph=g, weight="w")
     monkeypatch.setattr(config, "ACCESS_GPU_METHOD", "phast")
     with pytest.raises(OverflowError):  # PHAST's 32-bit distances
-        acc.aggregate(ch, [3], [1.0], 10, device="gpu")
+        acc.aggregate(ch, [3], [1.0], 10, device="gpu", unit="native")
     monkeypatch.setattr(config, "ACCESS_GPU_METHOD", "ball")  # pruned at the radius (< 2^32 - 1): exact
-    assert acc.aggregate(ch, [3], [1.0], 2**32 - 2, type="count", device="gpu").tolist() == [0, 1, 1, 1]
+    assert acc.aggregate(ch, [3], [1.0], 2**32 - 2, type="count", device="gpu", unit="native").tolist() == [0, 1, 1, 1]
     with pytest.raises(OverflowError, match="32-bit"):
-        acc.aggregate(ch, [3], [1.0], 2**32, type="count", device="gpu")
+        acc.aggregate(ch, [3], [1.0], 2**32, type="count", device="gpu", unit="native")
     monkeypatch.setattr(config, "ACCESS_GPU_BALL_ITEMS", 2)
     with pytest.raises(MemoryError, match="ACCESS_GPU_BALL_ITEMS"):
-        acc.aggregate(ch, [3], [1.0], 2**32 - 2, type="count", device="gpu")
+        acc.aggregate(ch, [3], [1.0], 2**32 - 2, type="count", device="gpu", unit="native")

@@ -465,8 +465,15 @@ def test_ny():
           f"{tot['shortcuts']:,} shortcuts found, {h.n_shortcuts:,} hierarchy shortcuts (core pairs included), "
           f"up {h.n_up:,} down {h.n_down:,}; steps: "
           + ", ".join(f"{k[5:-2]} {v:.2f} s" for k, v in tot.items() if k.startswith("time_")))
-    assert dt < 60
     assert 0 < stats["core_nodes"] < 1025 and stats["iterations"] > 10
+    # The work, counted by the build itself, in place of a wall-time bound (< 60 s) that failed at random
+    # on a loaded machine. SCORE and SHORTCUT scan every overlay arc once per iteration, so the sum of the
+    # overlay sizes is the build's work. Measured on NY: 52 iterations, 11.7 overlay arcs per arc in all,
+    # 1.58 shortcuts per arc, 3.78 hierarchy arcs per arc (the core's pairs included), degree <= 184; a
+    # selection that stalls (many thin iterations) or a shortcut blow-up breaks these bounds on any machine.
+    m = graph.n_arcs
+    assert stats["iterations"] <= 100 and sum(stats["overlay_arcs"]) <= 20 * m
+    assert tot["shortcuts"] <= 2.5 * m and stats["hierarchy_arcs"] <= 6 * m and max(stats["max_degree"]) <= 400
     assert sum(stats["selected"]) + stats["core_nodes"] == graph.n_nodes
     rng = np.random.default_rng(2024)
     src = rng.integers(0, graph.n_nodes, 50)

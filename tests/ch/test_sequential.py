@@ -326,4 +326,10 @@ def test_ny():
     q = PlainCHQuery(h)
     got = [q.distance(int(a), int(b)) for a, b in zip(s, t, strict=True)]
     np.testing.assert_array_equal(got, ref[np.arange(50), t])
-    assert dt < 60
+    # The work, counted by the build itself, in place of a wall-time bound (< 60 s) that failed at random
+    # on a loaded machine. Measured on NY: 20.5 witness searches and 488 settled nodes per node, 1.17
+    # shortcuts per arc, degree <= 63, 123 levels; a blow-up of the contraction (priorities that stop
+    # working, unbounded witness searches, a dense remainder) breaks these bounds on any machine.
+    m = ny.n_arcs
+    assert stats["witness_searches"] <= 40 * n and stats["witness_settled"] <= 1000 * n
+    assert stats["shortcuts"] <= 1.5 * m and stats["max_degree"] <= 128 and stats["levels"] <= 250

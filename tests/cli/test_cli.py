@@ -16,6 +16,7 @@ import pytest
 import gpuroute
 from gpuroute import INF, datasets
 from gpuroute.backend import probe_gpu
+from gpuroute.cli.common import STAGE_LINE
 from gpuroute.cli.main import main
 from gpuroute.cli.route import LANDMARKS
 from gpuroute.geo import nearest_node
@@ -69,8 +70,9 @@ def assert_one_line_error(rc, out, err, *needles):
     assert rc == 2, (rc, out, err)
     assert out == ""
     assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
+    # one error line; before it only the lines of the stages that ran (gpuroute X: loading ny ... / done in 1.2 s)
+    lines = [ln for ln in err.strip().splitlines() if not STAGE_LINE.match(ln)]
+    assert len(lines) == 1 and err.strip().splitlines()[-1] == lines[0], err
     for n in needles:
         assert n.lower() in lines[0].lower(), (n, lines[0])
     return lines[0]
@@ -230,7 +232,7 @@ def test_point_outside_bbox(tiny, capsys):
     assert_one_line_error(rc, out, err, "--to", "outside", "swap")
 
 
-@pytest.mark.parametrize("bad", ["abc", "1,2,3", "1;2", "-73.9", "200,10", "10,95", "nan,1", ""])
+@pytest.mark.parametrize("bad", ["abc", "1,2,3", "1;2", "-73.9", "200,10", "10,95", "nan,1", "", "-73.98,٤0.75"])
 def test_bad_lonlat_syntax(bad, capsys):
     rc, out, err = run(capsys, ["route", "--from", bad, "--to", "-73.98,40.75"])
     assert_one_line_error(rc, out, err, "--from")
@@ -435,3 +437,40 @@ def test_make_demo_installs_what_the_readme_examples_need():
     assert re.search(r"\[[^\]]*\bosm\b[^\]]*\]", installed), installed
     readme = (root / "README.md").read_text()
     assert ".venv/bin/gpuroute" in readme and "--graph monaco" in readme
+
+
+# ---------------------------------------------------------------------------------------------- issue 18, minors
+@pytest.mark.parametrize("radius", ["-5", "nan", "-0.1", "-inf"])
+def test_route_radius_must_not_be_negative(tiny, capsys, radius):
+    """``--radius -5`` was accepted; now exit 2 naming the value."""
+    d_path, _ = tiny
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(1), "--to", _lonlat(3),
+                                f"--radius={radius}"])
+    assert_one_line_error(rc, out, err, f"--radius {radius}", ">= 0")
+
+
+def test_route_radius_zero_and_positive(tiny, capsys):
+    d_path, _ = tiny
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(1), "--to", _lonlat(3),
+                                "--radius", "500"])
+    assert rc == 0, err
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", "2.0004,1.0", "--to", _lonlat(3),
+                                "--radius", "0"])  # 44 m from node 1: outside a radius of 0
+    assert rc == 2 and "--from 2.0004,1" in err
+
+
+def test_route_json_time_is_a_duration_without_float_noise(tiny, capsys):
+    """``route --json --metric time`` put the duration under ``"distance"``; now ``"duration"`` (as OSRM), and
+    ``si`` carries no float noise (``191.70000000000002``)."""
+    d_path, _ = tiny
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(1), "--to", _lonlat(4), "--json",
+                                "--metric", "time", "--method", "dijkstra", "--snapping", "any"])
+    assert rc == 0, err
+    p = linestring(json.loads(out))["properties"]
+    assert p["duration"] == 10 + 50 + 20 and "distance" not in p and p["quantity"] == "time"
+    assert p["si"] == 0.288 == round(80 * 0.0036, 10)  # 80 * 0.0036 is 0.28800000000000003 in floats
+    rc, out, err = run(capsys, ["route", "--graph", d_path, "--from", _lonlat(1), "--to", _lonlat(4), "--json",
+                                "--snapping", "any"])
+    p = linestring(json.loads(out))["properties"]
+    assert p["distance"] == 310 and "duration" not in p
+    assert p["si"] == 31.0 and repr(p["si"]) == "31.0"  # 310 * 0.1 is 31.000000000000004 in floats

@@ -19,6 +19,7 @@ from naive import random_road_graph, scipy_dijkstra, turn_aware_distances
 
 import gpuroute
 from gpuroute import INF, Overlay, Partition
+from gpuroute.cli.common import STAGE_LINE
 from gpuroute.cli.main import main
 from gpuroute.crp import Profile
 
@@ -35,8 +36,9 @@ def assert_one_line_error(rc, out, err, *needles):
     assert rc == 2, (rc, out, err)
     assert out == ""
     assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
+    # one error line; before it only the lines of the stages that ran (gpuroute X: loading ny ... / done in 1.2 s)
+    lines = [ln for ln in err.strip().splitlines() if not STAGE_LINE.match(ln)]
+    assert len(lines) == 1 and err.strip().splitlines()[-1] == lines[0], err
     for n in needles:
         assert n.lower() in lines[0].lower(), (n, lines[0])
     return lines[0]
@@ -140,7 +142,8 @@ def test_partition_customize_route_match_the_oracles(crp, capsys):
     assert rc == 0, err
     line = next(f for f in json.loads(out)["features"] if f["geometry"]["type"] == "LineString")
     p = line["properties"]
-    assert (p["distance"], p["method"], p["weight"], p["unit"], p["device"]) == (want, "crp", "time", "ds", "cpu")
+    assert (p["duration"], p["method"], p["weight"], p["unit"], p["device"]) == (want, "crp", "time", "ds", "cpu")
+    assert "distance" not in p  # a time is reported as a duration, as OSRM names it
     assert p["arcs"] + 1 == len(line["geometry"]["coordinates"])
 
 
@@ -271,3 +274,29 @@ def test_bad_inputs(crp, capsys, tmp_path):
     assert_one_line_error(rc, out, err, "--ch or --overlay")
     rc, out, err = run(capsys, ["route", "--overlay", d, "--from", "7.0,40.0", "--to", at(g, 1)])
     assert_one_line_error(rc, out, err, "outside the bounding box")
+
+
+def test_long_stages_print_one_line_at_start_and_end(crp, capsys, tmp_path):
+    """``partition``, ``customize`` and ``contract`` used to be silent for tens of seconds on NY: now one stderr
+    line when each stage starts and one when it ends, with its time (stdout keeps the summary or JSON)."""
+    g, d = crp
+    rc, out, err = run(capsys, ["customize", d, "--metric", "time", "--json"])
+    assert rc == 0, err
+    json.loads(out)
+    lines = err.strip().splitlines()
+    assert lines[0] == "gpuroute customize: loading monaco ..."
+    assert re.fullmatch(r"gpuroute customize: loading monaco done in [\d.]+ s", lines[1])
+    assert lines[2] == f"gpuroute customize: customizing monaco for time and saving {d} ..."
+    assert re.fullmatch(rf"gpuroute customize: customizing monaco for time and saving {re.escape(str(d))} done in "
+                        r"[\d.]+ s", lines[3])
+    out_dir = tmp_path / "again.crp"
+    rc, out, err = run(capsys, ["partition", "monaco", "-o", out_dir, "--cell-sizes", SIZES])
+    assert rc == 0, err
+    assert re.search(rf"^gpuroute partition: partitioning monaco and saving {re.escape(str(out_dir))} done in [\d.]+ s$",
+                     err, re.M), err
+    rc, out, err = run(capsys, ["contract", "monaco", "-o", tmp_path / "m.ch", "--device", "cpu"])
+    assert rc == 0, err
+    for what in ("loading monaco", r"contracting monaco for travel_time \(cu-ch on cpu\)", "saving .*m\\.ch"):
+        assert re.search(rf"^gpuroute contract: {what} \.\.\.$", err, re.M), (what, err)
+        assert re.search(rf"^gpuroute contract: {what} done in [\d.]+ s$", err, re.M), (what, err)
+    assert re.search(r"^saved\s+.*m\.ch$", out, re.M)  # the summary stays on stdout

@@ -179,8 +179,9 @@ def test_save_load_round_trip_and_refusals(monaco, tmp_path):
     other, _ = random_road_graph(rng, 30)
     with pytest.raises(ValueError, match="another graph"):
         Overlay.load(d, other)
-    # a truncated file is refused
-    path = d / "clique.npy"
+    # a truncated file is refused (the overlay's own files are in overlay/: Overlay.save writes the layout of
+    # gpuroute partition/customize)
+    path = d / "overlay" / "clique.npy"
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match="clique.npy"):
@@ -188,6 +189,8 @@ def test_save_load_round_trip_and_refusals(monaco, tmp_path):
     os.remove(path)
     with pytest.raises(ValueError, match="missing"):
         Overlay.load(d, g)
+    with pytest.raises(ValueError, match="missing"):
+        Overlay.load(d / "overlay", g)
     with pytest.raises(ValueError, match="not a saved overlay"):
         Overlay.load(tmp_path / "nothing-here", g)
 
@@ -239,3 +242,71 @@ def test_route_between_phantom_arcs(monaco):
             assert q.route_arcs(so, ov.arc_cost[so], ti, np.zeros(ti.size))[0] == ov.route(int(s), int(t)).distance
     with pytest.raises(IndexError, match="dst_arcs"):
         q.route_arcs([0], [0], [g.n_arcs], [0])
+
+
+# ---------------------------------------------------------------------------------------------- issue 18, item 7
+def test_one_name_one_layout(monaco, tmp_path, capsys):
+    """``Overlay.load("monaco.crp")`` works on the directory ``gpuroute partition``/``customize`` write
+    (before: "not a gpuroute-overlay manifest"), ``Overlay.save`` writes that same layout (so ``gpuroute
+    route --overlay`` reads a Python-saved overlay), and the inner ``overlay/`` still loads as before."""
+    from gpuroute.cli.main import main
+    from gpuroute.crp.stages import check_overlay
+
+    g, ov = monaco
+    d = tmp_path / "monaco.crp"
+    assert main(["partition", "monaco", "-o", str(d), "--cell-sizes", "64,512,4096"]) == 0
+    assert main(["customize", str(d), "--metric", "time"]) == 0
+    capsys.readouterr()
+    rng = np.random.default_rng(11)
+    s, t = rng.integers(0, g.n_nodes, 40), rng.integers(0, g.n_nodes, 40)
+    a = Overlay.load(d, g)  # the stage directory itself
+    b = Overlay.load(d)  # the graph reopened from the stage manifest
+    inner = Overlay.load(d / "overlay", g)  # the inner directory, as before
+    ref = Overlay.build(g, Partition.load(d / "partition", graph=g))
+    ref.customize("time")
+    want = ref.distances(s, t)
+    for x in (a, b, inner):
+        assert x.metric.name == "time"
+        np.testing.assert_array_equal(x.distances(s, t), want)
+    # Python: save then load under one name; the CLI routes on it too
+    ov.customize("distance")
+    p = tmp_path / "py.crp"
+    ov.save(p)
+    assert sorted(os.listdir(p)) == ["manifest.json", "overlay", "partition"]
+    assert check_overlay(p)["metric"] == "distance" and check_overlay(p)["unit"] == g.units["distance"]
+    back = Overlay.load(p)
+    np.testing.assert_array_equal(back.distances(s, t), ov.distances(s, t))
+    r = ov.route(int(s[0]), int(t[0]))
+    lon, lat = g.coords[r.nodes[0]]
+    lon2, lat2 = g.coords[r.nodes[-1]]
+    assert main(["route", "--overlay", str(p), "--from", f"{lon},{lat}", "--to", f"{lon2},{lat2}", "--snapping",
+                 "any", "--json"]) == 0
+    fc = __import__("json").loads(capsys.readouterr().out)
+    line = next(f for f in fc["features"] if f["geometry"]["type"] == "LineString")
+    assert line["properties"]["distance"] == r.distance and line["properties"]["weight"] == "distance"
+    assert main(["customize", str(p), "--metric", "time"]) == 0  # the next CLI stage takes it as its own
+    assert Overlay.load(p).metric.name == "time"
+    ov.save(p)  # saving again replaces it
+    # anything else is never replaced
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "keep.txt").write_text("x")
+    with pytest.raises(FileExistsError, match="not an overlay directory"):
+        ov.save(other)
+    assert (other / "keep.txt").read_text() == "x"
+
+
+def test_route_unit_is_a_unit(monaco):
+    """``Overlay.route(...).unit`` is the :class:`~gpuroute.Unit` ``shortest_path`` gives (it was the symbol)."""
+    from gpuroute.graph.units import Unit
+    from gpuroute.query import shortest_path
+
+    g, ov = monaco
+    for metric, weight in (("time", "travel_time"), ("distance", "distance")):
+        ov.customize(metric)
+        r = ov.route(5, 900)
+        sp = shortest_path(g, 5, 900, weight=weight)
+        assert isinstance(r.unit, Unit) and r.unit == sp.unit == g.units[weight]
+        assert isinstance(ov.route(5, 5).unit, Unit)
+    ov.customize((g.weight("travel_time") * 3, {"uturn": 7}))  # costs of its own: no graph unit fits
+    assert isinstance(ov.route(5, 900).unit, Unit) and ov.route(5, 900).unit.scale is None

@@ -2,19 +2,16 @@
 plain Dijkstra (scipy, parallel arcs reduced to the lightest) for metrics without turn costs on graphs
 without restrictions, and Dijkstra on the turn-expanded (arc-based) graph otherwise -- after full
 customization and after a traffic update. KaHIP runs in its "fast" mode here to keep CI short."""
-from pathlib import Path
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import shared_data
 from naive import scipy_dijkstra
 from scipy.sparse.csgraph import dijkstra
 
 import gpuroute
 from gpuroute import INF, Overlay, Partition, config
 from gpuroute.crp import FORBIDDEN
-
-DATA = Path(__file__).resolve().parents[3] / "shared/data"
 
 
 def expanded_oracle(ov, sources):
@@ -95,8 +92,7 @@ def test_ny_time_with_uturn_penalty(fast_kahip):
 
 @pytest.mark.slow
 def test_bay(fast_kahip):
-    path = DATA / "dimacs9/USA-road-d.BAY.gr.gz"
-    assert path.exists(), f"{path} is missing: the shared data must sit in ../shared beside the checkout"
+    path = shared_data("dimacs9", "USA-road-d.BAY.gr.gz")
     g = gpuroute.load_dimacs(path)
     ov = Overlay.build(g, Partition.build(g))
     ov.customize()
@@ -107,8 +103,7 @@ def test_bay(fast_kahip):
 
 @pytest.mark.slow
 def test_chicago_tntp(fast_kahip):
-    path = DATA / "tntp/ChicagoRegional_net.tntp.gz"
-    assert path.exists(), f"{path} is missing"
+    path = shared_data("tntp", "ChicagoRegional_net.tntp.gz")
     g = gpuroute.load_tntp(path)
     ov = Overlay.build(g, Partition.build(g, cell_sizes=(128, 1024)))
     ov.customize()
@@ -120,8 +115,7 @@ def test_chicago_tntp(fast_kahip):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["andorra.osm.pbf", "Helsinki.osm.pbf"])
 def test_osm_extracts_with_restrictions(fast_kahip, name):
-    path = DATA / "osm" / name
-    assert path.exists(), f"{path} is missing"
+    path = shared_data("osm", name)
     g = gpuroute.load_osm(path, progress=False)
     ov = Overlay.build(g, Partition.build(g, cell_sizes=(64, 512, 4096)))
     rng = np.random.default_rng(4)

@@ -84,14 +84,14 @@ def test_accessibility_equals_single_process(client, case):
     radius = 2.5e4
     for index in (g, ch):
         for type in acc.TYPES:
-            got = gd.aggregate(client, index, nodes, values, radius, type=type, decay="linear", block=7, device="cpu")
-            want = acc.aggregate(index, nodes, values, radius, type=type, decay="linear", device="cpu")
+            got = gd.aggregate(client, index, nodes, values, radius, type=type, decay="linear", block=7, device="cpu", unit="native")
+            want = acc.aggregate(index, nodes, values, radius, type=type, decay="linear", device="cpu", unit="native")
             if type in ("count", "min", "max"):
                 np.testing.assert_array_equal(got, want)
             else:
                 np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-        d, i = gd.nearest_pois(client, index, nodes, radius, 4, block=5, device="cpu")
-        wd, wi = acc.nearest_pois(index, nodes, radius, 4, device="cpu")
+        d, i = gd.nearest_pois(client, index, nodes, radius, 4, block=5, device="cpu", unit="native")
+        wd, wi = acc.nearest_pois(index, nodes, radius, 4, device="cpu", unit="native")
         np.testing.assert_array_equal(d, wd)
         np.testing.assert_array_equal(i, wi)
 
@@ -103,8 +103,8 @@ def test_what_is_shipped_survives_pickling(case):
     np.testing.assert_array_equal(s.ch().table(S, T, device="cpu"), ch.table(S, T, device="cpu"))
     for index in (g, ch):
         ix = pickle.loads(pickle.dumps(AccessIndex(index)))
-        np.testing.assert_array_equal(acc.aggregate(ix.graph, [3, 4], [1.0, 2.0], 3e4, type="count", device="cpu"),
-                                      acc.aggregate(index, [3, 4], [1.0, 2.0], 3e4, type="count", device="cpu"))
+        np.testing.assert_array_equal(acc.aggregate(ix.graph, [3, 4], [1.0, 2.0], 3e4, type="count", device="cpu", unit="native"),
+                                      acc.aggregate(index, [3, 4], [1.0, 2.0], 3e4, type="count", device="cpu", unit="native"))
         assert (ix.ch is None) == (index is g)
 
 
@@ -119,9 +119,9 @@ def test_bad_input(client, case, monkeypatch):
     with pytest.raises(ValueError, match="fmt"):
         gd.table(client, ch, [0, 1], [1], fmt="csv")
     with pytest.raises(ValueError, match="radius"):
-        gd.aggregate(client, g, [0], [1.0], -3)
+        gd.aggregate(client, g, [0], [1.0], -3, unit="native")
     with pytest.raises(ValueError, match="k must be"):
-        gd.nearest_pois(client, g, [0], 3, 0)
+        gd.nearest_pois(client, g, [0], 3, 0, unit="native")
     with pytest.raises(ValueError, match="scheduler must be"), gd.connect(""):
         pass
     monkeypatch.setitem(sys.modules, "dask_cuda", None)  # as where dask-cuda is not installed

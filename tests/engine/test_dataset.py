@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ pytest.importorskip("osmium")
 
 from turn_oracle import phantom_cost, route_arcs, turn_graph, turns_allowed  # noqa: E402
 
+from gpuroute.cli.common import STAGE_LINE  # noqa: E402
 from gpuroute.cli.main import main  # noqa: E402
 from gpuroute.crp.metric import RESTRICTED  # noqa: E402
 from gpuroute.engine import Engine, EngineError  # noqa: E402
@@ -243,3 +245,78 @@ def test_cli_build(tmp_path, capsys, built):
     (bad / "f").write_text("x")
     assert main(["build", "monaco", "-o", str(bad)]) == 2
     assert "not a dataset directory" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------- issue 18, item 5
+def _pbf(path, nodes, ways):
+    """A small PBF written with pyosmium: ``nodes`` {id: (lon, lat)}, ``ways`` [(id, [node ids], tags)]."""
+    import osmium
+
+    w = osmium.SimpleWriter(str(path))
+    try:
+        for i, (x, y) in sorted(nodes.items()):
+            w.add_node(osmium.osm.mutable.Node(id=i, location=osmium.osm.Location(x, y), version=1))
+        for i, refs, tags in ways:
+            w.add_way(osmium.osm.mutable.Way(id=i, nodes=refs, tags=tags, version=1))
+    finally:
+        w.close()
+    return path
+
+
+GRID_NODES = {r * 5 + c + 1: (7.0 + 0.001 * c, 43.0 + 0.001 * r) for r in range(5) for c in range(5)}
+
+
+def _grid_ways(tags):
+    ways = [(100 + r, [r * 5 + c + 1 for c in range(5)], tags) for r in range(5)]
+    return ways + [(200 + c, [r * 5 + c + 1 for r in range(5)], tags) for c in range(5)]
+
+
+def test_build_refuses_a_pbf_without_car_roads(tmp_path, capsys):
+    """Before: exit 0 and a dataset that ``serve`` then refuses. Now: exit 2, one line naming the file and
+    what was missing, and nothing written."""
+    pbf = _pbf(tmp_path / "paths.osm.pbf", GRID_NODES, _grid_ways({"highway": "footway"}))
+    out = tmp_path / "paths.ds"
+    assert main(["build", str(pbf), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("gpuroute build: error: ") and str(pbf) in err[-1]
+    assert all(STAGE_LINE.match(ln) for ln in err[:-1]), err  # one error line, after the stage that ran
+    assert "no way the 'car' profile may use (10 highway=* ways, 0 routable)" in err[-1]
+    assert not out.exists() and sorted(os.listdir(tmp_path)) == ["paths.osm.pbf"]  # nothing half-written
+    # no highway at all, and a way whose every node is missing from the file
+    pbf = _pbf(tmp_path / "cut.osm.pbf", {1: (7.0, 43.0)}, [(1, [11, 12, 13], {"highway": "primary"}),
+                                                            (2, [1], {"building": "yes"})])
+    with pytest.raises(ValueError, match=r"cut\.osm\.pbf: nothing to route on: .*1 routable, 1 of them with nodes "
+                                         r"missing from the file"):
+        build_dataset(str(pbf), tmp_path / "cut.ds")
+    assert not (tmp_path / "cut.ds").exists()
+
+
+def test_ways_with_missing_nodes_are_counted_and_reported(tmp_path, capsys):
+    """A way cut by the extract (nodes 98, 99 absent) is counted in the graph's meta and in the build's
+    output, instead of being dropped silently."""
+    from gpuroute.io.osm import load_osm
+
+    ways = _grid_ways({"highway": "residential"}) + [(300, [25, 99, 98], {"highway": "residential"}),
+                                                     (301, [1, 97], {"highway": "service"})]
+    pbf = _pbf(tmp_path / "cut.osm.pbf", GRID_NODES, ways)
+    g = load_osm(pbf, progress=False)
+    assert g.meta["ways_missing_nodes"] == 2 and g.meta["nodes_missing_location"] == 3
+    assert g.meta["segments_missing_location"] == 3  # 25-99, 99-98, 1-97
+    assert g.meta["routable_ways"] == 12
+    out = tmp_path / "cut.ds"
+    assert main(["build", str(pbf), "-o", str(out), "--cell-sizes", "8", "--json"]) == 0
+    cap = capsys.readouterr()
+    s = json.loads(cap.out)
+    assert s["graph"]["ways_missing_nodes"] == 2 and s["graph"]["segments_missing_location"] == 3
+    assert re.search(r"warning: 2 routable ways of .*cut\.osm\.pbf have nodes missing from the file", cap.err)
+    assert main(["build", str(pbf), "-o", str(out), "--cell-sizes", "8"]) == 0
+    assert re.search(r"^incomplete\s+2 ways with nodes missing from the file \(3 segments dropped\)$",
+                     capsys.readouterr().out, re.M)
+
+
+def test_engine_open_refuses_a_pbf_without_car_roads(tmp_path):
+    """``gpuroute serve`` of such a file (Engine.open): the same message, naming the file (before: "graph 'p'
+    has no segment to snap to")."""
+    pbf = _pbf(tmp_path / "p.osm.pbf", GRID_NODES, _grid_ways({"highway": "cycleway"}))
+    with pytest.raises(ValueError, match=r"p\.osm\.pbf: nothing to route on: no way the 'car' profile may use"):
+        Engine.open(str(pbf))

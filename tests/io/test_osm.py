@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import shared_data
 
 osmium = pytest.importorskip("osmium")
 
@@ -15,8 +16,8 @@ from gpuroute.graph.turns import NO, ONLY  # noqa: E402
 from gpuroute.io.osm import CAR, EARTH_RADIUS_M, PROFILES, load_osm, parse_restriction  # noqa: E402
 
 MONACO = path_of("monaco")
-ANDORRA = "/work/shared/data/osm/andorra.osm.pbf"
-HELSINKI = "/work/shared/data/osm/Helsinki.osm.pbf"
+#: The extracts of the shared real data (``osm/`` there), by name.
+SHARED_EXTRACTS = {"andorra": "andorra.osm.pbf", "helsinki": "Helsinki.osm.pbf"}
 STEP_M = EARTH_RADIUS_M * np.radians(0.001)  # 0.001 degree of latitude, ~111.2 m
 
 
@@ -405,9 +406,8 @@ def test_monaco_oneways_respected(monaco):
     assert checked > 100
 
 
-@pytest.mark.skipif(not os.path.exists(ANDORRA), reason="shared data absent")
 def test_andorra():
-    g = load_osm(ANDORRA, progress=False)
+    g = load_osm(shared_data("osm", "andorra.osm.pbf"), progress=False)
     assert g.name == "andorra"
     assert 8_000 < g.n_nodes < 38_556
     assert g.n_arcs <= 2 * 38_991
@@ -498,10 +498,9 @@ def restrictions_oracle(path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", [MONACO, ANDORRA, HELSINKI], ids=["monaco", "andorra", "helsinki"])
-def test_restrictions_on_real_extracts(path):
-    if not os.path.exists(path):
-        pytest.fail(f"{path}: the shared test data is missing (see /work/shared/data/README.md)")
+@pytest.mark.parametrize("name", ["monaco", "andorra", "helsinki"])
+def test_restrictions_on_real_extracts(name):
+    path = MONACO if name == "monaco" else str(shared_data("osm", SHARED_EXTRACTS[name]))
     t0 = time.perf_counter()
     g = load_osm(path, progress=False)
     seconds = time.perf_counter() - t0
@@ -515,10 +514,10 @@ def test_restrictions_on_real_extracts(path):
     assert sum(m["by_value"].values()) == m["applied"]
     assert g.turns.counts() == {"no": sum(k == NO for *_, k in want), "only": sum(k == ONLY for *_, k in want)}
     assert m.get("dropped", 0) == 0
-    if path == ANDORRA:
+    if name == "andorra":
         assert m["relations"] == 0  # this extract (2013) carries no restriction relation at all
     else:
         assert m["applied"] > 0 and g.turns.counts()["no"] > 0 and g.turns.counts()["only"] > 0
-    if path == HELSINKI:
+    if name == "helsinki":
         assert m["unresolved"] > 0  # e.g. restrictions onto ways cut off by the extract's bounding box
     print(f"{os.path.basename(path)}: {g.turns!r} {m} loaded in {seconds:.3f} s")

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import shared_data
 
 import gpuroute
 from gpuroute import ParseError, RoadGraph, config
 from gpuroute.partition import Partition
 
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 METHODS = ["kahip", "inertial"]
 
 
@@ -45,9 +44,7 @@ def dumbbell(side=8):
 
 
 def rome():
-    path = SHARED / "dimacs9" / "rome99.gr.gz"
-    assert path.exists(), f"{path} is missing: the shared real data must sit in ../shared beside the checkout"
-    return gpuroute.load_dimacs(path)
+    return gpuroute.load_dimacs(shared_data("dimacs9", "rome99.gr.gz"))
 
 
 def check_structure(p, n):
@@ -253,5 +250,5 @@ def test_inertial_needs_coordinates():
 
 def test_kahip_missing(monkeypatch):
     monkeypatch.setitem(sys.modules, "kahip", None)  # import kahip now raises ImportError
-    with pytest.raises(ImportError, match=r"pip install kahip.*gpuroute\[crp\]"):
+    with pytest.raises(ImportError, match=r"kahip.*pip install .gpuroute\[crp\]."):
         Partition.build(grid(4, 4), cell_sizes=(4,), method="kahip")

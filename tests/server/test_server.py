@@ -305,6 +305,13 @@ ERRORS = [
     ("InvalidQuery", "/route/v1/driving/7.4282,43.7396;;7.4233,43.7347"),
     ("InvalidQuery", "/route/v1/driving/polyline(!!!)"),
     ("InvalidQuery", "/route/v1/driving/polyline(_p~iF~ps|U_ulL)"),
+    ("InvalidQuery", "/route/v1/driving/polyline(~~~)"),
+    # digits of other scripts (Arabic-Indic 9, fullwidth 4, Devanagari 1): OSRM takes ASCII numbers only
+    ("InvalidQuery", "/route/v1/driving/7.4282,43.7396;%D9%A9.5209,43.7"),
+    ("InvalidQuery", "/route/v1/driving/7.4282,43.7396;7.42,%EF%BC%94%EF%BC%93.7"),
+    ("InvalidQuery", f"/route/v1/driving/{_coords(CASINO, PORT)}?radiuses=%E0%A5%A7;5"),
+    ("InvalidQuery", f"/table/v1/driving/{_coords(CASINO, PORT)}?sources=%D9%A0"),
+    ("InvalidQuery", f"/nearest/v1/driving/{_coords(CASINO)}?number=%D9%A2"),
     ("InvalidQuery", f"/route/v1/driving/{_coords(CASINO, PORT)}?steps=maybe"),
     ("InvalidQuery", f"/route/v1/driving/{_coords(CASINO, PORT)}?steps"),
     ("InvalidQuery", f"/route/v1/driving/{_coords(CASINO, PORT)}?steps=true&steps=false"),
@@ -405,11 +412,26 @@ def test_internal_error_is_one_line_500(client):
     assert "engine bug" not in msg  # the engine's message stays in the log
 
 
-def test_timeout(fake):
-    c = TestClient(create_app(fake, limits={"timeout_s": 0.2}))
-    t0 = time.perf_counter()
-    _error(c.get(f"/route/v1/driving/{_coords(CASINO, (2, 2))}"), "Timeout", status=504)
-    assert time.perf_counter() - t0 < 0.9
+def test_timeout():
+    """Past ``timeout_s`` the client gets 504 while the engine is still at work: the slow route blocks
+    until the test has read the 504, so the answer cannot have waited for the engine (no wall time)."""
+    release, finished = threading.Event(), threading.Event()
+
+    class Blocking(FakeEngine):
+        def route(self, coords, **kw):
+            if coords[-1] == (2.0, 2.0):
+                release.wait(10)  # only reached in full where the server does not time out
+                finished.set()
+                coords = [*coords[:-1], PORT]
+            return super().route(coords, **kw)
+
+    c = TestClient(create_app(Blocking(), limits={"timeout_s": 0.2}))
+    try:
+        _error(c.get(f"/route/v1/driving/{_coords(CASINO, (2, 2))}"), "Timeout", status=504)
+        assert not finished.is_set()  # answered before the engine's call returned
+    finally:
+        release.set()
+    assert finished.wait(10)  # the engine's call completes in its worker thread
     assert c.get(f"/route/v1/driving/{_coords(CASINO, PORT)}").status_code == 200
 
 
@@ -456,13 +478,15 @@ def test_serve_command_parser():
 def serve_on_loopback():
     """``start(app) -> base_url``: uvicorn in a thread on a free loopback port, stopped after the test."""
     uvicorn = pytest.importorskip("uvicorn")
+    from gpuroute.server.http import config as server_config
+
     servers = []
 
     def start(app):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        server = uvicorn.Server(server_config(app, log_level="warning"))  # as gpuroute serve configures it
         th = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
         th.start()
         servers.append((server, th, sock))
@@ -581,33 +605,154 @@ def test_routingpy_against_the_real_engine(monaco, serve_on_loopback):
 
 
 def test_serve_command_runs_uvicorn_on_loopback(monkeypatch, capsys):
-    """``gpuroute serve`` opens the engine (Monaco by default) and hands uvicorn the app on 127.0.0.1."""
+    """``gpuroute serve`` opens the engine (Monaco by default), binds 127.0.0.1 and hands the HTTP server
+    the app with its limits."""
+    port = _free_port()
+    opened = []
+    ran = _serve_stub(monkeypatch, ["serve", "--port", str(port), "--max-table-size", "7", "--timeout", "5",
+                                    "--default-radius", "500"], opened)
+    assert opened == ["monaco"] and ran["address"] == ("127.0.0.1", port)
+    lim = ran["app"].state.limits
+    assert lim["max_locations_table"] == 49 and lim["timeout_s"] == 5 and lim["default_radius"] == 500
+    assert ran["app"].state.engine.limits["max_locations_table"] == 49  # the engine enforces the same
+    assert ran["app"].state.ready  # warmed up before the HTTP server was started
+    err = capsys.readouterr().err
+    assert f"http://127.0.0.1:{port}" in err and "compiling" in err
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 18: minor findings of the HTTP layer and of gpuroute serve
+
+
+def test_malformed_polyline_message_is_clean(client):
+    for enc in ("~~~", "_p~iF~ps|U_ulL", "?"):
+        msg = _error(client.get(f"/route/v1/driving/polyline({enc})"), "InvalidQuery")
+        assert "Error" not in msg and "polyline" in msg, msg
+
+
+def test_non_ascii_digits_are_refused():
+    for text in ("\u0669.5209,43.7", "7.42,\uff14\uff13.7", "7.42,43.7\u0663"):
+        with pytest.raises(OSRMError) as e:
+            parse_coordinates(text)
+        assert e.value.code == "InvalidQuery"
+    assert parse_coordinates("+7.5e0,-4.35E1;.5,1.") == [(7.5, -43.5), (0.5, 1.0)]
+
+
+def test_a_long_url_is_answered_414(fake, serve_on_loopback):
+    """A URL past the HTTP server's request-line limit is answered 414 URI Too Long (OSRM's JSON), the
+    connection read to its end first so that the client gets the answer instead of a reset."""
+    import http.client
+
+    base = serve_on_loopback(create_app(fake))
+    host, port = base.rsplit("/", 1)[1].split(":")
+    path = "/route/v1/driving/" + ";".join([_coords(CASINO)] * (2_000_000 // 16))
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("GET", path)
+    r = conn.getresponse()
+    body = orjson.loads(r.read())
+    conn.close()
+    assert r.status == 414 and body["code"] == "TooBig" and "POST" in body["message"], body
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)  # a URL within the limit still works
+    conn.request("GET", f"/route/v1/driving/{_coords(CASINO, PORT)}")
+    assert conn.getresponse().status == 200
+    conn.close()
+
+
+def test_loopback_hosts():
+    from gpuroute.cli.serve import is_loopback
+
+    for host in ("127.0.0.1", "127.0.0.2", "127.255.0.9", "::1", "[::1]", "localhost", "LOCALHOST"):
+        assert is_loopback(host), host
+    for host in ("0.0.0.0", "::", "192.168.1.10", "10.0.0.1", "example.com", ""):
+        assert not is_loopback(host), host
+
+
+def test_serve_on_127_0_0_2_is_loopback(monkeypatch, capsys):
+    ran = _serve_stub(monkeypatch, ["serve", "--host", "127.0.0.2", "--port", str(_free_port("127.0.0.2"))])
+    err = capsys.readouterr().err
+    assert "not loopback" not in err and ran["app"].state.allow_customize is True
+
+
+def test_port_in_use_exits_2_naming_the_port(capsys):
+    from gpuroute.cli.main import main
+
+    busy = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    port = busy.getsockname()[1]
+    try:
+        rc = main(["serve", "--port", str(port)])
+    finally:
+        busy.close()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and str(port) in err[0] and "in use" in err[0], err
+
+
+def test_serve_allow_origin(monkeypatch, capsys):
+    ran = _serve_stub(monkeypatch, ["serve", "--port", str(_free_port()), "--allow-origin", "https://map.example",
+                                    "--allow-origin", "http://10.0.0.5:8000"])
+    assert ran["app"].state.allow_origins == ("https://map.example", "http://10.0.0.5:8000")
+    from gpuroute.cli.main import main
+
+    capsys.readouterr()
+    rc = main(["serve", "--port", str(_free_port()), "--allow-origin", "*"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--allow-origin" in err[0], err
+
+
+class _GraphLike:
+    """What the warm-up reads of an engine: graph coordinates (lon, lat) to query at."""
+
+    def __init__(self, pts):
+        import numpy as np
+
+        self.coords = np.asarray(pts, dtype=np.float64)
+
+
+def test_health_is_not_ready_before_the_warm_up(fake):
+    fake.graph = _GraphLike([CASINO, PORT, FONTVIEILLE])
+    app = create_app(fake, warm_up=True)
+    c = TestClient(app)  # without `with`: the app's startup (the warm-up) has not run
+    r = c.get("/health")
+    assert r.status_code == 503 and r.json()["status"] == "warming", r.text
+    assert fake.calls == []
+    with TestClient(app) as c:  # startup: every service once, then ready
+        assert {name for name, *_ in fake.calls} == {"route", "table", "nearest"}
+        r = c.get("/health")
+        assert r.status_code == 200 and r.json()["status"] == "ok"
+    app = create_app(FakeEngine())  # no warm-up asked for: ready at once
+    assert TestClient(app).get("/health").json()["status"] == "ok"
+
+
+def _free_port(host="127.0.0.1"):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _serve_stub(monkeypatch, argv, opened=None):
+    """Run ``gpuroute serve`` over a fake engine, with the HTTP server replaced by a recorder."""
     import argparse
     import sys
     import types
 
-    import uvicorn
-
     from gpuroute.cli import serve
+    from gpuroute.server import http as server_http
 
-    opened, ran = [], {}
+    ran = {}
 
     class StubEngine(FakeEngine):
         @classmethod
-        def open(cls, spec):
-            opened.append(spec)
+        def open(cls, spec, **kw):
+            if opened is not None:
+                opened.append(spec)
             return cls()
 
     monkeypatch.setitem(sys.modules, "gpuroute.engine", types.SimpleNamespace(Engine=StubEngine))
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: ran.update(app=app, **kw))
+    monkeypatch.setattr(server_http, "run", lambda app, sock, **kw: ran.update(app=app, sock=sock, address=sock.getsockname(), **kw) or True)
     p = argparse.ArgumentParser()
     serve.add_parser(p.add_subparsers(), argparse.ArgumentParser(add_help=False))
-    args = p.parse_args(["serve", "--port", "5077", "--max-table-size", "7", "--timeout", "5",
-                         "--default-radius", "500"])
+    args = p.parse_args(argv)
     args.verbose = 0
     assert serve.run(args) == 0
-    assert opened == ["monaco"] and (ran["host"], ran["port"]) == ("127.0.0.1", 5077)
-    lim = ran["app"].state.limits
-    assert lim["max_locations_table"] == 49 and lim["timeout_s"] == 5 and lim["default_radius"] == 500
-    assert ran["app"].state.engine.limits["max_locations_table"] == 49  # the engine enforces the same
-    assert "http://127.0.0.1:5077" in capsys.readouterr().err
+    return ran

@@ -352,3 +352,27 @@ def test_vendor_serves_only_dist_and_licences(engine, tmp_path):
             r = c.get(path)  # the client folds a literal '..' (then the OSRM route answers 400)
             assert r.status_code in (400, 404) and "no" != r.text, path
         assert "Leaflet 1.9.4" in c.get("/THIRD-PARTY").text and "BSD" in c.get("/THIRD-PARTY").text
+
+
+def test_vendor_404_when_the_assets_are_installed(engine, tmp_path):
+    """With every asset in place, a missing vendor file is just not found: no advice to fetch the assets."""
+    for name, (_, needed, licence) in web.VENDOR.items():
+        for f in (*needed, licence):
+            (tmp_path / name / f).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name / f).write_text("x")
+    assert web.missing_assets(tmp_path) == []
+    with TestClient(create_app(engine, web_assets=tmp_path)) as c:
+        r = c.get("/vendor/leaflet/dist/missing.js")
+        assert r.status_code == 404 and "make web-assets" not in r.text and "missing.js" in r.text, r.text
+        r = c.get("/vendor/leaflet/package.json")
+        assert r.status_code == 404 and "make web-assets" not in r.text, r.text
+    with TestClient(create_app(engine, web_assets=tmp_path / "none")) as c:  # not installed: say how
+        assert "make web-assets" in c.get("/vendor/leaflet/dist/leaflet.js").text
+
+
+def test_network_max_edges_takes_ascii_digits_only(engine):
+    with TestClient(create_app(engine)) as c:
+        assert c.get("/network?max_edges=5").status_code == 200
+        for bad in ("%D9%A5", "%EF%BC%95", "5.0", "-5"):  # Arabic-Indic and fullwidth 5: int() reads them
+            r = c.get(f"/network?max_edges={bad}")
+            assert r.status_code == 400 and r.json()["code"] == "InvalidValue", (bad, r.text)

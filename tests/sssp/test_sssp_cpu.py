@@ -2,10 +2,9 @@
 graphs with parallel arcs and self-loops), canonical predecessors, and the input rules."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from conftest import shared_data
 from hypothesis import HealthCheck, given, settings
 from naive import canonical_predecessors, graphs, naive_dijkstra, raw_arcs, scipy_dijkstra
 
@@ -13,7 +12,6 @@ import gpuroute
 from gpuroute import INF, NO_PREDECESSOR, GraphError, RoadGraph
 
 CPU_ALGORITHMS = ["dijkstra", "conventional"]
-BAY = Path(__file__).resolve().parents[3] / "shared/data/dimacs9/USA-road-d.BAY.gr.gz"
 PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -55,8 +53,7 @@ def test_sssp_ny_matches_scipy(ny, algorithm):
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm", CPU_ALGORITHMS)
 def test_sssp_bay_matches_scipy(algorithm):
-    assert BAY.exists(), f"{BAY} is missing: the shared real data must sit in ../shared beside the checkout"
-    bay = gpuroute.load_dimacs(BAY)
+    bay = gpuroute.load_dimacs(shared_data("dimacs9", "USA-road-d.BAY.gr.gz"))
     src = np.array([5, bay.n_nodes // 2])
     dist, pred = gpuroute.sssp(bay, src, algorithm=algorithm, device="cpu", return_predecessors=True)
     np.testing.assert_array_equal(dist, scipy_dijkstra(bay, src))

@@ -5,10 +5,10 @@ Carries the ``gpu`` marker: skipped cleanly where CuPy or a CUDA GPU is missing 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import shared_data
 
 import gpuroute
 from gpuroute import INF, NO_PREDECESSOR, RoadGraph
@@ -119,20 +119,11 @@ def test_gpu_ny_martin(ny):
     check_against_dijkstra(ny, [4242], "martin", "successor", {})
 
 
-def _bay_path():
-    here = Path(__file__).resolve().parents[2]
-    for p in (here / "local_data" / "USA-road-d.BAY.gr.gz", here.parent / "shared/data/dimacs9/USA-road-d.BAY.gr.gz"):
-        if p.exists():
-            return p
-    return None
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(_bay_path() is None, reason="USA-road-d.BAY.gr.gz not present")
 @pytest.mark.parametrize("alg,variant,opts", [("conventional", None, {}), ("selection", None, {}),
                                               ("near-far", None, {}), ("crauser", "successor", {})])
 def test_gpu_bay(alg, variant, opts):
-    g = gpuroute.load_dimacs(_bay_path())
+    g = gpuroute.load_dimacs(shared_data("dimacs9", "USA-road-d.BAY.gr.gz"))
     check_against_dijkstra(g, [0, 200000], alg, variant, opts)
 
 

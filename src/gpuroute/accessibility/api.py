@@ -46,6 +46,7 @@ import numpy as np
 
 from .. import config
 from ..backend import resolve_device
+from ..extras import require
 from ..graph.constants import INF
 from .cpu import DECAYS, MAX, MEAN, MIN, MODES, STD, SUM
 from .index import AccessIndex
@@ -63,12 +64,22 @@ STRATEGIES = ("auto", "points", "nodes")
 
 
 # ---------------------------------------------------------------------------------------------- validation
-def _radius(radius):
-    if isinstance(radius, bool) or not isinstance(radius, (numbers.Real, np.number)):
-        raise TypeError(f"radius must be a number (in the weight's unit), got {radius!r}")
-    r = float(radius)
-    if not math.isfinite(r) or r < 0:
-        raise ValueError(f"radius must be a finite number >= 0 (in the weight's unit), got {radius!r}")
+def weight_unit(ix):
+    """The :class:`~gpuroute.graph.units.Unit` of the index's weight (the empty unit, of unknown scale, for a
+    hierarchy loaded without its graph)."""
+    from ..graph.units import NONE
+
+    return ix.graph.units[ix.weight] if ix.graph is not None else NONE
+
+
+def radius_in_weight_units(radius, ix, unit=None):
+    """``(radius, largest included integer distance)`` in the weight's unit, from a number or a quantity
+    string (:func:`gpuroute.graph.units.to_weight_units`; ``unit`` as there)."""
+    from ..graph.units import to_weight_units
+
+    if isinstance(radius, np.number):
+        radius = radius.item()
+    r = to_weight_units(radius, weight_unit(ix), unit=unit, what="radius")
     return r, min(int(math.floor(r)), int(INF) - 1)  # the largest distance included (INF never is)
 
 
@@ -200,7 +211,7 @@ def _pick(strategy, dev, m, n, nearest=False):
 
 
 def _node_frame(ix, columns):
-    import pandas as pd
+    pd = require("pandas", "accessibility results as DataFrames (frame=True)")
 
     idx = pd.Index(np.arange(ix.n), name="node")
     df = pd.DataFrame(columns, index=idx)
@@ -253,7 +264,7 @@ def finish(acc, type, empty="pandana"):
 
 
 def aggregate(index, node_ids, values=None, radius=None, *, type="sum", decay="flat", weight=None, device="auto",
-              strategy="auto", empty="pandana", snapping="default", as_frame=False):
+              strategy="auto", empty="pandana", snapping="default", as_frame=False, unit=None):
     """Aggregate, for every node, the values placed at nodes within a network radius of it (pandana's
     ``Network.aggregate``; semantics in the module doc).
 
@@ -267,8 +278,11 @@ def aggregate(index, node_ids, values=None, radius=None, *, type="sum", decay="f
         DataFrame with ``lon``/``lat`` or ``x``/``y`` columns) snapped to their nearest nodes.
     values : array_like of float, shape (k,), or str, optional
         One value per point (a column name of the frame); default 1 (pandana's default: counts).
-    radius : float
-        In the weight's unit (DIMACS NY distances: ~0.1 m steps, so 2 km is 20000); ``>= 0``.
+    radius : float or str
+        ``>= 0``: a quantity with its unit (``"2 km"``, ``"500 m"``, ``"10 min"``), or a number in ``unit``.
+        A bare number without ``unit`` is taken in the weight's unit only where that is metres or seconds
+        (or a unit of unknown scale); elsewhere (DIMACS NY: ~0.1 m steps; OSM times: deciseconds) it is
+        refused as ambiguous (:func:`gpuroute.graph.units.to_weight_units`).
     type : {"sum", "mean", "count", "std", "min", "max"}
     decay : {"flat", "linear", "exp"}
     weight : str, optional
@@ -284,6 +298,8 @@ def aggregate(index, node_ids, values=None, radius=None, *, type="sum", decay="f
     as_frame : bool
         Return a pandas DataFrame indexed by node (``node``), one column named ``type`` (and ``node_id``
         with the external ids when the graph has them).
+    unit : {None, "native", "m", "km", "s", "min", "h"}
+        The unit of a numeric ``radius`` (``"native"``: the weight's own unit).
 
     Returns
     -------
@@ -292,8 +308,9 @@ def aggregate(index, node_ids, values=None, radius=None, *, type="sum", decay="f
     Raises
     ------
     ValueError
-        A negative or non-finite radius, an unknown type, decay or strategy, a decay other than flat with
-        radius 0, values of the wrong length or not finite, a frame without points.
+        A negative or non-finite radius, a bare radius where its unit is ambiguous, a unit of the other
+        quantity or unknown; an unknown type, decay or strategy, a decay other than flat with radius 0,
+        values of the wrong length or not finite, a frame without points.
     IndexError
         A node id outside ``[0, n)``.
     TypeError
@@ -311,12 +328,12 @@ def aggregate(index, node_ids, values=None, radius=None, *, type="sum", decay="f
     Counts, ``min`` and ``max`` are exact.
     """
     if radius is None:
-        raise TypeError("aggregate() needs a radius (in the weight's unit)")
-    r, bound = _radius(radius)
+        raise TypeError("aggregate() needs a radius (e.g. '2 km')")
+    ix = AccessIndex(index, weight)
+    r, bound = radius_in_weight_units(radius, ix, unit)
     t = _type(type)
     d = _decay(decay, r)
     _strategy(strategy)
-    ix = AccessIndex(index, weight)
     nodes = resolve_nodes(ix, node_ids, "node_ids", snapping)
     vals = _values(values, node_ids, nodes.size)
     dev = _device(device, strategy)
@@ -352,11 +369,25 @@ def partial_nearest(index, poi_nodes, bound, k, *, device="cpu", strategy="point
     return cpu.nearest_points(ix.csr_reverse(), P, first, pid, bound, k, chunks)
 
 
-def finish_nearest(lists, fill):
-    """``(distances float64 (n, k) with ``fill``, ids int64 (n, k) with NO_POI)`` of raw lists."""
+def distance_factor(radius, ix, unit=None):
+    """Multiplier from the weight's unit to the unit the caller speaks: ``unit``, else the unit named in a
+    radius string (``"2 km"`` -> km), else 1 (the weight's own)."""
+    from ..graph.units import QUANTITY_UNITS, factor_to, split_quantity
+
+    if unit is None and isinstance(radius, str):
+        sym = split_quantity(radius)[1]
+        unit = sym if sym in QUANTITY_UNITS else None
+    return 1.0 if unit is None else factor_to(weight_unit(ix), unit, "unit")
+
+
+def finish_nearest(lists, fill, factor=1.0):
+    """``(distances float64 (n, k) with ``fill``, ids int64 (n, k) with NO_POI)`` of raw lists, distances
+    multiplied by ``factor`` (the weight's unit to the caller's)."""
     d, i = lists
     miss = d == INF
     dist = d.astype(np.float64)
+    if factor != 1.0:
+        dist *= factor
     dist[miss] = fill
     ids = i.copy()
     ids[miss] = NO_POI
@@ -364,7 +395,7 @@ def finish_nearest(lists, fill):
 
 
 def nearest_pois(index, poi_node_ids, radius, k=1, *, weight=None, device="auto", strategy="auto", max_distance=None,
-                 snapping="default", as_frame=False):
+                 snapping="default", as_frame=False, unit=None):
     """The k nearest points of interest of every node within a network radius (pandana's
     ``Network.nearest_pois`` with ``include_poi_ids=True``; semantics in the module doc).
 
@@ -374,14 +405,19 @@ def nearest_pois(index, poi_node_ids, radius, k=1, *, weight=None, device="auto"
     poi_node_ids : array_like of int, shape (m,), or (Geo)DataFrame
         The POIs' nodes (internal ids), or points snapped to their nearest nodes. A POI's id is its
         position here (0 .. m-1); several POIs may share a node.
-    radius : float
-        In the weight's unit; ``>= 0``.
+    radius : float or str
+        ``>= 0``, as :func:`aggregate`'s (``"2 km"``, or a number in ``unit``).
     k : int
         POIs per node, ``>= 1``.
     weight, device, strategy, snapping
         As :func:`aggregate`.
     max_distance : float, optional
-        Distance reported for a missing POI (default: ``radius``, pandana's).
+        Distance reported for a missing POI, in the unit of the returned distances (default: ``radius``,
+        pandana's).
+    unit : {None, "native", "m", "km", "s", "min", "h"}
+        The unit of a numeric ``radius`` and of the returned distances: with ``unit`` (or a radius string
+        such as ``"2 km"``, whose unit is then used) distances come back in that unit, else in the
+        weight's.
     as_frame : bool
         A DataFrame indexed by node with pandana's columns: ``1 .. k`` (distances) and ``poi1 .. poik``
         (ids, :data:`NO_POI` where missing).
@@ -389,7 +425,8 @@ def nearest_pois(index, poi_node_ids, radius, k=1, *, weight=None, device="auto"
     Returns
     -------
     distances : ndarray float64, shape (n, k)
-        Ascending along each row; ``max_distance`` where fewer than k POIs are in range.
+        Ascending along each row, in ``unit`` (above); ``max_distance`` where fewer than k POIs are in
+        range.
     poi_ids : ndarray int64, shape (n, k)
         :data:`NO_POI` (-1) where missing. (One DataFrame instead with ``as_frame``.)
 
@@ -402,20 +439,21 @@ def nearest_pois(index, poi_node_ids, radius, k=1, *, weight=None, device="auto"
     TypeError, GPUUnavailableError, OverflowError
         As :func:`aggregate`.
     """
-    r, bound = _radius(radius)
+    ix = AccessIndex(index, weight)
+    r, bound = radius_in_weight_units(radius, ix, unit)
     if isinstance(k, bool) or not isinstance(k, (numbers.Integral, np.integer)):
         raise TypeError(f"k must be an integer >= 1, got {k!r}")
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     k = int(k)
     _strategy(strategy)
-    ix = AccessIndex(index, weight)
     nodes = resolve_nodes(ix, poi_node_ids, "poi_node_ids", snapping)
     dev = _device(device, strategy)
     strat = _pick(strategy, dev, np.unique(nodes).size, ix.n, nearest=True)
     lists = partial_nearest(ix, nodes, bound, k, device=dev, strategy=strat)
-    fill = r if max_distance is None else float(max_distance)
-    dist, ids = finish_nearest(lists, fill)
+    f = distance_factor(radius, ix, unit)
+    fill = r * f if max_distance is None else float(max_distance)
+    dist, ids = finish_nearest(lists, fill, f)
     if not as_frame:
         return dist, ids
     cols = {q + 1: dist[:, q] for q in range(k)}
@@ -424,4 +462,5 @@ def nearest_pois(index, poi_node_ids, radius, k=1, *, weight=None, device="auto"
 
 
 __all__ = ["aggregate", "nearest_pois", "TYPES", "DECAY_NAMES", "EMPTY", "NO_POI", "STRATEGIES",
-           "partial_aggregate", "partial_nearest", "finish", "finish_nearest", "resolve_nodes", "frame_xy"]
+           "partial_aggregate", "partial_nearest", "finish", "finish_nearest", "resolve_nodes", "frame_xy",
+           "radius_in_weight_units", "distance_factor", "weight_unit"]

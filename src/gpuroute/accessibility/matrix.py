@@ -14,12 +14,13 @@ import numpy as np
 
 from .. import config
 from ..backend import resolve_device
+from ..extras import require
 from ..graph.constants import INF
+from ..graph.units import QUANTITY_UNITS, factor_to
 from .api import frame_xy, is_frame, resolve_nodes
 from .index import AccessIndex
 
-UNITS = ("native", "s", "min", "h", "m", "km")
-_TO_SI = {"s": 1.0, "min": 60.0, "h": 3600.0, "m": 1.0, "km": 1000.0}
+UNITS = ("native", *QUANTITY_UNITS)
 
 
 def _points(ix, pts, what, snapping):
@@ -41,12 +42,7 @@ def _factor(ix, unit):
         return 1.0
     if ix.graph is None:
         raise ValueError("unit conversion needs the graph's units; the hierarchy was loaded without its graph")
-    u = ix.graph.units[ix.weight]
-    want = "time" if unit in ("s", "min", "h") else "length"
-    if u.quantity != want or u.scale is None:
-        raise ValueError(f"unit={unit!r} needs a {want} weight of known scale; {ix.weight!r} is "
-                         f"{u.quantity} [{u.symbol}]")
-    return float(u.scale) / _TO_SI[unit]
+    return factor_to(ix.graph.units[ix.weight], unit, f"unit={unit!r} ({ix.weight!r})")
 
 
 def _table_block(ix, src, dst, dev):
@@ -75,7 +71,7 @@ def travel_time_blocks(index, origins, destinations=None, *, weight=None, device
 
 def _blocks(index, origins, destinations, weight, device, block, unit, cutoff, dropna, snapping):
     """``(first origin's position, DataFrame)`` per block."""
-    import pandas as pd
+    pd = require("pandas", "accessibility travel-time matrices")
 
     ix = AccessIndex(index, weight)
     o_nodes, o_ids = _points(ix, origins, "origins", snapping)
@@ -144,9 +140,9 @@ def travel_time_matrix(index, origins, destinations=None, *, weight=None, device
     IndexError
         A node id outside the graph.
     ImportError
-        ``out`` without pyarrow.
+        (:class:`gpuroute.extras.MissingExtraError`) without pandas; ``out`` without pyarrow.
     """
-    import pandas as pd
+    pd = require("pandas", "accessibility.travel_time_matrix")
 
     blocks = _blocks(index, origins, destinations, weight, device, block, unit, cutoff, dropna, snapping)
     if out is None:
@@ -197,8 +193,8 @@ def isochrones(engine, origins, contours, *, metric="duration", ids=None, **opti
     The searches run one origin at a time (the engine's bounded ``within``); batching them as PHAST
     trees (one pass for many origins) is left to a follow-up.
     """
-    import pandas as pd
-    import shapely.geometry
+    pd = require("pandas", "accessibility.isochrones")
+    shapely_geometry = require("shapely.geometry", "accessibility.isochrones")
 
     from ..engine.osrm import EngineError
 
@@ -220,7 +216,7 @@ def isochrones(engine, origins, contours, *, metric="duration", ids=None, **opti
             raise EngineError(e.code, f"origin {i} ({x[i]}, {y[i]}): {e.message}") from e
         for feat in fc["features"]:
             rows.append({"origin_id": ids[i], "contour": feat["properties"]["contour"], "metric": metric,
-                         "geometry": shapely.geometry.shape(feat["geometry"])})
+                         "geometry": shapely_geometry.shape(feat["geometry"])})
     df = pd.DataFrame(rows, columns=["origin_id", "contour", "metric", "geometry"])
     try:
         import geopandas as gpd

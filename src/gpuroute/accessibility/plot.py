@@ -6,12 +6,11 @@ import numpy as np
 
 
 def _pyplot():
-    import matplotlib
+    from ..extras import require
 
+    matplotlib = require("matplotlib", "accessibility plots")
     matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
+    return require("matplotlib.pyplot", "accessibility plots")
 
 
 def _save(fig, path):
@@ -61,7 +60,9 @@ def accessibility_map(graph, values, path, *, title=None, label=None, cmap="viri
     if v.shape != (graph.n_nodes,):
         raise ValueError(f"values must hold one number per node: {graph.n_nodes} nodes, shape {v.shape}")
     plt = _pyplot()
-    from matplotlib.collections import LineCollection
+    from ..extras import require
+
+    LineCollection = require("matplotlib.collections", "accessibility plots").LineCollection
 
     xy = graph.coords
     ok = np.isfinite(v) if missing is None else np.isfinite(v) & (v != missing)

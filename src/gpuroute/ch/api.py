@@ -71,6 +71,7 @@ class ContractionHierarchy:
             weight_fingerprint_of(graph, weight) if graph is not None else None)
         self._queries = {}
         self._gpu = None
+        self._gpu_lab = None  # GPUHubLabels, once hub labels exist and a GPU query asked for them
 
     # ------------------------------------------------------------------ build, save, load
     @classmethod
@@ -185,7 +186,9 @@ class ContractionHierarchy:
     def distances(self, sources, targets, *, device="auto"):
         """Distances of the pairs ``(sources[i], targets[i])``: int64 (k,), INF where unreachable.
 
-        CPU: bidirectional CH searches in parallel (numba); GPU: one thread block per pair batch.
+        CPU: bidirectional CH searches in parallel (numba), or hub-label merges once :meth:`hub_labels` built
+        them; GPU: with hub labels, one warp a pair merging the two labels (``ch/labels_gpu.py``), else
+        PHAST passes over the distinct sources, each gathering its pairs' targets. Same results.
 
         Raises
         ------
@@ -201,7 +204,8 @@ class ContractionHierarchy:
             raise ValueError(f"sources and targets must pair up: {s.size} sources, {t.size} targets")
         dev = resolve_device(device)
         if dev == "gpu":
-            d = self._gpu_engine().distances(s, t)
+            lab = self._gpu_labels()
+            d = lab.distances(s, t) if lab is not None else self._gpu_engine().distances(s, t)
             return d if want_cupy else d.get()
         from .query import distances_cpu
 
@@ -258,17 +262,27 @@ class ContractionHierarchy:
     def table(self, sources, targets, *, device="auto", dtype="int64"):
         """Many-to-many distances (|S|, |T|): int64 with INF (or uint32 with INF_U32).
 
-        GPU: batched PHAST, full sweeps of up to ``config.CH_PHAST_BATCH_ITEMS`` distances per pass, each
-        pass gathering the target columns on the device (RPHAST's restriction of the sweep to the targets'
-        upward closure is not built: BENCHMARKS.md has the measured sizes); CPU: CH buckets (Knopp et al.,
-        "Computing Many-to-Many Shortest Paths Using Highway Hierarchies", ALENEX 2007).
+        GPU: with hub labels built (:meth:`hub_labels`) and at most ``config.CH_LABELS_TABLE_MAX_TARGETS``
+        targets, one warp a cell merging two labels; else batched PHAST, full sweeps of up to
+        ``config.CH_PHAST_BATCH_ITEMS`` distances per pass, each pass gathering the target columns on the
+        device (RPHAST's restriction of the sweep to the targets' upward closure is not built); CPU: CH
+        buckets (Knopp et al., "Computing Many-to-Many Shortest Paths Using Highway Hierarchies", ALENEX
+        2007).
         """
         want_cupy = is_cupy_array(sources)
         s, _ = node_ids(self.n_nodes, sources, "sources")
         t, _ = node_ids(self.n_nodes, targets, "targets")
         dev = resolve_device(device)
         if dev == "gpu":
-            return self._gpu_engine().table(s, t, dtype=dtype, to_host=not want_cupy)
+            lab = self._gpu_labels() if t.size <= int(config.CH_LABELS_TABLE_MAX_TARGETS) else None
+            if lab is None:
+                return self._gpu_engine().table(s, t, dtype=dtype, to_host=not want_cupy)
+            d = lab.table(s, t)
+            if dtype == "uint32":
+                from ..sssp.api import narrow_to_uint32
+
+                d = narrow_to_uint32(d)
+            return d if want_cupy else d.get()
         from .phast import table_cpu
 
         d = table_cpu(self.h, s, t)
@@ -304,8 +318,9 @@ class ContractionHierarchy:
         Labeling Algorithm for Shortest Paths on Road Networks", SEA 2011, sec. 4: labels from the CH
         search spaces, pruned). Opt-in: on DIMACS NY about 0.5 GB and 3-11 s to build; from then on
         :meth:`route` and :meth:`distances` on the CPU merge two sorted labels instead of searching
-        (NY: ~17 us a route with its path, ~1M distances/s on 2 cores; same results). Kept while the
-        hierarchy lives.
+        (NY: ~17 us a route with its path, ~1M distances/s on 2 cores; same results), and on the GPU
+        :meth:`distances` and small :meth:`table` calls merge them one warp a pair (the labels are
+        uploaded on the first such call). Kept while the hierarchy lives.
 
         Returns
         -------
@@ -328,9 +343,24 @@ class ContractionHierarchy:
             self._gpu = GPUHierarchy(self)
         return self._gpu
 
+    def _gpu_labels(self):
+        """The GPU copy of the hub labels, once :meth:`hub_labels` built them (uploaded on first use), else
+        None."""
+        from .query import built_hub_labels
+
+        lab = built_hub_labels(self.h)
+        if lab is None:
+            return None
+        if self._gpu_lab is None or self._gpu_lab.labels is not lab:
+            from .labels_gpu import GPUHubLabels
+
+            self._gpu_lab = GPUHubLabels(lab)
+        return self._gpu_lab
+
     def release(self):
-        """Free the GPU copy of the hierarchy (built on first GPU query)."""
+        """Free the GPU copies of the hierarchy and of its hub labels (made on first GPU query)."""
         self._gpu = None
+        self._gpu_lab = None
 
     def __repr__(self):
         h = self.h

@@ -495,12 +495,18 @@ def core_arcs(core, dist, ffo, fhead, fw, fmid, farc, bfo, btail, bw):
 
 
 # ---------------------------------------------------------------------------------------------- driver
+#: Graphs with fewer nodes contract without a progress bar.
+_PROGRESS_MIN_NODES = 50_000
+
+
 def _progress(n, progress):
-    if not progress or n < 50_000:
+    """A tqdm bar over the ``n`` nodes (shown after 2 s; it ends at ``n``, the core included, and keeps its
+    line, ended by a newline); None for small graphs or ``progress=False``."""
+    if not progress or n < _PROGRESS_MIN_NODES:
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=n, desc="CU-CH", unit=" nodes", delay=2.0, leave=False)
+    return tqdm(total=n, desc="CU-CH", unit=" nodes", delay=2.0, leave=True)
 
 
 def build_cuch_cpu(graph, weight=None, *, C=None, K=None, luby_rounds=None, progress=True):
@@ -594,6 +600,9 @@ def build_cuch_cpu(graph, weight=None, *, C=None, K=None, luby_rounds=None, prog
             n_alive -= sel.size
             if bar is not None:
                 bar.update(sel.size)
+        if bar is not None:  # the core's nodes are ordered by the all-pairs step below: the bar ends at n
+            bar.set_postfix_str(f"core {n_alive:,}", refresh=False)
+            bar.update(n_alive)
     finally:
         if bar is not None:
             bar.close()

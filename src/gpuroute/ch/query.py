@@ -55,7 +55,7 @@ from numba import njit, prange
 from ..graph.constants import DIST_DTYPE, INDEX_DTYPE, INF
 from ..sssp.dijkstra import heap_pop, heap_push
 
-__all__ = ["CHQuery", "distances_cpu", "prepared", "Prepared", "hub_labels", "HubLabels", "INF"]
+__all__ = ["CHQuery", "distances_cpu", "prepared", "Prepared", "hub_labels", "built_hub_labels", "HubLabels", "INF"]
 
 _INF = INF
 #: Shortcuts standing for at most this many arcs of the graph are stored unpacked (``Prepared.expand``).
@@ -1126,6 +1126,11 @@ _LABEL_SCRATCH = 1 << 24
 _LABELS = weakref.WeakKeyDictionary()
 #: Counts the hub labels built, so that a query object looks for new ones only when there are some.
 _LABELS_BUILT = [0]
+
+
+def built_hub_labels(h):
+    """The :class:`HubLabels` of ``h`` if :func:`hub_labels` built them, else None (builds nothing)."""
+    return _LABELS.get(h)
 
 
 def hub_labels(h):

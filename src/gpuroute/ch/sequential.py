@@ -715,7 +715,7 @@ def build_sequential(graph, weight, *, progress=True, settle_limit=None, hop_lim
     from tqdm.auto import tqdm
 
     chunk = max(1024, n // 200)
-    with tqdm(total=n, desc="CH contraction", unit="node", delay=2.0, leave=False,
+    with tqdm(total=n, desc="CH contraction", unit="node", delay=2.0, leave=True,
               disable=not progress) as bar:
         while st[_CONTRACTED] < n:
             before = int(st[_CONTRACTED])

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import time
 
 import numpy as np
 
+from ..graph.units import split_quantity, to_weight_units
 from .common import (
     DEFAULT_GRAPH,
     DEVICES,
@@ -32,9 +32,6 @@ from .common import (
     progress,
 )
 
-_SUFFIX = {"m": ("length", 1.0), "km": ("length", 1000.0), "s": ("time", 1.0), "min": ("time", 60.0),
-           "h": ("time", 3600.0)}
-
 
 def parse_radius(text, unit):
     """The radius in the weight's unit from ``"20000"`` (the unit itself) or ``"2000m"``, ``"2km"``, ``"600s"``,
@@ -45,18 +42,13 @@ def parse_radius(text, unit):
     CLIError
         Not a number >= 0 with an optional suffix; a suffix of the other quantity or a unit of unknown scale.
     """
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-z]*)\s*", str(text))
-    if not m or (m.group(2) and m.group(2) not in _SUFFIX):
-        raise CLIError(f"--radius {text!r}: expected a number >= 0 in the weight's unit, or with a suffix "
-                       f"({', '.join(_SUFFIX)})")
-    value = float(m.group(1))
-    if not m.group(2):
-        return value
-    quantity, si = _SUFFIX[m.group(2)]
-    if unit.quantity != quantity or unit.scale is None:
-        raise CLIError(f"--radius {text!r}: the weight is {unit.quantity} [{unit.symbol}], not a {quantity} of "
-                       "known scale; give the radius in the weight's unit")
-    return value * si / unit.scale
+    try:
+        number, symbol = split_quantity(str(text), unit, "--radius")
+        if symbol:
+            return to_weight_units(str(text), unit, what="--radius")
+        return to_weight_units(number, unit, unit="native", what="--radius")
+    except ValueError as e:
+        raise CLIError(f"{e} (a bare number is in the weight's unit)") from None
 
 
 def _read_values(path, k):
@@ -101,12 +93,13 @@ def run(args):
     t0 = time.perf_counter()
     with progress(f"accessibility on {graph.name}"):
         agg = aggregate(index, pois, values, radius, type=args.type, decay=args.decay, weight=weight,
-                        device=args.device, strategy=args.strategy)
+                        device=args.device, strategy=args.strategy, unit="native")
         t_agg = time.perf_counter() - t0
         near = None
         if args.k:
             t1 = time.perf_counter()
-            near = nearest_pois(index, pois, radius, args.k, weight=weight, device=args.device, strategy=args.strategy)
+            near = nearest_pois(index, pois, radius, args.k, weight=weight, device=args.device,
+                                strategy=args.strategy, unit="native")
             t_near = time.perf_counter() - t1
 
     n = graph.n_nodes
@@ -149,8 +142,9 @@ def _save(out, graph, args, agg, near):
     if out.lower().endswith(".npy"):
         write_npy_atomic(out, agg)
         return
-    import pandas as pd
+    from ..extras import require
 
+    pd = require("pandas", "gpuroute accessibility --output .csv/.parquet")
     cols = {"node": np.arange(graph.n_nodes)}
     if graph.node_ids is not None:
         cols["node_id"] = graph.node_ids

@@ -1,51 +1,97 @@
 """``gpuroute build``: every stage of the routing engine into one dataset directory -- import (the graph
-with names, attributes and turn restrictions), contract (the hierarchy for ``travel_time``), partition
-and customize (the overlay for the metric ``"time"``: the same travel times, no turn penalties) --
-written atomically with a manifest (:func:`gpuroute.engine.dataset.build_dataset`), for ``gpuroute serve
-DIR`` and :meth:`gpuroute.engine.Engine.open`; a summary on stdout (or ``--json``)."""
+with names, attributes and turn restrictions), contract (the hierarchy for the routing weight), partition
+and customize (the overlay for the same weight, no turn penalties) -- written atomically with a manifest
+(:func:`gpuroute.engine.dataset.build_dataset`), for ``gpuroute serve DIR`` and
+:meth:`gpuroute.engine.Engine.open`. One stderr line per stage start and end with its time (as OSRM logs
+its stages) and one naming the routing weight; a summary on stdout (or ``--json``).
+
+The routing weight is ``--weight``, else ``travel_time`` when the graph has it, else its first weight
+(``distance`` on ``ny``: routes then report no duration; ``ny-time`` has the travel times). A source
+with nothing to route on (an OSM extract without a way the profile may use) is refused with exit code 2
+and nothing written."""
 from __future__ import annotations
 
 import json
 import sys
+import time
 
-from .common import DEFAULT_GRAPH, EXIT_OK, fmt_int, fmt_ms, log, print_rows, progress
+from .common import DEFAULT_GRAPH, EXIT_OK, fmt_int, fmt_ms, fmt_seconds, log, print_rows, weight_line
 from .partition import parse_cell_sizes
+
+PROG = "gpuroute build"
+
+
+def _stage_printer():
+    """``progress(stage, seconds)`` for :func:`build_dataset`: one stderr line per start and end."""
+    starts = {}
+
+    def say(stage, seconds):
+        if seconds is None:
+            starts[stage] = time.perf_counter()
+            print(f"{PROG}: {stage} ...", file=sys.stderr, flush=True)
+        else:
+            print(f"{PROG}: {stage} done in {fmt_seconds(seconds)}", file=sys.stderr, flush=True)
+        log.info("build: %s%s", stage, "" if seconds is None else f" done in {seconds:.3f} s")
+
+    return say
 
 
 def run(args):
     from ..engine.dataset import build_dataset
 
     spec = args.graph
-    with progress(f"building {spec}"):
-        s = build_dataset(spec, args.output, profile=args.profile, cell_sizes=args.cell_sizes,
-                          progress=lambda stage: log.info("build: %s", stage))
+    s = build_dataset(spec, args.output, profile=args.profile, weight=args.weight, cell_sizes=args.cell_sizes,
+                      progress=_stage_printer())
+    g = s["graph"]
+    missing = g.get("ways_missing_nodes", 0)
+    if missing:
+        print(f"{PROG}: warning: {fmt_int(missing)} routable ways of {spec} have nodes missing from the file "
+              f"({fmt_int(g.get('segments_missing_location', 0))} segments dropped; an extract cut without "
+              "complete ways?)", file=sys.stderr)
+    _print_weight(s, spec)
     if args.json:
         json.dump(s, sys.stdout)
         sys.stdout.write("\n")
         return EXIT_OK
-    g = s["graph"]
     sec = s["seconds"]
-    print_rows([("graph", f"{g['name']} ({fmt_int(g['nodes'])} nodes, {fmt_int(g['arcs'])} arcs)"),
-                ("cells", " / ".join(fmt_int(n) for n in s["n_cells"]) + " (per level, finest first; sizes "
-                 + ",".join(str(c) for c in s["cell_sizes"]) + ")"),
-                ("time", ", ".join(f"{k} {fmt_ms(v)}" for k, v in sec.items())
-                 + f"; total {fmt_ms(s['total_seconds'])}"),
-                ("saved", s["directory"]),
-                ("serve", f"gpuroute serve {s['directory']}")])
+    rows = [("graph", f"{g['name']} ({fmt_int(g['nodes'])} nodes, {fmt_int(g['arcs'])} arcs)"),
+            ("weight", f"{s['weight']}" + (f" [{s['unit']['symbol']}]" if (s.get("unit") or {}).get("symbol") else "")
+             + f" (overlay metric {s['metric']!r})")]
+    if missing:
+        rows.append(("incomplete", f"{fmt_int(missing)} ways with nodes missing from the file "
+                                   f"({fmt_int(g.get('segments_missing_location', 0))} segments dropped)"))
+    rows += [("cells", " / ".join(fmt_int(n) for n in s["n_cells"]) + " (per level, finest first; sizes "
+              + ",".join(str(c) for c in s["cell_sizes"]) + ")"),
+             ("time", ", ".join(f"{k} {fmt_ms(v)}" for k, v in sec.items())
+              + f"; total {fmt_ms(s['total_seconds'])}"),
+             ("saved", s["directory"]),
+             ("serve", f"gpuroute serve {s['directory']}")]
+    print_rows(rows)
     return EXIT_OK
+
+
+def _print_weight(summary, spec):
+    """The stderr line naming the routing weight (units from the summary)."""
+    from ..graph.units import Unit
+
+    units = {w: Unit.from_json(u) for w, u in summary["weights"].items()}
+    print(f"{PROG}: {weight_line(units, summary['weight'], spec)}", file=sys.stderr)
 
 
 def add_parser(sub, common):
     c = sub.add_parser("build", parents=[common], help="build a dataset directory: every stage, for gpuroute serve",
                        description="Run every stage (import, contract, partition, customize) into one dataset "
                                    "directory with a manifest, written atomically; gpuroute serve DIR loads it "
-                                   "without building. The hierarchy and the overlay use the profile's travel time "
-                                   "(no turn penalties), so they agree until traffic is applied (POST /customize).")
+                                   "without building. The hierarchy and the overlay use one routing weight (no "
+                                   "turn penalties), so they agree until traffic is applied (POST /customize).")
     c.add_argument("graph", nargs="?", default=DEFAULT_GRAPH, metavar="GRAPH",
                    help=f"a shipped name, an OSM extract or another graph file (default {DEFAULT_GRAPH})")
     c.add_argument("-o", "--output", required=True, metavar="DIR",
                    help="dataset directory (new, empty, or a dataset directory to replace)")
     c.add_argument("--profile", default="car", help="routing profile of an OSM extract (default car)")
+    c.add_argument("--weight", metavar="NAME", default=None,
+                   help="the routing weight (default: travel_time when the graph has it, else its first weight, "
+                        "e.g. distance on ny; ny-time has travel times)")
     c.add_argument("--cell-sizes", type=parse_cell_sizes, default=None, metavar="U0,U1,...",
                    help="largest cell size per partition level, finest first (default 256,4096,65536, the "
                         "levels smaller than the graph)")

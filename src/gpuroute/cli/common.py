@@ -1,5 +1,6 @@
 """What the command modules share: errors reported in one line, argument parsing of points, loading a
-graph (with the companion rule and a progress spinner), and text formatting."""
+graph (with the companion rule and a progress spinner), one stderr line per long stage, the line naming
+the routing weight, and text formatting."""
 from __future__ import annotations
 
 import argparse
@@ -52,7 +53,8 @@ def parse_point(text):
     """
     parts = text.split(",")
     try:
-        if len(parts) != 2:
+        # ASCII only: float() also reads other scripts' digits ("٩.5"), which no coordinate uses
+        if len(parts) != 2 or not text.isascii():
             raise ValueError
         x, y = float(parts[0]), float(parts[1])
     except ValueError:
@@ -173,6 +175,63 @@ def progress(desc, delay=2.0):
         if shown:
             bar.clear()  # refresh() does not mark the bar as printed, so close() alone would leave it
         bar.close()
+
+
+#: The form of the stage lines :func:`stage` and ``gpuroute build`` print on stderr (a tool reading stderr can
+#: tell them from the one error line, which starts ``gpuroute <command>: error:``).
+STAGE_LINE = re.compile(r"^gpuroute [a-z]+: (?!error: |warning: ).+ (\.\.\.|done in [0-9.]+ s|done in [0-9]+ min [0-9]{2} s)$")
+
+
+@contextlib.contextmanager
+def stage(prog, what):
+    """One line on stderr when a long stage starts and one when it ends, with its time, as OSRM logs its
+    stages (``gpuroute build: contract ...`` / ``gpuroute build: contract done in 29.1 s``). Always
+    shown (stdout stays the command's answer); a failure prints nothing here (the command's error line
+    says what failed)."""
+    print(f"{prog}: {what} ...", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    yield
+    print(f"{prog}: {what} done in {fmt_seconds(time.perf_counter() - t0)}", file=sys.stderr, flush=True)
+
+
+def fmt_seconds(seconds):
+    """``"0.42 s"``, ``"29.1 s"``, ``"2 min 05 s"``."""
+    s = float(seconds)
+    if s < 10:
+        return f"{s:.2f} s"
+    if s < 60:
+        return f"{s:.1f} s"
+    m, r = divmod(round(s), 60)
+    return f"{m} min {r:02d} s"
+
+
+def weight_line(units, weight, spec=None):
+    """The line a serving command prints about the weight it routes by: its unit and whether routes
+    will carry durations, with the companion graph that has travel times when there is one
+    (``ny`` -> ``ny-time``, :func:`gpuroute.datasets.for_weight`) and the graph's other weights.
+
+    ``units`` maps each weight of the graph, in order, to its :class:`~gpuroute.graph.units.Unit`.
+    """
+    from .. import datasets
+
+    unit = units.get(weight)
+    s = f"routing by weight {weight!r}" + (f" [{unit.symbol}]" if unit is not None and unit.symbol else "")
+    # as the engine reads durations: travel_time, the routing weight, or another time weight of known scale
+    has_time = (unit is not None and unit.quantity == "time") or any(
+        u.quantity == "time" and (u.scale or w == "travel_time") for w, u in units.items())
+    if unit is not None and unit.quantity == "time":
+        s += ", a travel time"
+    elif unit is not None and unit.quantity == "length":
+        s += ", a length (shortest routes)"
+    if not has_time:
+        s += "; the graph has no travel times, so routes report no duration (null)"
+        other = datasets.for_weight(spec, "travel_time") if isinstance(spec, str) else spec
+        if isinstance(spec, str) and other != spec:
+            s += f"; for travel times use {other}"
+    others = [w for w in units if w != weight]
+    if others:
+        s += f" (other weights: {', '.join(others)}; --weight NAME)"
+    return s
 
 
 def load(spec, weight=None):

@@ -1,6 +1,7 @@
 """``gpuroute contract``: build a contraction hierarchy of a graph and save it
-(:meth:`gpuroute.ch.ContractionHierarchy.build` + :func:`gpuroute.ch.store.save_hierarchy`); a summary on
-stdout, the per-iteration statistics logged at INFO (``-v``)."""
+(:meth:`gpuroute.ch.ContractionHierarchy.build` + :func:`gpuroute.ch.store.save_hierarchy`); one stderr
+line per stage (load, contract, save) start and end with its time, a summary on stdout, the
+per-iteration statistics logged at INFO (``-v``)."""
 from __future__ import annotations
 
 import contextlib
@@ -22,8 +23,11 @@ from .common import (
     pick_weight,
     print_rows,
     progress,
+    stage,
     stderr_is_tty,
 )
+
+PROG = "gpuroute contract"
 
 _STEP_TIME = re.compile(r"^time_(.+)_s$")
 
@@ -75,7 +79,8 @@ def run(args):
         raise CLIError("--method sequential runs on the CPU; use --method cu-ch on the GPU")
     check_device(args.device)
     out = check_replaceable(args.output)  # before any work: never write over something else
-    graph, t_load = load(args.graph, METRICS.get(args.metric))
+    with stage(PROG, f"loading {args.graph}"):
+        graph, t_load = load(args.graph, METRICS.get(args.metric))
     if args.weight is not None:
         if args.weight not in graph.weights:
             raise CLIError(f"graph {graph.name!r} has no weight {args.weight!r}; it has {', '.join(graph.weights)}")
@@ -86,12 +91,14 @@ def run(args):
     # the CPU builders draw their own progress bar; the GPU build gets a spinner
     gpu = resolve_device(args.device, args.method == "cu-ch") == "gpu"
     t0 = time.perf_counter()
-    with progress(f"contracting {graph.name} ({args.method} on the GPU)") if gpu else contextlib.nullcontext():
+    with stage(PROG, f"contracting {graph.name} for {weight} ({args.method} on {'gpu' if gpu else 'cpu'})"), \
+            progress(f"contracting {graph.name} ({args.method} on the GPU)") if gpu else contextlib.nullcontext():
         ch = ContractionHierarchy.build(graph, weight, method=args.method, device=args.device,
                                         progress=stderr_is_tty(), **options)
     t_build = time.perf_counter() - t0
     t0 = time.perf_counter()
-    ch.save(out)
+    with stage(PROG, f"saving {out}"):
+        ch.save(out)
     t_save = time.perf_counter() - t0
     st = ch.stats
     n_it = log_iterations(st)

@@ -1,13 +1,16 @@
 """``gpuroute customize``: the second stage of Customizable Route Planning -- customize the overlay of a
 directory made by ``gpuroute partition`` for a metric, optionally apply traffic (a CSV of ``arc_id,cost``
 rows), and save it for ``gpuroute route --overlay`` (:func:`gpuroute.crp.stages.run_customize`); a
-summary with the customization time per level on stdout (or ``--json``)."""
+summary with the customization time per level on stdout (or ``--json``); one stderr line per stage (load,
+customize) start and end with its time."""
 from __future__ import annotations
 
 import json
 import sys
 
-from .common import DEVICES, EXIT_OK, check_device, fmt_int, fmt_ms, load, log, print_rows, progress
+from .common import DEVICES, EXIT_OK, check_device, fmt_int, fmt_ms, load, log, print_rows, progress, stage
+
+PROG = "gpuroute customize"
 
 
 def run(args):
@@ -27,8 +30,10 @@ def run(args):
     if args.traffic is not None:
         read_traffic(args.traffic)  # a bad row is reported before the graph is loaded
     spec = datasets.for_weight(graph_spec(args.directory), metric_weight(args.metric))
-    graph, t_load = load(spec)
-    with progress(f"customizing {graph.name}"):
+    with stage(PROG, f"loading {spec}"):
+        graph, t_load = load(spec)
+    with stage(PROG, f"customizing {graph.name} for {args.metric} and saving {args.directory}"), \
+            progress(f"customizing {graph.name}"):
         s = run_customize(args.directory, args.metric, graph=graph, spec=spec, traffic=args.traffic, device=args.device)
     log.info("customize: %s saved to %s", s["metric"], s["directory"])
     if args.json:

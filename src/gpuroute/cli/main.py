@@ -10,7 +10,9 @@ Customizable Route Planning runs as stages on one overlay directory (:mod:`gpuro
 Exit codes: 0 success; 1 no route between the two points; 2 bad input or any other failure (missing
 file, unknown graph name, point outside the network, malformed point, ``--device gpu`` without a GPU,
 unreadable file, a header that announces more than the file holds, ...): one line on stderr, never a
-traceback (``-v`` logs the traceback).
+traceback (``-v`` logs the traceback). Long stages (``contract``, ``partition``, ``customize``, ``build``)
+print one stderr line when they start and one when they end (:data:`gpuroute.cli.common.STAGE_LINE`);
+a failure's line comes last.
 """
 from __future__ import annotations
 

@@ -1,13 +1,27 @@
 """``gpuroute partition``: the first stage of Customizable Route Planning -- a nested multi-level
 partition of a graph saved as an overlay directory (:func:`gpuroute.crp.stages.run_partition`), for
-``gpuroute customize`` and ``gpuroute route --overlay``; a summary on stdout (or ``--json``)."""
+``gpuroute customize`` and ``gpuroute route --overlay``; one stderr line per stage (load, partition)
+start and end with its time, a summary on stdout (or ``--json``)."""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
 
-from .common import DEFAULT_GRAPH, EXIT_OK, fmt_int, fmt_ms, graph_line, load, log, print_rows, progress
+from .common import (
+    DEFAULT_GRAPH,
+    EXIT_OK,
+    fmt_int,
+    fmt_ms,
+    graph_line,
+    load,
+    log,
+    print_rows,
+    progress,
+    stage,
+)
+
+PROG = "gpuroute partition"
 
 
 def parse_cell_sizes(text):
@@ -30,8 +44,9 @@ def run(args):
     from ..crp.stages import check_replaceable, run_partition
 
     out = check_replaceable(args.output)  # before any work: never write over something else
-    graph, t_load = load(args.graph)
-    with progress(f"partitioning {graph.name}"):
+    with stage(PROG, f"loading {args.graph}"):
+        graph, t_load = load(args.graph)
+    with stage(PROG, f"partitioning {graph.name} and saving {out}"), progress(f"partitioning {graph.name}"):
         s = run_partition(graph, out, spec=args.graph, cell_sizes=args.cell_sizes, method=args.method,
                           seed=args.seed)
     log.info("partition: %s saved to %s", s["n_cells"], out)

@@ -4,8 +4,10 @@
 :meth:`~gpuroute.Overlay.route`, turn-aware); text or GeoJSON (:mod:`gpuroute.geo.geojson`)."""
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
+import math
 import sys
 import time
 
@@ -41,6 +43,24 @@ LANDMARKS = (
 
 #: Node ids shown at each end of an abbreviated path.
 PATH_HEAD = 5
+
+
+def parse_radius(text):
+    """``--radius``: a snap distance >= 0 (``inf``: unlimited).
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Not a number, NaN or negative (naming the value).
+    """
+    try:
+        r = float(text)
+    except ValueError:
+        r = math.nan
+    if not r >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"--radius {text}: expected a distance >= 0 (metres; planar units on planar "
+                                         "graphs)")
+    return r
 
 
 def _bbox_hint(graph, x, y):
@@ -238,8 +258,8 @@ def add_parser(sub, common):
                    help="auto: the GPU when usable and the method runs there (the same rule everywhere)")
     r.add_argument("--snapping", choices=SNAPPING, default="default",
                    help="default: only nodes of the largest strongly connected component; any: every node")
-    r.add_argument("--radius", type=float, default=None, metavar="R",
-                   help="largest snap distance (metres; planar units on planar graphs)")
+    r.add_argument("--radius", type=parse_radius, default=None, metavar="R",
+                   help="largest snap distance, >= 0 (metres; planar units on planar graphs)")
     r.add_argument("--json", action="store_true", help="print a GeoJSON FeatureCollection")
     r.set_defaults(func=run)
     return r

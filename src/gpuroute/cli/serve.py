@@ -5,37 +5,123 @@ With no argument it builds and serves the shipped Monaco extract; a dataset dire
 build GRAPH -o DIR``) is loaded without building anything and routes run over its overlay. It binds
 127.0.0.1 unless told otherwise (``--host 0.0.0.0`` opens it to the network, with a warning).
 ``POST /customize`` (live traffic) is served on loopback binds unless ``--no-allow-customize``, and on
-other binds only with ``--allow-customize``."""
+other binds only with ``--allow-customize``. A write (``POST /customize``) from a web page is taken only
+from the server's own origin and those given by ``--allow-origin`` (:func:`gpuroute.server.create_app`).
+
+The port is bound before anything is loaded (a port in use: exit 2, one line naming it); every service is
+then compiled and run once (:func:`gpuroute.server.warm_up`) before the socket listens, so ``/health``
+answers only once no request compiles anything."""
 from __future__ import annotations
 
 import gc
+import ipaddress
+import socket
 import sys
 import time
 
-from .common import EXIT_OK, CLIError, log, one_line, progress
+from .common import EXIT_OK, CLIError, log, one_line, progress, weight_line
 
 #: What ``gpuroute serve`` serves without an argument.
 DEFAULT_DATASET = "monaco"
 
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def is_loopback(host):
+    """Whether ``host`` (an address, ``[::1]``, or a name) reaches only this machine: a loopback address
+    (``127.0.0.0/8``, ``::1``), ``localhost`` or a name under ``.localhost`` (RFC 6761)."""
+    h = str(host).strip().lower()
+    if h.startswith("[") and h.endswith("]"):
+        h = h[1:-1]
+    if h == "localhost" or h.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
+
+
+def bind(host, port):
+    """A TCP socket bound to ``host:port``, not yet listening (connections are refused until the server
+    starts); the first IPv4 address of a name, else its first address.
+
+    Raises
+    ------
+    CLIError
+        The port is in use, or the address cannot be bound (one line naming both).
+    """
+    h = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        infos = socket.getaddrinfo(h, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise CLIError(f"--host {host}: {e.strerror or e}") from None
+    infos.sort(key=lambda i: i[0] != socket.AF_INET)
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a TIME_WAIT port is free
+        sock.bind(address)
+    except OSError as e:
+        sock.close()
+        import errno
+
+        if e.errno == errno.EADDRINUSE:
+            raise CLIError(f"--port {port}: port {port} is already in use on {host} (another server is listening "
+                           "there): stop it or choose another --port") from None
+        raise CLIError(f"cannot listen on {host} port {port}: {e.strerror or e}") from None
+    return sock
+
+
+def allowed_origins(values):
+    """The ``--allow-origin`` values, normalized (:func:`gpuroute.server.normalize_origin`).
+
+    Raises
+    ------
+    CLIError
+        A value that is not an http(s) origin (``*`` included: a wildcard would let every page write).
+    """
+    from ..server.app import normalize_origin
+
+    out = []
+    for v in values or ():
+        n = normalize_origin(v)
+        if n is None:
+            raise CLIError(f"--allow-origin {v!r}: expected a web origin scheme://host[:port] (http or https, no "
+                           "path, no wildcard), e.g. https://map.example")
+        out.append(n)
+    return out
 
 
 def run(args):
+    """Bind the port, then serve (:func:`serve`); the socket is closed however that ends."""
+    if not 0 <= args.port < 65536:
+        raise CLIError(f"--port {args.port}: expected 1 .. 65535 (or 0: any free port)")
+    allowed_origins(getattr(args, "allow_origin", None))  # checked before anything is bound or loaded
+    sock = bind(args.host, args.port)
     try:
-        import uvicorn
+        return serve(args, sock)
+    finally:
+        sock.close()
 
-        from ..server import create_app
+
+def serve(args, sock):
+    try:
+        import uvicorn  # noqa: F401 - the serve extra is there
+
+        from ..server import create_app, warm_up
+        from ..server import http as server_http
     except ImportError as e:
         raise CLIError(f"gpuroute serve needs the serve extra ({one_line(e)}): pip install 'gpuroute[serve]'") from e
     from ..engine import Engine
 
-    if not 0 < args.port < 65536:
-        raise CLIError(f"--port {args.port}: expected 1 .. 65535")
     spec = args.dataset or DEFAULT_DATASET
     t0 = time.perf_counter()
     with progress(f"opening {spec}"):
-        engine = Engine.open(spec)
+        engine = Engine.open(spec, weight=args.weight)
     log.info("opened %r in %.3f s", engine, time.perf_counter() - t0)
+    g = getattr(engine, "graph", None)  # any engine-shaped object serves; ours names its routing weight
+    if g is not None:
+        print(f"gpuroute serve: {weight_line({w: g.units[w] for w in g.weight_names}, engine.weight, spec)}",
+              file=sys.stderr)
     table = None if args.max_table_size is None else max(0, args.max_table_size) ** 2  # the engine counts cells
     counts = {"max_locations_route": args.max_viaroute_size, "max_locations_table": table,
               "max_locations_nearest": args.max_nearest_size}
@@ -48,22 +134,32 @@ def run(args):
                        ("default_radius", args.default_radius)):
         if value is not None:
             limits[key] = value
-    allow = args.allow_customize if args.allow_customize is not None else args.host in _LOOPBACK
-    app = create_app(engine, limits=limits, allow_customize=allow)
+    allow = args.allow_customize if args.allow_customize is not None else is_loopback(args.host)
+    app = create_app(engine, limits=limits, allow_customize=allow,
+                     allow_origins=allowed_origins(getattr(args, "allow_origin", None)), warm_up=True)
+    t_warm = time.perf_counter()
+    print("gpuroute serve: compiling and warming up every service before listening (the first start after an "
+          "install takes longest) ...", file=sys.stderr, flush=True)
+    report = warm_up(app)
+    print(f"gpuroute serve: warmed up in {report['seconds']:.1f} s"
+          + (f" ({len(report['failed'])} warm-up requests failed: see the log)" if report["failed"] else ""),
+          file=sys.stderr, flush=True)
+    log.info("warm-up took %.3f s", time.perf_counter() - t_warm)
     # the engine's arrays and objects live as long as the server: move them out of the garbage
     # collector's generations, so that a request's collections do not walk them (measured: ~45 ms of a
     # 10-minute NY isochrone went to collections before)
     gc.collect()
     gc.freeze()
-    if args.host not in _LOOPBACK:
+    if not is_loopback(args.host):
         print(f"gpuroute serve: warning: listening on {args.host}, not loopback: anyone who can reach this "
               "machine can query it", file=sys.stderr)
-    print(f"gpuroute serve: {spec} on http://{args.host}:{args.port} (the map at /; GET /route/v1/driving/LON,LAT;LON,LAT, "
+    host = f"[{args.host}]" if ":" in args.host and not args.host.startswith("[") else args.host
+    port = sock.getsockname()[1]  # --port 0: the one the system chose
+    print(f"gpuroute serve: {spec} on http://{host}:{port} (the map at /; GET /route/v1/driving/LON,LAT;LON,LAT, "
           f"/table/v1, /nearest/v1, /health{', POST /customize' if allow else ''}; Ctrl-C stops)", file=sys.stderr)
-    max_body = app.state.limits.get("max_body_bytes") or 0
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning",
-                # h11 refuses request lines and headers over this size: long GET tables up to the body limit
-                h11_max_incomplete_event_size=max(65536, int(max_body)))
+    # h11's request-line limit is the body limit (long GET tables); a longer URL is answered 414
+    if not server_http.run(app, sock, log_level="info" if args.verbose else "warning"):
+        raise CLIError(f"the server on {args.host} port {port} did not start (see the log above)")
     return EXIT_OK
 
 
@@ -75,8 +171,11 @@ def add_parser(sub, common):
     s.add_argument("dataset", nargs="?", default=None, metavar="DIR|GRAPH",
                    help=f"a dataset directory (gpuroute build), a graph file or a shipped graph name (default "
                         f"{DEFAULT_DATASET})")
+    s.add_argument("--weight", metavar="NAME", default=None,
+                   help="the routing weight (default: a dataset directory's own; else travel_time when the graph "
+                        "has it, else its first weight, e.g. distance on ny: routes then report no duration)")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback only)")
-    s.add_argument("--port", type=int, default=5000, help="port (default 5000)")
+    s.add_argument("--port", type=int, default=5000, help="port (default 5000; 0: any free port, printed)")
     s.add_argument("--max-viaroute-size", type=int, default=None, metavar="N",
                    help="most coordinates of a route (default: the engine's limit; <= 0: none)")
     s.add_argument("--max-table-size", type=int, default=None, metavar="N",
@@ -98,5 +197,8 @@ def add_parser(sub, common):
                         "Default: on for a loopback --host, off otherwise")
     s.add_argument("--no-allow-customize", dest="allow_customize", action="store_false",
                    help="refuse POST /customize (HTTP 403) even on loopback")
+    s.add_argument("--allow-origin", dest="allow_origin", action="append", default=None, metavar="URL",
+                   help="a web origin (scheme://host[:port]) whose pages may POST /customize besides this server's "
+                        "own page; repeatable. Reads (route, table, ...) are open to every origin")
     s.set_defaults(func=run)
     return s

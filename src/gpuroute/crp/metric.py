@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -329,20 +330,28 @@ class Profile:
         Seconds (>= 0, finite) per turn type name: ``"straight"``, ``"left"``, ``"right"``, ``"uturn"``;
         types not listed cost 0.
     name : str
+    source : str, optional
+        The file it was loaded from (:meth:`load`), named by the errors of its resolution for a graph.
 
     Raises
     ------
     ValueError
-        A speed that is not a finite number > 0, a penalty that is not a finite number >= 0, or an unknown
-        turn type name (each message names the class or type).
+        A speed that is not a finite number of at least :attr:`MIN_SPEED_KMH`, a penalty that is not a
+        finite number in [0, :attr:`MAX_PENALTY_S`], or an unknown turn type name (each message names
+        the field, the class or type, and the value).
     """
 
     speeds_kmh: dict
     turn_penalties_s: dict = field(default_factory=dict)
     name: str = "profile"
+    source: str | None = field(default=None, compare=False, repr=False)
 
     #: Key of the speed used for road classes the profile does not list.
     DEFAULT_CLASS = "default"
+    #: Largest turn penalty in seconds: the largest cost, MAX_WEIGHT deciseconds.
+    MAX_PENALTY_S = MAX_WEIGHT / 10.0
+    #: Smallest speed in km/h: slower, one metre takes more than MAX_WEIGHT deciseconds.
+    MIN_SPEED_KMH = 36.0 / MAX_WEIGHT
 
     def __post_init__(self):
         if not isinstance(self.speeds_kmh, Mapping) or not self.speeds_kmh:
@@ -352,8 +361,12 @@ class Profile:
         speeds = {}
         for cls_name, v in self.speeds_kmh.items():
             if not _is_real(v) or not (math.isfinite(v) and v > 0):
-                raise ValueError(f"profile {self.name!r}: speed of road class {cls_name!r} is {v!r}; "
-                                 "speeds must be finite numbers > 0 km/h")
+                raise ValueError(f"profile {self.name!r}: speeds_kmh {cls_name!r} (speed of road class "
+                                 f"{cls_name!r}) is {v!r}; speeds must be finite numbers > 0 km/h")
+            if v < self.MIN_SPEED_KMH:
+                raise ValueError(f"profile {self.name!r}: speeds_kmh {cls_name!r} (speed of road class "
+                                 f"{cls_name!r}) is {v!r}; speeds must be at least {self.MIN_SPEED_KMH:.3g} km/h "
+                                 f"(slower, one metre takes more than the largest cost, {MAX_WEIGHT} ds)")
             speeds[str(cls_name)] = float(v)
         pens = {}
         for kind, v in self.turn_penalties_s.items():
@@ -361,16 +374,18 @@ class Profile:
                 raise ValueError(f"profile {self.name!r}: unknown turn type {kind!r} in turn_penalties_s; "
                                  f"expected one of {list(TURN_TYPE_BY_NAME)} (restricted turns are always "
                                  "forbidden)")
-            if not _is_real(v) or not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"profile {self.name!r}: penalty of turn type {kind!r} is {v!r}; "
-                                 "penalties must be finite numbers >= 0 s")
+            if not _is_real(v) or not (math.isfinite(v) and 0 <= v <= self.MAX_PENALTY_S):
+                raise ValueError(f"profile {self.name!r}: turn_penalties_s {kind!r} (penalty of turn type "
+                                 f"{kind!r}) is {v!r}; penalties must be finite numbers of seconds in [0, "
+                                 f"{self.MAX_PENALTY_S:.1f}] (the largest cost, {MAX_WEIGHT} ds)")
             pens[kind] = float(v)
         self.speeds_kmh = speeds
         self.turn_penalties_s = pens
         self.name = str(self.name)
+        self.source = None if self.source is None else str(self.source)
 
     @classmethod
-    def from_dict(cls, d):
+    def from_dict(cls, d, *, source=None):
         """A Profile from ``{"name": ..., "speeds_kmh": {...}, "turn_penalties_s": {...}}`` (the JSON
         layout; ``name`` and ``turn_penalties_s`` optional).
 
@@ -387,7 +402,7 @@ class Profile:
         if "speeds_kmh" not in d:
             raise ValueError("a profile needs 'speeds_kmh' (road class -> km/h)")
         return cls(speeds_kmh=d["speeds_kmh"], turn_penalties_s=d.get("turn_penalties_s", {}),
-                   name=d.get("name", "profile"))
+                   name=d.get("name", "profile"), source=source)
 
     @classmethod
     def load(cls, path):
@@ -407,7 +422,7 @@ class Profile:
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON ({e})") from None
         try:
-            return cls.from_dict(d)
+            return cls.from_dict(d, source=os.fspath(path))
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from None
 
@@ -670,7 +685,7 @@ def _resolve_named(graph, name):
 
 
 def _resolve_profile(graph, profile):
-    what = f"profile {profile.name!r} on graph {graph.name!r}"
+    what = (f"{profile.source}: " if profile.source else "") + f"profile {profile.name!r} on graph {graph.name!r}"
     missing = [k for k in ("length_m", "road_class") if k not in graph.arc_attrs]
     if missing or "road_classes" not in graph.meta:
         need = missing + ([] if "road_classes" in graph.meta else ["meta['road_classes']"])
@@ -701,7 +716,11 @@ def _resolve_profile(graph, profile):
     big = cost > MAX_WEIGHT
     if big.any():
         i = int(np.flatnonzero(big)[0])
-        raise ValueError(f"{what}: travel time of arc {i} is {cost[i]:.0f} ds, over MAX_WEIGHT={MAX_WEIGHT}")
+        c = classes[code[i]]
+        v = profile.speeds_kmh.get(c, default)
+        field_name = c if c in profile.speeds_kmh else Profile.DEFAULT_CLASS
+        raise ValueError(f"{what}: travel time of arc {i} ({length[i]:.1f} m of road class {c!r} at speeds_kmh "
+                         f"{field_name!r} = {v!r}) is {cost[i]:.0f} ds, over MAX_WEIGHT={MAX_WEIGHT}")
     return Metric(cost.astype(np.int64), profile.penalties_ds(), name=profile.name, units="ds")
 
 

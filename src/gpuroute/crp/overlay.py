@@ -22,6 +22,7 @@ from .. import config
 from ..backend import resolve_device
 from ..ch.query import id_array
 from ..graph.constants import INF
+from ..graph.units import Unit, parse_unit
 from ..io.atomic import atomic_directory
 from ..partition import Partition
 from ..partition.multilevel import topology_fingerprint
@@ -31,12 +32,29 @@ from .customize import customize_level, unpack
 from .metric import FORBIDDEN, RESTRICTED, Metric, TurnTable, decode_turn_costs
 from .topology import build_topology
 
-__all__ = ["Overlay", "OverlayQuery", "FORMAT", "FORMAT_VERSION"]
+__all__ = ["Overlay", "OverlayQuery", "FORMAT", "FORMAT_VERSION", "metric_unit"]
 
 FORMAT = "gpuroute-overlay"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+#: Manifest formats :meth:`Overlay.load` also reads: an overlay directory (:mod:`gpuroute.crp.stages`) and a
+#: dataset directory (:mod:`gpuroute.engine.dataset`), each holding an ``overlay/`` of :data:`FORMAT`.
+_STAGES_FORMAT = "gpuroute-crp-stages"
+_DATASET_FORMAT = "gpuroute-dataset"
 DEVICES = ("auto", "cpu", "gpu")
+
+
+def metric_unit(graph, metric) -> Unit:
+    """The :class:`~gpuroute.graph.units.Unit` of a metric's costs: the graph weight's own Unit when one has
+    the metric's unit symbol (``"ds"`` -> ``graph.units["travel_time"]``, with its scale and note), else
+    the symbol read by :func:`~gpuroute.graph.units.parse_unit` (costs of the caller's own: no scale)."""
+    symbol = getattr(metric, "units", "") or ""
+    units = getattr(graph, "units", None) or {}
+    if symbol:
+        for u in units.values():
+            if isinstance(u, Unit) and u.symbol == symbol:
+                return u
+    return parse_unit(symbol)
 
 
 def node_ids(n, x, what):
@@ -206,10 +224,10 @@ class Overlay:
             self._gpu_cust = GPUCustomizer(self)
         return self._gpu_cust
 
-    def _run_gpu(self, met, arc, cells_per_level=None, base_state=None):
+    def _run_gpu(self, met, arc, cells_per_level=None, base_state=None, decode=True):
         """Customize on the GPU (all cells, or ``cells_per_level`` on top of ``base_state``) while the host
-        decodes the turn costs the queries read; returns (turn costs, clique, tree, level seconds, rounds,
-        the pending run)."""
+        decodes the turn costs the queries read (``decode``; an update patches them itself, and gets None);
+        returns (turn costs, clique, tree, level seconds, rounds, the pending run)."""
         g = self._gpu()
         keep = bool(self._tree_first[-1] > 0)
         base = None
@@ -218,7 +236,7 @@ class Overlay:
         t0 = time.perf_counter()
         run = g.launch(arc, met.turn_penalty, met.turn_cost, cells_per_level, base, keep)
         t1 = time.perf_counter()
-        tcost = np.ascontiguousarray(decode_turn_costs(met, self.turns), dtype=np.int64)  # overlaps the GPU
+        tcost = np.ascontiguousarray(decode_turn_costs(met, self.turns), dtype=np.int64) if decode else None
         t2 = time.perf_counter()
         clique, tree, level_s, rounds = g.finish(run)
         if tree is None:
@@ -348,8 +366,9 @@ class Overlay:
         tcost = st.turn_cost.copy()
         tr = self.turns
         rv = tr.reverse()
-        rows = [np.arange(rv.first_in[b], rv.first_in[b + 1]) for b in uniq]
-        into = rv.turn_id[np.concatenate(rows)] if rows else np.zeros(0, np.int64)
+        lo = np.asarray(rv.first_in[uniq], np.int64)
+        cnt = np.asarray(rv.first_in[uniq + 1], np.int64) - lo  # the turns into each changed arc
+        into = rv.turn_id[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()), dtype=np.int64)]
         live = tcost[into] != FORBIDDEN
         into = into[live]
         out_arc = tr.out_arc[into]
@@ -362,7 +381,7 @@ class Overlay:
         old = st.metric
         met = Metric(arc, old.turn_penalty, turn_cost=old.turn_cost, name=old.name, units=old.units)
         if dev == "gpu":
-            _, clique, tree, level_s, _, run = self._run_gpu(met, arc, cells, st)
+            _, clique, tree, level_s, _, run = self._run_gpu(met, arc, cells, st, decode=False)
         else:
             clique = st.clique.copy()
             tree = st.tree.copy()
@@ -403,7 +422,9 @@ class Overlay:
         PathResult
             ``distance`` (int, the metric's unit; ``INF`` if unreachable), ``nodes`` int32 (k,) and
             ``arcs`` int32 (k - 1,): the first arc's cost plus the cost of every turn along the path
-            equals the distance; ``settled`` (search states scanned), ``method="crp"``.
+            equals the distance; ``weight`` (the metric's name), ``unit`` (its
+            :class:`~gpuroute.graph.units.Unit`, :func:`metric_unit`: the graph weight's own for a named
+            metric, as ``shortest_path`` gives it), ``settled`` (search states scanned), ``method="crp"``.
 
         Raises
         ------
@@ -447,18 +468,48 @@ class Overlay:
         return out
 
     # ------------------------------------------------------------------------------------------ store
-    def save(self, directory):
-        """Write the partition and the current customization (atomically) to ``directory``.
+    def save(self, directory, *, spec=None):
+        """Write the partition and the current customization (atomically) to ``directory``, in the layout
+        of an overlay directory of ``gpuroute partition`` / ``gpuroute customize``
+        (:func:`gpuroute.crp.stages.save_overlay`): ``manifest.json``, ``partition/`` and ``overlay/``.
+        One name, one layout: :meth:`load`, ``gpuroute customize DIR`` and ``gpuroute route --overlay
+        DIR`` read it.
 
-        Layout: ``manifest.json`` (format, version, graph and partition fingerprints, metric name and
-        fingerprint, SHA-256 of each file) and ``cells.npy``, ``arc_cost.npy``, ``turn_cost.npy``,
-        ``clique.npy``, ``tree.npy`` (the kept shortest-path trees, :data:`gpuroute.config.CRP_KEEP_TREES`). The topology is rebuilt from the graph on load (it is metric-independent and
-        built in well under a second).
+        Parameters
+        ----------
+        directory : str or path-like
+            New, empty, or an overlay directory to replace (also one in the older single-directory
+            layout); anything else is refused.
+        spec : str, optional
+            What reopens the graph (a shipped name or a path); default: its name when it is a shipped
+            dataset, else its recorded source.
+
+        Returns
+        -------
+        str
+            The absolute path.
 
         Raises
         ------
         RuntimeError
             Not customized yet.
+        FileExistsError
+            ``directory`` holds something else (nothing is written).
+        """
+        from .stages import save_overlay
+
+        self._need_state()
+        return save_overlay(self, directory, spec=spec)
+
+    def _save_files(self, directory):
+        """Write the customized overlay's own files (atomically) to ``directory``: the ``overlay/`` part of
+        an overlay directory or of a dataset directory.
+
+        Layout: ``manifest.json`` (format ``gpuroute-overlay``, version, graph and partition
+        fingerprints, metric name and fingerprint, SHA-256 of each file) and ``cells.npy``,
+        ``arc_cost.npy``, ``turn_cost.npy``, ``clique.npy``, ``tree.npy`` (the kept shortest-path trees,
+        :data:`gpuroute.config.CRP_KEEP_TREES`). The topology is rebuilt from the graph on load (it is
+        metric-independent and built in well under a second).
         """
         st = self._need_state()
         arrays = {"cells": self.partition.cells, "arc_cost": st.arc_cost, "turn_cost": st.turn_cost,
@@ -496,6 +547,10 @@ class Overlay:
         Parameters
         ----------
         directory : str or path-like
+            An overlay directory (:meth:`save`, or ``gpuroute partition`` + ``gpuroute customize``: its
+            customization is checked to come from its partition, :func:`gpuroute.crp.stages.
+            open_overlay`), its inner ``overlay/`` directory, or a dataset directory (``gpuroute
+            build``: its ``overlay/``).
         graph : RoadGraph, optional
             The graph it was built for; default: reopened from the manifest (the shipped dataset's name
             or the recorded source path, :func:`gpuroute.open_graph`).
@@ -507,7 +562,8 @@ class Overlay:
         ValueError
             The directory is not a saved overlay, its format version differs, it was built for another
             graph (node/arc counts or fingerprint differ: named), or a file was changed or truncated (its
-            SHA-256 differs: named). Nothing is returned half-read.
+            SHA-256 differs: named); an overlay directory not customized yet or customized from another
+            partition (:class:`gpuroute.crp.stages.StageError`). Nothing is returned half-read.
         """
         directory = os.fspath(directory)
         mpath = os.path.join(directory, MANIFEST)
@@ -516,7 +572,18 @@ class Overlay:
                 man = json.load(f)
         except (OSError, ValueError) as e:
             raise ValueError(f"{directory}: not a saved overlay ({e})") from None
-        if not isinstance(man, dict) or man.get("format") != FORMAT:
+        fmt = man.get("format") if isinstance(man, dict) else None
+        if fmt == _STAGES_FORMAT:  # the layout save() and the CLI write: check, then read its overlay/
+            from .stages import open_overlay
+
+            return open_overlay(directory, graph)[0]
+        if fmt == _DATASET_FORMAT:
+            part = (man.get("parts") or {}).get("overlay") if isinstance(man.get("parts"), dict) else None
+            sub = part.get("directory") if isinstance(part, dict) else None
+            if not isinstance(sub, str) or os.path.basename(sub) != sub:
+                raise ValueError(f"{mpath}: a dataset directory without an overlay part (run gpuroute build again)")
+            return cls.load(os.path.join(directory, sub), graph)
+        if fmt != FORMAT:
             raise ValueError(f"{mpath}: not a {FORMAT} manifest")
         if man.get("version") != FORMAT_VERSION:
             raise ValueError(f"{mpath}: format version {man.get('version')}, this gpuroute reads {FORMAT_VERSION}")
@@ -760,7 +827,7 @@ class OverlayQuery:
         n = g.n_nodes
         s = int(node_ids(n, source, "source")[0][0])
         t = int(node_ids(n, target, "target")[0][0])
-        unit = getattr(st.metric, "units", "")
+        unit = metric_unit(g, st.metric)
         name = getattr(st.metric, "name", "")
         if s == t:
             return PathResult(0, np.array([s], np.int32), np.zeros(0, np.int32), name, unit, settled=0,

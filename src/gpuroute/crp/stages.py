@@ -28,6 +28,7 @@ run_customize(directory, metric, ...)   customize (and apply traffic) from the s
 read_traffic(path, n_arcs=None)         parse a traffic CSV of ``arc_id,cost`` rows
 check_overlay(directory)                what a query needs to know, refusing a stale customization
 open_overlay(directory, graph=None)     :func:`check_overlay` + :meth:`gpuroute.Overlay.load`
+save_overlay(overlay, directory)        a customized Overlay as an overlay directory (:meth:`gpuroute.Overlay.save`)
 read_manifest(directory), graph_spec(directory), metric_weight(metric), resolve_metric_spec(spec)
 check_replaceable(directory)            raise unless ``run_partition`` may write ``directory``
 """
@@ -43,7 +44,7 @@ import numpy as np
 
 from ..graph.errors import ParseError
 from ..graph.units import Unit, parse_unit
-from ..io.atomic import atomic_file
+from ..io.atomic import atomic_directory, atomic_file
 from ..partition import Partition
 from ..partition.multilevel import CELLS_FILE
 from ..partition.multilevel import FORMAT as PARTITION_FORMAT
@@ -51,9 +52,10 @@ from ..partition.multilevel import MANIFEST as PARTITION_MANIFEST
 from .metric import NAMED_METRICS, Profile
 from .overlay import FORMAT as OVERLAY_FORMAT
 from .overlay import MANIFEST as OVERLAY_MANIFEST
-from .overlay import Overlay
+from .overlay import Overlay, metric_unit
 
-__all__ = ["run_partition", "run_customize", "read_traffic", "check_overlay", "open_overlay", "read_manifest",
+__all__ = ["run_partition", "run_customize", "read_traffic", "check_overlay", "open_overlay", "save_overlay",
+           "read_manifest",
            "graph_spec", "metric_weight", "resolve_metric_spec", "check_replaceable", "StageError", "FORMAT",
            "FORMAT_VERSION", "MANIFEST", "PARTITION_DIR", "OVERLAY_DIR"]
 
@@ -391,11 +393,11 @@ def _is_number(s):
 def _unit_of(graph, metric):
     """The :class:`Unit` of a customized metric: the graph weight's own unit when one has its symbol."""
     symbol = getattr(metric, "units", "") or ""
-    for w in (metric_weight(getattr(metric, "name", None)), *graph.units):
-        u = graph.units.get(w) if w is not None else None
-        if u is not None and u.symbol == symbol:
-            return u
-    return parse_unit(symbol)
+    w = metric_weight(getattr(metric, "name", None))
+    u = graph.units.get(w) if w is not None else None
+    if u is not None and u.symbol == symbol:
+        return u
+    return metric_unit(graph, metric)
 
 
 def run_customize(directory, metric, *, graph=None, spec=None, traffic=None, device="auto"):
@@ -480,7 +482,7 @@ def run_customize(directory, metric, *, graph=None, spec=None, traffic=None, dev
                "arcs": int(np.unique(ids).size), "cells": u["cells"], "seconds": u["seconds"],
                "level_seconds": u["level_seconds"]}
     t0 = time.perf_counter()
-    ov.save(odir)
+    ov._save_files(odir)
     om = _read_json(os.path.join(odir, OVERLAY_MANIFEST), "overlay manifest")
     unit = _unit_of(graph, ov.metric)
     name = getattr(ov.metric, "name", None)
@@ -593,3 +595,94 @@ def open_overlay(directory, graph=None):
 
         graph = open_graph(info["graph_spec"])
     return Overlay.load(info["overlay"], graph=graph), info
+
+
+# ------------------------------------------------------------------------------------------- save
+def _check_save_target(directory):
+    """Refuse to replace anything but an overlay directory, a saved overlay of the older single-directory
+    layout (``Overlay.save`` before the two were one), or a new or empty directory."""
+    if not os.path.lexists(directory):
+        return
+    if os.path.islink(directory) or not os.path.isdir(directory):
+        raise FileExistsError(f"{directory}: exists and is not a directory; not writing an overlay directory there")
+    if not os.listdir(directory):
+        return
+    try:
+        m = _read_json(os.path.join(directory, MANIFEST), "manifest")
+    except StageError:
+        m = None
+    if not (isinstance(m, dict) and m.get("format") in (FORMAT, OVERLAY_FORMAT)):
+        raise FileExistsError(f"{directory}: a non-empty directory that is not an overlay directory (no {FORMAT!r} "
+                              f"{MANIFEST}); not replacing it")
+
+
+def save_overlay(overlay, directory, *, spec=None):
+    """Write a customized :class:`~gpuroute.Overlay` as an overlay directory: the layout ``gpuroute
+    partition`` and ``gpuroute customize`` write (``manifest.json``, ``partition/``, ``overlay/``), so
+    that :meth:`gpuroute.Overlay.load`, :func:`open_overlay`, ``gpuroute customize DIR`` and ``gpuroute
+    route --overlay DIR`` read it. The whole directory is written into a temporary sibling and renamed
+    into place.
+
+    Parameters
+    ----------
+    overlay : Overlay
+        Customized.
+    directory : str or path-like
+        New, empty, an overlay directory, or a saved overlay of the older single-directory layout
+        (replaced); anything else is refused.
+    spec : str, optional
+        What reopens the graph (a shipped name or a path, made absolute); default: the graph's name if it
+        is a shipped dataset, else its recorded source.
+
+    Returns
+    -------
+    str
+        The absolute path.
+
+    Raises
+    ------
+    RuntimeError
+        The overlay is not customized.
+    FileExistsError
+        ``directory`` holds something else (checked before anything is written).
+    """
+    directory = os.path.abspath(os.fspath(directory)).rstrip(os.sep)
+    overlay._need_state()
+    _check_save_target(directory)
+    graph, part = overlay.graph, overlay.partition
+    met = overlay.metric
+    gsum = {"name": graph.name, "spec": _spec_of(spec, graph), "nodes": int(graph.n_nodes),
+            "arcs": int(graph.n_arcs), "fingerprint": graph.fingerprint(), "topology_fingerprint": part.fingerprint}
+    boundary = part.meta.get("boundary_arcs") if isinstance(part.meta, dict) else None
+    if boundary is None:
+        boundary = part.boundary_arcs(graph)
+    with atomic_directory(directory) as tmp:
+        pdir = os.path.join(tmp, PARTITION_DIR)
+        part.save(pdir)
+        odir = os.path.join(tmp, OVERLAY_DIR)
+        overlay._save_files(odir)
+        pman = _read_json(os.path.join(pdir, PARTITION_MANIFEST), "partition manifest")
+        om = _read_json(os.path.join(odir, OVERLAY_MANIFEST), "overlay manifest")
+        psha = _cells_sha256(pman, CELLS_FILE)
+        name = getattr(met, "name", None)
+        manifest = {
+            "format": FORMAT, "version": FORMAT_VERSION, "graph": gsum,
+            "partition": {"directory": PARTITION_DIR, "cells_sha256": psha, "method": part.method,
+                          "seed": (part.meta or {}).get("seed"), "cell_sizes": list(part.cell_sizes),
+                          "n_cells": [int(x) for x in part.n_cells], "boundary_arcs": [int(x) for x in boundary],
+                          "seconds": (part.meta or {}).get("seconds"), "created": _now()},
+            "customization": {
+                "directory": OVERLAY_DIR, "metric": name,
+                "metric_spec": name if name in NAMED_METRICS else None, "profile": None,
+                "unit": _unit_of(graph, met).to_json(),
+                "metric_fingerprint": (om.get("metric") or {}).get("fingerprint"),
+                "graph": {"name": graph.name, "spec": gsum["spec"], "fingerprint": gsum["fingerprint"]},
+                "partition_sha256": psha, "seconds": None, "level_seconds": [], "traffic": None,
+                "created": _now(), "saved_by": "Overlay.save"},
+        }
+        with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=1, default=_json_plain)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+    return directory

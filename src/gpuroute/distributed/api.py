@@ -25,11 +25,9 @@ SCHEDULERS = ("local", "local-cuda")
 
 
 def _require():
-    try:
-        import distributed  # noqa: F401
-    except ImportError as e:
-        raise ImportError("gpuroute.distributed needs dask and distributed: pip install 'gpuroute[dask]' "
-                          f"({e})") from None
+    from ..extras import require
+
+    require("distributed", "gpuroute.distributed")
 
 
 @contextlib.contextmanager
@@ -154,8 +152,9 @@ def _table_task(shipped, targets, sources, device, dtype, out, fmt, lo):
     if fmt == "npy":
         path = write_npy_atomic(os.path.join(out, f"table_{lo:09d}.npy"), d)
     else:
-        import pandas as pd
+        from ..extras import require
 
+        pd = require("pandas", "distributed.table(fmt='parquet')")
         from ..graph.constants import INF, INF_U32
 
         t = d.astype(np.float64)
@@ -267,7 +266,7 @@ def _point_blocks(nodes, block):
 
 
 def aggregate(client, index, node_ids, values=None, radius=None, *, type="sum", decay="flat", weight=None, block=None,
-              device="auto", empty="pandana", snapping="default"):
+              device="auto", empty="pandana", snapping="default", unit=None):
     """:func:`gpuroute.accessibility.aggregate` over a Dask cluster: the network is scattered once per
     worker, each task aggregates ``block`` distinct point nodes (default ``config.DIST_ACCESS_BLOCK``) into
     mergeable accumulators (n,), merged here in block order.
@@ -286,11 +285,11 @@ def aggregate(client, index, node_ids, values=None, radius=None, *, type="sum", 
     from ..accessibility.index import AccessIndex
 
     if radius is None:
-        raise TypeError("aggregate() needs a radius (in the weight's unit)")
-    r, bound = api._radius(radius)
+        raise TypeError("aggregate() needs a radius (e.g. '2 km')")
+    ix = AccessIndex(index, weight)
+    r, bound = api.radius_in_weight_units(radius, ix, unit)
     t = api._type(type)
     d = api._decay(decay, r)
-    ix = AccessIndex(index, weight)
     nodes = api.resolve_nodes(ix, node_ids, "node_ids", snapping)
     vals = api._values(values, node_ids, nodes.size)
     mode = MODES[t]
@@ -309,7 +308,7 @@ def aggregate(client, index, node_ids, values=None, radius=None, *, type="sum", 
 
 
 def nearest_pois(client, index, poi_node_ids, radius, k=1, *, weight=None, block=None, device="auto",
-                 max_distance=None, snapping="default"):
+                 max_distance=None, snapping="default", unit=None):
     """:func:`gpuroute.accessibility.nearest_pois` over a Dask cluster (the POIs split into blocks of
     ``block`` distinct nodes, each task's (n, k) lists merged exactly here).
 
@@ -323,11 +322,11 @@ def nearest_pois(client, index, poi_node_ids, radius, k=1, *, weight=None, block
     from ..accessibility.cpu import empty_lists, merge_lists
     from ..accessibility.index import AccessIndex
 
-    r, bound = api._radius(radius)
+    ix = AccessIndex(index, weight)
+    r, bound = api.radius_in_weight_units(radius, ix, unit)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
     k = int(k)
-    ix = AccessIndex(index, weight)
     nodes = api.resolve_nodes(ix, poi_node_ids, "poi_node_ids", snapping)
     parts = _point_blocks(nodes, config.DIST_ACCESS_BLOCK if block is None else block)
     lists = empty_lists((ix.n, k))
@@ -337,4 +336,5 @@ def nearest_pois(client, index, poi_node_ids, radius, k=1, *, weight=None, block
                               pure=False) for p in parts]
         for part in client.gather(futs):
             merge_lists(k, lists, part)
-    return api.finish_nearest(lists, r if max_distance is None else float(max_distance))
+    f = api.distance_factor(radius, ix, unit)
+    return api.finish_nearest(lists, r * f if max_distance is None else float(max_distance), f)

@@ -9,20 +9,24 @@ Layout::
                         the metric, and per part its directory, what it is and its fingerprints
         graph/          the imported graph (:func:`gpuroute.save_graph`: weights, arc attributes, street
                         names, OSM node ids, turn restrictions)
-        ch/             the contraction hierarchy for ``travel_time`` (:meth:`ContractionHierarchy.save`)
+        ch/             the contraction hierarchy for the routing weight (:meth:`ContractionHierarchy.save`)
         partition/      the nested partition (:meth:`gpuroute.Partition.save`)
-        overlay/        the multi-level overlay customized for the metric ``"time"``
-                        (:meth:`gpuroute.Overlay.save`)
+        overlay/        the multi-level overlay customized for the routing weight (:meth:`gpuroute.Overlay.save`)
 
-The hierarchy and the overlay share one metric: the graph's ``travel_time`` (deciseconds) with no turn
-penalties (the overlay's ``"time"``, not ``"time-uturn"``), so that before any traffic update a route
-over the overlay and one over the hierarchy cost the same wherever no turn restriction binds. The
-whole directory is written into a temporary sibling and renamed into place: an interrupted build leaves
-nothing half-written, and a directory that is not a dataset is never replaced.
+The routing weight is the graph's ``travel_time`` when it has one (an OSM extract, ``ny-time``), else
+its first weight (``distance`` of a DIMACS ``-d`` graph such as ``ny``; see :func:`routing_weight`), or
+the one asked for. The hierarchy and the overlay share it with no turn penalties (for ``travel_time``
+the overlay's metric ``"time"``, not ``"time-uturn"``; for another weight a metric of that weight's
+costs, named after it), so that before any traffic update a route over the overlay and one over the
+hierarchy cost the same wherever no turn restriction binds. The whole directory is written into a
+temporary sibling and renamed into place: an interrupted build leaves nothing half-written, and a
+directory that is not a dataset is never replaced. A source with no road to route on (an OSM extract
+without a way the profile may use) is refused before anything is written.
 
 Public API
 ----------
 build_dataset(source, directory, ...)   run every stage, write the directory, return a summary
+routing_weight(graph, weight=None)      the weight a dataset or an engine routes by
 load_dataset(directory)                 the parts of a dataset directory, every fingerprint checked
 is_dataset(path)                        whether ``path`` is a dataset directory
 read_manifest(directory)                its manifest, format and version checked
@@ -37,14 +41,16 @@ import time
 from dataclasses import dataclass, field
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "METRIC", "WEIGHT", "DatasetError", "Dataset", "build_dataset",
-           "load_dataset", "is_dataset", "read_manifest", "open_source"]
+           "load_dataset", "is_dataset", "read_manifest", "open_source", "routing_weight", "metric_name",
+           "check_routable"]
 
 FORMAT = "gpuroute-dataset"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
-#: The graph weight the hierarchy is built for.
+#: The routing weight when the graph has it (else the graph's first weight, see :func:`routing_weight`).
 WEIGHT = "travel_time"
-#: The overlay metric customized at build time (the same travel times, no turn penalties).
+#: The overlay metric customized at build time for :data:`WEIGHT` (the same travel times, no turn
+#: penalties); another routing weight gets a metric named after it (:func:`metric_name`).
 METRIC = "time"
 #: Cell sizes of the partition when none are given (finest level first).
 DEFAULT_CELL_SIZES = (256, 4096, 65536)
@@ -54,9 +60,9 @@ OSM_ENDINGS = (".pbf", ".osm", ".osm.bz2", ".osm.gz", ".o5m")
 PARTS = {
     "graph": "the imported road graph (gpuroute.save_graph): weights, arc attributes, street names, OSM node "
              "ids, turn restrictions",
-    "ch": "contraction hierarchy for the weight travel_time (route fallback, table, isochrone)",
+    "ch": "contraction hierarchy for the weight {weight} (route fallback, table, isochrone)",
     "partition": "nested multi-level partition (Customizable Route Planning, metric-independent)",
-    "overlay": "multi-level overlay customized for the metric 'time' (travel_time, no turn penalties): "
+    "overlay": "multi-level overlay customized for the metric {metric!r} ({weight}, no turn penalties): "
                "turn-aware routes, live traffic",
 }
 
@@ -75,9 +81,9 @@ class Dataset:
         Absolute path.
     graph : RoadGraph
     ch : ContractionHierarchy
-        For :data:`WEIGHT`.
+        For the routing weight (``ch.weight``, the manifest's ``weight``).
     overlay : Overlay
-        Customized (for :data:`METRIC` as built, or what was saved since).
+        Customized (for the manifest's ``metric`` as built, or what was saved since).
     manifest : dict
     profile : str
     seconds : dict
@@ -181,6 +187,79 @@ def open_source(spec, profile="car"):
     return open_graph(path)
 
 
+def routing_weight(graph, weight=None):
+    """The weight a dataset (and an :class:`~gpuroute.engine.Engine`) routes by.
+
+    Parameters
+    ----------
+    graph : RoadGraph
+    weight : str, optional
+        Asked for; default: ``travel_time`` when the graph has it (OSRM's car profile routes by
+        duration), else the graph's first weight (``distance`` on a DIMACS ``-d`` graph such as ``ny``,
+        ``free_flow_time`` on a TNTP network).
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    KeyError
+        ``weight`` is not a weight of the graph (the message lists those it has), or the graph has none.
+    """
+    if weight is None:
+        if WEIGHT in graph.weights:
+            return WEIGHT
+        if not graph.weight_names:
+            raise KeyError(f"graph {graph.name!r} has no weight to route by")
+        return graph.weight_names[0]
+    if weight not in graph.weights:
+        raise KeyError(f"graph {graph.name!r} has no weight {weight!r}; it has {graph.weight_names}")
+    return weight
+
+
+def metric_name(weight):
+    """The name of the overlay metric a dataset customizes for ``weight``: ``"time"`` for
+    ``travel_time`` (as :meth:`gpuroute.crp.Metric.resolve` names it), else the weight's name."""
+    return METRIC if weight == WEIGHT else str(weight)
+
+
+def _metric_of(graph, weight):
+    """The overlay metric of ``weight``: the named ``"time"`` for ``travel_time``, else its arc costs."""
+    if weight == WEIGHT:
+        return METRIC
+    from ..crp.metric import Metric
+
+    unit = graph.units.get(weight)
+    return Metric(graph.weight(weight), name=metric_name(weight), units=getattr(unit, "symbol", "") or "")
+
+
+def check_routable(graph, source=None):
+    """Refuse a graph with nothing to route on, naming the source and what it lacked.
+
+    Raises
+    ------
+    ValueError
+        ``graph`` has no arc: ``"<source>: nothing to route on: no way the 'car' profile may use (12
+        highway=* ways, 0 routable)"`` for an OSM extract (also counting the ways with nodes missing
+        from the file), ``"... no arcs (n nodes)"`` otherwise.
+    """
+    if graph.n_arcs > 0:
+        return
+    where = source if isinstance(source, str) else f"graph {graph.name!r}"
+    meta = graph.meta or {}
+    if meta.get("format") == "osm":
+        what = (f"no way the {meta.get('profile', 'car')!r} profile may use ({meta.get('highway_ways', 0):,} "
+                f"highway=* ways, {meta.get('routable_ways', 0):,} routable")
+        missing = int(meta.get("ways_missing_nodes", 0) or 0)
+        if missing:
+            what += f", {missing:,} of them with nodes missing from the file"
+        what += ")"
+    else:
+        what = f"no arcs ({graph.n_nodes:,} nodes)"
+    raise ValueError(f"{where}: nothing to route on: {what}")
+
+
 def _check_target(directory):
     """Refuse to replace anything but a dataset directory (or an empty one)."""
     if not os.path.lexists(directory):
@@ -192,39 +271,50 @@ def _check_target(directory):
                               f"{MANIFEST}); not replacing it")
 
 
-def build_dataset(source, directory, *, profile="car", cell_sizes=None, method=None, seed=0, progress=None):
+def build_dataset(source, directory, *, profile="car", weight=None, cell_sizes=None, method=None, seed=0,
+                  progress=None):
     """Run every stage -- import, contract, partition, customize -- into one dataset directory.
 
     Parameters
     ----------
     source : str, path-like or RoadGraph
-        See :func:`open_source`. The graph needs lon/lat coordinates and a ``travel_time`` weight.
+        See :func:`open_source`. The graph needs lon/lat coordinates and at least one arc.
     directory : str or path-like
         New, empty, or a dataset directory (replaced only when the build succeeds).
     profile : str
         Routing profile of an OSM extract (recorded in the manifest; the engine reports it).
+    weight : str, optional
+        The routing weight (the hierarchy's and the overlay's); default :func:`routing_weight`:
+        ``travel_time`` when the graph has it, else its first weight.
     cell_sizes : sequence of int, optional
         Largest cell size of each partition level, finest first (default :data:`DEFAULT_CELL_SIZES`, cut
         to the levels smaller than the graph).
     method, seed
         See :meth:`gpuroute.Partition.build`.
     progress : callable, optional
-        ``progress(stage_name)`` before each stage (the CLI prints them).
+        ``progress(stage, None)`` when each stage (``import``, ``contract``, ``partition``,
+        ``customize``, ``save``) starts and ``progress(stage, seconds)`` when it ends (the CLI prints
+        one line each, as OSRM logs its stages).
 
     Returns
     -------
     dict
-        ``directory``, ``graph`` (name, nodes, arcs, fingerprint), ``cell_sizes``, ``n_cells``,
-        ``seconds`` per stage (``import``, ``contract``, ``partition``, ``customize``, ``save``) and
-        ``total_seconds``.
+        ``directory``, ``graph`` (name, nodes, arcs, fingerprint; for an OSM extract also
+        ``ways_missing_nodes`` and ``segments_missing_location``, ways cut short because the file lacks
+        some of their nodes), ``weight`` and ``unit`` (its :class:`~gpuroute.graph.units.Unit` as a dict),
+        ``weights`` (every weight of the graph -> its unit as a dict), ``metric``, ``cell_sizes``, ``n_cells``, ``seconds`` per stage (``import``, ``contract``,
+        ``partition``, ``customize``, ``save``) and ``total_seconds``.
 
     Raises
     ------
     FileExistsError
         ``directory`` holds something that is not a dataset (checked before any work).
     KeyError
-        The graph has no ``travel_time`` weight.
-    ValueError, FileNotFoundError
+        ``weight`` is not a weight of the graph (the message lists those it has).
+    ValueError
+        A graph without coordinates, or with no arc to route on (an OSM extract without a way the
+        profile may use: the message names the file and counts the ways); nothing is written.
+    FileNotFoundError
         See :func:`open_source`, :meth:`gpuroute.Partition.build`.
     """
     from ..ch.api import ContractionHierarchy
@@ -235,7 +325,7 @@ def build_dataset(source, directory, *, profile="car", cell_sizes=None, method=N
 
     directory = os.path.abspath(os.fspath(directory))
     _check_target(directory)
-    say = progress or (lambda stage: None)
+    say = _stage_reporter(progress)
     secs = {}
     t_all = time.perf_counter()
     say("import")
@@ -243,24 +333,33 @@ def build_dataset(source, directory, *, profile="car", cell_sizes=None, method=N
     g = open_source(source, profile)
     if g.coords is None:
         raise ValueError(f"graph {g.name!r} has no coordinates: a dataset needs lon/lat nodes")
-    g.weight(WEIGHT)  # KeyError naming the weights there are
+    try:
+        check_routable(g, None if hasattr(source, "n_nodes") else os.fspath(source))
+    except ValueError as e:
+        raise ValueError(f"{e}; no dataset written") from None
+    weight = routing_weight(g, weight)  # KeyError naming the weights there are
+    metric = metric_name(weight)
     secs["import"] = time.perf_counter() - t0
+    say("import", secs["import"])
     if cell_sizes is None:
         cell_sizes = [c for c in DEFAULT_CELL_SIZES if c < g.n_nodes] or [max(2, g.n_nodes // 4)]
     cell_sizes = [int(c) for c in cell_sizes]
     say("contract")
     t0 = time.perf_counter()
-    ch = ContractionHierarchy.build(g, WEIGHT, progress=False)
+    ch = ContractionHierarchy.build(g, weight, progress=False)
     secs["contract"] = time.perf_counter() - t0
+    say("contract", secs["contract"])
     say("partition")
     t0 = time.perf_counter()
     part = Partition.build(g, cell_sizes=cell_sizes, method=method, seed=seed)
     secs["partition"] = time.perf_counter() - t0
+    say("partition", secs["partition"])
     say("customize")
     t0 = time.perf_counter()
     ov = Overlay.build(g, part)
-    info = ov.customize(METRIC)
+    info = ov.customize(_metric_of(g, weight))
     secs["customize"] = time.perf_counter() - t0
+    say("customize", secs["customize"])
     say("save")
     t0 = time.perf_counter()
     spec = None
@@ -271,23 +370,25 @@ def build_dataset(source, directory, *, profile="car", cell_sizes=None, method=N
         save_graph(g, os.path.join(tmp, "graph"))
         ch.save(os.path.join(tmp, "ch"))
         part.save(os.path.join(tmp, "partition"))
-        ov.save(os.path.join(tmp, "overlay"))
+        ov._save_files(os.path.join(tmp, "overlay"))
         om = _read_json(os.path.join(tmp, "overlay", MANIFEST)) or {}
         pman = _read_json(os.path.join(tmp, "partition", MANIFEST)) or {}
         manifest = {
             "format": FORMAT, "version": FORMAT_VERSION, "created": _now(),
-            "source": spec, "profile": str(profile), "metric": METRIC, "weight": WEIGHT,
+            "source": spec, "profile": str(profile), "metric": metric, "weight": weight,
             "parts": {
                 "graph": {"directory": "graph", "what": PARTS["graph"], "name": g.name,
                           "nodes": int(g.n_nodes), "arcs": int(g.n_arcs), "fingerprint": g.fingerprint()},
-                "ch": {"directory": "ch", "what": PARTS["ch"], "weight": WEIGHT, "method": ch.method,
+                "ch": {"directory": "ch", "what": PARTS["ch"].format(weight=weight), "weight": weight,
+                       "method": ch.method,
                        "graph_fingerprint": ch.graph_fingerprint, "weight_fingerprint": ch.weight_fingerprint},
                 "partition": {"directory": "partition", "what": PARTS["partition"], "method": part.method,
                               "seed": int(seed), "cell_sizes": list(part.cell_sizes),
                               "n_cells": [int(x) for x in part.n_cells],
                               "cells_sha256": _sha_file(os.path.join(tmp, "partition", "cells.npy")),
                               "fingerprint": (pman.get("fingerprint") if isinstance(pman, dict) else None)},
-                "overlay": {"directory": "overlay", "what": PARTS["overlay"], "metric": METRIC,
+                "overlay": {"directory": "overlay", "what": PARTS["overlay"].format(weight=weight, metric=metric),
+                            "metric": metric,
                             "units": ov.metric.units, "cells_sha256": _sha_file(os.path.join(tmp, "overlay",
                                                                                              "cells.npy")),
                             "metric_fingerprint": (om.get("metric") or {}).get("fingerprint"),
@@ -302,10 +403,23 @@ def build_dataset(source, directory, *, profile="car", cell_sizes=None, method=N
             f.flush()
             os.fsync(f.fileno())
     secs["save"] = time.perf_counter() - t0
-    return {"directory": directory, "graph": {"name": g.name, "nodes": int(g.n_nodes), "arcs": int(g.n_arcs),
-                                              "fingerprint": g.fingerprint()},
+    say("save", secs["save"])
+    gsum = {"name": g.name, "nodes": int(g.n_nodes), "arcs": int(g.n_arcs), "fingerprint": g.fingerprint()}
+    for key in ("ways_missing_nodes", "segments_missing_location"):
+        if key in (g.meta or {}):
+            gsum[key] = int(g.meta[key])
+    unit = g.units[weight]
+    return {"directory": directory, "graph": gsum, "weight": weight, "metric": metric, "unit": unit.to_json(),
+            "weights": {w: g.units[w].to_json() for w in g.weight_names},
             "cell_sizes": list(part.cell_sizes), "n_cells": [int(x) for x in part.n_cells], "seconds": secs,
             "total_seconds": time.perf_counter() - t_all}
+
+
+def _stage_reporter(progress):
+    """``say(stage, seconds=None)`` calling ``progress(stage, seconds)`` (None: no progress)."""
+    if progress is None:
+        return lambda stage, seconds=None: None
+    return lambda stage, seconds=None: progress(stage, seconds)
 
 
 def load_dataset(directory):

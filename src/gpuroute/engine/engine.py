@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import config
 from ..backend import resolve_device
+from ..extras import require
 from ..geo import haversine_m
 from ..geo.segments import APPROACHES, NoSegment, SegmentIndex, check_bearing, local_xy
 from ..graph.constants import INF
@@ -85,7 +86,10 @@ class Engine:
     ----------
     graph : RoadGraph
         lon/lat coordinates; ``travel_time`` (or a time-valued routing weight) for durations; street names
-        from ``graph.meta["way_names"]`` and the arc attribute ``name_id`` when present.
+        from ``graph.meta["way_names"]`` and the arc attribute ``name_id`` when present. A graph with
+        no time at all (a DIMACS ``-d`` or other length-only graph) is served too: its routes report
+        ``duration`` as None (JSON ``null``), never the length, and a table of durations is refused
+        (see :attr:`has_durations`).
     ch : ContractionHierarchy
         Built on ``graph`` for the routing weight.
     profile : str
@@ -106,6 +110,12 @@ class Engine:
     graph, ch, segments, profile, distance_ch, overlay
     weight : str
         The routing weight (``ch.weight``).
+    has_durations : bool
+        Whether the engine knows travel times: from the graph's ``travel_time`` weight, else the routing
+        weight when it is a time, else the graph's first time weight of known scale (TNTP's
+        ``free_flow_time`` when routing by ``length``). Without them route, leg and step ``duration``
+        (and the ``duration`` and ``speed`` annotations) are None, a table asked for durations is
+        refused (``InvalidOptions``) and so is an isochrone by duration.
     limits : dict
         ``max_locations_route`` (coordinates of one route), ``max_locations_table`` (cells of one
         table: sources x destinations), ``max_locations_nearest`` (results of one nearest),
@@ -116,7 +126,7 @@ class Engine:
     Raises
     ------
     ValueError
-        A graph without lon/lat coordinates, or with no time weight to report durations from.
+        A graph without lon/lat coordinates.
     """
 
     def __init__(self, graph, ch, *, profile="car", segments=None, distance_ch=None, overlay=None):
@@ -147,9 +157,10 @@ class Engine:
             self._dur = g.weight("travel_time").astype(np.float64) * float(g.units["travel_time"].scale or 0.1)
         elif self._w_is_time:
             self._dur = self._w * self._w_scale
-        else:
-            raise ValueError(f"graph {g.name!r} has no travel_time weight (and the routing weight "
-                             f"{self.weight!r} is not a time) to report durations from")
+        else:  # another time weight of known scale, else none: durations are null, never the lengths
+            tw = next((k for k in g.weight_names if g.units[k].quantity == "time" and g.units[k].scale), None)
+            self._dur = None if tw is None else g.weight(tw).astype(np.float64) * float(g.units[tw].scale)
+        self.has_durations = self._dur is not None
         # durations are the routing weight itself (then tables need no path unpacking)
         self._dur_is_weight = self._w_is_time and (self.weight == "travel_time" or "travel_time" not in g.weights)
         if "length_m" in g.arc_attrs:
@@ -183,7 +194,7 @@ class Engine:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def open(cls, spec, *, profile="car", weight="travel_time"):
+    def open(cls, spec, *, profile="car", weight=None):
         """Load a dataset directory, or load a graph, contract it for ``weight`` and index its segments.
 
         Parameters
@@ -197,8 +208,10 @@ class Engine:
         profile : str
             Routing profile of an OSM file (``"car"``); the shipped OSM datasets are car graphs. A
             dataset directory reports the profile it was built with.
-        weight : str
-            The routing weight (``"travel_time"``: fastest routes, as OSRM's car profile).
+        weight : str, optional
+            The routing weight. Default: a dataset directory's own; else ``"travel_time"`` when the graph
+            has it (fastest routes, as OSRM's car profile), else the graph's first weight
+            (:func:`gpuroute.engine.dataset.routing_weight`: ``distance`` on ``ny``).
 
         Returns
         -------
@@ -217,11 +230,11 @@ class Engine:
         """
         from ..ch.api import ContractionHierarchy
         from ..graph.road_graph import RoadGraph
-        from .dataset import is_dataset, load_dataset
+        from .dataset import check_routable, is_dataset, load_dataset, routing_weight
 
         if not isinstance(spec, RoadGraph) and is_dataset(spec):
             ds = load_dataset(spec)
-            if weight != ds.ch.weight:
+            if weight is not None and weight != ds.ch.weight:
                 raise ValueError(f"{ds.directory}: a dataset contracted for {ds.ch.weight!r}, not {weight!r}")
             return cls(ds.graph, ds.ch, profile=ds.profile, overlay=ds.overlay)
         if isinstance(spec, RoadGraph):
@@ -239,7 +252,8 @@ class Engine:
                 g = open_graph(path, profile=profile)
             else:
                 g = open_graph(path)
-        g.weight(weight)
+        check_routable(g, None if isinstance(spec, RoadGraph) else os.fspath(spec))
+        weight = routing_weight(g, weight)  # KeyError naming the weights the graph has
         ch = ContractionHierarchy.build(g, weight, progress=False)
         return cls(g, ch, profile=profile)
 
@@ -482,7 +496,7 @@ class Engine:
                 self._traffic.reprice(leg, snap, self._w_scale)
             legs.append(self._leg_json(leg, phantoms[i + 1], steps, ann, geometries))
             tot_w += leg["weight"].sum()
-            tot_d += leg["duration"].sum()
+            tot_d = None if leg["duration"] is None or tot_d is None else tot_d + leg["duration"].sum()
             tot_l += leg["distance"].sum()
             points.append(leg["points"] if i == 0 else leg["points"][1:])
         route = {}
@@ -493,7 +507,7 @@ class Engine:
             route["geometry"] = encode_geometry(pts, geometries)
         weight_name = self.weight if snap is None or snap.name == "time" else snap.name
         route.update(legs=legs, weight_name=weight_name, weight=round1(tot_w * self._w_scale),
-                     duration=round1(tot_d), distance=round1(tot_l))
+                     duration=None if tot_d is None else round1(tot_d), distance=round1(tot_l))
         return {"code": "Ok", "routes": [route],
                 "waypoints": [waypoint(p, self._fingerprint) for p in phantoms]}
 
@@ -576,7 +590,8 @@ class Engine:
             pts[-1] = last
             arcs, frac = arcs[keep], frac[keep]
         return {"arcs": arcs, "frac": frac, "points": pts, "weight": frac * self._w[arcs],
-                "duration": frac * self._dur[arcs], "distance": frac * self._len[arcs],
+                "duration": frac * self._dur[arcs] if self._dur is not None else None,
+                "distance": frac * self._len[arcs],
                 "start": pa, "end": pb}
 
     def _name(self, arc):
@@ -597,7 +612,8 @@ class Engine:
 
     def _leg_json(self, leg, end, steps, ann, geometries):
         out = {"steps": self._steps(leg, end, geometries) if steps else [], "summary": self._summary(leg),
-               "weight": round1(leg["weight"].sum() * self._w_scale), "duration": round1(leg["duration"].sum()),
+               "weight": round1(leg["weight"].sum() * self._w_scale),
+               "duration": None if leg["duration"] is None else round1(leg["duration"].sum()),
                "distance": round1(leg["distance"].sum())}
         if ann:
             a = {}
@@ -605,7 +621,7 @@ class Engine:
             if "distance" in ann:
                 a["distance"] = [round(float(x), 6) for x in dist]
             if "duration" in ann:
-                a["duration"] = [round1(x) for x in dur]
+                a["duration"] = [None] * int(dist.size) if dur is None else [round1(x) for x in dur]
             if "datasources" in ann:
                 a["datasources"] = [0] * int(dist.size)
             if "nodes" in ann:
@@ -614,7 +630,9 @@ class Engine:
                 a["nodes"] = [int(x) for x in self._node_ids[nodes]]
             if "weight" in ann:
                 a["weight"] = [round1(x * self._w_scale) for x in leg["weight"]]
-            if "speed" in ann:
+            if "speed" in ann and dur is None:
+                a["speed"] = [None] * int(dist.size)
+            elif "speed" in ann:
                 with np.errstate(divide="ignore", invalid="ignore"):
                     sp = np.where(dur > 0, dist / np.where(dur > 0, dur, 1.0), 0.0)
                 a["speed"] = [round1(x) for x in sp]
@@ -688,7 +706,7 @@ class Engine:
             steps.append({"geometry": encode_geometry(pts[j0:j1 + 1], geometries), "maneuver": man,
                           "mode": "driving", "driving_side": "right", "name": self._name(arcs[j0]),
                           "intersections": inter, "weight": round1(leg["weight"][j0:j1].sum() * self._w_scale),
-                          "duration": round1(leg["duration"][j0:j1].sum()),
+                          "duration": None if leg["duration"] is None else round1(leg["duration"][j0:j1].sum()),
                           "distance": round1(leg["distance"][j0:j1].sum())})
         # arrive: the side of the street the destination lies on
         b_last = float(bearing[-1])
@@ -702,7 +720,7 @@ class Engine:
                       "mode": "driving", "driving_side": "right", "name": self._name(arcs[-1]),
                       "intersections": [{"location": loc[-1], "bearings": [(bb + 180) % 360], "entry": [True],
                                          "in": 0}],
-                      "weight": 0.0, "duration": 0.0, "distance": 0.0})
+                      "weight": 0.0, "duration": None if leg["duration"] is None else 0.0, "distance": 0.0})
         return steps
 
     # ------------------------------------------------------------------ table
@@ -805,6 +823,10 @@ class Engine:
         reach = np.isfinite(cost)
         need_dur = "duration" in ann
         need_len = "distance" in ann
+        if need_dur and self._dur is None:
+            raise EngineError("InvalidOptions", f"graph {self.graph.name!r} has no travel times (the routing weight "
+                              f"{self.weight!r} is a {self.graph.units[self.weight].quantity}): ask "
+                              "annotations=distance, or serve a graph with travel times")
         dur = cost * self._w_scale if (need_dur and self._dur_is_weight) else None
         length = None
         if (need_dur and dur is None) or need_len:
@@ -894,12 +916,13 @@ class Engine:
         dur = np.full(reach.shape, math.inf)
         length = np.full(reach.shape, math.inf)
         q = self._query()
+        arc_dur = self._dur if self._dur is not None else np.zeros_like(self._len)  # durations then unused
         cache = {}
         for i, j in zip(*np.nonzero(reach), strict=True):
             a, fa = int(sa[i, so[i, j]]), float(sf[i, so[i, j]])
             b, fb = int(ta[j, to[i, j]]), float(tf[j, to[i, j]])
             if is_same[i, j]:
-                dur[i, j] = (fb - fa) * self._dur[a]
+                dur[i, j] = (fb - fa) * arc_dur[a]
                 length[i, j] = (fb - fa) * self._len[a]
                 continue
             key = (int(self._head[a]), int(self._tail[b]))
@@ -907,8 +930,8 @@ class Engine:
             if mid is None:
                 r = q.route(*key)
                 arcs = np.asarray(r.arcs, dtype=np.int64)
-                mid = cache[key] = (float(self._dur[arcs].sum()), float(self._len[arcs].sum()))
-            dur[i, j] = (1.0 - fa) * self._dur[a] + mid[0] + fb * self._dur[b]
+                mid = cache[key] = (float(arc_dur[arcs].sum()), float(self._len[arcs].sum()))
+            dur[i, j] = (1.0 - fa) * arc_dur[a] + mid[0] + fb * arc_dur[b]
             length[i, j] = (1.0 - fa) * self._len[a] + mid[1] + fb * self._len[b]
         return dur, length
 
@@ -1092,6 +1115,14 @@ class Engine:
                                                 "`gpuroute build GRAPH -o DIR` and open (or serve) DIR")
         return self._traffic.customize(updates, metric)
 
+    def warm_customize(self):
+        """Run the kernels of :meth:`customize` once without changing the metric (the server's warm-up:
+        :meth:`gpuroute.engine.traffic.TrafficRouter.warm`); False without an overlay (nothing to warm)."""
+        if self._traffic is None:
+            return False
+        self._traffic.warm()
+        return True
+
     # ------------------------------------------------------------------ nearest
     def nearest(self, coord, *, number=1, radiuses=None, bearings=None, approaches=None):
         """OSRM ``/nearest/v1``: the ``number`` nearest road segments of one coordinate.
@@ -1223,9 +1254,9 @@ class Engine:
         Needs shapely >= 2 (the ``serve`` extra).
         """
         try:
-            import shapely
-        except ImportError:  # pragma: no cover - the serve extra brings it
-            raise EngineError("NotImplemented", "isochrones need shapely >= 2 (pip install shapely)") from None
+            shapely = require("shapely", "isochrones")
+        except ImportError as e:
+            raise EngineError("NotImplemented", str(e)) from None
         if metric not in ("duration", "distance"):
             raise EngineError("InvalidOptions", f"metric must be duration or distance, got {metric!r}")
         values = self._contours(contours, metric)

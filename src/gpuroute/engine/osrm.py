@@ -356,7 +356,9 @@ def matrix_json(m, *, threads=None):
                 _json_pool = ThreadPoolExecutor(max(2, numba.get_num_threads()), thread_name_prefix="gpuroute-json")
         parts = list(_json_pool.map(block, range(nb)))
     if any(p is None for p in parts):
-        import orjson
+        from ..extras import require
+
+        orjson = require("orjson", "table matrices as JSON")
 
         return orjson.dumps(m, option=orjson.OPT_SERIALIZE_NUMPY)
     return b"[" + b",".join(p.tobytes() for p in parts if p.size) + b"]"

@@ -228,9 +228,9 @@ class TrafficRouter:
         Raises
         ------
         EngineError
-            ``InvalidOptions`` (not a non-empty list), ``InvalidValue`` naming the first bad entry (not an
-            object, unknown keys, an unknown arc or node pair, a cost or speed that is not a finite
-            positive number).
+            ``InvalidOptions`` (not a non-empty list), ``InvalidValue`` naming the first bad entry, its field
+            and value (not an object, unknown keys, an unknown arc or node pair, a cost or speed that is
+            not a finite positive number, a cost -- given, or from a speed -- over :data:`MAX_COST`).
         """
         if not isinstance(updates, (list, tuple)) or not updates:
             raise EngineError("InvalidOptions", "updates must be a non-empty list of {\"arc\": id, \"cost\": c} or "
@@ -248,6 +248,9 @@ class TrafficRouter:
                 if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not 0 <= a < m:
                     raise EngineError("InvalidValue", f"{where}: arc {a!r} is not an arc id in [0, {m})")
                 v = _positive(u["cost"], where, "cost")
+                if v >= MAX_COST + 0.5:  # before any integer conversion (1e30 overflowed int64)
+                    raise EngineError("InvalidValue", f"{where}: cost {u['cost']!r} is over the largest cost "
+                                                      f"{MAX_COST}")
                 ids[i], costs[i] = int(a), max(1, int(round(v)))
             elif keys == {"from", "to", "speed_kmh"}:
                 if not snap.is_time or snap.scale != 0.1:
@@ -258,19 +261,58 @@ class TrafficRouter:
                                                       "travel times")
                 f, t = u["from"], u["to"]
                 if any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) for x in (f, t)):
-                    raise EngineError("InvalidValue", f"{where}: from and to must be OSM node ids (integers)")
+                    raise EngineError("InvalidValue", f"{where}: from {f!r} and to {t!r} must be OSM node ids "
+                                                      "(integers)")
                 a = self._arc_of_pair().get((int(f), int(t)))
                 if a is None:
                     raise EngineError("InvalidValue", f"{where}: no arc from OSM node {f} to OSM node {t} (they must "
                                                       "be consecutive nodes of a way, in the direction of travel)")
                 v = _positive(u["speed_kmh"], where, "speed_kmh")
-                ids[i], costs[i] = a, max(1, int(round(self._length[a] / (v / 3.6) * 10.0)))
+                ds = float(self._length[a]) / (v / 3.6) * 10.0  # inf for a speed near 0: checked first
+                if not ds < MAX_COST + 0.5:
+                    raise EngineError("InvalidValue", f"{where}: speed_kmh {u['speed_kmh']!r} makes the "
+                                                      f"{float(self._length[a]):.1f} m of arc {a} take {ds:.3g} ds, "
+                                                      f"over the largest cost {MAX_COST}")
+                ids[i], costs[i] = a, max(1, int(round(ds)))
             else:
                 raise EngineError("InvalidValue", f"{where}: expected keys arc, cost or from, to, speed_kmh; got "
                                                   f"{', '.join(sorted(map(str, keys))) or 'none'}")
             if costs[i] > MAX_COST:
                 raise EngineError("InvalidValue", f"{where}: cost {int(costs[i])} is over the largest cost {MAX_COST}")
         return ids, costs
+
+    def warm(self):
+        """Run the kernels of :meth:`customize` once without changing the metric; the server's warm-up
+        (:func:`gpuroute.server.warm_up`), so that no ``/customize`` compiles.
+
+        The metric decoder of each named metric (:data:`METRICS`, resolved and decoded, the result
+        dropped), an update that gives one arc the cost it has (its cells come out the same), and on the
+        GPU a whole customization of the current metric (the same values again). The overlay's arc costs,
+        turn costs and metric name stay as they are (the metric object is a new one with the same
+        values: a route running meanwhile starts again, as after any customization).
+
+        Returns
+        -------
+        dict
+            ``{"seconds": s}``.
+        """
+        import time
+
+        from ..backend import resolve_device
+        from ..crp.metric import Metric, decode_turn_costs
+
+        t0 = time.perf_counter()
+        ov = self.overlay
+        for name in METRICS:  # pure: resolved and decoded as customize(metric=name) does, nothing kept
+            decode_turn_costs(Metric.resolve(ov.graph, name, turns=ov.turns), ov.turns)
+        with self._lock:
+            cost = np.asarray(ov.arc_cost)
+            if cost.size:
+                a = int(cost.size // 2)  # any arc: its own cost again
+                ov.update(np.array([a], dtype=np.int64), np.array([int(cost[a])], dtype=np.int64))
+            if resolve_device("auto") == "gpu":  # the whole-metric launch is another one on the device
+                ov.customize(ov.metric)
+        return {"seconds": time.perf_counter() - t0}
 
     def customize(self, updates=None, metric=None):
         """Apply traffic updates (:meth:`parse_updates`) or re-customize for a named metric.

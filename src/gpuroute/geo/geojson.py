@@ -24,9 +24,12 @@ def route_feature_collection(graph, result, endpoints, *, properties=None):
     Returns
     -------
     dict
-        ``features``: the LineString (when reachable: distance, unit, weight, arcs, nodes, source/target
-        node and external id, method, device, the unit's human reading) and two Points (role, node, id,
-        query, snap offset).
+        ``features``: the LineString (when reachable: the route's cost in the weight's integer unit under
+        ``"duration"`` for a time weight, ``"distance"`` for a length, ``"cost"`` otherwise, as OSRM
+        names them; unit, quantity, weight, arcs, nodes, source/target node and external id, method,
+        device, the unit's human reading ``approx`` and ``si``, the cost in seconds or metres to 10
+        significant digits (no float noise such as ``191.70000000000002``)) and two Points (role,
+        node, id, query, snap offset).
     """
     ext = (lambda v: int(graph.node_ids[v])) if graph.node_ids is not None else int
     unit = result.unit
@@ -37,15 +40,16 @@ def route_feature_collection(graph, result, endpoints, *, properties=None):
         if len(line) == 1:  # source == target: a LineString needs two positions
             line = line * 2
         src, dst = int(endpoints[0]["node"]), int(endpoints[1]["node"])
+        key = "duration" if unit.is_duration else ("distance" if unit.is_distance else "cost")
         props = {"graph": graph.name, "weight": result.weight, "unit": unit.symbol, "quantity": unit.quantity,
-                 "distance": int(result.distance), "arcs": int(len(result.arcs)), "nodes": int(len(result.nodes)),
+                 key: int(result.distance), "arcs": int(len(result.arcs)), "nodes": int(len(result.nodes)),
                  "source": src, "target": dst, "source_id": ext(src), "target_id": ext(dst),
                  "method": result.method, "device": result.device, "settled": int(result.settled)}
         reading = unit.describe(int(result.distance))
         if reading:
             props["approx"] = reading.lstrip("~")
         if unit.scale is not None:
-            props["si"] = float(result.distance) * unit.scale  # metres or seconds
+            props["si"] = float(f"{float(result.distance) * unit.scale:.10g}")  # metres or seconds, no float noise
         props.update(properties or {})
         features.append({"type": "Feature", "geometry": {"type": "LineString", "coordinates": line},
                          "properties": props})

@@ -13,6 +13,8 @@ distances). ``dimacs-t`` is a travel time; on the NY pair of files ``d / t`` tak
 from __future__ import annotations
 
 import math
+import numbers
+import re
 from dataclasses import asdict, dataclass
 
 QUANTITIES = ("length", "time", "count", "other")
@@ -118,6 +120,7 @@ SECOND = Unit("s", "time", 1.0)
 DECISECOND = Unit("ds", "time", 0.1)
 MILLISECOND = Unit("ms", "time", 0.001)
 MINUTE = Unit("min", "time", 60.0)
+HOUR = Unit("h", "time", 3600.0)
 HOP = Unit("edges", "count", 1.0)
 NONE = Unit("", "other", None)
 #: DIMACS 9 ``USA-road-d`` distances: about 0.1 m per step (TIGER/Line; the challenge states no unit).
@@ -136,6 +139,10 @@ KNOWN = {u.symbol: u for u in (METRE, DECIMETRE, CENTIMETRE, KILOMETRE, SECOND, 
 KNOWN.update({"metre": METRE, "meter": METRE, "metres": METRE, "meters": METRE, "0.1m": DECIMETRE,
               "0.1 m": DECIMETRE, "sec": SECOND, "seconds": SECOND, "deciseconds": DECISECOND,
               "dimacs-d (~0.1 m)": DIMACS_DISTANCE, "hops": HOP})
+
+#: The units a user may give a quantity in (``"2 km"``, ``radius=2000, unit="m"``), by symbol; ``"native"``
+#: (the weight's own unit) is accepted beside them by :func:`to_weight_units`.
+QUANTITY_UNITS = {u.symbol: u for u in (METRE, KILOMETRE, SECOND, MINUTE, HOUR)}
 
 #: Units of the standard weight names.
 STANDARD_UNITS = {"distance": METRE, "travel_time": DECISECOND}
@@ -175,3 +182,112 @@ FOOT = Unit("ft", "length", 0.3048)
 HOUR = Unit("h", "time", 3600.0)
 KNOWN.update({"mi": MILE, "mile": MILE, "miles": MILE, "ft": FOOT, "feet": FOOT, "h": HOUR, "hour": HOUR,
               "hours": HOUR, "minutes": MINUTE, "minute": MINUTE, "km": KILOMETRE})
+
+
+_QUANTITY = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*((?:[A-Za-z][\w/.-]*)?)\s*", re.ASCII)
+
+
+def split_quantity(text, weight_unit: Unit | None = None, what="value"):
+    """``(number, symbol)`` of ``"2 km"``, ``"2000m"``, ``"10 min"`` (``symbol`` may be ``""``).
+
+    Raises
+    ------
+    ValueError
+        Not a number >= 0 optionally followed by a unit symbol (ASCII only).
+    """
+    m = _QUANTITY.fullmatch(text)
+    if not m:
+        own = f", or {weight_unit.symbol!r}" if weight_unit is not None and weight_unit.symbol else ""
+        raise ValueError(f"{what}={text!r}: expected a number >= 0 with a unit, e.g. '2 km', '2000 m', "
+                         f"'10 min' (units: {', '.join(QUANTITY_UNITS)}{own})")
+    return float(m.group(1)), m.group(2)
+
+
+def factor_to(weight_unit: Unit, target: str, what: str = "value") -> float:
+    """Multiplier from numbers in ``weight_unit`` to numbers in ``target`` (a :data:`QUANTITY_UNITS` symbol
+    or ``"native"``).
+
+    Raises
+    ------
+    ValueError
+        ``target`` is unknown, or of another quantity than the weight, or the weight's scale is unknown.
+    """
+    if target == "native":
+        return 1.0
+    if target not in QUANTITY_UNITS:
+        raise ValueError(f"{what}: unit must be 'native' or one of {list(QUANTITY_UNITS)}, got {target!r}")
+    t = QUANTITY_UNITS[target]
+    if weight_unit.quantity != t.quantity or weight_unit.scale is None:
+        known = "" if weight_unit.scale is not None else " of unknown scale"
+        raise ValueError(f"{what}: unit {target!r} needs a {t.quantity} weight of known scale; the weight is "
+                         f"{weight_unit.quantity}{known} [{weight_unit.symbol or 'no unit'}], not a {t.quantity}: "
+                         "give it in the weight's own unit (unit='native')")
+    return float(weight_unit.scale) / t.scale
+
+
+def unambiguous(weight_unit: Unit) -> bool:
+    """Whether a bare number can only mean ``weight_unit``: the weight is in metres or seconds, or has no
+    known length/time scale (its own unit is then the only reading)."""
+    return weight_unit.quantity not in ("length", "time") or weight_unit.scale is None or weight_unit.scale == 1.0
+
+
+def to_weight_units(value, weight_unit: Unit, *, unit=None, what="value") -> float:
+    """``value`` in the weight's unit: the one place a user's quantity (a radius, a cut-off) is read.
+
+    Parameters
+    ----------
+    value : float or str
+        A number >= 0, or a string with its unit: ``"2 km"``, ``"2000m"``, ``"600 s"``, ``"10 min"``,
+        ``"1.5h"`` (:data:`QUANTITY_UNITS`), or the weight's own symbol (``"20000 dimacs-d"``).
+    weight_unit : Unit
+        The unit of the weight the value is compared with (``graph.units[weight]``).
+    unit : str, optional
+        The unit of a numeric ``value``: a :data:`QUANTITY_UNITS` symbol or ``"native"`` (the weight's
+        unit). Default None: a bare number is taken in the weight's unit only where that is unambiguous
+        (:func:`unambiguous`: metres, seconds, or a unit of unknown scale); pandana users pass metres, so a
+        bare number on, e.g., the DIMACS ``~0.1 m`` distances or deciseconds is refused.
+    what : str
+        The parameter's name, for messages.
+
+    Returns
+    -------
+    float
+        ``>= 0``, in ``weight_unit``.
+
+    Raises
+    ------
+    ValueError
+        Not a finite number >= 0; an unknown unit or one of the other quantity; a bare number where it is
+        ambiguous (the message shows the ways to say it); both a string unit and ``unit``.
+    TypeError
+        Neither a number nor a string.
+    """
+    if isinstance(value, str):
+        number, symbol = split_quantity(value, weight_unit, what)
+        if symbol and unit is not None:
+            raise ValueError(f"{what}={value!r} names its unit; unit={unit!r} must then be left out")
+        if not symbol:
+            unit_used = unit
+        elif symbol == weight_unit.symbol and symbol:
+            unit_used = "native"
+        elif symbol in QUANTITY_UNITS:
+            unit_used = symbol
+        else:
+            raise ValueError(f"{what}={value!r}: unknown unit {symbol!r} (units: {', '.join(QUANTITY_UNITS)}"
+                             + (f", or the weight's {weight_unit.symbol!r})" if weight_unit.symbol else ")"))
+        value = number
+    elif isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a number or a string with a unit ('2 km'), got {value!r}")
+    else:
+        unit_used = unit
+    v = float(value)
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"{what} must be a finite number >= 0, got {value!r}")
+    if unit_used is None:
+        if not unambiguous(weight_unit):
+            si = "m" if weight_unit.quantity == "length" else "s"
+            raise ValueError(f"{what}={value!r} is a bare number, but the weight's unit is {weight_unit.symbol} "
+                             f"({weight_unit.scale:g} {si} per step): say which you mean, {what}='{v:g} {si}' "
+                             f"(or unit='{si}'), or unit='native' for {weight_unit.symbol} steps")
+        return v
+    return v / factor_to(weight_unit, unit_used, what)

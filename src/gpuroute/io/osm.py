@@ -205,11 +205,9 @@ PROFILES = {"car": CAR}
 
 
 def _import_osmium():
-    try:
-        import osmium
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError("reading OpenStreetMap files needs pyosmium: pip install gpuroute[osm]") from e
-    return osmium
+    from ..extras import require
+
+    return require("osmium", "reading OpenStreetMap files")
 
 
 @dataclass
@@ -475,7 +473,10 @@ def load_osm(path, *, profile="car", name=None, progress=True):
         Parallel arcs (two ways joining the same nodes in the same direction) become ONE arc, the
         lightest by travel time (ties: the way read first), which keeps both weights and all
         attributes of that way. Segments touching a node whose location is missing from the extract
-        are dropped and counted in ``meta["segments_missing_location"]``.
+        (a way cut by the extract's boundary without its nodes) are dropped and counted in
+        ``meta["segments_missing_location"]``; the routable ways with such nodes in
+        ``meta["ways_missing_nodes"]`` and the distinct missing nodes in ``meta["nodes_missing_location"]``
+        (also logged as a warning).
 
         ``turns`` is a :class:`~gpuroute.graph.turns.TurnRestrictions` (possibly empty) built from the
         restriction relations that apply to the profile (:func:`parse_restriction`), each resolved to
@@ -495,8 +496,10 @@ def load_osm(path, *, profile="car", name=None, progress=True):
         oneway leading away); plus ``ambiguous`` and ``pairs``. ``turns.counts()`` gives the pairs by
         kind.
 
-        ``meta`` also holds ``road_classes``, ``way_names``, ``source``, ``profile``, ``highway_ways``,
-        ``routable_ways``, ``segments`` and the cleaning counts of :meth:`RoadGraph.from_arcs`.
+        ``meta`` also holds ``road_classes``, ``way_names``, ``source``, ``profile``, ``highway_ways``
+        (``highway=*`` ways read), ``routable_ways`` (those the profile may use), ``segments`` and the
+        cleaning counts of :meth:`RoadGraph.from_arcs`. A file without a routable way gives a graph
+        with no arcs (:func:`gpuroute.engine.dataset.build_dataset` refuses it, naming the counts).
 
     Raises
     ------
@@ -528,6 +531,12 @@ def load_osm(path, *, profile="car", name=None, progress=True):
     # Segment i joins positions i and i+1 of the same way.
     seg = ~first[1:] & valid[:-1] & valid[1:] if refs.size else np.zeros(0, dtype=bool)
     n_missing = int((~first[1:] & ~(valid[:-1] & valid[1:])).sum()) if refs.size else 0
+    # ways with nodes the file does not hold (an extract cut without complete ways): counted, not silent
+    ways_missing = int(np.unique(way_of[~valid]).size)
+    nodes_missing = int(np.unique(refs[~valid]).size)
+    if ways_missing:
+        log.warning("%s: %d routable ways reference %d nodes missing from the file; %d of their segments are "
+                    "dropped (meta['ways_missing_nodes'])", path, ways_missing, nodes_missing, n_missing)
     i = np.flatnonzero(seg)
     a_ref, b_ref = refs[i], refs[i + 1]
     sw = way_of[i]
@@ -567,7 +576,8 @@ def load_osm(path, *, profile="car", name=None, progress=True):
     gname = name or re.sub(r"(\.osm)?(\.pbf|\.bz2|\.gz|\.o5m)?$", "", os.path.basename(path)) or "osm"
     meta = {"source": path, "format": "osm", "profile": profile.name, "highway_ways": ex.n_highway,
             "routable_ways": int(n_ways), "segments": int(i.size),
-            "segments_missing_location": n_missing, "road_classes": profile.road_classes,
+            "segments_missing_location": n_missing, "ways_missing_nodes": ways_missing,
+            "nodes_missing_location": nodes_missing, "road_classes": profile.road_classes,
             "way_names": list(ex.names)}
     log.info("%s: %d routable ways, %d nodes, %d arcs before cleaning, %d turn restriction pairs", path, n_ways,
              node_ids.size, tail.size, len(turns))

@@ -7,8 +7,12 @@ Format (as used by the bstabler/TransportationNetworks collection), plain or gzi
     ``<FIRST THRU NODE>``, ``<NUMBER OF LINKS>``, ...) closed by ``<END OF METADATA>``; then comment
     lines starting ``~``, one of which is the header row naming the columns
     (``~ init_node term_node capacity length free_flow_time b power speed toll link_type ;``); then one
-    row per directed link, whitespace or tab separated, ending with ``;``. Older files spell the
-    columns ``Init node``, ``Free Flow Time``, ``Type``, ... (tab separated); both spellings are read.
+    row per directed link, whitespace or tab separated, usually ending with ``;`` (some published
+    files, e.g. Sydney, leave it out: both are read). Older files spell the columns ``Init node``,
+    ``Free Flow Time``, ``Type``, ... (tab separated); both spellings are read, and a unit in
+    parentheses after a name (``length (km)``, ``fftt(min)``) is taken as the column's unit. The
+    ``<ORIGINAL HEADER>`` metadata line repeats the source's own column names, often with their units
+    (Sydney: ``length (km)``, Anaheim: ``Length (ft)``, Chicago-Sketch: ``length (miles)``).
     Without a header row the columns are taken in the standard order above.
 ``*_node.tntp``
     An optional header row (``node x y`` or ``Node X Y ;``), then rows ``id x y`` (with or without a
@@ -16,8 +20,10 @@ Format (as used by the bstabler/TransportationNetworks collection), plain or gzi
     planar in most networks (Chicago's are projected x/y in an unstated unit) and lon/lat degrees
     in a few.
 
-TNTP states no units. Lengths are usually miles and free-flow times minutes; :func:`load_tntp` assumes
-so (and says so in the unit's note) unless the caller or a ``<... UNITS>`` metadata line says otherwise.
+TNTP has no unit field. :func:`load_tntp` takes the unit of the length and free-flow time columns from
+the caller, else a ``<LENGTH UNITS>`` / ``<TIME UNITS>``-style metadata line, else the column's name in
+the header row or the ``<ORIGINAL HEADER>`` line (``length (km)``), else assumes miles / minutes (the
+usual TNTP convention); the unit's note says which.
 """
 from __future__ import annotations
 
@@ -25,7 +31,7 @@ import os
 import re
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 
 import numpy as np
@@ -33,7 +39,7 @@ import numpy as np
 from ..graph.constants import MAX_WEIGHT
 from ..graph.errors import GraphError, ParseError
 from ..graph.road_graph import RoadGraph
-from ..graph.units import MILE, MINUTE, Unit, parse_unit, scaled
+from ..graph.units import FOOT, HOUR, KILOMETRE, METRE, MILE, MINUTE, SECOND, Unit, parse_unit, scaled
 from ._text import MAX_COUNT, check_count, read_text_bytes, token_text
 
 __all__ = ["STANDARD_COLUMNS", "TntpNet", "TntpNodes", "read_tntp_net", "read_tntp_nodes", "matching_node_path",
@@ -49,7 +55,8 @@ _ALIASES = {
     "term": "term_node", "to": "term_node", "to_node": "term_node", "b_node": "term_node",
     "free_flow_time": "free_flow_time", "freeflowtime": "free_flow_time", "fft": "free_flow_time",
     "ftime": "free_flow_time", "fftime": "free_flow_time", "free_flow_travel_time": "free_flow_time",
-    "speed_limit": "speed", "type": "link_type", "linktype": "link_type",
+    "speed_limit": "speed", "type": "link_type", "linktype": "link_type", "fftt": "free_flow_time",
+    "tail": "init_node", "tail_node": "init_node", "head": "term_node", "head_node": "term_node",
 }
 _NODE_ALIASES = {"node": "node", "node_id": "node", "id": "node", "x": "x", "y": "y",
                  "lon": "lon", "long": "lon", "lng": "lon", "longitude": "lon",
@@ -65,6 +72,12 @@ _DIGIT_OR_SPACE = _DIGIT_BYTES.copy()
 _DIGIT_OR_SPACE[ord(" ")] = True
 _UNIT_BASES = {"length": MILE, "time": MINUTE}
 _UNIT_ARGS = {"length": "length_unit", "time": "time_unit"}
+#: Unit spellings seen in column names beyond those :func:`parse_unit` knows (lower case).
+_UNIT_SPELLINGS = {"kms": KILOMETRE, "kilometre": KILOMETRE, "kilometres": KILOMETRE, "kilometer": KILOMETRE,
+                   "kilometers": KILOMETRE, "foot": FOOT, "mins": MINUTE, "hr": HOUR, "hrs": HOUR, "secs": SECOND,
+                   "second": SECOND, "metre": METRE, "meter": METRE}
+#: ``name (unit)`` at the end of a column name.
+_NAME_UNIT = re.compile(r"^(.*?)\s*\(\s*([^()]*?)\s*\)\s*$")
 
 
 def _norm(name: str) -> str:
@@ -75,14 +88,37 @@ def _norm(name: str) -> str:
 def _header_names(text: bytes):
     """Column names of a ``~`` header row: tab separated when it has tabs (names may hold spaces),
     else whitespace separated; the leading ``~`` and a closing ``;`` are dropped."""
-    t = text.strip()
-    if t.startswith(b"~"):
+    return [name for name, _, _ in _header_fields(text)]
+
+
+def _header_fields(text):
+    """[(standard name, unit text or None, name as written), ...] of a ``~`` header row (bytes or str).
+
+    A trailing ``(unit)`` is split off the name (``length (km)`` -> ``("length", "km", "length (km)")``);
+    in a whitespace-separated row a ``(unit)`` token belongs to the name before it.
+    """
+    t = text.decode(errors="replace") if isinstance(text, bytes) else text
+    t = t.strip()
+    if t.startswith("~"):
         t = t[1:]
     t = t.strip()
-    if t.endswith(b";"):
+    if t.endswith(";"):
         t = t[:-1]
-    parts = t.split(b"\t") if b"\t" in t else t.split()
-    return [_norm(p.decode(errors="replace")) for p in parts if p.strip()]
+    if "\t" in t:
+        parts = [p.strip() for p in t.split("\t") if p.strip()]
+    else:
+        parts = []
+        for tok in t.split():
+            if parts and re.fullmatch(r"\([^()]*\)", tok):
+                parts[-1] += " " + tok
+            else:
+                parts.append(tok)
+    out = []
+    for p in parts:
+        mt = _NAME_UNIT.match(p)
+        name, unit = (mt.group(1), mt.group(2)) if mt and mt.group(1) else (p, None)
+        out.append((_norm(name), unit or None, p))
+    return out
 
 
 def _parse_numbers(path, rows, lines, names, k):
@@ -188,6 +224,11 @@ class TntpNet:
         External (1-based) node ids of each link.
     n_nodes : int or None
         ``<NUMBER OF NODES>``; every link's node ids were checked to lie in ``1..n_nodes``.
+    column_units : dict str -> (str, str, int, str)
+        Standard column name -> (unit text, where, 1-based line, the name as written) for each column
+        whose name states a unit in parentheses: in the header row (where ``"header row"``) or, for
+        columns the header row gives without one, in the ``<ORIGINAL HEADER>`` metadata line (where
+        ``"<ORIGINAL HEADER>"``). The text is not checked here (see :func:`load_tntp`).
     """
 
     path: str
@@ -200,6 +241,7 @@ class TntpNet:
     tail: np.ndarray
     head: np.ndarray
     n_nodes: int | None
+    column_units: dict = field(default_factory=dict)
 
     def meta_int(self, tag):
         """Integer value of metadata ``tag`` (None when absent); ParseError at its line if not an integer."""
@@ -247,7 +289,7 @@ def read_tntp_net(path):
         ``<END OF METADATA>``, a metadata block without ``<END OF METADATA>``, a link row before it, a
         ``<NUMBER OF NODES>`` / ``<NUMBER OF LINKS>`` that is not an integer or exceeds the int32 ids
         (checked before anything is built), a ``<NUMBER OF LINKS>`` that differs from the rows in the
-        file, a link row without its closing ``;``, with a field count other than the header's, with
+        file, a link row with a field count other than the header's (a closing ``;`` is optional), with
         a field that is not a (finite) number, a node id that is not a positive integer or lies
         outside ``1..<NUMBER OF NODES>``, or a truncated gzip file. Fields are quoted as written.
     """
@@ -260,6 +302,7 @@ def read_tntp_net(path):
     meta_start = None
     columns = None
     header_line = None
+    header_units = {}
     rows, row_lines = [], []
     for i, raw in enumerate(lines):
         t = raw.strip()
@@ -283,16 +326,16 @@ def read_tntp_net(path):
             continue
         if t[:1] == b"~":
             if columns is None and not rows:
-                names = _header_names(t)
+                fields = _header_fields(t)
+                names = [f[0] for f in fields]
                 if "init_node" in names and "term_node" in names:
                     columns, header_line = names, i + 1
+                    header_units = {nm: (u, "header row", i + 1, written) for nm, u, written in fields if u}
             continue
         if in_meta:
             raise ParseError(path, i + 1, f"link row inside the metadata block opened on line {meta_start} "
                                           "(no <END OF METADATA> before it)")
-        if not t.endswith(b";"):
-            raise ParseError(path, i + 1, "link row does not end with ';'")
-        rows.append(t[:-1].split())
+        rows.append((t[:-1] if t.endswith(b";") else t).split())  # the closing ';' is optional
         row_lines.append(i + 1)
     if in_meta:
         raise ParseError(path, meta_start, "metadata block without <END OF METADATA>")
@@ -330,6 +373,12 @@ def read_tntp_net(path):
                                                       f"NODES> on line {metadata['NUMBER OF NODES'][1]})")
     net.columns, net.values = columns, values
     net.tail, net.head, net.n_nodes = tail, head, n_nodes
+    if "ORIGINAL HEADER" in metadata:
+        text, line = metadata["ORIGINAL HEADER"]
+        for nm, u, written in _header_fields(text):
+            if u and nm in columns and nm not in header_units:
+                header_units[nm] = (u, "<ORIGINAL HEADER>", line, written)
+    net.column_units = header_units
     return net
 
 
@@ -485,6 +534,15 @@ def _base_unit(net, quantity, given):
                                                  f"(pass {arg}=... to say what it is)")
             note = f"TNTP {quantity} unit from the file's <{tag}> metadata (line {line})"
             return replace(u, note=note), "metadata"
+    column = "length" if quantity == "length" else "free_flow_time"
+    if column in net.column_units:
+        text, where, line, written = net.column_units[column]
+        u = _UNIT_SPELLINGS.get(text.lower()) or parse_unit(text)
+        if u.quantity != quantity or u.scale is None:
+            raise ParseError(net.path, line, f"{where} names the {column} column {written!r}: {text[:40]!r} is not a "
+                                             f"known {quantity} unit (pass {arg}=... to say what it is)")
+        note = f"TNTP {quantity} unit {u.symbol} from the column name {written!r} in the file's {where} (line {line})"
+        return replace(u, note=note), ("metadata" if where.startswith("<") else where)
     base = _UNIT_BASES[quantity]
     what = "length column" if quantity == "length" else "free_flow_time column"
     note = (f"TNTP {what}: the file states no unit; {base.symbol} assumed (the usual TNTP convention; pass "
@@ -563,7 +621,9 @@ def load_tntp(net_path, node_path="auto", *, weights=("free_flow_time", "length"
         Unit of the file's ``length`` / ``free_flow_time`` numbers (a :class:`~gpuroute.graph.units.Unit`
         or a known symbol: ``"mi"``, ``"km"``, ``"m"``, ``"ft"`` / ``"min"``, ``"s"``, ``"h"``).
         Default: a ``<LENGTH UNITS>`` / ``<TIME UNITS>``-style metadata line when the file has one,
-        else miles / minutes, marked as assumed in the unit's ``note``.
+        else the unit the column's name states in the header row or the ``<ORIGINAL HEADER>`` line
+        (``length (km)``, ``fftt (min)``), else miles / minutes, marked as assumed. The unit's
+        ``note`` says where it came from (tag or column name, and line).
     scale : number or mapping weight name -> number, optional
         Factor applied to a column before rounding to integers. Default: per column, the smallest
         power of ten that makes every value an integer (a column written with 3 decimals is
@@ -591,7 +651,8 @@ def load_tntp(net_path, node_path="auto", *, weights=("free_flow_time", "length"
           (int64, or float64 if the file writes fractions) when the file has those columns.
         * ``meta``: ``source``, ``nodes_source``, ``format="tntp"``, ``weight_scale`` and
           ``weights_rounded`` (per weight), ``zero_weights_raised``, ``units_source`` (per quantity:
-          ``"given by the caller"``, ``"metadata"`` or ``"assumed"``), ``zones`` and ``first_thru_node``
+          ``"given by the caller"``, ``"metadata"`` (a ``<... UNITS>`` line or ``<ORIGINAL HEADER>``),
+          ``"header row"`` or ``"assumed"``), ``zones`` and ``first_thru_node``
           from the metadata (zone centroids ``1..first_thru_node-1`` are ordinary nodes here: paths may
           pass through them), and RoadGraph's self-loop / parallel-arc counts.
 
@@ -604,8 +665,8 @@ def load_tntp(net_path, node_path="auto", *, weights=("free_flow_time", "length"
     ParseError
         Naming the file and 1-based line: see :func:`read_tntp_net` and :func:`read_tntp_nodes`; also
         a weight column the file does not have, a negative weight value, a value that rounds to 0 or
-        exceeds int32 after scaling (quoted as written), a metadata unit that is not a known length /
-        time unit, a node the links use that the node file does not list ("unknown node"), a node-file
+        exceeds int32 after scaling (quoted as written), a metadata or column-name unit that is not a
+        known length / time unit, a node the links use that the node file does not list ("unknown node"), a node-file
         id outside ``1..<NUMBER OF NODES>``, a node without coordinates, or lon/lat coordinates out of
         range.
     """
@@ -641,7 +702,8 @@ def load_tntp(net_path, node_path="auto", *, weights=("free_flow_time", "length"
         ws[wname] = w
         q = _quantity_of(col)
         base = base_units[q][0] if q else Unit("", "other", None, note=f"TNTP column {col!r}")
-        units[wname] = base if f == 1 else scaled(base, f, symbol=f"{base.symbol}/{f:g}" if base.symbol else f"1/{f:g}")
+        fs = str(int(f)) if float(f).is_integer() else f"{f:g}"  # "km/1000000", not "km/1e+06"
+        units[wname] = base if f == 1 else scaled(base, f, symbol=f"{base.symbol}/{fs}" if base.symbol else f"1/{fs}")
         wscale[wname], zeros[wname], rounded[wname] = f, nz, nr
 
     attrs, attr_units = {}, {}

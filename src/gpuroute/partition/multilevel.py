@@ -152,12 +152,9 @@ def _check_cell_sizes(cell_sizes):
 
 
 def _import_kahip():
-    try:
-        import kahip
-    except ImportError as e:
-        raise ImportError("method='kahip' needs the KaHIP Python package: pip install kahip "
-                          "(or install gpuroute[crp])") from e
-    return kahip
+    from ..extras import require
+
+    return require("kahip", "Partition.build(method='kahip')")
 
 
 # --------------------------------------------------------------------------------------------- kahip

@@ -12,6 +12,7 @@ import numpy as np
 from ..backend import resolve_device
 from ..geo.kernels import min_weight_per_length
 from ..graph.constants import DIST_DTYPE, INDEX_DTYPE, INF
+from ..graph.units import Unit
 from . import _kernels as K
 from .paths import extract_path, path_arcs
 
@@ -38,8 +39,9 @@ class PathResult:
         Arc ids along the path; ``graph.weight(weight)[arcs].sum() == distance``.
     weight : str
         Name of the weight that was minimised.
-    unit : str
-        Its unit (``graph.units[weight]``).
+    unit : Unit
+        Its :class:`~gpuroute.graph.units.Unit` (``graph.units[weight]``; for an overlay's metric, the
+        graph weight's Unit with the metric's symbol, :func:`gpuroute.crp.overlay.metric_unit`).
     settled : int
         Nodes settled by the search (both directions for ``"bidirectional"``); a work measure.
     method : str
@@ -54,7 +56,7 @@ class PathResult:
     nodes: np.ndarray
     arcs: np.ndarray
     weight: str
-    unit: str
+    unit: Unit
     settled: int = 0
     method: str = ""
     stats: dict = field(default_factory=dict)

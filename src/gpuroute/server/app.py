@@ -77,7 +77,8 @@ Every error is one JSON line ``{"code": ..., "message": ...}``, HTTP 400 as ``os
   isochrone with an engine that has no method of that name). ``InvalidVersion``: not ``v1``.
 * ``InvalidQuery``: the URL or body does not parse: malformed coordinates or polyline, an option
   without ``=``, an option given twice, a value of the wrong syntax (``steps=maybe``,
-  ``radiuses=abc``), a body that is not a JSON object or a form.
+  ``radiuses=abc``; numbers are ASCII: ``[+-]digits[.digits][e[+-]digits]``, as OSRM's grammar), a body
+  that is not a JSON object or a form (``NaN`` and ``Infinity`` are no JSON: named with their place).
 * ``InvalidOptions``: an unknown option (for this service), a per-coordinate option whose element
   count differs from the number of coordinates, too few coordinates (route: 2, nearest: exactly 1),
   a ``sources``/``destinations`` index out of range (as OSRM), an isochrone without contours or with
@@ -92,7 +93,12 @@ Every error is one JSON line ``{"code": ..., "message": ...}``, HTTP 400 as ``os
   ``osrm-routed --max-table-size 100``); ``number`` above ``max_locations_nearest`` (the engine's
   meaning of that limit, ``osrm-routed --max-nearest-size``); ``alternatives`` above
   ``max_alternatives``; a body over ``max_body_bytes``; more contours than ``max_isochrone_contours``,
-  a contour above ``max_isochrone_duration_s`` (seconds) or ``max_isochrone_distance_m``.
+  a contour above ``max_isochrone_duration_s`` (seconds) or ``max_isochrone_distance_m``; a URL longer
+  than the HTTP server's request-line limit (HTTP 414, :mod:`gpuroute.server.http`: ``gpuroute serve``
+  sets it to ``max_body_bytes``).
+* ``Forbidden`` (HTTP 403): a write from another web origin, or ``POST /customize`` switched off;
+  ``UnsupportedMediaType`` (HTTP 415): a write whose body is not ``application/json`` (see
+  :func:`create_app`).
 * The engine's own codes (``NoSegment``, ``NoRoute``, ``NoTable``, ...): any exception the engine
   raises with a string ``code`` attribute (:class:`gpuroute.engine.EngineError`) is answered with
   that code and its message.
@@ -114,7 +120,10 @@ object it returns (the engine's per-thread query state), then calls ``route``/``
 on that object; otherwise it calls the engine's methods directly. The JSON encoding also runs in the
 worker thread. A table comes back from an engine whose ``table`` takes ``matrices`` as NumPy arrays
 (``matrices="arrays"``), written to JSON without nested lists (the same bytes: ``null`` where no
-route). Answers carry ``Access-Control-Allow-Origin: *``, as ``osrm-routed``'s do.
+route). Reads carry ``Access-Control-Allow-Origin: *``, as ``osrm-routed``'s do; a write
+(``POST /customize``) never does, and is taken from the server's own origin or an allowed one only
+(:func:`create_app`, Notes). With ``warm_up=True`` every service is run once at startup, so that no
+request compiles anything (:mod:`gpuroute.server.warmup`).
 """
 from __future__ import annotations
 
@@ -173,8 +182,9 @@ OVERVIEWS = ("simplified", "full", "false")
 APPROACHES = ("curb", "unrestricted")
 
 _PROFILE = re.compile(r"[A-Za-z0-9_.\-]+")
-_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_INT = re.compile(r"[+-]?\d+")
+# ASCII digits only (``\d`` would take other scripts' digits, which float() reads): OSRM's grammar
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INT = re.compile(r"[+-]?[0-9]+")
 _NAME = re.compile(r"[A-Za-z0-9_\-]+")
 _FORMAT = re.compile(r"(?P<body>.*?)(?:\.(?P<fmt>[A-Za-z][A-Za-z0-9]*))?", re.S)
 _CODE = re.compile(r"[A-Z][A-Za-z]+")
@@ -305,8 +315,9 @@ def _decode_polyline(text, precision):
         raise OSRMError("InvalidQuery", "malformed polyline: characters outside the polyline alphabet")
     try:
         pts = polyline.decode(text, precision)
-    except Exception as e:  # the package raises IndexError/ValueError on a truncated string
-        raise OSRMError("InvalidQuery", f"malformed polyline ({type(e).__name__})") from None
+    except Exception:  # the package raises IndexError/ValueError on a truncated string
+        raise OSRMError("InvalidQuery", "malformed polyline: the encoding ends inside a number (truncated or "
+                                        "not a polyline)") from None
     if not pts:
         raise OSRMError("InvalidQuery", "malformed polyline: no coordinates")
     return [(float(lon), float(lat)) for lat, lon in pts]
@@ -365,12 +376,7 @@ def parse_body(body, content_type):
         return {}
     if ctype == "application/json" or (ctype != "application/x-www-form-urlencoded"
                                        and text.lstrip().startswith("{")):
-        import orjson
-
-        try:
-            obj = orjson.loads(text)
-        except orjson.JSONDecodeError as e:
-            raise OSRMError("InvalidQuery", f"the body is not JSON: {e}") from None
+        obj = loads_json(body)
         if not isinstance(obj, dict):
             raise OSRMError("InvalidQuery", "the JSON body must be an object of options")
         return {str(k): _json_value(k, v) for k, v in obj.items() if v is not None}
@@ -384,6 +390,61 @@ def parse_body(body, content_type):
             raise OSRMError("InvalidQuery", f"option {_clip(k)!r} given twice")
         out[k] = v
     return out
+
+
+class _NotFinite(str):
+    """A JSON number token that is no finite double (``NaN``, ``Infinity``, ``1e400``), as written."""
+
+
+def loads_json(raw):
+    """The JSON value of ``raw`` (bytes or str; orjson), an out-of-range number named with where it is.
+
+    Raises
+    ------
+    OSRMError
+        ``InvalidQuery``: not JSON, or ``NaN``/``Infinity`` (not JSON numbers); ``InvalidValue``: a number
+        past the double range (``1e400``). The message names the value and its place
+        (``updates[0].cost``).
+    """
+    import orjson
+
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        err = e
+    # orjson refuses NaN, Infinity and 1e400 alike: the standard parser says which value, and where
+    import json
+
+    def number(token):
+        x = float(token)
+        return x if math.isfinite(x) else _NotFinite(token)
+
+    try:
+        obj = json.loads(raw, parse_constant=_NotFinite, parse_float=number)
+    except (ValueError, RecursionError):
+        raise OSRMError("InvalidQuery", f"the body is not JSON: {err}") from None
+    found = _not_finite(obj, "")
+    if found is None:  # taken by the standard parser (integers past 64 bits): its reading stands
+        return obj
+    where, token = found
+    where = f"{where}: " if where else ""
+    if token.lstrip("+-") in ("NaN", "Infinity"):
+        raise OSRMError("InvalidQuery", f"{where}{token} is not a JSON number (numbers must be finite)")
+    raise OSRMError("InvalidValue", f"{where}{_clip(token)} is out of the range of a number (a finite double)")
+
+
+def _not_finite(obj, where):
+    """``(place, token)`` of the first :class:`_NotFinite` in a parsed JSON value, else None."""
+    stack = [(obj, where)]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, _NotFinite):
+            return at, str(v)
+        if isinstance(v, dict):
+            stack.extend((x, f"{at}.{k}" if at else str(k)) for k, x in reversed(list(v.items())))
+        elif isinstance(v, list):
+            stack.extend((x, f"{at}[{i}]") for i, x in reversed(list(enumerate(v))))
+    return None
 
 
 def _json_value(key, v):
@@ -778,7 +839,7 @@ def encode(obj):
     return orjson.dumps(obj, default=_json_default, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-def create_app(engine, *, limits=None, allow_customize=False, web_assets=None):
+def create_app(engine, *, limits=None, allow_customize=False, web_assets=None, allow_origins=(), warm_up=False):
     """The OSRM v5-compatible Starlette application over ``engine``.
 
     Parameters
@@ -798,18 +859,34 @@ def create_app(engine, *, limits=None, allow_customize=False, web_assets=None):
     web_assets : path-like, optional
         Where the web page's third-party JavaScript lies (default
         :func:`gpuroute.server.web.assets_dir`: ``$GPUROUTE_WEB_ASSETS``, else the fetched ``.venv/web``).
+    allow_origins : sequence of str, optional
+        Web origins (``scheme://host[:port]``, e.g. ``https://map.example``) whose pages may write
+        (``POST /customize``) besides the server's own; ``gpuroute serve --allow-origin``. See Notes.
+    warm_up : bool, default False
+        Run every service once at the application's startup (its ASGI lifespan, which uvicorn runs before
+        it listens), so that no request compiles anything (:func:`gpuroute.server.warm_up`); until then
+        ``GET /health`` answers 503 ``"status": "warming"``.
 
     Returns
     -------
     starlette.applications.Starlette
         Its ``state.limits`` holds the limits in force, ``state.engine`` the engine,
-        ``state.allow_customize`` the flag. ``GET /health`` answers ``{"status": "ok", "services":
-        [...] (those the engine has a method for), "version": "v1", "limits": {...}, "customize":
-        bool}``, plus ``"engine": engine.info``
-        where the engine has that mapping (property or method) and ``"capabilities"`` (which algorithm
-        serves which service, :attr:`gpuroute.engine.Engine.capabilities`) where that mapping has them.
-        ``GET /`` is the web page (an offline map, routes, isochrones, traffic), with ``/network``,
-        ``/web/...``, ``/vendor/...`` and ``/THIRD-PARTY`` (:mod:`gpuroute.server.web`).
+        ``state.allow_customize`` the flag, ``state.allow_origins`` the normalized origins,
+        ``state.ready`` whether the warm-up is done (True at once without ``warm_up``). ``GET /health``
+        answers ``{"status": "ok", "services": [...] (those the engine has a method for), "version":
+        "v1", "limits": {...}, "customize": bool}`` (``customize``: ``POST /customize`` is on and the
+        engine can customize: it has a ``customize`` method and, where it has an ``overlay`` attribute,
+        an overlay), plus ``"engine": engine.info`` where the engine has that mapping (property or
+        method) and ``"capabilities"`` (which algorithm serves which service,
+        :attr:`gpuroute.engine.Engine.capabilities`) where that mapping has them; HTTP 503 with
+        ``"status": "warming"`` while the warm-up runs. ``GET /`` is the web page (an offline map,
+        routes, isochrones, traffic), with ``/network``, ``/web/...``, ``/vendor/...`` and
+        ``/THIRD-PARTY`` (:mod:`gpuroute.server.web`).
+
+    Raises
+    ------
+    ValueError
+        An ``allow_origins`` entry that is not an origin (``*``, a path, a scheme other than http(s)).
 
     Notes
     -----
@@ -820,7 +897,21 @@ def create_app(engine, *, limits=None, allow_customize=False, web_assets=None):
     error (``InvalidValue`` naming the bad update, ``InvalidOptions``, ``NotImplemented`` without an
     overlay) with HTTP 400; a body that is not a JSON object is ``InvalidQuery``. A customization that
     runs past ``timeout_s`` is answered 504 but still completes (the swap is atomic either way).
+
+    Writes and other web pages: reads (every OSRM service, ``/health``, ``/network``) answer any origin
+    (``Access-Control-Allow-Origin: *``, as ``osrm-routed``; ``OPTIONS`` preflights too). A write is
+    refused with 403 ``Forbidden`` when its ``Origin`` header (which browsers send with every POST) is
+    neither the server's own (the scheme and ``Host`` the request came with) nor in ``allow_origins``,
+    or, on a server listening on a loopback address, when a page's ``Host`` is a name other than
+    ``localhost`` (a DNS-rebinding page); and with 415 ``UnsupportedMediaType`` unless its
+    ``Content-Type`` is ``application/json`` (a page can send text/plain or a form to another origin
+    without asking first, never JSON). A write's answer never carries a wildcard: an allowed foreign
+    origin gets its own name back; its preflight (``OPTIONS /customize``) is answered 204 for allowed
+    origins and 403 otherwise. Clients without an ``Origin`` (curl, scripts) are not browsers: the
+    origin rule does not apply to them, the JSON rule does.
     """
+    import contextlib
+
     from starlette.applications import Starlette
     from starlette.responses import Response
     from starlette.routing import Route
@@ -828,11 +919,24 @@ def create_app(engine, *, limits=None, allow_customize=False, web_assets=None):
     lim = dict(DEFAULT_LIMITS)
     lim.update({k: v for k, v in dict(getattr(engine, "limits", None) or {}).items()})
     lim.update(limits or {})
+    origins = []
+    for o in allow_origins or ():
+        n = normalize_origin(o)
+        if n is None:
+            raise ValueError(f"allowed origin {o!r} is not a web origin: expected scheme://host[:port] with "
+                             "scheme http or https, no path (e.g. https://map.example)")
+        origins.append(n)
+    origins = tuple(dict.fromkeys(origins))
     server = _Server(engine, lim)
+    can_customize = bool(allow_customize) and _can_customize(engine)
 
     async def health(request):
-        body = {"status": "ok", "services": list(server.services), "version": VERSION, "limits": lim,
-                "customize": bool(allow_customize)}
+        ready = bool(app.state.ready)
+        body = {"status": "ok" if ready else "warming", "services": list(server.services), "version": VERSION,
+                "limits": lim, "customize": can_customize}
+        if not ready:
+            body["message"] = "compiling and running every service once before serving (the first start after " \
+                              "an install takes longest)"
         try:  # gpuroute's Engine: graph name, sizes, profile, weight (a property or a method)
             info = getattr(engine, "info", None)
             info = info() if callable(info) else info
@@ -842,9 +946,12 @@ def create_app(engine, *, limits=None, allow_customize=False, web_assets=None):
                     body["capabilities"] = info["capabilities"]
         except Exception:  # the health check answers even so
             log.exception("engine.info failed")
-        return Response(encode(body), media_type="application/json", headers=_HEADERS)
+        return Response(encode(body), status_code=200 if ready else 503, media_type="application/json",
+                        headers=_HEADERS)
 
     async def osrm(request):
+        if request.method == "OPTIONS":  # a read's preflight: open to every origin, as the read itself
+            return Response(status_code=204, headers=_READ_PREFLIGHT)
         try:
             status, body = await server.handle(request)
         except OSRMError as e:
@@ -852,28 +959,141 @@ def create_app(engine, *, limits=None, allow_customize=False, web_assets=None):
         return Response(body, status_code=status, media_type="application/json", headers=_HEADERS)
 
     async def customize(request):
+        origin = request.headers.get("origin")
+        headers = {"Vary": "Origin"}
         try:
+            refusal = _write_refusal(request, origins)
+            if refusal is not None:
+                raise refusal
+            if origin is not None:  # own or allowed (else refused above): named, never a wildcard
+                headers["Access-Control-Allow-Origin"] = origin
+            if request.method == "OPTIONS":
+                return Response(status_code=204, headers={**headers, **_WRITE_PREFLIGHT})
+            _require_json(request)
             if not allow_customize:
                 raise OSRMError("Forbidden", "POST /customize is off: start gpuroute serve with --allow-customize "
                                              "(the default on loopback binds)", status=403)
             status, body = await server.customize(request)
         except OSRMError as e:
             status, body = e.status, encode({"code": e.code, "message": e.message})
-        return Response(body, status_code=status, media_type="application/json", headers=_HEADERS)
+        return Response(body, status_code=status, media_type="application/json", headers=headers)
 
     from .web import routes as web_routes
 
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        if not app.state.ready:
+            import anyio.to_thread
+
+            from .warmup import warm_up as run_warm_up
+
+            await anyio.to_thread.run_sync(run_warm_up, app)
+        yield
+
     app = Starlette(routes=[Route("/health", health, methods=["GET"]),
-                            Route("/customize", customize, methods=["POST"]),
-                            *web_routes(engine, allow_customize=allow_customize, assets=web_assets),
-                            Route("/{path:path}", osrm, methods=["GET", "POST"])])
+                            Route("/customize", customize, methods=["POST", "OPTIONS"]),
+                            *web_routes(engine, allow_customize=can_customize, assets=web_assets),
+                            Route("/{path:path}", osrm, methods=["GET", "POST", "OPTIONS"])],
+                    lifespan=lifespan)
     app.state.allow_customize = bool(allow_customize)
+    app.state.allow_origins = origins
     app.state.limits = lim
     app.state.engine = engine
+    app.state.adapter = server
+    app.state.can_customize = can_customize
+    app.state.ready = not warm_up
+    app.state.warm_report = None
     return app
 
 
 _HEADERS = {"Access-Control-Allow-Origin": "*"}
+_READ_PREFLIGHT = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+                   "Access-Control-Allow-Headers": "Content-Type", "Access-Control-Max-Age": "600"}
+_WRITE_PREFLIGHT = {"Access-Control-Allow-Methods": "POST, OPTIONS", "Access-Control-Allow-Headers": "Content-Type",
+                    "Access-Control-Max-Age": "600"}
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
+_ORIGIN = re.compile(r"(?P<scheme>https?)://(?P<host>\[[0-9a-f:.]+\]|[a-z0-9._~\-]+)(?::(?P<port>[0-9]{1,5}))?/?",
+                     re.ASCII)
+
+
+def normalize_origin(text, *, scheme=None):
+    """``scheme://host[:port]`` of a web origin, lower case, without a default port (80 for http, 443 for
+    https); None when ``text`` is no http(s) origin (``null``, ``*``, a path, user info, a query).
+
+    With ``scheme``, ``text`` is a ``Host`` header (``host[:port]``) of a request that came over it.
+    """
+    if not isinstance(text, str):
+        return None
+    text = text.strip().lower()
+    if scheme is not None:
+        text = f"{scheme.lower()}://{text}"
+    m = _ORIGIN.fullmatch(text)
+    if m is None or (m["port"] is not None and not 0 < int(m["port"]) < 65536):
+        return None
+    port = m["port"]
+    if port is None or port == _DEFAULT_PORTS[m["scheme"]]:
+        return f"{m['scheme']}://{m['host']}"
+    return f"{m['scheme']}://{m['host']}:{int(port)}"
+
+
+def _is_loopback_address(host):
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(str(host).strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _write_refusal(request, allowed):
+    """The :class:`OSRMError` (403 ``Forbidden``) a write with ``request``'s headers is refused with, or
+    None: see :func:`create_app`'s Notes. ``allowed``: normalized origins."""
+    origin = request.headers.get("origin")
+    if origin is None:  # not a browser's page: curl, scripts, another server
+        return None
+    got = normalize_origin(origin)
+    if got is not None and got in allowed:
+        return None
+    scheme = request.scope.get("scheme") or "http"
+    host = request.headers.get("host") or ""
+    own = normalize_origin(host, scheme=scheme)
+    hint = ("gpuroute serve --allow-origin URL allows another site's pages to write; reads (route, table, ...) "
+            "are open to every origin")
+    if got is None or got != own:
+        return OSRMError("Forbidden", f"cross-origin write refused: Origin {_clip(origin)!r} is not this server's "
+                                      f"own ({own or 'unknown: no Host header'}) ({hint})", status=403)
+    server = request.scope.get("server") or ()
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    name = name.strip("[]").lower()
+    if server and _is_loopback_address(server[0]) and not (
+            _is_loopback_address(name) or name == "localhost" or name.endswith(".localhost")):
+        import ipaddress
+
+        try:
+            ipaddress.ip_address(name)
+            return None  # an address literal is no re-pointed name
+        except ValueError:
+            pass
+        return OSRMError("Forbidden", f"write refused: this server listens on loopback but the page came as "
+                                      f"{_clip(host)!r} (a name re-pointed at this machine?); use "
+                                      f"http://localhost or http://127.0.0.1, or {hint}", status=403)
+    return None
+
+
+def _require_json(request):
+    """415 ``UnsupportedMediaType`` unless the request says its body is ``application/json``."""
+    ctype = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+    if ctype != "application/json":
+        raise OSRMError("UnsupportedMediaType", f"a write needs Content-Type: application/json (got "
+                                                f"{_clip(ctype) or 'none'!r})", status=415)
+
+
+def _can_customize(engine):
+    """Whether ``engine`` can answer ``customize``: it has the method, and an overlay where it has that
+    attribute (gpuroute's Engine without a dataset directory answers NotImplemented)."""
+    if not callable(getattr(engine, "customize", None)):
+        return False
+    return getattr(engine, "overlay", True) is not None
 
 
 def _abandon_kwarg():
@@ -956,7 +1176,7 @@ class _Server:
     async def read_body(self, request):
         top = _limit(self.limits, "max_body_bytes")
         size = request.headers.get("content-length")
-        if top and size is not None and (not size.isdigit() or int(size) > top):
+        if top and size is not None and (not (size.isascii() and size.isdigit()) or int(size) > top):
             raise OSRMError("TooBig", f"request body of {_clip(size)} bytes is over the limit of {top}")
         buf = bytearray()
         async for chunk in request.stream():
@@ -980,13 +1200,9 @@ class _Server:
         """``POST /customize``: the JSON body checked, ``engine.customize`` run in a worker thread;
         ``(status, body bytes)``."""
         import anyio
-        import orjson
 
         raw = await self.read_body(request)
-        try:
-            body = orjson.loads(raw) if raw.strip() else None
-        except orjson.JSONDecodeError:
-            body = None
+        body = loads_json(raw) if raw.strip() else None  # an out-of-range number is named, with its place
         if not isinstance(body, dict):
             raise OSRMError("InvalidQuery", 'the body must be a JSON object: {"updates": [...]} or {"metric": ...}')
         extra = sorted(set(body) - {"updates", "metric"})

@@ -316,10 +316,16 @@ def routes(engine, *, allow_customize=False, assets=None):
                             headers={"Cache-Control": "no-cache"})
 
     async def vendor(request):
-        p = vendor_file(root(), request.path_params["package"], request.path_params["path"])
+        where = root()
+        p = vendor_file(where, request.path_params["package"], request.path_params["path"])
         if p is None:
-            return PlainTextResponse("not found (make web-assets fetches the page's third-party files)",
-                                     status_code=404)
+            if missing_assets(where):
+                return PlainTextResponse("not found: the page's third-party files are not installed in "
+                                         f"{where} (make web-assets fetches them)", status_code=404)
+            name = f"{request.path_params['package']}/{request.path_params['path']}"
+            return PlainTextResponse(f"not found: /vendor/{name} is not one of the files served (the page's "
+                                     "third-party files are installed: only their dist/ files and licences are "
+                                     "served)", status_code=404)
         return FileResponse(p, media_type=_SERVED[p.suffix.lower()], headers={"Cache-Control": "max-age=3600"})
 
     async def third_party(request):
@@ -347,7 +353,8 @@ def routes(engine, *, allow_customize=False, assets=None):
         try:
             if extra:
                 raise ValueError(f"unknown option {extra[0]!r} (network takes max_edges)")
-            limit = None if raw is None else int(raw) if raw.strip().lstrip("+").isdigit() else None
+            digits = None if raw is None else raw.strip().lstrip("+")
+            limit = None if raw is None else int(digits) if digits.isascii() and digits.isdigit() else None
             if raw is not None and (limit is None or limit < 1):
                 raise ValueError(f"max_edges={raw!r}: expected an integer >= 1")
             limit = int(config.SERVE_WEB_MAX_EDGES) if limit is None else min(limit, int(config.SERVE_WEB_MAX_EDGES))

@@ -187,7 +187,11 @@
   function setupTraffic(map, net) {
     var slider = $('traffic'), st = $('traffic-status');
     var reason = null;
-    if (!state.health.customize) reason = 'POST /customize is off on this server (gpuroute serve --allow-customize)';
+    var overlay = (state.health.capabilities || []).every(function (c) {
+      return c.service !== 'customize' || c.algorithm !== 'none';
+    });
+    if (!overlay) reason = 'traffic needs a dataset directory: gpuroute build GRAPH -o DIR, then gpuroute serve DIR';
+    else if (!state.health.customize) reason = 'POST /customize is off on this server (gpuroute serve --allow-customize)';
     else if (!net.arcs) reason = 'traffic needs a dataset directory: gpuroute build GRAPH -o DIR, then gpuroute serve DIR';
     if (reason) {
       slider.disabled = true;

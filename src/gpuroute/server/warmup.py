@@ -1,0 +1,132 @@
+"""The server's warm-up: every service answered once before the server says it is ready.
+
+The engine's kernels are numba functions, compiled on their first call (or loaded from numba's cache,
+which takes a while too): without a warm-up the first ``/table`` of a fresh server compiled for 5.7 s and
+the first ``/isochrone`` for 11.5 s (issue 18). :func:`warm_up` runs each service the server offers
+through the same path a request takes (:func:`gpuroute.server.app.parse_request`, the worker's call and
+the JSON encoding), with the options that select other kernels (steps, annotations, distances, both
+isochrone metrics, a search small enough for the bounded Dijkstra and one as large as the limits allow
+for the hierarchy's), at points of the engine's own graph, and the customization path without changing
+the metric (``engine.warm_customize()``). :func:`gpuroute.server.create_app` with ``warm_up=True`` runs
+it at the application's startup, which uvicorn completes before it listens; ``gpuroute serve`` runs it
+before it starts uvicorn.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+log = logging.getLogger("gpuroute.server")
+
+
+#: Stops of the largest warm-up trip: past 3 the tour is searched, past 7 perturbed (iterated local search).
+TRIP_STOPS = 12
+
+
+def warm_points(engine, k=TRIP_STOPS):
+    """``k`` positions ``(lon, lat)`` of the engine's graph to warm up at (node positions spread evenly
+    over its node ids), or None when the engine has no graph coordinates."""
+    import numpy as np
+
+    g = getattr(engine, "graph", None)
+    coords = getattr(g, "coords", None)
+    if coords is None or len(coords) == 0:
+        return None
+    idx = np.linspace(0, len(coords) - 1, k).round().astype(np.int64)
+    return [(float(coords[i][0]), float(coords[i][1])) for i in idx]
+
+
+def _requests(services, pts, limits):
+    """``(service, coordinates text, options)`` of the warm-up, for the services offered."""
+    def c(*i):
+        return ";".join(f"{pts[j][0]:.7f},{pts[j][1]:.7f}" for j in i)
+
+    top_trip = limits.get("max_locations_trip")
+    trip_stops = max(2, min(len(pts), int(top_trip) if top_trip and top_trip > 0 else len(pts)))
+    top_s = _positive(limits.get("max_isochrone_duration_s"), 3600.0)
+    top_m = _positive(limits.get("max_isochrone_distance_m"), 50000.0)
+    out = [
+        ("route", c(0, 1), {}),
+        ("route", c(0, 1), {"alternatives": "true", "overview": "false"}),
+        ("route", c(0, 1, 2), {"steps": "true", "annotations": "true", "overview": "full", "geometries": "geojson",
+                               "continue_straight": "true"}),
+        ("table", c(0, 1, 2, 3), {}),
+        ("table", c(0, 1, 2, 3), {"annotations": "duration,distance", "sources": "0;1", "destinations": "1;2;3"}),
+        ("nearest", c(0), {"number": "2"}),
+        # up to 3 stops the tour is enumerated, past them searched
+        ("trip", c(0, 1, 2), {}),
+        ("trip", c(*range(trip_stops)), {}),
+        ("trip", c(0, 1, 2, 3), {"roundtrip": "false", "source": "first", "destination": "last", "steps": "true"}),
+        # a reach small enough for the bounded Dijkstra, then one as large as a client may ask (the
+        # hierarchy's one-to-all), for both metrics
+        ("isochrone", c(1), {"contours_minutes": "1"}),
+        ("isochrone", c(1), {"contours_minutes": f"1,{top_s / 60.0:g}"}),
+        ("isochrone", c(1), {"contours_meters": f"200,{top_m:g}", "polygons": "false"}),
+    ]
+    return [r for r in out if r[0] in services]
+
+
+def _positive(v, default):
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return default
+    return v if v > 0 else default
+
+
+def warm_up(app):
+    """Answer every service of ``app`` once (see the module documentation), then mark it ready.
+
+    Parameters
+    ----------
+    app : starlette.applications.Starlette
+        Made by :func:`gpuroute.server.create_app`.
+
+    Returns
+    -------
+    dict
+        ``{"seconds": total, "services": {service: seconds}, "failed": [messages]}`` (also
+        ``app.state.warm_report``). A request that fails is logged and listed, and the server is ready
+        even so (it serves what it can, as it would without a warm-up).
+    """
+    from .app import OSRMError, parse_request
+
+    state = app.state
+    if state.ready and state.warm_report is not None:
+        return state.warm_report
+    server = state.adapter
+    engine = state.engine
+    t0 = time.perf_counter()
+    report = {"seconds": 0.0, "services": {}, "failed": []}
+    pts = warm_points(engine)
+    if pts is None:
+        log.warning("warm-up: the engine has no graph coordinates to query at; the first request of each service "
+                    "compiles what it needs")
+    else:
+        log.info("warm-up: compiling and running %s once", ", ".join(server.services))
+        for service, coords, options in _requests(server.services, pts, server.limits):
+            t = time.perf_counter()
+            try:
+                call = parse_request(service, "warm-up", coords, options, server.limits)
+                status, body = server.work(call)
+            except OSRMError as e:  # a limit below the warm-up's request: that request is not served anyway
+                status, body = e.status, e.message.encode()
+            if status != 200:
+                msg = f"{service} {options or ''}: HTTP {status} {bytes(body)[:200].decode(errors='replace')}"
+                report["failed"].append(msg)
+                log.warning("warm-up: %s", msg)
+            report["services"][service] = report["services"].get(service, 0.0) + time.perf_counter() - t
+    if state.can_customize and callable(getattr(engine, "warm_customize", None)):
+        t = time.perf_counter()
+        try:
+            engine.warm_customize()
+        except Exception as e:  # the server still serves; /customize compiles on its first call then
+            log.exception("warm-up: customize failed")
+            report["failed"].append(f"customize: {type(e).__name__}: {e}")
+        report["services"]["customize"] = time.perf_counter() - t
+    report["seconds"] = time.perf_counter() - t0
+    log.info("warm-up: done in %.1f s (%s)", report["seconds"],
+             ", ".join(f"{k} {v:.2f} s" for k, v in report["services"].items()))
+    state.warm_report = report
+    state.ready = True
+    return report
