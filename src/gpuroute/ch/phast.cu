@@ -105,6 +105,22 @@ __global__ void ph_level_warp(int lo, int hi, int k, const int* __restrict__ fo,
     if (__any_sync(0xFFFFFFFFu, ovf) && lane == 0) flags[F_OVF] = 1;
 }
 
+// The upward pass from hub labels (the labels of gpuroute.ch.query.HubLabels, on the device): block j
+// writes source j's forward label into its distances, d[lidpos[hub[i]] * k + j] = dist[i] over the entries
+// i of label id slid[j] (node is the labels' (n + 1, 4) int64 row table, lidpos a label id's renumbered
+// node). Exact for PHAST: the highest node m of a shortest s-v path is in s's forward label with its exact
+// distance (the labels' cover property), and the core step and the downward sweep carry it from m to v,
+// as they carry the upward search's upper bounds.
+__global__ void ph_label_up(int k, const int* __restrict__ slid, const long long* __restrict__ node,
+                            const int* __restrict__ hub, const int* __restrict__ dist,
+                            const int* __restrict__ lidpos, unsigned int* d) {
+    const int j = blockIdx.x;
+    if (j >= k) return;
+    const long long a1 = node[4LL * slid[j] + 4];
+    for (long long i = node[4LL * slid[j]] + threadIdx.x; i < a1; i += blockDim.x)
+        d[(unsigned long long)lidpos[hub[i]] * k + j] = (unsigned int)dist[i];
+}
+
 // The upward search of one source as one block (a single tree: the upward search space of a hierarchy is
 // a few thousand nodes, so 50-odd level launches over all n nodes cost more than a label-correcting search
 // over the space itself). Rounds of a frontier in global memory (q0, q1: n ints each); a node enters the

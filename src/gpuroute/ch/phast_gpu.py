@@ -7,6 +7,8 @@ The hierarchy is uploaded once (:class:`GPUHierarchy`): nodes renumbered by leve
 first, in ``core`` order, so the core distance matrix needs no permutation), upward and downward in-arcs
 as CSRs by head over the new ids, 32-bit weights. A pass of ``k`` sources is one CUDA graph (captured once
 per pass size): fill, sources, one pull kernel per level up, the dense core step, one per level down.
+Once the hierarchy's hub labels exist (``ContractionHierarchy.hub_labels()``, ``config.CH_PHAST_FROM_LABELS``)
+the upward pass is the sources' forward labels written into the rows (one launch) instead.
 The CPU twin is :mod:`gpuroute.ch.phast`.
 """
 from __future__ import annotations
@@ -108,6 +110,8 @@ class GPUHierarchy:
         self.k_gather64 = self.mod.get_function("ph_gather64")
         self.k_table = self.mod.get_function("ph_table")
         self.k_pairs = self.mod.get_function("ph_pairs")
+        self.k_label_up = self.mod.get_function("ph_label_up")
+        self._lidpos = None  # (labels, int32 device array: label id -> renumbered node)
         self.flags = cp.zeros(8, dtype=cp.int32)
         cp.cuda.Device().synchronize()  # the uploads above ran on the default stream, the passes will not
         # non-blocking: work other threads put on the legacy default stream must not synchronise with this
@@ -138,10 +142,34 @@ class GPUHierarchy:
         return len(self.levels_down) + (1 if self.c else 0)
 
     # ------------------------------------------------------------------ one pass
+    def _labels(self):
+        """``(GPUHubLabels, lidpos)`` when the upward pass can come from hub labels (built for this
+        hierarchy, 32-bit distances, ``config.CH_PHAST_FROM_LABELS``), else None."""
+        if not config.CH_PHAST_FROM_LABELS:
+            return None
+        from .query import built_hub_labels
+
+        lab = built_hub_labels(self.ch.h)
+        if lab is None or lab.dist.dtype != np.int32:
+            return None
+        gl = self.ch._gpu_labels()
+        if self._lidpos is None or self._lidpos[0] is not lab:
+            self._lidpos = (lab, self.cp.asarray(self.pos_host[lab.lid_node].astype(np.int32)))
+        return gl, self._lidpos[1]
+
+    def _source_ids(self, sources):
+        """What a pass's source buffer holds for ``sources``: renumbered nodes, or label ids on the label
+        path."""
+        if self._labels() is not None:
+            return self._lidpos[0].node_lid[sources].astype(np.int32)
+        return self.pos_host[sources].astype(np.int32)
+
     def _pass(self, k):
-        """The captured CUDA graph of a pass of ``k`` sources: ``(graph, d (n * k,), src (k,))``."""
-        if k in self._passes:
-            return self._passes[k]
+        """The captured CUDA graph of a pass of ``k`` sources: ``(graph, d (n * k,), src (k,))``; ``src``
+        holds :meth:`_source_ids`."""
+        key = (k, self._labels() is not None)
+        if key in self._passes:
+            return self._passes[key]
         cp = self.cp
         self._passes.clear()  # one pass size at a time: free the other's rows
         with self.stream:  # ordered with the pass's launches on this (non-blocking) stream
@@ -152,22 +180,28 @@ class GPUHierarchy:
         s = self.stream
         up_plan = self._up_plan(k)
         down_plan = self._plan(self.levels_down, k, self.down_fo_host)
+        from_labels = up_plan[0][0] == "labels"
         with s:
             s.begin_capture()
             d.fill(DINF)
-            self.k_sources(((k + tpb - 1) // tpb,), (tpb,), (i32(k), src, d))
+            if not from_labels:  # a label holds its own node at distance 0
+                self.k_sources(((k + tpb - 1) // tpb,), (tpb,), (i32(k), src, d))
             self._launch_plan(up_plan, k, self.up, d, src)
             if self.c:
                 self._core(k, d)
             self._launch_plan(down_plan, k, self.down, d)
             graph = s.end_capture()
-        self.launches = 2 + len(up_plan) + len(down_plan) + (1 if self.c else 0) + sum(p[0] == "search" for p in up_plan)
-        self._passes[k] = (graph, d, src)
-        return self._passes[k]
+        self.launches = (1 + (0 if from_labels else 1) + len(up_plan) + len(down_plan) + (1 if self.c else 0)
+                         + sum(p[0] == "search" for p in up_plan))
+        self._passes[key] = (graph, d, src)
+        return self._passes[key]
 
     def _up_plan(self, k):
-        """The upward pass: for one source and ``config.CH_PHAST_UP_SEARCH``, one block searching the
-        upward search space (``ph_up_search``); else a pull launch per level, then the core's level."""
+        """The upward pass: the sources' forward hub labels where :meth:`_labels` allows (one launch); for
+        one source and ``config.CH_PHAST_UP_SEARCH``, one block searching the upward search space
+        (``ph_up_search``); else a pull launch per level, then the core's level."""
+        if self._labels() is not None:
+            return [("labels", 0, 0)]
         if k == 1 and config.CH_PHAST_UP_SEARCH:
             return [("search", 0, self.n)]
         return self._plan(self.levels_up + ([(0, self.c)] if self.c else []), k, self.up_fo_host)
@@ -199,7 +233,10 @@ class GPUHierarchy:
         i32 = np.int32
         for kind, lo, hi in plan:
             items = (hi - lo) * k
-            if kind == "search":
+            if kind == "labels":
+                gl, lidpos = self._labels()
+                self.k_label_up((k,), (128,), (i32(k), src, gl.node, gl.hub, gl.dist, lidpos, d))
+            elif kind == "search":
                 if self._search_buf is None:
                     self._search_buf = self.cp.empty(3 * self.n, dtype=self.cp.int32)
                 n = self.n
@@ -234,9 +271,10 @@ class GPUHierarchy:
             out.append((label, lo, nodes, cp.cuda.get_elapsed_time(ev[0], ev[1]) * 1e3))
 
         with self.stream:
-            src.set(self.pos_host[sources].astype(np.int32), stream=self.stream)
+            src.set(self._source_ids(sources), stream=self.stream)
             d.fill(DINF)
-            self.k_sources(((k + self.tpb - 1) // self.tpb,), (self.tpb,), (np.int32(k), src, d))
+            if not (up_plan and up_plan[0][0] == "labels"):
+                self.k_sources(((k + self.tpb - 1) // self.tpb,), (self.tpb,), (np.int32(k), src, d))
         for phase, plan, arcs in (("up", up_plan, self.up), ("down", down_plan, self.down)):
             if phase == "down" and self.c:
                 timed("core", 0, self.c, lambda: self._core(k, d))
@@ -254,7 +292,7 @@ class GPUHierarchy:
         k = int(sources.size)
         graph, d, src = self._pass(k)
         with self.stream:
-            src.set(self.pos_host[sources].astype(np.int32), stream=self.stream)
+            src.set(self._source_ids(sources), stream=self.stream)
             if check:
                 self.flags.fill(0)
         graph.launch(self.stream)
