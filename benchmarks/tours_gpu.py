@@ -17,6 +17,17 @@ Sections (``--sections``, default ``eval,descent,tsp``):
   local minimum descended at once (one block each, one launch) against the CPU twin on the first few.
 * ``tsp``: ``tsp(costs, time_limit=--time, device=...)`` on TSPLIB instances (``--instances``, default
   pr1002,pcb1173,u2152,pcb3038) for ``--devices`` (gpu,cpu): gap to the best known tour.
+* ``limits`` (issue 23): wall time against the time limit, ``tsp`` on ``--instances`` and ``cvrp`` on
+  ``--cvrp-instances`` at each of ``--limits`` (0.05,0.2,1) for ``--devices``; put it first in
+  ``--sections`` to see the first call of the process too (its compilation, reported apart as
+  ``warmup_s``). Each row: ``wall_s``, ``warmup_s``, ``over_s = wall - warmup - limit`` and whether it is
+  within 5 % + 50 ms.
+* ``cvrp_eval``: one evaluation of the whole CVRP neighbourhood (``vrp_eval`` + ``vrp_finish``) on the
+  savings start of the first ``--cvrp-instances`` instance, GPU against the CPU twin's ``best_vrp_move``
+  (numba, every core; the same move), and the descent from that start (whole GPU against CPU; equal).
+* ``cvrp``: ``cvrp(costs, demands, capacity, time_limit=--cvrp-time, device=...)`` on CVRPLIB X instances
+  (``--cvrp-instances``) for ``--devices``: gap to the best known solution, rounds, chains; the rows to
+  set ``config.TOUR_CVRP_GPU_AUTO_MIN_N`` from (the smallest n where the GPU's gap wins).
 
 Data: ``--data-dir`` (default $GPUROUTE_TSP_DIR or /work/shared/data/vrp/TSP) holds ``<name>.vrp`` +
 ``<name>.sol`` (read with vrplib) or ``<name>.npz`` (coordinates, edge weight type, best known cost:
@@ -32,6 +43,10 @@ launches of ``ls_eval``, then exactly one more, and exits)::
 Usage (GPU machine, repo root)::
 
     PYTHONPATH=src python3 benchmarks/tours_gpu.py --data-dir local_data/TSP --out OUT/tours_gpu.jsonl
+    PYTHONPATH=src python3 benchmarks/tours_gpu.py --sections limits,cvrp_eval,cvrp \
+        --data-dir local_data/TSP --cvrp-dir local_data/CVRP --out OUT/tours_gpu_cvrp.jsonl
+
+(``--prepare DIR --cvrp-prepare DIR2`` here writes the ``.npz`` files of both sets.)
 """
 from __future__ import annotations
 
@@ -109,6 +124,137 @@ def prepare(data_dir, names, dest):
                             best_cost=-1 if inst.best_cost is None else inst.best_cost)
         assert np.array_equal(load_instance(dest, name)[0], inst.costs)
         print(f"wrote {dest / (name + '.npz')} (n={inst.costs.shape[0]}, best known {inst.best_cost})")
+
+
+def load_cvrp(data_dir, name):
+    """(costs int64 (n, n), demands int64 (n,), capacity, depot, best known or None) from ``<name>.npz``
+    or ``<name>.vrp`` (+ .sol)."""
+    d = Path(data_dir)
+    if (d / f"{name}.npz").exists():
+        z = np.load(d / f"{name}.npz")
+        xy = z["coords"]
+        costs = np.floor(np.sqrt(((xy[:, None, :] - xy[None, :, :]) ** 2).sum(-1)) + 0.5).astype(np.int64)
+        bks = int(z["best_cost"]) if int(z["best_cost"]) >= 0 else None
+        return costs, z["demands"], int(z["capacity"]), int(z["depot"]), bks
+    from gpuroute.tours.cvrp import read_cvrplib
+
+    return read_cvrplib(d / f"{name}.vrp")
+
+
+def prepare_cvrp(data_dir, names, dest):
+    """Write ``dest/<name>.npz`` (coords, demands, capacity, depot, best known) of X instances."""
+    import vrplib
+
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        path = Path(data_dir) / f"{name}.vrp"
+        inst = vrplib.read_instance(str(path), compute_edge_weights=False)
+        sol = path.with_suffix(".sol")
+        bks = int(vrplib.read_solution(str(sol))["cost"]) if sol.exists() else -1
+        np.savez_compressed(dest / f"{name}.npz", coords=np.asarray(inst["node_coord"], np.float64),
+                            demands=np.asarray(inst["demand"], np.int64), capacity=int(inst["capacity"]),
+                            depot=int(inst["depot"][0]), best_cost=bks)
+        assert np.array_equal(load_cvrp(dest, name)[0], load_cvrp(data_dir, name)[0])
+        print(f"wrote {dest / (name + '.npz')}")
+
+
+def section_limits(a, out):
+    """Wall time against the time limit (the first call of the process included, compilation apart)."""
+    from gpuroute.tours import cvrp
+
+    within = lambda wall, warm, lim: wall - warm <= 1.05 * lim + 0.05  # noqa: E731
+    for dev in a.devices.split(","):
+        for name in a.instances.split(","):
+            costs, _ = load_instance(a.data_dir, name)
+            for lim in (float(v) for v in a.limits.split(",")):
+                t = time.perf_counter()
+                r = tsp(costs, time_limit=lim, seed=0, device=dev)
+                el = time.perf_counter() - t
+                w = r.stats.get("warmup_seconds", 0.0)
+                out({"section": "limits", "solver": "tsp", "instance": name, "n": costs.shape[0], "device": r.device,
+                     "time_limit_s": lim, "wall_s": el, "warmup_s": w, "over_s": el - w - lim,
+                     "within": within(el, w, lim), "complete": r.stats.get("complete")})
+        for name in a.cvrp_instances.split(","):
+            costs, dem, cap, depot, _ = load_cvrp(a.cvrp_dir, name)
+            for lim in (float(v) for v in a.limits.split(",")):
+                t = time.perf_counter()
+                r = cvrp(costs, dem, cap, depot=depot, time_limit=lim, seed=0, device=dev)
+                el = time.perf_counter() - t
+                w = r.stats.get("warmup_seconds", 0.0)
+                out({"section": "limits", "solver": "cvrp", "instance": name, "n": costs.shape[0],
+                     "device": r.device, "time_limit_s": lim, "wall_s": el, "warmup_s": w,
+                     "over_s": el - w - lim, "within": within(el, w, lim), "complete": r.stats.get("complete")})
+
+
+def section_cvrp_eval(a, out):
+    import importlib
+
+    cv = importlib.import_module("gpuroute.tours.cvrp")
+    vg = importlib.import_module("gpuroute.tours.vrp_gpu")
+    name = a.cvrp_instances.split(",")[0]
+    costs, dem, cap, depot, _ = load_cvrp(a.cvrp_dir, name)
+    n = costs.shape[0]
+    C = costs.astype(np.float64)
+    np.fill_diagonal(C, 0.0)
+    dem = dem.astype(np.float64)
+
+    class Free:
+        def budget(self, kind=None):
+            return 1 << 40
+
+        def spent(self, w):
+            pass
+
+    init = cv.savings_full(C, dem, float(cap), depot, Free())
+    fit = int(np.searchsorted(np.cumsum(np.sort(np.delete(dem, depot))), cap, side="right"))
+    W = min(n - 1, max(fit, max(r.size for r in init))) + 2
+    E, lens, nr = cv.pack_routes(init, depot, n, W)
+    R = E.shape[0]
+    bufs = np.empty(R), np.empty((R, W)), np.empty((R, W)), np.empty((R, W))
+    cv.refresh(C, dem, E, lens, nr, *bufs)
+    cpu = cv.best_vrp_move(C, dem, float(cap), E, lens, nr, *bufs)
+    cpu_s = median_s(lambda: cv.best_vrp_move(C, dem, float(cap), E, lens, nr, *bufs), a.reps)
+    g = vg.GPUVRPSearch(C, dem, cap, depot, R, W)
+    got = g.best_move(E, lens, nr)
+    gpu_s = median_s(lambda: g.best_move(E, lens, nr), a.reps)
+    same = got == ((float(cpu[0]),) + tuple(int(v) for v in cpu[1:]))
+    out({"section": "cvrp_eval", "instance": name, "n": n, "routes": nr - 1, "width": W,
+         "items": (n - 1) * nr + (n - 1 + nr) * nr + (n - 1 + nr) + 2 * (n - 1), "gpu_best_move_s": gpu_s,
+         "cpu_best_move_s": cpu_s, "speedup": cpu_s / gpu_s, "same_move": same, "cpu_threads": os.cpu_count()})
+    eps = 0.5
+    t = time.perf_counter()
+    Eg, lg, nrg, cg, mg = g.local_search(E, lens, nr, eps)
+    gd = time.perf_counter() - t
+    Ec, lc = E.copy(), lens.copy()
+    t = time.perf_counter()
+    nrc, cc, mc = cv.vrp_local_search(C, dem, float(cap), Ec, lc, nr, depot, *bufs, eps, 50 * n + 1000)
+    cd = time.perf_counter() - t
+    out({"section": "cvrp_descent", "instance": name, "n": n, "moves": mg, "gpu_s": gd, "cpu_s": cd,
+         "speedup": cd / gd, "equal": bool(mg == mc and cg == cc and nrg == nrc)})
+
+
+def section_cvrp(a, out):
+    from gpuroute.tours import cvrp
+    from gpuroute.tours.cvrp import vrp_cost
+
+    first = load_cvrp(a.cvrp_dir, a.cvrp_instances.split(",")[0])
+    for dev in a.devices.split(","):  # compile, caches
+        cvrp(first[0][:60, :60], first[1][:60], first[2], time_limit=0.2, seed=0, device=dev)
+    for name in a.cvrp_instances.split(","):
+        costs, dem, cap, depot, bks = load_cvrp(a.cvrp_dir, name)
+        for dev in a.devices.split(","):
+            for seed in range(a.seeds):
+                t = time.perf_counter()
+                r = cvrp(costs, dem, cap, depot=depot, time_limit=a.cvrp_time, seed=seed, device=dev)
+                el = time.perf_counter() - t
+                flat = np.sort(np.concatenate(r.routes))
+                ok = (flat.tolist() == [v for v in range(costs.shape[0]) if v != depot]
+                      and all(dem[x].sum() <= cap for x in r.routes) and r.cost == vrp_cost(costs, r.routes, depot))
+                out({"section": "cvrp", "instance": name, "n": costs.shape[0], "device": r.device, "seed": seed,
+                     "time_limit_s": a.cvrp_time, "wall_s": el, "cost": r.cost, "best_known": bks, "valid": ok,
+                     "gap_pct": 100.0 * (r.cost / bks - 1) if bks else None, "stats": r.stats,
+                     "trace": [[round(t, 4), v] for t, v in r.trace]})
 
 
 def cpu_state(c, p):
@@ -273,14 +419,22 @@ def main(argv=None):
     ap.add_argument("--prepare", default=None, metavar="DIR", help="write <name>.npz of --instances to DIR, exit")
     ap.add_argument("--ncu", action="store_true", help="run --ncu-warmup + 1 launches of ls_eval, exit")
     ap.add_argument("--ncu-warmup", type=int, default=3)
+    ap.add_argument("--limits", default="0.05,0.2,1")
+    ap.add_argument("--cvrp-instances", default="X-n101-k25,X-n200-k36,X-n303-k21,X-n502-k39,X-n701-k44,X-n979-k58")
+    ap.add_argument("--cvrp-time", type=float, default=10.0)
+    ap.add_argument("--cvrp-dir", default=os.environ.get("GPUROUTE_CVRP_DIR", "/work/shared/data/vrp/CVRP"))
+    ap.add_argument("--cvrp-prepare", default=None, metavar="DIR", help="write <name>.npz of --cvrp-instances")
     a = ap.parse_args(argv)
-    if a.prepare:
-        prepare(a.data_dir, a.instances.split(","), a.prepare)
+    if a.prepare or a.cvrp_prepare:
+        if a.prepare:
+            prepare(a.data_dir, a.instances.split(","), a.prepare)
+        if a.cvrp_prepare:
+            prepare_cvrp(a.cvrp_dir, a.cvrp_instances.split(","), a.cvrp_prepare)
         return
     secs = a.sections.split(",")
     cp = gpu = None
     name = None
-    if a.ncu or "eval" in secs or "descent" in secs or "gpu" in a.devices.split(","):
+    if a.ncu or "eval" in secs or "descent" in secs or "cvrp_eval" in secs or "gpu" in a.devices.split(","):
         import cupy as cp
 
         from gpuroute.tours import gpu
@@ -294,12 +448,20 @@ def main(argv=None):
     out = Out(a.out or ROOT / "benchmarks" / "results" / f"tours_gpu_{date}.jsonl")
     out({"section": "meta", "date": date, "commit": commit(), "gpu": name, "cpu": platform.processor(),
          "cpus": os.cpu_count(), "args": vars(a)})
+    if secs and secs[0] == "limits":  # first: the process's first calls, compilation included
+        section_limits(a, out)
     if "eval" in secs:
         section_eval(a, out, cp, gpu)
     if "descent" in secs:
         section_descent(a, out, cp, gpu)
     if "tsp" in secs:
         section_tsp(a, out)
+    if "limits" in secs[1:]:
+        section_limits(a, out)
+    if "cvrp_eval" in secs:
+        section_cvrp_eval(a, out)
+    if "cvrp" in secs:
+        section_cvrp(a, out)
     print(f"wrote {out.path}")
 
 

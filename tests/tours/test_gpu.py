@@ -423,3 +423,43 @@ def test_candidate_ils_round_equals_a_cpu_replay(kind, budget):
     for b in worst:
         assert g.ils_result(int(b))[0].tolist() == want.tolist()
 
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_start_descents_stop_at_their_device_budget():
+    """Issue 23: the start descent of gpu.search is bounded. With a 1 ns budget the candidate descent and
+    the whole-GPU descent stop before their first move (last_complete False) and return the start tour
+    and its cost; with a generous budget they equal the unbounded descent."""
+    n = 300
+    rng = np.random.default_rng(23)
+    c = matrix(rng, n, "int")
+    g = gpu.GPUTourSearch(c)
+    g.set_candidates(10)
+    P = np.stack([rng.permutation(n) for _ in range(3)])
+    tours, costs, moves = g.cand_descent_batch(P, 0.5, budget_s=1e-9)
+    assert not g.last_complete.any() and (moves == 0).all() and np.array_equal(tours, P)
+    assert costs.tolist() == [tour_cost(c, p) for p in P]
+    want = g.cand_descent_batch(P, 0.5)
+    got = g.cand_descent_batch(P, 0.5, budget_s=600.0)
+    assert g.last_complete.all() and np.array_equal(got[0], want[0]) and np.array_equal(got[2], want[2])
+    tour, cost, mv = g.local_search(P[0], 0.5, budget_s=1e-9)
+    assert not g.last_complete[0] and mv == 0 and tour.tolist() == P[0].tolist() and cost == tour_cost(c, P[0])
+    tour2, _, mv2 = g.local_search(P[0], 0.5, budget_s=600.0)
+    tour3, _, mv3 = g.local_search(P[0], 0.5)
+    assert g.last_complete[0] and mv2 == mv3 > 0 and tour2.tolist() == tour3.tolist()
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_warm_up_runs_once_and_a_gpu_search_follows():
+    """warm_up("gpu") compiles and runs every GPU tour kernel once (a kernel that fails to build or launch
+    fails here, not inside a time limit); later warm-ups are free, and a search after it is complete."""
+    from gpuroute.tours import warm_up, warmup
+
+    warm_up("gpu")
+    assert {("tsp", "gpu"), ("cvrp", "gpu")} <= warmup._done
+    assert warmup.warm_up_tsp("gpu") == 0.0 and warmup.warm_up_cvrp("gpu") == 0.0
+    c = np.random.default_rng(2).integers(1, 1000, (200, 200))
+    r = tsp(c, time_limit=0.2, seed=0, device="gpu")
+    assert r.device == "gpu" and r.stats["complete"] and sorted(r.tour.tolist()) == list(range(200))

@@ -11,7 +11,8 @@ import pytest
 from gpuroute.tours import MOVE_NAMES, best_move, tour_cost, tsp, tsplib
 from gpuroute.tours import local_search as ls
 
-TSP_DIR = Path("/work/shared/data/vrp/TSP")
+#: Shipped with the tests (tests/data/vrp/README.md: source and licence).
+TSP_DIR = Path(__file__).resolve().parents[1] / "data" / "vrp"
 
 
 def brute(c, start=None, end=None):
@@ -193,7 +194,6 @@ def test_tsplib_distance_rules():
         tsplib.distance_matrix(xy, "XRAY")
 
 
-@pytest.mark.skipif(not (TSP_DIR / "pr1002.vrp").exists(), reason="no TSPLIB data")
 def test_tsplib_instance_near_optimum():
     inst = tsplib.read_tsplib(TSP_DIR / "pr1002.vrp")
     assert inst.costs.shape == (1002, 1002) and inst.optimal

@@ -9,14 +9,15 @@ the same moves, deltas and tie-breaking, with many ILS chains at once (``device=
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import config
 from ..backend import resolve_device
+from . import budget
 from . import local_search as ls
+from .budget import Deadline, Pacer, check_time_limit
 
 __all__ = ["TourResult", "tsp", "tour_cost", "FULL_NEIGHBOURHOOD_MAX_N", "CANDIDATES"]
 
@@ -24,7 +25,9 @@ __all__ = ["TourResult", "tsp", "tour_cost", "FULL_NEIGHBOURHOOD_MAX_N", "CANDID
 FULL_NEIGHBOURHOOD_MAX_N = 150
 #: candidate-list width above :data:`FULL_NEIGHBOURHOOD_MAX_N`
 CANDIDATES = 10
-#: positions spanned by a double bridge (every 8th spans 10x as many); the whole tour up to 100 stops
+#: positions spanned by a double bridge: on the GPU ILS_WINDOW (one in eight ten times as many), on the
+#: CPU ten times ILS_WINDOW (what the CPU loop did before its rounds were paced, measured no worse); the
+#: whole tour up to 100 stops
 ILS_WINDOW = 50
 
 
@@ -43,15 +46,18 @@ class TourResult:
     closed : bool
         True for a roundtrip, False for an open path.
     trace : list of (float, float)
-        (seconds since the call, best cost so far) each time the best improved, for plots.
+        (seconds since the call, first-call compilation left out; best cost so far) each time the best
+        improved, for plots.
     device : str
         "cpu" or "gpu": where the search ran.
     stats : dict
         n, starts, ils_iterations, improvements (perturbations that lowered the cost), moves applied,
         neighbourhood ("full": the seed's best-improvement over all moves, on the CPU n <= 150, on the GPU
         with ``TOUR_GPU_NEIGHBOURHOOD = "full"`` or under 8 stops; "candidates:K": queue-driven descent
-        over K-nearest candidate lists), seconds; on the GPU also chains and rounds
-        (:func:`gpuroute.tours.gpu.search`).
+        over K-nearest candidate lists), rounds, complete (False when the time limit cut the start's
+        descent or the final polish short: the tour need not be a local minimum), warmup_seconds
+        (first-call compilation, outside the time limit), seconds (of the time limit used); on the GPU
+        also chains (:func:`gpuroute.tours.gpu.search`).
     """
 
     tour: np.ndarray
@@ -147,11 +153,20 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
     scheme (evaluate the whole neighbourhood, reduce to the best move, apply, until a local minimum);
     above it, a queue-driven descent over K-nearest candidate lists (the same moves and delta functions,
     the fast CPU reference). Starts: nearest neighbour, then random ones (while under 20 % of the time
-    limit); then double-bridge perturbations on short stretches of the tour (every 8th on a longer one),
-    accepted when not worse, until ``time_limit``. On the GPU (:func:`gpuroute.tours.gpu.search`): many
-    ILS chains (a block each) run double bridges in parallel; by default (``TOUR_GPU_NEIGHBOURHOOD =
+    limit); then double-bridge perturbations on stretches of the tour (:data:`ILS_WINDOW`), accepted when
+    not worse, until ``time_limit``. On the GPU (:func:`gpuroute.tours.gpu.search`):
+    many ILS chains (a block each) run double bridges in parallel; by default (``TOUR_GPU_NEIGHBOURHOOD =
     "candidates"``) every descent is the CPU's candidate-list descent (``TOUR_GPU_CANDIDATES`` nearest
     stops) run on the device, whatever n; with "full", the full best-improvement scheme.
+
+    The time limit is kept: the search checks its deadline between steps of bounded work
+    (:mod:`gpuroute.tours.budget`; candidate lists, the nearest-neighbour start, every descent and every
+    ILS round included), so it returns within about one such step (a few ms) of ``time_limit``; a search
+    cut short returns the best tour so far (at worst the start tour, which need not be a local minimum).
+    Compilation is not counted: the first call in a process first compiles, or loads from the numba /
+    CuPy caches, every kernel it uses (:func:`gpuroute.tours.warm_up`; 0.2 s from a warm numba cache,
+    ~11 s cold on a 2-core machine, more with a GPU's context and NVRTC) and reports those seconds in
+    ``stats["warmup_seconds"]``; call ``gpuroute.tours.warm_up()`` at start-up to pay it there.
 
     Parameters
     ----------
@@ -163,7 +178,7 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
         ending anywhere. ``end=e``: open path ending at e. ``start=s, end=e``, s != e: open path s -> e;
         s == e: closed tour starting at s.
     time_limit : float
-        Seconds of search (the first descent always completes, so tiny limits may be exceeded).
+        Seconds of search (> 0), from the call to the return, compilation excluded (see above).
     device : {"auto", "cpu", "gpu"}
         "auto": the GPU when one is usable and n >= ``config.TOUR_GPU_AUTO_MIN_N``, else the CPU. Up to 3
         stops are enumerated on the CPU whatever the device.
@@ -179,8 +194,8 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
     Raises
     ------
     ValueError
-        Non-square, empty, non-finite or negative matrix; start/end out of range; bad device or
-        time_limit.
+        Non-square, empty, non-finite or negative matrix (the entry named); start/end out of range; bad
+        device; ``time_limit`` not a finite number > 0.
     TypeError
         Non-numeric matrix or non-integer stop ids.
     GPUUnavailableError
@@ -188,19 +203,25 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
     """
     if device not in ("auto", "cpu", "gpu"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {device!r}")
-    if not np.isfinite(time_limit) or time_limit < 0:
-        raise ValueError(f"time_limit must be a non-negative number of seconds, got {time_limit!r}")
-    t0 = time.perf_counter()
+    time_limit = check_time_limit(time_limit)
+    dl = Deadline(time_limit)
     c = _validate(costs)
     n = c.shape[0]
     start = _check_id("start", start, n)
     end = _check_id("end", end, n)
     closed = start is None and end is None or (start is not None and start == end)
     integral = np.issubdtype(c.dtype, np.integer)
+    # first-call costs (CuPy import and CUDA context in resolve_device, compilation): outside the budget
+    tw = budget.clock()
     dev = resolve_device(device, gpu_implemented=n >= config.TOUR_GPU_AUTO_MIN_N)
+    from .warmup import warm_up_tsp
+
+    warm_up_tsp(dev if n > 3 else "cpu")
+    warm = budget.clock() - tw
+    dl.extend(warm)
     C, mode, first, last = _reduce_to_closed(c, start, end)
     if n <= 3:
-        return _tiny(c, C, mode, first, last, closed, t0)
+        return _tiny(c, C, mode, first, last, closed, dl, warm)
 
     rng = np.random.default_rng(seed)
     eps = 0.5 if integral else 1e-9 * max(1.0, float(np.abs(c).max())) * n
@@ -208,84 +229,118 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
     if dev == "gpu":
         from . import gpu
 
-        best_p, _, trace, gst = gpu.search(C, first, last, time_limit=time_limit, t0=t0, rng=rng, eps=eps,
-                                           max_moves=max_moves, window=0 if n <= 100 else ILS_WINDOW)
+        best_p, _, trace, gst = gpu.search(C, first, last, deadline=dl, rng=rng, eps=eps, max_moves=max_moves,
+                                           window=0 if n <= 100 else ILS_WINDOW)
         stats = {"n": n, "starts": gst["starts"], "ils_iterations": gst["ils_iterations"],
                  "improvements": gst["improvements"], "moves": gst["moves"], "neighbourhood": gst["neighbourhood"],
-                 "chains": gst["chains"], "rounds": gst["rounds"]}
-        return _result(c, best_p, mode, first, last, closed, integral, trace, stats, t0, "gpu")
-    full = np.empty((n, 0), np.int64)
-    K = n - 1 if n <= FULL_NEIGHBOURHOOD_MAX_N else CANDIDATES
-    nbr = ls.candidate_lists(np.ascontiguousarray(C), K)
-    everyone = np.arange(n, dtype=np.int64)
-    trace = []
-    best_p, best_c = None, np.inf
-    moves = 0
-    n_starts = 0
+                 "chains": gst["chains"], "rounds": gst["rounds"], "complete": gst["complete"],
+                 "warmup_seconds": warm}
+        return _result(c, best_p, mode, first, last, closed, integral, trace, stats, dl, "gpu")
+    best_p, trace, stats = _search_cpu(C, first, last, dl, rng, eps, max_moves, starts)
+    stats["warmup_seconds"] = warm
+    return _result(c, best_p, mode, first, last, closed, integral, trace, stats, dl, "cpu")
 
-    def descend(p):
-        # small n: the seed's scheme, best move of the full neighbourhood each step; large n: the
-        # queue-driven candidate-list descent (same moves, same delta functions)
-        if n <= FULL_NEIGHBOURHOOD_MAX_N:
-            return ls.local_search(C, p, full, eps, max_moves)
-        return ls.local_search_queue(C, p, nbr, eps, max_moves, everyone, True)
+
+def _search_cpu(C, first, last, dl, rng, eps, max_moves, starts):
+    """The CPU iterated local search of :func:`tsp` on the closed-tour matrix ``C`` (float64 (n, n),
+    n >= 4) under the deadline ``dl``. Returns (tour, trace, stats)."""
+    n = C.shape[0]
+    full_hood = n <= FULL_NEIGHBOURHOOD_MAX_N
+    K = n - 1 if full_hood else CANDIDATES
+    hood = "full" if full_hood else f"candidates:{K}"
+    pace = Pacer(dl)
+    stats = {"n": n, "starts": 0, "ils_iterations": 0, "improvements": 0, "moves": 0, "neighbourhood": hood,
+             "complete": False}
+    trace = []
+    nbr = ls.candidate_lists_paced(C, K, pace)
+    p0, built = ls.nearest_neighbour_paced(C, first, last, pace) if nbr is not None else (None, False)
+    if p0 is None:  # out of time while building the candidate lists: the stops in index order
+        mid = [v for v in range(n) if v != first and v != last]
+        p0 = np.array([first] + mid + ([last] if last >= 0 else []), np.int64)
+    if not built:
+        return p0, [(dl.elapsed(), ls.tour_cost(C, p0))], stats
+    ct = np.ascontiguousarray(C.T) if full_hood else C
+    everyone = np.arange(n, dtype=np.int64)
+    pos = np.empty(n, np.int64)
+    fwd = np.empty(n)
+    bwd = np.empty(n)
+    queue = np.empty(n, np.int64)
+    inq = np.zeros(n, np.bool_)
+    qs = np.zeros(3, np.int64)
+
+    def descend(p, reserve=0.0):
+        """Descent of ``p`` in place under the pacer (until the deadline less ``reserve``); returns (cost,
+        moves, complete)."""
+        if full_hood:
+            moves = 0
+            while (b := pace.budget("full_descent", reserve)) > 0:
+                st, cst, mv, w = ls.full_descent(C, ct, p, eps, max_moves - moves, b)
+                moves += mv
+                pace.spent(w)
+                if st == 0:
+                    return cst, moves, True
+            return ls.tour_cost(C, p), moves, False
+        ls.queue_init(C, p, pos, fwd, bwd, queue, inq, qs, everyone)
+        while (b := pace.budget("queue_descent", reserve)) > 0:
+            st, w = ls.queue_descent(C, p, pos, fwd, bwd, nbr, eps, max_moves, queue, inq, qs, True, b)
+            pace.spent(w)
+            if st == 0:
+                return ls.tour_cost(C, p), int(qs[2]), True
+        return ls.tour_cost(C, p), int(qs[2]), False
 
     def random_start():
         mid = np.array([v for v in range(n) if v != first and v != last], np.int64)
         rng.shuffle(mid)
         return np.concatenate([[first], mid] + ([[last]] if last >= 0 else [])).astype(np.int64)
 
+    best_p, best_c = None, np.inf
+    complete = False
     for s in range(max(1, int(starts))):
-        if s > 0 and time.perf_counter() - t0 > 0.2 * time_limit:
+        if s > 0 and (dl.left() < 0.8 * dl.limit or not complete):
             break
-        p = ls.nearest_neighbour_tour(C, first, last) if s == 0 else random_start()
-        cst, mv = descend(p)
-        moves += mv
-        n_starts += 1
-        if cst < best_c - eps:
-            best_p, best_c = p.copy(), cst
-            trace.append((time.perf_counter() - t0, cst))
+        p = p0 if s == 0 else random_start()
+        cst, mv, done = descend(p)
+        stats["moves"] += mv
+        stats["starts"] += 1
+        if cst < best_c - eps or best_p is None:
+            best_p, best_c, complete = p.copy(), cst, done
+            trace.append((dl.elapsed(), cst))
+        if not done:
+            break
 
-    iters = 0
-    improved = 0
-    batch = 16
-    window = 0 if n <= 100 else ILS_WINDOW
-    while time.perf_counter() - t0 < time_limit:
-        tb = time.perf_counter()
-        if n < 8:  # too small for a double bridge: random restarts
+    rounds = 0
+    reserve = float(config.TOUR_POLISH_RESERVE) * dl.limit if full_hood else 0.0  # for the final polish
+    while complete and (b := pace.budget("ils_round", reserve)) > 0:
+        if n < 8:  # too small for a double bridge: random restarts (tiny descents)
             q = random_start()
-            qc, mv = descend(q)
-            moves += mv
-            iters += 1
-            if qc < best_c - eps:
+            qc, mv, done = descend(q, reserve)
+            stats["moves"] += mv
+            stats["ils_iterations"] += 1
+            if done and qc < best_c - eps:
                 best_p, best_c = q, qc
-                improved += 1
-                trace.append((time.perf_counter() - t0, qc))
+                stats["improvements"] += 1
+                trace.append((dl.elapsed(), qc))
             continue
-        w = window if (window == 0 or iters % 8) else min(n - 1, 10 * window)
-        q, qc, acc, mv = ls.ils_round(C, best_p, best_c, nbr, w, eps, max_moves, batch,
-                                      int(rng.integers(0, 2**31 - 1)))
-        iters += batch
-        improved += acc
-        moves += mv
+        window = 0 if n <= 100 else min(n - 1, 10 * ILS_WINDOW)
+        q, qc, acc, mv, steps, w = ls.ils_round(C, best_p, best_c, nbr, window, eps, max_moves, 1 << 30,
+                                                int(rng.integers(0, 2**31 - 1)), b)
+        pace.spent(w)
+        rounds += 1
+        stats["ils_iterations"] += steps
+        stats["improvements"] += acc
+        stats["moves"] += mv
         if qc < best_c - eps:
-            trace.append((time.perf_counter() - t0, qc))
+            trace.append((dl.elapsed(), qc))
         best_p, best_c = q, qc
-        el = time.perf_counter() - tb
-        if el < 0.005 and batch < 1 << 16:
-            batch *= 2
-        elif el > 0.02 and batch > 1:
-            batch //= 2
-    if n <= FULL_NEIGHBOURHOOD_MAX_N:  # end in a local minimum of the full neighbourhood
-        best_c, mv = ls.local_search(C, best_p, full, eps, max_moves)
-        moves += mv
-    hood = "full" if n <= FULL_NEIGHBOURHOOD_MAX_N else f"candidates:{K}"
-    stats = {"n": n, "starts": n_starts, "ils_iterations": iters, "improvements": improved, "moves": moves,
-             "neighbourhood": hood}
-    return _result(c, best_p, mode, first, last, closed, integral, trace, stats, t0, "cpu")
+    if full_hood and complete:  # end in a local minimum of the full neighbourhood, time allowing
+        _, mv, complete = descend(best_p)
+        stats["moves"] += mv
+    stats["complete"] = bool(complete)
+    stats["rounds"] = rounds
+    return best_p, trace, stats
 
 
-def _result(c, best_p, mode, first, last, closed, integral, trace, stats, t0, device):
+def _result(c, best_p, mode, first, last, closed, integral, trace, stats, dl, device):
     """The :class:`TourResult` of the closed tour ``best_p``: oriented, its cost recomputed over ``c``."""
     tour = _orient(best_p, mode, first, last)
     if mode == "path" and tour[-1] != last:  # cannot happen: the forced arc is never broken
@@ -294,12 +349,12 @@ def _result(c, best_p, mode, first, last, closed, integral, trace, stats, t0, de
     scale = (lambda v: int(round(v))) if integral else float
     trace = [(t, scale(v)) for t, v in trace]
     if not trace or trace[-1][1] != cost:
-        trace.append((time.perf_counter() - t0, cost))
-    stats = dict(stats, seconds=time.perf_counter() - t0)
+        trace.append((dl.elapsed(), cost))
+    stats = dict(stats, seconds=dl.elapsed())
     return TourResult(tour=tour, cost=cost, closed=closed, trace=trace, device=device, stats=stats)
 
 
-def _tiny(c, C, mode, first, last, closed, t0):
+def _tiny(c, C, mode, first, last, closed, dl, warm):
     """n <= 3: enumerate."""
     import itertools
 
@@ -314,7 +369,8 @@ def _tiny(c, C, mode, first, last, closed, t0):
             best, bc = p, v
     tour = _orient(best, mode, first, last)
     cost = tour_cost(c, tour, closed)
-    el = time.perf_counter() - t0
+    el = dl.elapsed()
     return TourResult(tour=tour, cost=cost, closed=closed, trace=[(el, cost)], device="cpu",
                       stats={"n": n, "starts": 1, "ils_iterations": 0, "improvements": 0, "moves": 0,
-                             "neighbourhood": "enumeration", "seconds": el})
+                             "neighbourhood": "enumeration", "complete": True, "warmup_seconds": warm,
+                             "seconds": el})

@@ -1,12 +1,15 @@
 """Capacitated vehicle routing (CVRP) on an asymmetric cost matrix: best-improvement local search between
-and within routes inside a ruin-and-recreate loop, CPU (numba) twin only.
+and within routes inside a ruin-and-recreate loop; the CPU (numba) twin here, the GPU twin in
+:mod:`.vrp_gpu` (``vrp.cu``).
 
 The descent is the seed's scheme (Brodtkorb, Hagen, Schulz, Hasle, "GPU computing in discrete
 optimization. Part I", EURO J. Transp. Logist. 2013): evaluate the whole neighbourhood
 (:func:`best_vrp_move`, parallel over the first route), reduce to the best move, apply, until no move
 improves. The start is Clarke-Wright savings (asymmetric form); the perturbation removes a customer and
 its nearest customers and reinserts them by cheapest feasible insertion (ruin & recreate), accepted when
-not worse, until the time limit.
+not worse, until the time limit. Every step that grows with n runs under a work budget (units of about
+one delta; :func:`vrp_eval_work`) and the host checks the deadline between calls
+(:mod:`gpuroute.tours.budget`).
 
 State
 -----
@@ -33,14 +36,19 @@ Moves ``(type, r1, a, r2, b, k)``; ``a``, ``b``, ``k`` are positions in the exte
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from numba import njit, prange
 
+from .. import config
+from ..backend import resolve_device
+from . import budget
+from . import local_search as ls
 from .api import tour_cost
+from .budget import Deadline, Pacer, check_time_limit
+from .warmup import warm_up_cvrp
 
 __all__ = ["VRPResult", "cvrp", "best_vrp_move", "apply_vrp_move", "refresh", "pack_routes", "vrp_cost",
            "vrp_local_search", "read_cvrplib", "VRP_MOVE_NAMES",
@@ -63,11 +71,15 @@ class VRPResult:
         Recomputed from the input matrix: depot -> first -> ... -> last -> depot summed over the routes
         (an ``int`` for an integer matrix).
     trace : list of (float, float)
-        (seconds since the call, best cost so far) each time the best improved.
+        (seconds since the call, first-call compilation left out; best cost so far) each time the best
+        improved.
     device : str
-        "cpu".
+        "cpu" or "gpu": where the search ran.
     stats : dict
-        n, routes, iterations (ruin & recreate rounds), improvements, moves applied, seconds.
+        n, routes, iterations (ruin & recreate steps completed), improvements, moves applied, complete
+        (False when the time limit cut the start or its descent short), warmup_seconds (first-call
+        compilation, outside the time limit), seconds (of the time limit used); on the GPU also chains
+        and rounds (:func:`gpuroute.tours.vrp_gpu.search`).
     """
 
     routes: list
@@ -334,62 +346,86 @@ def route_costs_total(fwd, lens, nr):
     return s
 
 
-@njit(cache=True)
-def vrp_local_search(c, dem, cap, E, lens, nr, depot, load, fwd, bwd, dcum, eps, max_moves):
-    """Best-improvement descent (:func:`best_vrp_move`, apply, repeat). Returns (nr, cost, moves)."""
+def vrp_eval_work(N, nr):
+    """Work units of one evaluation of the whole neighbourhood (:func:`best_vrp_move`) of ``N``
+    customers in ``nr`` routes: about ``2 (N + nr)^2`` deltas (relocate ``N (N + nr)``, swap ``N^2 / 2``,
+    2-opt* ``(N + nr)^2 / 2``), plus ``4 (N + nr)`` to apply a move and refresh the state."""
+    return 2 * (N + nr) * (N + nr) + 4 * (N + nr)
+
+
+def vrp_descent(c, dem, cap, E, lens, nr, depot, load, fwd, bwd, dcum, eps, max_moves, budget):
+    """Best-improvement descent (:func:`best_vrp_move`, apply, repeat) under a work budget
+    (:func:`vrp_eval_work` an evaluation, checked before each: at most ``budget`` plus one evaluation).
+    ``E``, ``lens`` change in place; calling again resumes the same descent. Returns
+    ``(status, nr, cost, moves, work)``: status 0 at a local minimum or after ``max_moves`` moves, 1 when
+    the budget ran out first.
+
+    A Python loop over compiled steps: the parallel :func:`best_vrp_move` is called from Python only (a
+    cached jitted caller of a parallel function can crash when loaded from numba's cache, numba issue
+    #8578); the loop costs a few microseconds a move against the evaluation's O(N^2)."""
+    N = int(lens[:nr].sum())
     moves = 0
+    work = 0
+    status = 0
     refresh(c, dem, E, lens, nr, load, fwd, bwd, dcum)
     while moves < max_moves:
+        if work >= budget:
+            status = 1
+            break
         d, t, r1, a, r2, b, k = best_vrp_move(c, dem, cap, E, lens, nr, load, fwd, bwd, dcum)
+        work += vrp_eval_work(N, nr)
         if not d < -eps:
             break
         nr = apply_vrp_move(E, lens, nr, depot, t, r1, a, r2, b, k)
         refresh(c, dem, E, lens, nr, load, fwd, bwd, dcum)
         moves += 1
-    return nr, route_costs_total(fwd, lens, nr), moves
+    return status, nr, route_costs_total(fwd, lens, nr), moves, work
+
+
+def vrp_local_search(c, dem, cap, E, lens, nr, depot, load, fwd, bwd, dcum, eps, max_moves):
+    """Best-improvement descent (:func:`best_vrp_move`, apply, repeat), uninterrupted. Returns
+    (nr, cost, moves)."""
+    _, nr, cost, moves, _ = vrp_descent(c, dem, cap, E, lens, nr, depot, load, fwd, bwd, dcum, eps, max_moves,
+                                        1 << 62)
+    return nr, cost, moves
 
 
 @njit(cache=True)
-def ruin_recreate(c, dem, cap, E, lens, nr, depot, near, n_remove):
-    """Remove a random customer and its nearest ``n_remove - 1`` customers (``near``: int64 (n, K)
-    customers by distance), reinsert them in random order by cheapest feasible insertion (a new route if
-    none fits). Uses numba's random state. Returns the new ``nr``."""
+def ruin_recreate(c, dem, cap, E, lens, nr, depot, order):
+    """Ruin and recreate with an explicit list: remove the customers ``order[0..]`` (stop ids; a -1 ends
+    the list) from their routes, then reinsert them in that order, each by cheapest feasible insertion
+    (the smallest ``c[u, x] + c[x, v] - c[u, v]`` over every position of every route whose load leaves
+    room; ties to the lowest route, then the lowest position; the empty last route always fits, and
+    using it opens a new one). Routes renormalised. Returns ``(nr, work)``: work ``N + nr`` units for
+    the removal and as many a reinsertion."""
     n = c.shape[0]
     removed = np.zeros(n, np.bool_)
-    seed_c = -1
-    while seed_c < 0:
-        r = np.random.randint(0, nr)
-        if lens[r] > 0:
-            seed_c = E[r, 1 + np.random.randint(0, lens[r])]
-    removed[seed_c] = True
-    cnt = 1
-    for q in range(near.shape[1]):
-        if cnt >= n_remove:
+    cnt = 0
+    for q in range(order.shape[0]):
+        if order[q] < 0:
             break
-        removed[near[seed_c, q]] = True
+        removed[order[q]] = True
         cnt += 1
-    lst = np.empty(cnt, np.int64)
-    w = 0
+    N = 0
     for r in range(nr):
         m = lens[r]
-        keep = np.empty(m, np.int64)
+        N += m
         h = 0
         for t in range(1, m + 1):
             v = E[r, t]
-            if removed[v]:
-                lst[w] = v
-                w += 1
-            else:
-                keep[h] = v
+            if not removed[v]:
                 h += 1
-        _set(E, lens, r, keep[:h], depot)
-    np.random.shuffle(lst)
+                E[r, h] = v
+        E[r, h + 1] = depot
+        lens[r] = h
     nr = normalize(E, lens, nr, depot)
     load = np.zeros(nr + cnt + 1)
     for r in range(nr):
         for t in range(1, lens[r] + 1):
             load[r] += dem[E[r, t]]
-    for x in lst:
+    work = N + nr
+    for q in range(cnt):
+        x = order[q]
         best = np.inf
         br = -1
         bb = -1
@@ -404,6 +440,7 @@ def ruin_recreate(c, dem, cap, E, lens, nr, depot, near, n_remove):
                     best = d
                     br = r
                     bb = b
+        work += N + nr
         m = lens[br]
         for t in range(m + 1, bb, -1):
             E[br, t + 1] = E[br, t]
@@ -413,37 +450,397 @@ def ruin_recreate(c, dem, cap, E, lens, nr, depot, near, n_remove):
         if br == nr - 1:
             nr = normalize(E, lens, nr, depot)
             load[nr - 1] = 0.0
-    return nr
+    return nr, work
 
 
 @njit(cache=True)
-def vrp_round(c, dem, cap, E, lens, nr, depot, cost, near, max_remove, eps, max_moves, iters, seed_val):
-    """``iters`` rounds of ruin & recreate + descent from the solution (E, lens, nr) of cost ``cost``,
-    keeping a result when it is not worse. Returns (E, lens, nr, cost, improvements, moves)."""
-    np.random.seed(seed_val)
+def ruin_order(near, depot, n, max_remove, out):
+    """Draw a ruin list with numba's random state (:func:`ruin_recreate`): a customer chosen uniformly
+    and its nearest customers (``near``: int64 (n, K)), ``k = 2 .. max_remove`` of them in all (at most
+    ``K + 1``), in random order, into ``out`` (int64, padded with -1). Returns k."""
+    v = np.random.randint(0, n - 1)
+    if v >= depot:
+        v += 1
+    k = 2 + np.random.randint(0, max(1, max_remove - 1))
+    k = min(k, near.shape[1] + 1, out.shape[0])
+    out[:] = -1
+    out[0] = v
+    for q in range(1, k):
+        out[q] = near[v, q - 1]
+    np.random.shuffle(out[:k])
+    return k
+
+
+@njit(cache=True)
+def _seed(v):
+    """Seed numba's random state (:func:`ruin_order` draws from it)."""
+    np.random.seed(v)
+
+
+def _bufs(E):
     R, W = E.shape
-    load = np.empty(R)
-    fwd = np.empty((R, W))
-    bwd = np.empty((R, W))
-    dcum = np.empty((R, W))
-    cur_E = E.copy()
-    cur_l = lens.copy()
-    cur_nr = nr
-    cc = cost
+    return np.empty(R), np.empty((R, W)), np.empty((R, W)), np.empty((R, W))
+
+
+def vrp_steps(c, dem, cap, E, lens, nr, depot, cost, orders, eps, max_moves):
+    """ILS steps with given ruin lists ``orders`` (int64 (S, kmax), rows as :func:`ruin_recreate` takes
+    them; a row starting with -1 perturbs nothing): ruin & recreate, descent, keep the result when its
+    cost is at most the current one + ``eps``. The CPU twin of one chain of the GPU's ``vrp_ils``.
+    Returns (E, lens, nr, cost, improvements, moves)."""
+    bufs = _bufs(E)
+    cur_E, cur_l, cur_nr, cc = E.copy(), lens.copy(), nr, cost
     acc = 0
     moves = 0
-    for _ in range(iters):
-        qE = cur_E.copy()
-        ql = cur_l.copy()
-        k = 2 + np.random.randint(0, max(1, max_remove - 1))
-        qnr = ruin_recreate(c, dem, cap, qE, ql, cur_nr, depot, near, k)
-        qnr, qc, mv = vrp_local_search(c, dem, cap, qE, ql, qnr, depot, load, fwd, bwd, dcum, eps, max_moves)
+    for s in range(orders.shape[0]):
+        qE, ql = cur_E.copy(), cur_l.copy()
+        qnr, _ = ruin_recreate(c, dem, cap, qE, ql, cur_nr, depot, np.ascontiguousarray(orders[s], np.int64))
+        _, qnr, qc, mv, _ = vrp_descent(c, dem, cap, qE, ql, qnr, depot, *bufs, eps, max_moves, 1 << 62)
         moves += mv
         if qc < cc - eps:
             acc += 1
         if qc <= cc + eps:
             cur_E, cur_l, cur_nr, cc = qE, ql, qnr, qc
     return cur_E, cur_l, cur_nr, cc, acc, moves
+
+
+def vrp_round(c, dem, cap, E, lens, nr, depot, cost, near, max_remove, eps, max_moves, iters, seed_val, budget,
+              qE, ql, qst):
+    """At most ``iters`` ILS steps and about ``budget`` work units from the solution (E, lens, nr) of cost
+    ``cost``: ruin & recreate (:func:`ruin_order` from numba's random state seeded with ``seed_val``,
+    :func:`ruin_recreate`) + descent (:func:`vrp_descent`), keeping a result when it is not worse. The
+    budget is checked before each neighbourhood evaluation (a call does at most ``budget`` plus one
+    evaluation of work); a step still running then is kept pending in ``qE``, ``ql`` (its solution, shaped
+    as ``E``, ``lens``) and ``qst`` (int64 (3,): pending flag, its ``nr``, its moves so far) and the next
+    call resumes it first (a step can be longer than one call's budget).
+    Returns (E, lens, nr, cost, improvements, moves, steps, work)."""
+    _seed(seed_val)
+    n = c.shape[0]
+    bufs = _bufs(E)
+    order = np.empty(max(2, min(max_remove, near.shape[1] + 1)), np.int64)
+    cur_E, cur_l, cur_nr, cc = E, lens, nr, cost
+    acc = 0
+    moves = 0
+    steps = 0
+    work = 0
+    while steps < iters and work < budget:
+        if qst[0] == 0:  # a new step: ruin & recreate a copy of the current solution
+            ruin_order(near, depot, n, max_remove, order)
+            qE[:] = cur_E
+            ql[:] = cur_l
+            qnr, w = ruin_recreate(c, dem, cap, qE, ql, cur_nr, depot, order)
+            work += w
+            qst[0] = 1
+            qst[1] = qnr
+            qst[2] = 0
+        status, qnr, qc, mv, w = vrp_descent(c, dem, cap, qE, ql, int(qst[1]), depot, *bufs, eps,
+                                             max_moves - int(qst[2]), budget - work)
+        work += w
+        moves += mv
+        qst[1] = qnr
+        qst[2] += mv
+        if status == 1:
+            break
+        qst[0] = 0
+        steps += 1
+        if qc < cc - eps:
+            acc += 1
+        if qc <= cc + eps:
+            cur_E, cur_l, cur_nr, cc = qE.copy(), ql.copy(), qnr, qc
+    return cur_E, cur_l, cur_nr, cc, acc, moves, steps, work
+
+
+@njit(cache=True)
+def _merge_pairs(pi, pj, ps, cap, nxt, prv, route, head, tail, load, size):
+    """Savings merges over the pairs (pi, pj) of savings ps, largest first (stable), capacity allowing:
+    the route ending at i followed by the route starting at j (linked lists nxt / prv, route labels)."""
+    order = np.argsort(-ps, kind="mergesort")
+    for q in range(order.shape[0]):
+        e = order[q]
+        if not ps[e] > 0:
+            break
+        i = pi[e]
+        j = pj[e]
+        ri = route[i]
+        rj = route[j]
+        if ri == rj or tail[ri] != i or head[rj] != j or load[ri] + load[rj] > cap:
+            continue
+        nxt[i] = j
+        prv[j] = i
+        keep, drop = (ri, rj) if size[ri] >= size[rj] else (rj, ri)
+        # relabel the smaller route: O(n log n) in all
+        v = head[drop]
+        while v >= 0:
+            route[v] = keep
+            v = nxt[v] if v != tail[drop] else -1
+        h = head[ri]
+        t = tail[rj]
+        head[keep] = h
+        tail[keep] = t
+        load[keep] = load[ri] + load[rj]
+        size[keep] = size[ri] + size[rj]
+
+
+@njit(cache=True)
+def savings_routes(C, dem, cap, depot, near):
+    """Clarke-Wright savings for an asymmetric matrix over candidate pairs: the route ending at i is
+    followed by the route starting at j when ``C[i, d] + C[d, j] - C[i, j] > 0``, largest saving first
+    (ties: the order of the pairs (i, j) and (j, i) for j in ``near[i]``, i ascending), capacity
+    allowing; then the same over every pair of the remaining routes' ends (when there are at most
+    ``sqrt(2 n K)`` routes). ``near`` (int64 (n, K)) lists each customer's candidate partners (its depot
+    row is unused). O(n K log(n K)). Returns ``(seq, starts)``: the customers route after route (int64 (N,)) and the
+    route boundaries (int64 (routes + 1,))."""
+    n = C.shape[0]
+    K = near.shape[1]
+    P = 2 * (n - 1) * K
+    pi = np.empty(P, np.int64)
+    pj = np.empty(P, np.int64)
+    ps = np.empty(P)
+    m = 0
+    for i in range(n):
+        if i == depot:
+            continue
+        for q in range(K):
+            j = near[i, q]
+            pi[m] = i
+            pj[m] = j
+            ps[m] = C[i, depot] + C[depot, j] - C[i, j]
+            m += 1
+            pi[m] = j
+            pj[m] = i
+            ps[m] = C[j, depot] + C[depot, i] - C[j, i]
+            m += 1
+    nxt = np.full(n, -1, np.int64)
+    prv = np.full(n, -1, np.int64)
+    route = np.arange(n)  # route label of each customer
+    head = np.arange(n)  # head / tail / load / size of each label
+    tail = np.arange(n)
+    load = dem.copy()
+    size = np.ones(n, np.int64)
+    _merge_pairs(pi[:m], pj[:m], ps[:m], cap, nxt, prv, route, head, tail, load, size)
+    # second pass: every pair of the remaining routes' ends (the merges of the full list that the
+    # candidate pairs missed), when there are few enough routes
+    ends = np.empty(n, np.int64)
+    R = 0
+    for v in range(n):
+        if v != depot and prv[v] < 0:
+            ends[R] = v
+            R += 1
+    if 1 < R and R * R <= max(P, 4 * n):
+        pi = np.empty(R * R, np.int64)
+        pj = np.empty(R * R, np.int64)
+        ps = np.empty(R * R)
+        m = 0
+        for a in range(R):
+            i = tail[route[ends[a]]]
+            for b in range(R):
+                if a != b:
+                    j = ends[b]
+                    pi[m] = i
+                    pj[m] = j
+                    ps[m] = C[i, depot] + C[depot, j] - C[i, j]
+                    m += 1
+        _merge_pairs(pi[:m], pj[:m], ps[:m], cap, nxt, prv, route, head, tail, load, size)
+    seq = np.empty(n - 1, np.int64)
+    starts = np.empty(n, np.int64)
+    w = 0
+    nr = 0
+    for v in range(n):
+        if v == depot or prv[v] >= 0:
+            continue
+        starts[nr] = w
+        nr += 1
+        u = v
+        while u >= 0:
+            seq[w] = u
+            w += 1
+            u = nxt[u]
+    starts[nr] = w
+    return seq, starts[:nr + 1].copy()
+
+
+# ----------------------------------------------------------------------------------------------------
+# move ranks: the tie order of the GPU's reduction (vrp.cu), the CPU's order of evaluation in _row
+
+def vrp_move_rank(nr, W, t, a, r2, b, k):
+    """Rank of the move ``(t, r1, a, r2, b, k)`` among the moves of its first route r1 (the tie-break
+    after delta and r1 of the GPU's reduction in ``vrp.cu``): the order in which the CPU twin's ``_row``
+    visits them, for ``nr`` routes in rows of width ``W``. Python int (the device uses 64 bits).
+
+    Relocate / swap: ``((a nr + r2) 2 + [swap]) W + b``; then 2-opt*: ``base_B + (r2 W + a) W + b``;
+    2-opt: ``base_C + a W + b``; Or-opt: ``base_D + (((L - 2) W + a) W + k) 2 + [reversed]`` with
+    ``L = b - a + 1`` and ``base_B = 2 nr W^2``, ``base_C = base_B + nr W^2``, ``base_D = base_C + W^2``.
+
+    Raises
+    ------
+    ValueError
+        Unknown move type.
+    """
+    base_b = 2 * nr * W * W
+    base_c = base_b + nr * W * W
+    base_d = base_c + W * W
+    if t in (RELOCATE, SWAP):
+        return ((a * nr + r2) * 2 + (t == SWAP)) * W + b
+    if t == TWO_OPT_STAR:
+        return base_b + (r2 * W + a) * W + b
+    if t == TWO_OPT:
+        return base_c + a * W + b
+    if t in (OR_OPT, OR_OPT_REV):
+        return base_d + (((b - a - 1) * W + a) * W + k) * 2 + (t == OR_OPT_REV)
+    raise ValueError(f"unknown move type {t}")
+
+
+def vrp_move_from_rank(nr, W, r1, rank):
+    """The move ``(t, r1, a, r2, b, k)`` of rank ``rank`` in route r1 (inverse of :func:`vrp_move_rank`)."""
+    base_b = 2 * nr * W * W
+    base_c = base_b + nr * W * W
+    base_d = base_c + W * W
+    if rank < base_b:
+        q, b = divmod(rank, W)
+        q, kind = divmod(q, 2)
+        a, r2 = divmod(q, nr)
+        return (SWAP if kind else RELOCATE), r1, a, r2, b, -1
+    if rank < base_c:
+        q, b = divmod(rank - base_b, W)
+        r2, a = divmod(q, W)
+        return TWO_OPT_STAR, r1, a, r2, b, -1
+    if rank < base_d:
+        a, b = divmod(rank - base_c, W)
+        return TWO_OPT, r1, a, r1, b, -1
+    q, rev = divmod(rank - base_d, 2)
+    q, k = divmod(q, W)
+    L2, a = divmod(q, W)
+    return (OR_OPT_REV if rev else OR_OPT), r1, a, r1, a + L2 + 1, k
+
+
+def vrp_items(lens, nr):
+    """The work items of the GPU evaluation (``vrp.cu``'s ``eval_item``), in item order, as tuples:
+    ``("A", r1, a, r2)`` relocate and swap of customer ``E[r1, a]`` into route r2; ``("B", r1, a, r2)``
+    2-opt* cutting r1 after position a (r2 > r1); ``("C", r1, a)`` 2-opt within r1 from position a;
+    ``("D", r1, s, L)`` Or-opt of the L customers from position s. Item ids: A ``g nr + r2`` (g: the
+    customer's index in route order), B ``A_count + e nr + r2`` (e: the extended position's index, a in
+    0..lens[r] of each route), C ``B_end + e``, D ``C_end + 2 g + L - 2``; invalid ones are skipped."""
+    cust = [(r, a) for r in range(nr) for a in range(1, lens[r] + 1)]
+    ext = [(r, a) for r in range(nr) for a in range(lens[r] + 1)]
+    for r1, a in cust:
+        for r2 in range(nr):
+            yield "A", r1, a, r2
+    for r1, a in ext:
+        for r2 in range(nr):
+            if r2 > r1:
+                yield "B", r1, a, r2
+    for r1, a in ext:
+        if a <= lens[r1] - 2:
+            yield "C", r1, a
+    for r1, s in cust:
+        for L in (2, 3):
+            if s + L - 1 <= lens[r1]:
+                yield "D", r1, s, L
+
+
+def emulate_best_vrp_move(c, dem, cap, E, lens, nr, load, fwd, bwd, dcum):
+    """The GPU kernel's evaluation, emulated in Python: every work item of :func:`vrp_items` loops its
+    moves as ``vrp.cu``'s ``eval_item`` does (deltas and feasibility tests with the CPU's operations) and
+    the smallest key ``(delta, r1, rank)`` (:func:`vrp_move_rank`) wins. Equal to :func:`best_vrp_move`
+    move for move (the test of the kernel's decomposition, decoding and tie order on a machine without a
+    GPU). Returns ``(delta, t, r1, a, r2, b, k)``."""
+    W = E.shape[1]
+    best = (np.inf, 1 << 62, 1 << 62)
+    move = (np.inf, -1, -1, -1, -1, -1, -1)
+
+    def take(d, t, r1, a, r2, b, k):
+        nonlocal best, move
+        key = (d, r1, vrp_move_rank(nr, W, t, a, r2, b, k))
+        if key < best:
+            best = key
+            move = (float(d), t, r1, a, r2, b, k)
+
+    for item in vrp_items(lens, nr):
+        kind, r1 = item[0], item[1]
+        m1 = int(lens[r1])
+        if kind == "A":
+            _, _, a, r2 = item
+            x, p, q = E[r1, a], E[r1, a - 1], E[r1, a + 1]
+            dx = dem[x]
+            rem = c[p, q] - c[p, x] - c[x, q]
+            m2 = int(lens[r2])
+            if r2 != r1:
+                if load[r2] + dx <= cap and not (m2 == 0 and m1 == 1):
+                    for b in range(m2 + 1):
+                        u, v = E[r2, b], E[r2, b + 1]
+                        take(rem + c[u, x] + c[x, v] - c[u, v], RELOCATE, r1, a, r2, b, -1)
+                if r2 > r1:
+                    for b in range(1, m2 + 1):
+                        y = E[r2, b]
+                        dy = dem[y]
+                        if load[r1] - dx + dy > cap or load[r2] - dy + dx > cap:
+                            continue
+                        u, v = E[r2, b - 1], E[r2, b + 1]
+                        take(c[p, y] + c[y, q] - c[p, x] - c[x, q] + c[u, x] + c[x, v] - c[u, y] - c[y, v],
+                             SWAP, r1, a, r2, b, -1)
+            else:
+                for b in range(m1 + 1):
+                    if b == a or b == a - 1:
+                        continue
+                    u, v = E[r1, b], E[r1, b + 1]
+                    take(rem + c[u, x] + c[x, v] - c[u, v], RELOCATE, r1, a, r1, b, -1)
+                for b in range(a + 1, m1 + 1):
+                    y, v = E[r1, b], E[r1, b + 1]
+                    if b == a + 1:
+                        d = c[p, y] + c[y, x] + c[x, v] - c[p, x] - c[x, y] - c[y, v]
+                    else:
+                        u = E[r1, b - 1]
+                        d = c[p, y] + c[y, q] - c[p, x] - c[x, q] + c[u, x] + c[x, v] - c[u, y] - c[y, v]
+                    take(d, SWAP, r1, a, r1, b, -1)
+        elif kind == "B":
+            _, _, a, r2 = item
+            m2 = int(lens[r2])
+            tot1, tot2 = fwd[r1, m1 + 1], fwd[r2, m2 + 1]
+            for b in range(m2 + 1):
+                if (a == 0 and b == 0) or (a == m1 and b == m2):
+                    continue
+                if dcum[r1, a] + load[r2] - dcum[r2, b] > cap or dcum[r2, b] + load[r1] - dcum[r1, a] > cap:
+                    continue
+                n1 = fwd[r1, a] + c[E[r1, a], E[r2, b + 1]] + tot2 - fwd[r2, b + 1]
+                n2 = fwd[r2, b] + c[E[r2, b], E[r1, a + 1]] + tot1 - fwd[r1, a + 1]
+                take(n1 + n2 - tot1 - tot2, TWO_OPT_STAR, r1, a, r2, b, -1)
+        elif kind == "C":
+            _, _, a = item
+            for b in range(a + 2, m1 + 1):
+                d = (c[E[r1, a], E[r1, b]] + c[E[r1, a + 1], E[r1, b + 1]] - c[E[r1, a], E[r1, a + 1]]
+                     - c[E[r1, b], E[r1, b + 1]] + (bwd[r1, b] - bwd[r1, a + 1]) - (fwd[r1, b] - fwd[r1, a + 1]))
+                take(d, TWO_OPT, r1, a, r1, b, -1)
+        else:
+            _, _, s, L = item
+            e = s + L - 1
+            pr, nx, sf, sl = E[r1, s - 1], E[r1, e + 1], E[r1, s], E[r1, e]
+            rem = c[pr, nx] - c[pr, sf] - c[sl, nx]
+            inner = (bwd[r1, e] - bwd[r1, s]) - (fwd[r1, e] - fwd[r1, s])
+            for k in range(m1 + 1):
+                if s - 1 <= k <= e:
+                    continue
+                u, v = E[r1, k], E[r1, k + 1]
+                take(rem - c[u, v] + c[u, sf] + c[sl, v], OR_OPT, r1, s, r1, e, k)
+                take(rem - c[u, v] + c[u, sl] + c[sf, v] + inner, OR_OPT_REV, r1, s, r1, e, k)
+    return move
+
+
+def ruin_orders(rng, near, depot, n, max_remove, shape):
+    """Ruin lists drawn on the host for the GPU chains (the distribution of :func:`ruin_order`): int32
+    ``shape + (kmax,)``, each row a customer and its nearest customers, ``k = 2 .. max_remove`` of them
+    (at most ``K + 1``) in random order, padded with -1; ``kmax = min(max_remove, K + 1)``."""
+    shape = tuple(shape)
+    K = near.shape[1]
+    kmax = max(2, min(max_remove, K + 1))
+    v = rng.integers(0, n - 1, size=shape)
+    v = v + (v >= depot)
+    k = np.minimum(2 + rng.integers(0, max(1, max_remove - 1), size=shape), min(K + 1, kmax))
+    lists = np.concatenate([v[..., None], near[v, :kmax - 1]], axis=-1)
+    keys = rng.random(shape + (kmax,))
+    keys[np.arange(kmax) >= k[..., None]] = np.inf
+    order = np.argsort(keys, axis=-1, kind="stable")
+    out = np.take_along_axis(lists, order, axis=-1)
+    out[np.arange(kmax) >= k[..., None]] = -1
+    return out.astype(np.int32)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -467,31 +864,9 @@ def pack_routes(routes, depot, n_rows, width):
     return E, lens, normalize(E, lens, len(routes), depot)
 
 
-def _savings(C, dem, cap, depot, customers):
-    """Clarke-Wright savings for an asymmetric matrix: merge route ending at i with route starting at j
-    when ``C[i, d] + C[d, j] - C[i, j] > 0``, largest saving first, capacity allowing."""
-    cu = np.asarray(customers)
-    S = C[cu, depot][:, None] + C[depot, cu][None, :] - C[np.ix_(cu, cu)]
-    np.fill_diagonal(S, -np.inf)
-    order = np.argsort(-S, axis=None, kind="stable")
-    m = cu.size
-    route_of = {int(v): i for i, v in enumerate(cu)}
-    routes = {i: [int(v)] for i, v in enumerate(cu)}
-    load = {i: float(dem[v]) for i, v in enumerate(cu)}
-    for idx in order:
-        s = S.flat[idx]
-        if not s > 0:
-            break
-        i, j = cu[idx // m], cu[idx % m]
-        ri, rj = route_of[int(i)], route_of[int(j)]
-        if ri == rj or routes[ri][-1] != i or routes[rj][0] != j or load[ri] + load[rj] > cap:
-            continue
-        routes[ri].extend(routes[rj])
-        load[ri] += load[rj]
-        for v in routes[rj]:
-            route_of[v] = ri
-        del routes[rj], load[rj]
-    return [np.array(r, np.int64) for r in routes.values()]
+def _bad_entry(c, mask, what):
+    i, j = (int(v) for v in np.argwhere(mask)[0])
+    return ValueError(f"costs must be {what}; costs[{i}, {j}] = {c[i, j]}")
 
 
 def _validate(costs, demands, capacity, depot):
@@ -500,51 +875,263 @@ def _validate(costs, demands, capacity, depot):
         raise ValueError(f"costs must be a square (n, n) matrix with n >= 1, got shape {c.shape}")
     if not (np.issubdtype(c.dtype, np.integer) or np.issubdtype(c.dtype, np.floating)):
         raise TypeError(f"costs must be an integer or float matrix, got dtype {c.dtype}")
-    if not np.isfinite(c).all() or (c < 0).any():
-        raise ValueError("costs must be finite and non-negative")
+    if np.issubdtype(c.dtype, np.floating) and not np.isfinite(c).all():
+        raise _bad_entry(c, ~np.isfinite(c), "finite (an unreachable stop?)")
+    if (c < 0).any():
+        raise _bad_entry(c, c < 0, "non-negative")
     n = c.shape[0]
     d = np.asarray(demands)
     if d.shape != (n,):
-        raise ValueError(f"demands must have shape ({n},), got {d.shape}")
-    if not np.issubdtype(d.dtype, np.number) or not np.isfinite(d).all() or (d < 0).any():
-        raise ValueError("demands must be finite and non-negative")
-    if isinstance(depot, bool) or not isinstance(depot, (int, np.integer)) or not 0 <= depot < n:
-        raise ValueError(f"depot={depot!r} is not a stop index in 0..{n - 1}")
+        raise ValueError(f"demands must have shape ({n},) (one per stop of costs), got {d.shape}")
+    if not (np.issubdtype(d.dtype, np.integer) or np.issubdtype(d.dtype, np.floating)):
+        raise TypeError(f"demands must be integers or floats, got dtype {d.dtype}")
+    if np.issubdtype(d.dtype, np.floating) and not np.isfinite(d).all():
+        i = int(np.flatnonzero(~np.isfinite(d))[0])
+        raise ValueError(f"demands must be finite; demands[{i}] = {d[i]}")
+    if (d < 0).any():
+        i = int(np.flatnonzero(d < 0)[0])
+        raise ValueError(f"demands must be non-negative; demands[{i}] = {d[i]}")
+    if isinstance(depot, bool) or not isinstance(depot, (int, np.integer)):
+        raise TypeError(f"depot must be a stop index (int), got {depot!r}")
+    if not 0 <= depot < n:
+        raise ValueError(f"depot={depot} is out of range for {n} stops (0..{n - 1})")
     depot = int(depot)
     if d[depot] != 0:
-        raise ValueError(f"demands[depot] must be 0, got {d[depot]}")
+        raise ValueError(f"demands[depot] must be 0; demands[{depot}] = {d[depot]}")
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, float, np.integer, np.floating)):
+        raise TypeError(f"capacity must be a number, got {capacity!r}")
     if not np.isfinite(capacity) or capacity <= 0:
-        raise ValueError(f"capacity must be a positive number, got {capacity!r}")
+        raise ValueError(f"capacity must be a finite number > 0, got {capacity}")
     over = np.flatnonzero(d > capacity)
     if over.size:
-        raise ValueError(f"customer {int(over[0])} has demand {d[over[0]]} > capacity {capacity}")
+        i = int(over[0])
+        raise ValueError(f"demands[{i}] = {d[i]} exceeds the capacity {capacity} (customer {i} fits no "
+                         "vehicle)")
     return c, d.astype(np.float64), float(capacity), depot
+
+
+def near_customers(C, depot, K, pacer):
+    """The K nearest customers of each customer by ``min(C[u, v], C[v, u])`` (ties to the lower index;
+    the depot never listed, its row 0): int64 (n, K), built by paced chunks of rows
+    (:func:`~.local_search.candidate_lists_paced`), or None when the deadline passed first."""
+    n = C.shape[0]
+    cu = np.array([v for v in range(n) if v != depot], np.int64)
+    sub = np.ascontiguousarray(C[np.ix_(cu, cu)])
+    nb = ls.candidate_lists_paced(sub, K, pacer)
+    if nb is None:
+        return None
+    near = np.zeros((n, K), np.int64)
+    near[cu] = cu[nb]
+    return near
+
+
+def _singletons(customers):
+    return [np.array([v], np.int64) for v in customers]
+
+
+def savings(C, dem, cap, depot, near):
+    """Clarke-Wright savings routes over the candidate pairs of ``near`` (:func:`savings_routes`): a
+    list of int64 customer sequences."""
+    seq, starts = savings_routes(C, dem, cap, depot, near)
+    return [seq[starts[r]:starts[r + 1]].copy() for r in range(starts.size - 1)]
+
+
+@njit(cache=True, parallel=True)
+def savings_sort_rows(C, depot, cu, lo, hi, order, vals, npos):
+    """Rows ``lo..hi-1`` of the full savings list: for customer ``i = cu[r]``, the customers ``cu[q]``
+    with a positive saving ``C[i, d] + C[d, j] - C[i, j]``, largest first (ties to the lower q), into
+    ``order[r, :npos[r]]`` (int32) and ``vals`` (float64). Returns the work, ``4 N`` units a row."""
+    N = cu.shape[0]
+    for r in prange(lo, hi):
+        i = cu[r]
+        sv = np.empty(N)
+        for q in range(N):
+            j = cu[q]
+            sv[q] = C[i, depot] + C[depot, j] - C[i, j] if q != r else -np.inf
+        o = np.argsort(-sv, kind="mergesort")
+        cnt = 0
+        for q in range(N):
+            if not sv[o[q]] > 0:
+                break
+            order[r, cnt] = o[q]
+            vals[r, cnt] = sv[o[q]]
+            cnt += 1
+        npos[r] = cnt
+    return (hi - lo) * N * 4
+
+
+@njit(cache=True)
+def _heap_less(vals, ptr, a, b):
+    """Row a's next saving comes before row b's: larger saving, then lower row."""
+    va = vals[a, ptr[a]]
+    vb = vals[b, ptr[b]]
+    return va > vb or (va == vb and a < b)
+
+
+@njit(cache=True)
+def _heap_down(heap, size, vals, ptr, h):
+    while True:
+        m = h
+        for ch in (2 * h + 1, 2 * h + 2):
+            if ch < size and _heap_less(vals, ptr, heap[ch], heap[m]):
+                m = ch
+        if m == h:
+            return
+        heap[h], heap[m] = heap[m], heap[h]
+        h = m
+
+
+@njit(cache=True)
+def savings_merge_init(npos, heap, ptr):
+    """Heap of the rows of :func:`savings_sort_rows` with a positive saving left; returns its size."""
+    size = 0
+    for r in range(npos.shape[0]):
+        ptr[r] = 0
+        if npos[r] > 0:
+            heap[size] = r
+            size += 1
+    return size
+
+
+@njit(cache=True)
+def savings_merge_steps(order, vals, npos, heap, hs, ptr, cu, cap, nxt, prv, route, head, tail, load, size,
+                        steps):
+    """Up to ``steps`` pairs of the full savings list in global order (largest saving, then lower row,
+    then the row's order: Clarke and Wright's list sorted stably), each merged as :func:`_merge_pairs`
+    does; ``hs`` (int64 (1,)) is the heap's size (0: the list is done; heapify with
+    :func:`_heap_down` first). Returns the work done (``log N`` units a pair)."""
+    work = 0
+    lg = 1
+    while (1 << lg) < max(2, heap.shape[0]):
+        lg += 1
+    while hs[0] > 0 and steps > 0:
+        r = heap[0]
+        q = order[r, ptr[r]]
+        i = cu[r]
+        j = cu[q]
+        ptr[r] += 1
+        if ptr[r] >= npos[r]:
+            hs[0] -= 1
+            heap[0] = heap[hs[0]]
+        if hs[0] > 0:
+            _heap_down(heap, hs[0], vals, ptr, 0)
+        steps -= 1
+        work += lg
+        ri = route[i]
+        rj = route[j]
+        if ri == rj or tail[ri] != i or head[rj] != j or load[ri] + load[rj] > cap:
+            continue
+        nxt[i] = j
+        prv[j] = i
+        keep, drop = (ri, rj) if size[ri] >= size[rj] else (rj, ri)
+        v = head[drop]
+        while v >= 0:
+            route[v] = keep
+            v = nxt[v] if v != tail[drop] else -1
+        h = head[ri]
+        t = tail[rj]
+        head[keep] = h
+        tail[keep] = t
+        load[keep] = load[ri] + load[rj]
+        size[keep] = size[ri] + size[rj]
+    return work
+
+
+def savings_full(C, dem, cap, depot, pacer):
+    """Clarke and Wright's savings over every pair (asymmetric form), paced: rows of savings sorted by
+    chunks (:func:`savings_sort_rows`), then merged in global order from a heap of the rows
+    (:func:`savings_merge_steps`), each call within the pacer's budget. 12 N^2 bytes. Returns a list of
+    int64 customer sequences, or None when the deadline passed first."""
+    n = C.shape[0]
+    cu = np.array([v for v in range(n) if v != depot], np.int64)
+    N = cu.size
+    order = np.empty((N, N), np.int32)
+    vals = np.empty((N, N))
+    npos = np.zeros(N, np.int64)
+    r = 0
+    while r < N:
+        b = pacer.budget("savings_rows")
+        if b <= 0:
+            return None
+        hi = min(N, r + max(1, b // (4 * N)))
+        pacer.spent(savings_sort_rows(C, depot, cu, r, hi, order, vals, npos))
+        r = hi
+    heap = np.empty(N, np.int64)
+    ptr = np.zeros(N, np.int64)
+    hs = np.array([savings_merge_init(npos, heap, ptr)], np.int64)
+    for h in range(hs[0] // 2, -1, -1):
+        _heap_down(heap, hs[0], vals, ptr, h)
+    nxt = np.full(n, -1, np.int64)
+    prv = np.full(n, -1, np.int64)
+    route = np.arange(n)
+    head = np.arange(n)
+    tail = np.arange(n)
+    load = dem.copy()
+    size = np.ones(n, np.int64)
+    while hs[0] > 0:
+        b = pacer.budget("savings_merge")
+        if b <= 0:
+            return None
+        pacer.spent(savings_merge_steps(order, vals, npos, heap, hs, ptr, cu, cap, nxt, prv, route, head, tail,
+                                        load, size, max(1, b // 16)))
+    routes = []
+    for v in cu:
+        if prv[v] < 0:
+            seq = []
+            u = v
+            while u >= 0:
+                seq.append(u)
+                u = nxt[u]
+            routes.append(np.array(seq, np.int64))
+    return routes
+
+
+#: nearest customers listed per customer for ruin & recreate ...
+NEAR_K = 30
+#: the savings start sorts every pair (:func:`savings_full`, 12 N^2 bytes) up to this many customers;
+#: above, each customer's SAVINGS_K nearest customers and then the pairs of route ends
+#: (:func:`savings_routes`)
+SAVINGS_FULL_MAX_N = 3000
+SAVINGS_K = 100
 
 
 def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", seed=None):
     """Capacitated vehicle routing: routes from the depot covering every customer once, each route's
     demand within ``capacity``, minimising the total cost. The number of vehicles is free.
 
-    Clarke-Wright savings start; then best-improvement descent (Brodtkorb et al. 2013's scheme over
-    :func:`best_vrp_move`: relocate, swap and 2-opt* between routes, relocate, swap, 2-opt and Or-opt
-    within a route) inside a ruin & recreate loop (a random customer and its nearest customers, 2 to
-    ~10 % of them, cheapest feasible reinsertion), accepted when not worse, until ``time_limit``.
+    Clarke-Wright savings start (over each customer's :data:`NEAR_K` nearest customers); then
+    best-improvement descent (Brodtkorb et al. 2013's scheme over :func:`best_vrp_move`: relocate, swap
+    and 2-opt* between routes, relocate, swap, 2-opt and Or-opt within a route) inside a ruin & recreate
+    loop (a random customer and its nearest customers, 2 to ~10 % of them, cheapest feasible
+    reinsertion), accepted when not worse, until ``time_limit``. On the GPU
+    (:func:`gpuroute.tours.vrp_gpu.search`): the same descent with the neighbourhood evaluated by the
+    whole device for the start, then many ruin-and-recreate chains at once (a block each).
+
+    The time limit is kept as :func:`gpuroute.tours.tsp` keeps it (:mod:`gpuroute.tours.budget`): the
+    deadline is checked between steps of bounded work (the nearest-customer lists by rows, every descent
+    between two neighbourhood evaluations, every round of ruin & recreate), so the call returns within
+    about one evaluation of the whole neighbourhood (``2 (n + routes)^2`` deltas, ~5 ms at n = 1,000 on
+    one core) of ``time_limit``; cut short, it returns the best solution so far (at worst the savings
+    start). Compilation is excluded and reported in ``stats["warmup_seconds"]``
+    (:func:`gpuroute.tours.warm_up`).
 
     Parameters
     ----------
     costs : array_like, (n, n), integer or float
         ``costs[u, v]``: cost (metres, seconds, ...) of u -> v; finite, non-negative; asymmetric allowed;
         the diagonal is ignored.
-    demands : array_like, (n,)
-        Non-negative demand of each stop (units of ``capacity``); ``demands[depot] == 0``.
+    demands : array_like, (n,), integer or float
+        Non-negative demand of each stop (units of ``capacity``); ``demands[depot] == 0``; none above
+        ``capacity``.
     capacity : float
-        Vehicle capacity.
+        Vehicle capacity (> 0).
     depot : int
         The depot's stop index.
     time_limit : float
-        Seconds of search (the first descent always completes).
+        Seconds of search (> 0), from the call to the return, compilation excluded.
     device : {"auto", "cpu", "gpu"}
-        "gpu" is not built yet.
+        "auto": the GPU when one is usable and n >= ``config.TOUR_CVRP_GPU_AUTO_MIN_N``, else the CPU.
+        Under 2 customers there is nothing to search: the CPU answers whatever the device.
     seed : int or None
         Seed of the perturbations.
 
@@ -555,80 +1142,153 @@ def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", se
     Raises
     ------
     ValueError
-        Bad shapes, negative or non-finite values, ``demands[depot] != 0``, a customer whose demand
-        exceeds ``capacity`` (named), bad depot, device or time_limit.
+        A non-square matrix (its shape), a non-finite or negative cost or demand (its position and
+        value), ``demands`` of the wrong shape, ``demands[depot] != 0``, a demand above ``capacity``
+        (the customer and both values), a depot out of range, a capacity that is not a finite number > 0,
+        a bad device, ``time_limit`` not a finite number > 0.
     TypeError
-        Non-numeric matrix.
-    NotImplementedError
-        ``device="gpu"``.
+        A non-numeric matrix or demands; a non-integer depot; a non-numeric capacity.
+    GPUUnavailableError
+        ``device="gpu"`` without CuPy and a usable CUDA GPU.
     """
-    if device == "gpu":
-        raise NotImplementedError("GPU local search not built yet")
-    if device not in ("auto", "cpu"):
+    if device not in ("auto", "cpu", "gpu"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {device!r}")
-    if not np.isfinite(time_limit) or time_limit < 0:
-        raise ValueError(f"time_limit must be a non-negative number of seconds, got {time_limit!r}")
-    t0 = time.perf_counter()
+    time_limit = check_time_limit(time_limit)
+    dl = Deadline(time_limit)
     c, dem, cap, depot = _validate(costs, demands, capacity, depot)
     n = c.shape[0]
     integral = np.issubdtype(c.dtype, np.integer)
     customers = np.array([v for v in range(n) if v != depot], np.int64)
     N = customers.size
+    tw = budget.clock()
+    dev = resolve_device(device, gpu_implemented=n >= config.TOUR_CVRP_GPU_AUTO_MIN_N)
+    if N < 2:
+        dev = "cpu"  # nothing to search
+    warm_up_cvrp(dev)
+    warm = budget.clock() - tw
+    dl.extend(warm)
     if N == 0:
-        return VRPResult(routes=[], cost=0, trace=[(0.0, 0)], device="cpu",
+        return VRPResult(routes=[], cost=0, trace=[(dl.elapsed(), 0)], device="cpu",
                          stats={"n": n, "routes": 0, "iterations": 0, "improvements": 0, "moves": 0,
-                                "seconds": time.perf_counter() - t0})
+                                "complete": True, "warmup_seconds": warm, "seconds": dl.elapsed()})
     C = c.astype(np.float64, copy=True)
     np.fill_diagonal(C, 0.0)
     eps = 0.5 if integral else 1e-9 * max(1.0, float(C.max())) * n
     rng = np.random.default_rng(seed)
-    init = _savings(C, dem, cap, depot, customers)
+    max_moves = 50 * n + 1000
+    pace = Pacer(dl)
+    if N == 1:
+        near, init = np.zeros((n, 0), np.int64), _singletons(customers)
+    else:
+        near = near_customers(C, depot, min(N - 1, NEAR_K), pace)
+        if near is None:
+            init = None
+        elif N <= SAVINGS_FULL_MAX_N:
+            init = savings_full(C, dem, cap, depot, pace)
+        else:
+            pairs = near_customers(C, depot, min(N - 1, SAVINGS_K), pace)
+            init = None if pairs is None else savings(C, dem, cap, depot, pairs)
+        if init is None:  # out of time: one route a customer
+            near, init = None, _singletons(customers)
     # width: the most customers a route can hold (smallest demands first) + the two depot copies
     fit = int(np.searchsorted(np.cumsum(np.sort(dem[customers])), cap, side="right"))
     W = min(N, max(fit, max(r.size for r in init))) + 2
     E, lens, nr = pack_routes(init, depot, N + 1, W)
-    R = E.shape[0]
-    load = np.empty(R)
-    fwd = np.empty((R, W))
-    bwd = np.empty((R, W))
-    dcum = np.empty((R, W))
-    max_moves = 50 * n + 1000
-    nr, best_c, moves = vrp_local_search(C, dem, cap, E, lens, nr, depot, load, fwd, bwd, dcum, eps,
-                                         max_moves)
-    trace = [(time.perf_counter() - t0, best_c)]
-    # nearest customers of each customer (by min of both directions), for the ruin step
-    K = min(N - 1, 30)
-    sym = np.minimum(C, C.T)
-    sym[:, depot] = np.inf
-    np.fill_diagonal(sym, np.inf)
-    near = np.argsort(sym, axis=1, kind="stable")[:, :K].astype(np.int64)
-    max_remove = max(2, min(N, 4 + N // 10, K + 1))
-    iters = improved = 0
-    batch = 4
-    while N >= 2 and time.perf_counter() - t0 < time_limit:
-        tb = time.perf_counter()
-        E, lens, nr, qc, acc, mv = vrp_round(C, dem, cap, E, lens, nr, depot, best_c, near, max_remove, eps,
-                                             max_moves, batch, int(rng.integers(0, 2**31 - 1)))
-        iters += batch
-        improved += acc
-        moves += mv
-        if qc < best_c - eps:
-            trace.append((time.perf_counter() - t0, qc))
-        best_c = qc
-        el = time.perf_counter() - tb
-        if el < 0.005 and batch < 1 << 14:
-            batch *= 2
-        elif el > 0.02 and batch > 1:
-            batch //= 2
-    routes = [E[r, 1:lens[r] + 1].copy() for r in range(nr) if lens[r] > 0]
+    stats = {"n": n, "routes": 0, "iterations": 0, "improvements": 0, "moves": 0, "complete": False,
+             "warmup_seconds": warm}
+    if near is None:
+        trace = [(dl.elapsed(), vrp_cost(C, init, depot))]
+    elif dev == "gpu":
+        from . import vrp_gpu
+
+        E, lens, nr, trace, gst = vrp_gpu.search(C, dem, cap, depot, E, lens, nr, near, deadline=dl, rng=rng,
+                                                 eps=eps, max_moves=max_moves)
+        stats.update(gst)
+    else:
+        E, lens, nr, trace = _search_cpu(C, dem, cap, depot, E, lens, nr, near, dl, pace, rng, eps, max_moves,
+                                         stats)
+    routes = [E[r, 1:lens[r] + 1].astype(np.int64) for r in range(nr) if lens[r] > 0]
     cost = vrp_cost(c, routes, depot)
     scale = (lambda v: int(round(v))) if integral else float
     trace = [(t, scale(v)) for t, v in trace]
     if trace[-1][1] != cost:
-        trace.append((time.perf_counter() - t0, cost))
-    stats = {"n": n, "routes": len(routes), "iterations": iters, "improvements": improved, "moves": moves,
-             "seconds": time.perf_counter() - t0}
-    return VRPResult(routes=routes, cost=cost, trace=trace, device="cpu", stats=stats)
+        trace.append((dl.elapsed(), cost))
+    stats.update(routes=len(routes), seconds=dl.elapsed())
+    return VRPResult(routes=routes, cost=cost, trace=trace, device=dev, stats=stats)
+
+
+def _search_cpu(C, dem, cap, depot, E, lens, nr, near, dl, pace, rng, eps, max_moves, stats):
+    """The CPU search of :func:`cvrp` from the packed start (E, lens, nr); fills ``stats``. Returns
+    (E, lens, nr, trace)."""
+    n = C.shape[0]
+    N = n - 1
+    R, W = E.shape
+    load = np.empty(R)
+    fwd = np.empty((R, W))
+    bwd = np.empty((R, W))
+    dcum = np.empty((R, W))
+    complete = False
+    while (b := pace.budget("vrp_descent")) > 0:
+        st, nr, best_c, mv, w = vrp_descent(C, dem, cap, E, lens, nr, depot, load, fwd, bwd, dcum, eps, max_moves,
+                                            b)
+        pace.spent(w)
+        stats["moves"] += mv
+        max_moves -= mv
+        if st == 0:
+            complete = True
+            break
+    refresh(C, dem, E, lens, nr, load, fwd, bwd, dcum)
+    best_c = route_costs_total(fwd, lens, nr)
+    trace = [(dl.elapsed(), best_c)]
+    max_moves = 50 * n + 1000
+    max_remove = max(2, min(N, 4 + N // 10, near.shape[1] + 1))
+    qE, ql, qst = np.empty_like(E), np.empty_like(lens), np.zeros(3, np.int64)  # a step pending between calls
+    while complete and N >= 2 and (b := pace.budget("vrp_round")) > 0:
+        E, lens, nr, qc, acc, mv, steps, w = vrp_round(C, dem, cap, E, lens, nr, depot, best_c, near, max_remove,
+                                                       eps, max_moves, 1 << 30, int(rng.integers(0, 2**31 - 1)),
+                                                       b, qE, ql, qst)
+        pace.spent(w)
+        stats["iterations"] += steps
+        stats["improvements"] += acc
+        stats["moves"] += mv
+        if qc < best_c - eps:
+            trace.append((dl.elapsed(), qc))
+        best_c = qc
+    stats["complete"] = complete
+    return E, lens, nr, trace
+
+
+def warm_up_kernels():
+    """Compile (or load) every numba kernel of :func:`cvrp` on a tiny instance with the argument types
+    the search uses (:mod:`gpuroute.tours.warmup`)."""
+    rng = np.random.default_rng(0)
+    n = 8
+    C = rng.integers(1, 100, (n, n)).astype(np.float64)
+    np.fill_diagonal(C, 0.0)
+    dem = rng.integers(1, 5, n).astype(np.float64)
+    dem[0] = 0.0
+    cap = 8.0
+
+    class _Free:  # a pacer without a clock: one call does it all
+        def budget(self, kind=None):
+            return 1 << 40
+
+        def spent(self, w):
+            pass
+
+    near = near_customers(C, 0, 3, _Free())
+    savings(C, dem, cap, 0, near)
+    init = savings_full(C, dem, cap, 0, _Free())
+    E, lens, nr = pack_routes(init, 0, n, n + 1)
+    R, W = E.shape
+    load, fwd, bwd, dcum = np.empty(R), np.empty((R, W)), np.empty((R, W)), np.empty((R, W))
+    st, nr, cost, mv, w = vrp_descent(C, dem, cap, E, lens, nr, 0, load, fwd, bwd, dcum, 0.5, 1000, 1 << 40)
+    refresh(C, dem, E, lens, nr, load, fwd, bwd, dcum)
+    cost = route_costs_total(fwd, lens, nr)
+    vrp_round(C, dem, cap, E, lens, nr, 0, cost, near, 3, 0.5, 1000, 2, 1, 1 << 40, np.empty_like(E),
+              np.empty_like(lens), np.zeros(3, np.int64))
+    vrp_local_search(C, dem, cap, E.copy(), lens.copy(), nr, 0, load, fwd, bwd, dcum, 0.5, 1000)
+    vrp_steps(C, dem, cap, E, lens, nr, 0, cost, ruin_orders(rng, near, 0, n, 3, (2,)).astype(np.int64), 0.5, 1000)
 
 
 def read_cvrplib(path):
@@ -640,8 +1300,9 @@ def read_cvrplib(path):
     -------
     (costs, demands, capacity, depot, best_known) : (int64 (n, n), int64 (n,), int, int, int or None)
     """
-    import vrplib
+    from ..extras import require
 
+    vrplib = require("vrplib", "read_cvrplib")
     path = Path(path)
     inst = vrplib.read_instance(str(path), compute_edge_weights=False)
     if inst.get("edge_weight_type", "EUC_2D") == "EUC_2D":

@@ -46,8 +46,6 @@ while the block sweeps the row) plus p, arc, fwd, bwd (~28n bytes): ~84 n^2 byte
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from .. import config
@@ -56,7 +54,8 @@ from ..backend.flags import N_FLAGS
 from . import local_search as ls
 
 __all__ = ["GPUTourSearch", "move_rank", "move_from_rank", "exact_sums", "threads_per_row",
-           "double_bridge_cuts", "apply_double_bridge", "candidate_slot", "CAND_SLOTS", "worst_half", "search", "NEIGHBOURHOODS"]
+           "double_bridge_cuts", "apply_double_bridge", "candidate_slot", "CAND_SLOTS", "worst_half", "search",
+           "NEIGHBOURHOODS", "warm_up"]
 
 #: neighbourhoods of the GPU search: the seed's full best-improvement scan, or candidate lists
 NEIGHBOURHOODS = ("candidates", "full")
@@ -219,6 +218,11 @@ def _i32(x):
     return np.int32(x)
 
 
+def _budget_ns(budget_s):
+    """Device-clock budget in ns for a kernel: 0 (no limit) for None, at least 1 ns otherwise."""
+    return 0 if budget_s is None else max(1, int(budget_s * 1e9))
+
+
 # ------------------------------------------------------------------------------------------ the device
 class GPUTourSearch:
     """A cost matrix on the GPU with the buffers of the local search (single tour, batched, ILS).
@@ -293,6 +297,9 @@ class GPUTourSearch:
             self.best_d = cp.zeros(1, dtype=cp.float64)
             self.best_m = cp.zeros(4, dtype=cp.int32)
             self.cost = cp.zeros(1, dtype=cp.float64)
+            self.stop_at = cp.zeros(1, dtype=cp.uint64)  # device-clock end of the single-tour descent
+            self.ils_stop = cp.zeros(1, dtype=cp.uint64)  # ... and of an ILS round (ls_set_stop)
+            self.timed_out = cp.zeros(1, dtype=cp.int32)
         mod = load_module(_CU)
         self.k_state = mod.get_function("ls_state")
         self.k_eval = mod.get_function("ls_eval")
@@ -302,8 +309,11 @@ class GPUTourSearch:
         self.k_broadcast = mod.get_function("ls_broadcast")
         self.k_cand_batch = mod.get_function("ls_cand_batch")
         self.k_cand_ils = mod.get_function("ls_cand_ils")
+        self.k_set_stop = mod.get_function("ls_set_stop")
         self._graph = None
         self._batch = None
+        #: complete[b]: the last descent of tour b ended by itself (not cut by its budget_s)
+        self.last_complete = np.ones(1, bool)
         self.stream.synchronize()
 
     # ---------------------------------------------------------------- single tour
@@ -315,8 +325,9 @@ class GPUTourSearch:
             raise ValueError("a tour must be a permutation of 0..n-1")
         return p.astype(np.int32)
 
-    def _args_state(self):
-        return (_i32(self.n), self.c, self.p, self.arc, self.fwd, self.bwd, _i32(self.exact), self.cost)
+    def _args_state(self, budget_ns=0):
+        return (_i32(self.n), self.c, self.p, self.arc, self.fwd, self.bwd, _i32(self.exact), self.cost,
+                np.uint64(budget_ns), self.stop_at, self.timed_out)
 
     def _args_eval(self, _parity=0):
         return (_i32(self.n), self.c, self.ct, self.p, self.arc, self.fwd, self.bwd, _i32(self.tpr), self.flags,
@@ -325,18 +336,19 @@ class GPUTourSearch:
     def _args_finish(self, _parity=0):
         return (_i32(self.n), _i32(self.grid), self.c, self.p, self.s, self.arc, self.fwd, self.bwd,
                 _i32(self.exact), self.blk_d, self.blk_i, self.blk_r, self.ctl, self.ctl_d, self.flags,
-                self.best_d, self.best_m, self.cost)
+                self.best_d, self.best_m, self.cost, self.stop_at, self.timed_out)
 
-    def set_tour(self, p, eps=0.0, max_moves=0, apply=False):
+    def set_tour(self, p, eps=0.0, max_moves=0, apply=False, budget_s=None):
         """Upload the tour ``p`` (int (n,), a permutation), reset the flags and build its arcs and prefix
-        sums on the device (``ls_state``); asynchronous on :attr:`stream`."""
+        sums on the device (``ls_state``); asynchronous on :attr:`stream`. ``budget_s``: the descent that
+        follows stops that many seconds later on the device clock (None: no limit)."""
         p32 = self._tour32(p)
         self.p.set(p32, stream=self.stream)
         self.ctl.set(np.array([max_moves, 1 if apply else 0], np.int32), stream=self.stream)
         self.ctl_d.set(np.array([eps], np.float64), stream=self.stream)
         with self.stream:
             self.flags.fill(0)
-            self.k_state((1,), (self.threads,), self._args_state())
+            self.k_state((1,), (self.threads,), self._args_state(_budget_ns(budget_s)))
 
     def launch_eval(self):
         """One launch of the neighbourhood evaluation (``ls_eval``) on the current state (asynchronous;
@@ -389,7 +401,7 @@ class GPUTourSearch:
             self._graph = PhaseGraph(self.stream, launches, int(config.TOUR_GPU_GRAPH_MOVES))
         return self._graph
 
-    def local_search(self, p, eps=0.0, max_moves=None):
+    def local_search(self, p, eps=0.0, max_moves=None, budget_s=None):
         """Best-improvement descent of one tour on the whole GPU (``ls_eval`` + ``ls_finish`` per move,
         a CUDA graph of ``TOUR_GPU_GRAPH_MOVES`` moves replayed until the device's done flag), as the CPU
         twin's :func:`~.local_search.local_search` with the full neighbourhood: the same moves, so the
@@ -403,6 +415,9 @@ class GPUTourSearch:
             A move is applied when its delta is below ``-eps``.
         max_moves : int, optional
             Most moves (default ``50 n + 1000``).
+        budget_s : float, optional
+            Seconds on the device clock: no move is applied after that (the device's ``ls_finish`` reads
+            the clock before each move), the tour reached is returned and ``last_complete[0]`` is False.
 
         Returns
         -------
@@ -410,13 +425,15 @@ class GPUTourSearch:
             ``cost`` is the closed-tour cost summed on the device as the CPU's ``tour_cost`` sums it.
         """
         max_moves = 50 * self.n + 1000 if max_moves is None else int(max_moves)
-        self.set_tour(p, eps, max_moves, apply=True)
+        self.set_tour(p, eps, max_moves, apply=True, budget_s=budget_s)
         moves = 0
         if max_moves > 0:
             moves, _ = self._phase_graph().run(self.flags, max_moves + 1)
         tour = self.p.get(stream=self.stream).astype(np.int64)
         cost = float(self.cost.get(stream=self.stream)[0])
+        timed_out = int(self.timed_out.get(stream=self.stream)[0])
         self.stream.synchronize()
+        self.last_complete = np.array([not timed_out])
         return tour, cost, int(moves)
 
     # ---------------------------------------------------------------- many tours
@@ -435,7 +452,7 @@ class GPUTourSearch:
                     "steps": cp.zeros(B, dtype=cp.int32),
                     "CUR": cp.zeros((B, n), dtype=cp.int32),
                     "POS": cp.zeros((B, n), dtype=cp.int32), "QUEUE": cp.zeros((B, n), dtype=cp.int32),
-                    "INQ": cp.zeros((B, n), dtype=cp.int32),
+                    "INQ": cp.zeros((B, n), dtype=cp.int32), "COMPLETE": cp.zeros(B, dtype=cp.int32),
                 }
         return self._batch
 
@@ -494,20 +511,21 @@ class GPUTourSearch:
 
     def ils_round(self, cuts, eps, max_moves, budget_s=None):
         """One launch of ``ls_ils``: ``cuts.shape[1]`` double-bridge steps per chain (int32 (B, iters, 3)
-        from :func:`double_bridge_cuts`). ``budget_s``: each chain stops that many seconds after it
-        started (device clock), abandoning and rejecting the step under way (None: no limit). Returns the
-        chains' costs (float64 (B,)): the one host sync of the round."""
+        from :func:`double_bridge_cuts`). ``budget_s``: every chain stops that many seconds after the
+        launch (one device-clock time for all blocks, ``ls_set_stop``), abandoning and rejecting the step
+        under way (None: no limit). Returns the chains' costs (float64 (B,)): the one host sync of the
+        round."""
         bb = self._batch
         B, iters = int(cuts.shape[0]), int(cuts.shape[1])
         if bb is None or bb["B"] != B:
             raise ValueError("ils_round before ils_start with the same number of chains")
-        budget_ns = np.uint64(0 if budget_s is None else max(1, int(budget_s * 1e9)))
         with self.stream:
             cuts_d = self.cp.asarray(np.ascontiguousarray(cuts, dtype=np.int32))
+            self.k_set_stop((1,), (32,), (np.uint64(_budget_ns(budget_s)), self.ils_stop))
             self.k_ils((B,), (self.threads,),
                        (_i32(self.n), _i32(B), _i32(iters), self.c, self.ct, bb["CUR"], bb["cost"], bb["P"], bb["S"],
                         bb["ARC"], bb["FWD"], bb["BWD"], cuts_d, _i32(self.exact), np.float64(eps),
-                        _i32(max_moves), _i32(self.tpr), budget_ns, bb["moves"], bb["improved"], bb["steps"]))
+                        _i32(max_moves), _i32(self.tpr), self.ils_stop, bb["moves"], bb["improved"], bb["steps"]))
         costs = bb["cost"].get(stream=self.stream)
         self.stream.synchronize()
         return costs
@@ -532,20 +550,23 @@ class GPUTourSearch:
             bb["cost"][d] = bb["cost"][int(src)]
 
     # ---------------------------------------------------------------- candidate lists
-    def set_candidates(self, K):
+    def set_candidates(self, K, nbr=None):
         """Build the K-nearest candidate lists on the host (:func:`~.local_search.candidate_lists`, the CPU
-        twin's) and upload them (int32 (n, K)). Returns them (int64 (n, K)).
+        twin's), or take ``nbr`` (int64 (n, K), built so by the caller), and upload them (int32 (n, K)).
+        Returns them (int64 (n, K)).
 
         Raises
         ------
         ValueError
-            K not in 1..n-1.
+            K not in 1..n-1; ``nbr`` of another shape.
         """
         K = int(K)
         if not 1 <= K <= self.n - 1:
             raise ValueError(f"candidates per stop must be in 1..{self.n - 1}, got {K}")
-        if self.K != K:
-            nbr = ls.candidate_lists(self._host, K)
+        if nbr is not None and np.shape(nbr) != (self.n, K):
+            raise ValueError(f"candidate lists must have shape ({self.n}, {K}), got {np.shape(nbr)}")
+        if self.K != K or nbr is not None:
+            nbr = ls.candidate_lists(self._host, K) if nbr is None else np.asarray(nbr, np.int64)
             with self.stream:
                 self.nbr = self.cp.asarray(nbr.astype(np.int32))
             self.K = K
@@ -556,7 +577,7 @@ class GPUTourSearch:
         if self.nbr is None:
             raise ValueError("set_candidates(K) first")
 
-    def cand_descent_batch(self, P, eps=0.0, max_moves=None, active=None, polish=True):
+    def cand_descent_batch(self, P, eps=0.0, max_moves=None, active=None, polish=True, budget_s=None):
         """Candidate-list descents of B tours at once, one block each (``ls_cand_batch``): tour b's result
         equals the CPU twin's ``local_search_queue(c, P[b], nbr, eps, max_moves, active, polish)`` with
         the lists of :meth:`set_candidates`.
@@ -572,6 +593,9 @@ class GPUTourSearch:
         polish : bool
             Refill an empty queue from the best move of the whole candidate neighbourhood until none
             improves (the result is then a local minimum of that neighbourhood).
+        budget_s : float, optional
+            Seconds on the device clock per block (read before each move): a descent still running then
+            stops with the tour reached, and ``last_complete[b]`` is False (None: no limit).
 
         Returns
         -------
@@ -597,11 +621,14 @@ class GPUTourSearch:
                               (_i32(self.n), _i32(B), self.c, self.nbr, _i32(self.K), bb["P"], bb["POS"], bb["S"],
                                bb["ARC"], bb["FWD"], bb["BWD"], bb["QUEUE"], bb["INQ"], _i32(self.exact),
                                np.float64(eps), _i32(max_moves), _i32(1 if polish else 0), act_d,
-                               _i32(act.size), bb["cost"], bb["moves"]))
+                               _i32(act.size), bb["cost"], bb["moves"], np.uint64(_budget_ns(budget_s)),
+                               bb["COMPLETE"]))
         tours = bb["P"].get(stream=self.stream).astype(np.int64)
         costs = bb["cost"].get(stream=self.stream)
         moves = bb["moves"].get(stream=self.stream).astype(np.int64)
+        complete = bb["COMPLETE"].get(stream=self.stream).astype(bool)
         self.stream.synchronize()
+        self.last_complete = complete
         return tours, costs, moves
 
     def cand_ils_round(self, cuts, eps, max_moves, budget_s=None):
@@ -614,13 +641,13 @@ class GPUTourSearch:
         B, iters = int(cuts.shape[0]), int(cuts.shape[1])
         if bb is None or bb["B"] != B:
             raise ValueError("cand_ils_round before ils_start with the same number of chains")
-        budget_ns = np.uint64(0 if budget_s is None else max(1, int(budget_s * 1e9)))
         with self.stream:
             cuts_d = self.cp.asarray(np.ascontiguousarray(cuts, dtype=np.int32))
+            self.k_set_stop((1,), (32,), (np.uint64(_budget_ns(budget_s)), self.ils_stop))
             self.k_cand_ils((B,), (self.cand_threads,),
                             (_i32(self.n), _i32(B), _i32(iters), self.c, self.nbr, _i32(self.K), bb["CUR"],
                              bb["cost"], bb["P"], bb["POS"], bb["S"], bb["ARC"], bb["FWD"], bb["BWD"], bb["QUEUE"],
-                             bb["INQ"], cuts_d, _i32(self.exact), np.float64(eps), _i32(max_moves), budget_ns,
+                             bb["INQ"], cuts_d, _i32(self.exact), np.float64(eps), _i32(max_moves), self.ils_stop,
                              bb["moves"], bb["improved"], bb["steps"]))
         costs = bb["cost"].get(stream=self.stream)
         self.stream.synchronize()
@@ -647,23 +674,30 @@ def _starts(rng, B, n, first, last):
     return np.concatenate(cols, axis=1)
 
 
-def search(C, first, last, *, time_limit, t0, rng, eps, max_moves, window, chains=None, neighbourhood=None,
+def search(C, first, last, *, deadline, rng, eps, max_moves, window, chains=None, neighbourhood=None,
            candidates=None):
     """The GPU iterated local search behind ``tsp(device="gpu")`` on the closed-tour matrix ``C``.
 
     Nearest-neighbour start, descended on the device; then B chains (``chains``), one block each, start
     from that local minimum; a round is one launch of ``iters`` double-bridge steps per chain (accepted
     when not worse), then the host reads the B costs. ``iters`` adapts towards ``TOUR_GPU_ROUND_S`` seconds
-    a round; each round gets the time left as its device-clock budget, so the search ends within about one
-    move evaluation of the time limit (the start descent always completes). Under 8 stops (no room for a
-    double bridge): rounds of B random starts, full descents.
+    a round (and B * iters stays under 2^18, bounding the host's draw of cut points).
+
+    Time: every step is bounded (:mod:`gpuroute.tours.budget`). The candidate lists and the
+    nearest-neighbour start are built on the host by paced chunks; the start descent and every round get
+    the time left as a device-clock budget (each block reads the clock before each move, so a launch ends
+    within one move of it; an ILS step still running is abandoned and rejected, the start descent keeps
+    the tour reached); the host checks the deadline between launches. The last
+    ``TOUR_POLISH_RESERVE`` of the time limit is left to the final polish of the best tour.
+    Under 8 stops (no room for a double bridge): rounds of B random starts, full descents (tiny).
 
     * ``neighbourhood="candidates"`` (default, ``TOUR_GPU_NEIGHBOURHOOD``): the CPU twin's queue-driven
       candidate-list descent (K = ``candidates``, default ``TOUR_GPU_CANDIDATES``, at most n - 1) on the
       device (``ls_cand_batch`` with polish for the start, ``ls_cand_ils`` for the chains); chains run
       independently and every ``TOUR_GPU_CAND_SYNC_ROUNDS`` rounds the best chain is copied over the worst
       half (:func:`worst_half`); the best tour is polished at the end, so it is a local minimum of the
-      candidate neighbourhood. B defaults to ``TOUR_GPU_CAND_CHAINS_PER_SM`` per multiprocessor.
+      candidate neighbourhood (time allowing). B defaults to ``TOUR_GPU_CAND_CHAINS_PER_SM`` per
+      multiprocessor.
     * ``neighbourhood="full"``: Brodtkorb et al.'s best-improvement over the whole neighbourhood (the start
       on the whole GPU, :meth:`GPUTourSearch.local_search`; chains by ``ls_ils``); the best chain is
       copied over the others every round. B defaults to ``TOUR_GPU_CHAINS_PER_SM`` per multiprocessor.
@@ -674,8 +708,8 @@ def search(C, first, last, *, time_limit, t0, rng, eps, max_moves, window, chain
         Closed-tour costs (gpuroute.tours.api reduces open paths to closed tours), n >= 4.
     first, last : int
         The start tour's first stop and, if >= 0, last stop.
-    time_limit, t0 : float
-        Seconds, and the caller's ``time.perf_counter()`` at its start.
+    deadline : gpuroute.tours.budget.Deadline
+        The end of the search.
     rng : numpy.random.Generator
     eps : float
         Improvement threshold of moves and of acceptance.
@@ -691,9 +725,9 @@ def search(C, first, last, *, time_limit, t0, rng, eps, max_moves, window, chain
     Returns
     -------
     (tour, cost, trace, stats) : (int64 (n,), float, list of (s, cost), dict)
-        The best tour found (a local minimum of the neighbourhood searched), its closed cost over ``C``,
-        the improvements, and counts (starts, ils_iterations, improvements, moves, chains, rounds,
-        neighbourhood: "full" or "candidates:K").
+        The best tour found, its closed cost over ``C``, the improvements, and counts (starts,
+        ils_iterations, improvements, moves, chains, rounds, neighbourhood: "full" or "candidates:K",
+        complete: False when the time ran out before the start descent or the final polish ended).
 
     Raises
     ------
@@ -703,26 +737,44 @@ def search(C, first, last, *, time_limit, t0, rng, eps, max_moves, window, chain
     hood = config.TOUR_GPU_NEIGHBOURHOOD if neighbourhood is None else neighbourhood
     if hood not in NEIGHBOURHOODS:
         raise ValueError(f"neighbourhood must be one of {NEIGHBOURHOODS}, got {hood!r}")
+    from .budget import Pacer
+
     n = C.shape[0]
-    g = GPUTourSearch(C)
+    dl = deadline
     cand = hood == "candidates" and n >= 8
+    K = min(int(config.TOUR_GPU_CANDIDATES if candidates is None else candidates), n - 1)
+    stats = {"starts": 0, "ils_iterations": 0, "improvements": 0, "moves": 0, "chains": 0, "rounds": 0,
+             "neighbourhood": f"candidates:{K}" if cand else "full", "complete": False}
+    pace = Pacer(dl)
+    nbr = ls.candidate_lists_paced(C, K, pace) if cand else None
+    p0, built = ls.nearest_neighbour_paced(C, first, last, pace) if nbr is not None or not cand else (None, False)
+    if p0 is None:  # out of time while building the candidate lists: the stops in index order
+        mid = [v for v in range(n) if v != first and v != last]
+        p0 = np.array([first] + mid + ([last] if last >= 0 else []), np.int64)
+    if not built:
+        return p0, float(ls.tour_cost(C, p0)), [(dl.elapsed(), float(ls.tour_cost(C, p0)))], stats
+    g = GPUTourSearch(C)
     per_sm = config.TOUR_GPU_CAND_CHAINS_PER_SM if cand else config.TOUR_GPU_CHAINS_PER_SM
     B = int(chains) if chains else g.sms * int(per_sm)
+    stats["chains"] = B
     trace = []
-    p0 = ls.nearest_neighbour_tour(C, first, last)
+    left = dl.left()
+    if left <= 0:
+        return p0, float(ls.tour_cost(C, p0)), [(dl.elapsed(), float(ls.tour_cost(C, p0)))], stats
     if cand:
-        K = min(int(config.TOUR_GPU_CANDIDATES if candidates is None else candidates), n - 1)
-        g.set_candidates(K)
-        tours, costs, mv = g.cand_descent_batch(p0[None, :], eps, max_moves, polish=True)
+        g.set_candidates(K, nbr)
+        tours, costs, mv = g.cand_descent_batch(p0[None, :], eps, max_moves, polish=True, budget_s=left)
         best_p, best_c, moves = tours[0], float(costs[0]), int(mv[0])
     else:
-        best_p, best_c, moves = g.local_search(p0, eps, max_moves)
-    trace.append((time.perf_counter() - t0, best_c))
-    stats = {"starts": 1, "ils_iterations": 0, "improvements": 0, "moves": moves, "chains": B, "rounds": 0,
-             "neighbourhood": f"candidates:{K}" if cand else "full"}
-    deadline = t0 + time_limit
-    if n < 8:  # restarts
-        while time.perf_counter() < deadline:
+        best_p, best_c, moves = g.local_search(p0, eps, max_moves, budget_s=left)
+    complete = bool(g.last_complete[0])
+    stats["starts"] = 1
+    stats["moves"] = moves
+    trace.append((dl.elapsed(), best_c))
+    if not complete:
+        return best_p, best_c, trace, stats
+    if n < 8:  # restarts (tiny descents)
+        while dl.left() > 0:
             tours, costs, mv = g.local_search_batch(_starts(rng, B, n, first, last), eps, max_moves)
             stats["starts"] += B
             stats["rounds"] += 1
@@ -731,29 +783,36 @@ def search(C, first, last, *, time_limit, t0, rng, eps, max_moves, window, chain
             if costs[b] < best_c - eps:
                 best_p, best_c = tours[b], float(costs[b])
                 stats["improvements"] += 1
-                trace.append((time.perf_counter() - t0, best_c))
+                trace.append((dl.elapsed(), best_c))
+        stats["complete"] = True
         return best_p, best_c, trace, stats
     g.ils_start(np.tile(best_p, (B, 1)), np.full(B, best_c))
     iters = 1
-    target = min(float(config.TOUR_GPU_ROUND_S), 0.1 * time_limit)
+    max_iters = max(1, min(1 << 12, (1 << 18) // B))
+    reserve = float(config.TOUR_POLISH_RESERVE) * dl.limit if cand else 0.0
+    target = min(float(config.TOUR_GPU_ROUND_S), 0.1 * dl.limit)
     sync = max(1, int(config.TOUR_GPU_CAND_SYNC_ROUNDS))
     best_b = 0
-    while (now := time.perf_counter()) < deadline:
+    run = g.cand_ils_round if cand else g.ils_round
+    while (left := dl.left() - reserve) > 0:
+        t_round = dl.elapsed()
         cuts = double_bridge_cuts(rng, n, (B, iters), window)
-        run = g.cand_ils_round if cand else g.ils_round
-        costs = run(cuts, eps, max_moves, budget_s=deadline - time.perf_counter())
-        el = time.perf_counter() - now
+        left = dl.left() - reserve
+        if left <= 0:
+            break
+        costs = run(cuts, eps, max_moves, budget_s=left)
+        el = dl.elapsed() - t_round
         stats["rounds"] += 1
         best_b = int(np.argmin(costs))
         if costs[best_b] < best_c - eps:
-            trace.append((time.perf_counter() - t0, float(costs[best_b])))
+            trace.append((dl.elapsed(), float(costs[best_b])))
         best_c = float(costs[best_b])  # accepted steps may rise by eps: the chain's cost, as the CPU's ILS
         if B > 1:
             if not cand:
                 g.ils_broadcast(best_b)
             elif stats["rounds"] % sync == 0:
                 g.ils_copy(best_b, worst_half(costs, best_b))
-        if el < 0.5 * target and iters < 1 << 12:
+        if el < 0.5 * target and iters < max_iters:
             iters *= 2
         elif el > 2 * target and iters > 1:
             iters //= 2
@@ -761,9 +820,44 @@ def search(C, first, last, *, time_limit, t0, rng, eps, max_moves, window, chain
     stats["moves"] += mv
     stats["improvements"] += imp
     stats["ils_iterations"] = steps
-    if cand:  # end in a local minimum of the candidate neighbourhood (the queue misses some moves)
+    stats["complete"] = True
+    if cand and (left := dl.left()) > 0:  # a local minimum of the candidate neighbourhood (the queue misses
+        # some moves), time allowing
         tours, costs, mv = g.cand_descent_batch(tour[None, :], eps, max_moves, active=np.empty(0, np.int64),
-                                                polish=True)
+                                                polish=True, budget_s=left)
         tour, best_c = tours[0], float(costs[0])
         stats["moves"] += int(mv[0])
+        stats["complete"] = bool(g.last_complete[0])
+    elif cand:
+        stats["complete"] = False
     return tour, best_c, trace, stats
+
+
+def warm_up():
+    """Compile ``local_search.cu`` and CuPy's helper kernels, create the CUDA context and run every
+    kernel and method of :class:`GPUTourSearch` once on a 12-stop instance (see
+    :mod:`gpuroute.tours.warmup`).
+
+    Raises
+    ------
+    GPUUnavailableError
+        Without a usable GPU.
+    """
+    rng = np.random.default_rng(0)
+    n = 12
+    C = rng.integers(1, 100, (n, n)).astype(np.float64)
+    g = GPUTourSearch(C)
+    p = np.arange(n)
+    g.best_move(p)
+    g.local_search(p, 0.5, budget_s=10.0)
+    P = np.stack([p, p[::-1].copy()])
+    g.local_search_batch(P, 0.5)
+    g.set_candidates(3)
+    tours, costs, _ = g.cand_descent_batch(P, 0.5, budget_s=10.0)
+    g.ils_start(tours, costs)
+    cuts = double_bridge_cuts(rng, n, (2, 2), 0)
+    g.cand_ils_round(cuts, 0.5, 100, budget_s=10.0)
+    g.ils_round(cuts, 0.5, 100, budget_s=10.0)
+    g.ils_copy(0, np.array([1]))
+    g.ils_broadcast(0)
+    g.ils_result(0)

@@ -36,8 +36,8 @@
 //   ls_batch     1 block per tour: a whole descent of each of B tours in one launch (persistent loop,
 //                no host sync and no launch per move)
 //   ls_ils       1 block per chain: `iters` iterated-local-search steps per chain (double bridge on the
-//                device from host-drawn cut points, descent, accept if not worse) in one launch, within
-//                a time budget read on the device clock
+//                device from host-drawn cut points, descent, accept if not worse) in one launch, until
+//                a device-clock time (ls_set_stop: one time for every block of the launch)
 //   ls_broadcast copies the best chain over the others
 //   ls_cand_batch, ls_cand_ils   the same with the candidate-list descent of the CPU twin
 //                (local_search_queue: K nearest stops per stop, a FIFO queue of stops whose arcs changed,
@@ -333,10 +333,17 @@ __device__ int block_descent(int n, const double* c, const double* ct, int* p, i
 }
 
 // ---------------------------------------------------------------------------------- one tour, many blocks
+// Also starts the descent's clock: stop_at[0] = now + budget_ns on the device clock (0: no limit), and
+// timed_out[0] = 0.
 extern "C" __global__ void ls_state(int n, const double* __restrict__ c, const int* p, double* arc, double* fwd,
-                                    double* bwd, int exact, double* cost) {
+                                    double* bwd, int exact, double* cost, unsigned long long budget_ns,
+                                    unsigned long long* stop_at, int* timed_out) {
     block_state(n, c, p, arc, fwd, bwd, exact);
-    if (threadIdx.x == 0) cost[0] = fwd[n - 1] + arc[n - 1];
+    if (threadIdx.x == 0) {
+        cost[0] = fwd[n - 1] + arc[n - 1];
+        stop_at[0] = budget_ns ? gtimer() + budget_ns : 0ull;
+        timed_out[0] = 0;
+    }
 }
 
 // Block b evaluates rows b * rows + r, + gridDim.x * rows, ... (rows = blockDim.x / tpr) and writes its
@@ -358,12 +365,21 @@ extern "C" __global__ void ls_eval(int n, const double* __restrict__ c, const do
 // One block: the best of the nblk block keys -> best_d[0], best_m[0..3] = (type, i, j, k) (type -1: no
 // move). If `apply` (ctl[1]) and the move gains more than eps (ctl_d[0]) and fewer than max_moves
 // (ctl[0]) moves were applied (flags[F_PHASES]): apply it, rebuild the state, count it; else set
-// flags[F_DONE].
+// flags[F_DONE]. Past the device-clock time stop_at[0] (when not 0; set by ls_state) nothing is applied:
+// flags[F_DONE] and timed_out[0] are set (the tour is then the last one reached, no local minimum).
 extern "C" __global__ void ls_finish(int n, int nblk, const double* __restrict__ c, int* p, int* scratch, double* arc,
                                      double* fwd, double* bwd, int exact, const double* blk_d, const int* blk_i,
                                      const int* blk_r, const int* ctl, const double* ctl_d, int* flags,
-                                     double* best_d, int* best_m, double* cost) {
+                                     double* best_d, int* best_m, double* cost, const unsigned long long* stop_at,
+                                     int* timed_out) {
+    __shared__ int s_late;
     if (flags[F_DONE]) return;
+    if (threadIdx.x == 0) s_late = stop_at[0] != 0ull && gtimer() >= stop_at[0];
+    __syncthreads();
+    if (s_late) {
+        if (threadIdx.x == 0) { flags[F_DONE] = 1; timed_out[0] = 1; }
+        return;
+    }
     const int moves = flags[F_PHASES];
     const int max_moves = ctl[0], apply = ctl[1];
     const double eps = ctl_d[0];
@@ -412,17 +428,23 @@ extern "C" __global__ void ls_batch(int n, int B, const double* __restrict__ c, 
     }
 }
 
+// One thread: stop_at[0] = now + budget_ns on the device clock (0: no limit), the common end of the ILS
+// launch that follows (blocks of a later wave stop then too, not a budget after their own start).
+extern "C" __global__ void ls_set_stop(unsigned long long budget_ns, unsigned long long* stop_at) {
+    if (threadIdx.x == 0) stop_at[0] = budget_ns ? gtimer() + budget_ns : 0ull;
+}
+
 // Block b runs `iters` iterated-local-search steps of chain b: tour = double bridge of CUR[b] at the
 // cut points cuts[b][it] = (a, m, e), 1 <= a < m < e <= n (tour = cur[0..a) cur[m..e) cur[a..m) cur[e..n),
 // local_search.double_bridge; a == 0: no perturbation), descent, then CUR[b] = tour when its cost is at
-// most cur_cost[b] + eps. budget_ns > 0: a block stops budget_ns after it started (device clock); the
+// most cur_cost[b] + eps. stop_at_p[0] > 0 (ls_set_stop): the blocks stop at that device-clock time; the
 // step under way is abandoned and rejected, so CUR[b] stays a local minimum. moves[b], improved[b]
 // (steps that lowered the cost by more than eps) and steps[b] (steps completed) accumulate.
 extern "C" __global__ void ls_ils(int n, int B, int iters, const double* __restrict__ c,
                                   const double* __restrict__ ct, int* CUR, double* cur_cost, int* P, int* S,
                                   double* ARC, double* FWD, double* BWD, const int* __restrict__ cuts, int exact,
-                                  double eps, int max_moves, int tpr, unsigned long long budget_ns, int* moves,
-                                  int* improved, int* steps) {
+                                  double eps, int max_moves, int tpr, const unsigned long long* __restrict__ stop_at_p,
+                                  int* moves, int* improved, int* steps) {
     const int b = blockIdx.x;
     if (b >= B) return;
     const size_t off = (size_t)b * n;
@@ -432,10 +454,7 @@ extern "C" __global__ void ls_ils(int n, int B, int iters, const double* __restr
     double* fwd = FWD + off;
     double* bwd = BWD + off;
     __shared__ int s_accept;
-    __shared__ unsigned long long s_t0;
-    if (threadIdx.x == 0) s_t0 = gtimer();
-    __syncthreads();
-    const unsigned long long stop_at = budget_ns ? s_t0 + budget_ns : 0ull;
+    const unsigned long long stop_at = stop_at_p[0];
     int mv = 0, imp = 0, done = 0;
     for (int it = 0; it < iters; ++it) {
         const int* cu = cuts + ((size_t)b * iters + it) * 3;
@@ -687,13 +706,20 @@ __device__ int block_cand_descent(int n, const double* c, const int* nbr, int K,
 
 // Block b: the candidate descent of tour P[b] (B x n) in place, the queue seeded with active[0..n_active)
 // (local_search.local_search_queue(c, p, nbr, eps, max_moves, active, polish)); cost[b] (closed-tour
-// cost, summed as the CPU's tour_cost) and moves[b] out.
+// cost, summed as the CPU's tour_cost) and moves[b] out. budget_ns > 0: the descent stops budget_ns after
+// the block started (device clock, read before each move), keeping the tour reached; complete[b] = 0 then
+// (1 when the descent ended by itself).
 extern "C" __global__ void ls_cand_batch(int n, int B, const double* __restrict__ c, const int* __restrict__ nbr,
                                          int K, int* P, int* POS, int* S, double* ARC, double* FWD, double* BWD,
                                          int* QUEUE, int* INQ, int exact, double eps, int max_moves, int polish,
-                                         const int* __restrict__ active, int n_active, double* cost, int* moves) {
+                                         const int* __restrict__ active, int n_active, double* cost, int* moves,
+                                         unsigned long long budget_ns, int* complete) {
     const int b = blockIdx.x;
     if (b >= B) return;
+    __shared__ unsigned long long s_t0;
+    if (threadIdx.x == 0) s_t0 = gtimer();
+    __syncthreads();
+    const unsigned long long stop_at = budget_ns ? s_t0 + budget_ns : 0ull;
     const size_t off = (size_t)b * n;
     int* p = P + off;
     int* pos = POS + off;
@@ -703,24 +729,25 @@ extern "C" __global__ void ls_cand_batch(int n, int B, const double* __restrict_
     cand_state(n, c, p, pos, INQ + off, arc, fwd, bwd, exact);
     bool aborted;
     const int mv = block_cand_descent(n, c, nbr, K, p, pos, S + off, arc, fwd, bwd, QUEUE + off, INQ + off, active,
-                                      n_active, exact, eps, max_moves, polish, 0ull, &aborted);
+                                      n_active, exact, eps, max_moves, polish, stop_at, &aborted);
     if (threadIdx.x == 0) {
         cost[b] = fwd[n - 1] + arc[n - 1];
         moves[b] = mv;
+        complete[b] = aborted ? 0 : 1;
     }
 }
 
 // ls_ils with the candidate descent (local_search.ils_round): block b runs `iters` steps of chain b, each a
 // double bridge of CUR[b] at cuts[b][it] = (a, m, e) (a == 0: none), the candidate descent seeded with the
 // six stops around the cuts in local_search.double_bridge's order (cur[a-1], cur[a], cur[m-1], cur[m],
-// cur[e-1], cur[e]), no polish, and CUR[b] = tour when its cost is at most cur_cost[b] + eps. budget_ns,
+// cur[e-1], cur[e]), no polish, and CUR[b] = tour when its cost is at most cur_cost[b] + eps. stop_at_p,
 // moves, improved, steps: as ls_ils.
 extern "C" __global__ void ls_cand_ils(int n, int B, int iters, const double* __restrict__ c,
                                        const int* __restrict__ nbr, int K, int* CUR, double* cur_cost, int* P,
                                        int* POS, int* S, double* ARC, double* FWD, double* BWD, int* QUEUE,
                                        int* INQ, const int* __restrict__ cuts, int exact, double eps,
-                                       int max_moves, unsigned long long budget_ns, int* moves, int* improved,
-                                       int* steps) {
+                                       int max_moves, const unsigned long long* __restrict__ stop_at_p, int* moves,
+                                       int* improved, int* steps) {
     const int b = blockIdx.x;
     if (b >= B) return;
     const size_t off = (size_t)b * n;
@@ -731,10 +758,7 @@ extern "C" __global__ void ls_cand_ils(int n, int B, int iters, const double* __
     double* fwd = FWD + off;
     double* bwd = BWD + off;
     __shared__ int s_accept, s_seed[6], s_nseed;
-    __shared__ unsigned long long s_t0;
-    if (threadIdx.x == 0) s_t0 = gtimer();
-    __syncthreads();
-    const unsigned long long stop_at = budget_ns ? s_t0 + budget_ns : 0ull;
+    const unsigned long long stop_at = stop_at_p[0];
     int mv = 0, imp = 0, done = 0;
     for (int it = 0; it < iters; ++it) {
         const int* cu = cuts + ((size_t)b * iters + it) * 3;

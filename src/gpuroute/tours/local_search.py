@@ -38,6 +38,16 @@ Two neighbourhoods are searched by the same delta functions:
 :func:`local_search` is the GPU scheme (global best move each step); :func:`local_search_queue` is the
 fast CPU descent (best move around one stop at a time, a work queue of stops whose arcs changed), used
 by the iterated local search :func:`ils_round` above 150 stops.
+
+Time budgets
+------------
+Every step whose length grows with n runs under a budget of **work units** (about one unit per delta
+evaluated, ``n`` per O(n) pass) and returns the work it did, so that :func:`gpuroute.tours.api.tsp`
+checks its deadline between calls of bounded work (:mod:`gpuroute.tours.budget`): candidate lists by
+rows (:func:`candidate_rows`), the nearest-neighbour start by stops (:func:`nearest_neighbour_steps`),
+descents that can be resumed (:func:`queue_descent`, :func:`full_descent`), ILS rounds that abandon the
+step under way (:func:`ils_round`). A call overruns its budget by at most one indivisible step (one
+evaluation of the neighbourhood and one move).
 """
 from __future__ import annotations
 
@@ -54,7 +64,9 @@ MAX_SEG = 3
 
 __all__ = ["TWO_OPT", "OR_OPT", "OR_OPT_REV", "SWAP", "RELOCATE", "MOVE_NAMES", "MAX_SEG", "tour_cost",
            "prefix_sums", "delta_two_opt", "delta_or_opt", "delta_swap", "best_move", "apply_move",
-           "local_search", "local_search_queue", "double_bridge", "nearest_neighbour_tour", "candidate_lists", "ils_round"]
+           "local_search", "local_search_queue", "double_bridge", "nearest_neighbour_tour", "candidate_lists",
+           "ils_round", "candidate_rows", "nearest_neighbour_start", "nearest_neighbour_steps", "queue_init",
+           "queue_descent", "full_descent", "full_work"]
 
 
 @njit(cache=True)
@@ -247,6 +259,8 @@ def _row_best(c, ct, arc, p, fwd, bwd, i, out):
 
 @njit(cache=True, parallel=True)
 def _best_full(c, p, fwd, bwd, ct):
+    """The full scan, parallel over the first index (called from Python only: a cached jitted caller of
+    a parallel function can crash when loaded from numba's cache, numba issue #8578)."""
     n = p.shape[0]
     arc = np.empty(n)
     for t in range(n):
@@ -259,6 +273,24 @@ def _best_full(c, p, fwd, bwd, ct):
         if rows[i, 0] < rows[b, 0]:
             b = i
     return rows[b, 0], int(rows[b, 1]), int(rows[b, 2]), int(rows[b, 3]), int(rows[b, 4])
+
+
+@njit(cache=True)
+def _best_full_serial(c, p, fwd, bwd, ct):
+    """:func:`_best_full` on one thread (the same move), for the jitted descents."""
+    n = p.shape[0]
+    arc = np.empty(n)
+    for t in range(n):
+        arc[t] = c[p[t], p[(t + 1) % n]]
+    row = np.empty(5)
+    bd = np.inf
+    bt, bi, bj, bk = -1, -1, -1, -1
+    for i in range(n):
+        _row_best(c, ct, arc, p, fwd, bwd, i, row)
+        if row[0] < bd or i == 0:  # ties go to the lowest i
+            bd = row[0]
+            bt, bi, bj, bk = int(row[1]), int(row[2]), int(row[3]), int(row[4])
+    return bd, bt, bi, bj, bk
 
 
 @njit(cache=True, inline="always")
@@ -329,6 +361,15 @@ def _best_candidates(c, p, pos, fwd, bwd, nbr):
 
 
 @njit(cache=True)
+def _best_move(c, ct, p, pos, fwd, bwd, nbr):
+    """:func:`best_move` on one thread, for the jitted descents."""
+    if p.shape[0] < 3:
+        return np.inf, -1, -1, -1, -1
+    if nbr.shape[1] == 0:
+        return _best_full_serial(c, p, fwd, bwd, ct)
+    return _best_candidates(c, p, pos, fwd, bwd, nbr)
+
+
 def best_move(c, ct, p, pos, fwd, bwd, nbr):
     """Evaluate a whole neighbourhood and reduce to its best move.
 
@@ -345,7 +386,8 @@ def best_move(c, ct, p, pos, fwd, bwd, nbr):
         Its state, as filled by :func:`prefix_sums`.
     nbr : int64 (n, K)
         Candidate lists; ``K == 0`` searches the full neighbourhood (2-opt, Or-opt 2-3 both
-        orientations, swap, relocate: O(n^2), parallel over the first index).
+        orientations, swap, relocate: O(n^2), parallel over the first index; the jitted descents use
+        the same scan on one thread).
 
     Returns
     -------
@@ -410,7 +452,7 @@ def local_search(c, p, nbr, eps, max_moves):
     moves = 0
     while moves < max_moves:
         prefix_sums(c, p, pos, fwd, bwd)
-        d, t, i, j, k = best_move(c, ct, p, pos, fwd, bwd, nbr)
+        d, t, i, j, k = _best_move(c, ct, p, pos, fwd, bwd, nbr)
         if not d < -eps:
             break
         apply_move(p, t, i, j, k)
@@ -449,19 +491,14 @@ def double_bridge(p, window, touched):
 
 
 @njit(cache=True)
-def nearest_neighbour_tour(c, first, last):
-    """Nearest-neighbour tour from ``first``; if ``last >= 0`` it is kept for the end. int64 (n,)."""
+def nearest_neighbour_steps(c, p, used, m, limit, steps):
+    """Extend the partial nearest-neighbour tour ``p[0..m)`` by at most ``steps`` stops (never past
+    ``limit``), marking them in ``used`` (bool (n,)). Returns ``(m, work)``: the new length and the work
+    done (``n`` units a stop). Ties go to the lowest stop index."""
     n = c.shape[0]
-    used = np.zeros(n, np.bool_)
-    p = np.empty(n, np.int64)
-    p[0] = first
-    used[first] = True
-    if last >= 0:
-        used[last] = True
-    m = 1
-    cur = first
-    limit = n - 1 if last >= 0 and last != first else n
-    while m < limit:
+    cur = p[m - 1]
+    work = 0
+    while m < limit and steps > 0:
         bv = -1
         bc = np.inf
         for v in range(n):
@@ -472,24 +509,83 @@ def nearest_neighbour_tour(c, first, last):
         used[bv] = True
         cur = bv
         m += 1
+        steps -= 1
+        work += n
+    return m, work
+
+
+@njit(cache=True)
+def nearest_neighbour_start(n, first, last, p, used):
+    """Start the nearest-neighbour tour: ``p[0] = first``, ``last`` (if >= 0 and not ``first``) reserved
+    for ``p[n - 1]``. Returns ``(m, limit)`` for :func:`nearest_neighbour_steps`."""
+    used[:] = False
+    p[0] = first
+    used[first] = True
+    if last >= 0:
+        used[last] = True
+    limit = n - 1 if last >= 0 and last != first else n
     if last >= 0 and last != first:
         p[n - 1] = last
+    return 1, limit
+
+
+@njit(cache=True)
+def nearest_neighbour_tour(c, first, last):
+    """Nearest-neighbour tour from ``first``; if ``last >= 0`` it is kept for the end. int64 (n,)."""
+    n = c.shape[0]
+    p = np.empty(n, np.int64)
+    used = np.zeros(n, np.bool_)
+    m, limit = nearest_neighbour_start(n, first, last, p, used)
+    nearest_neighbour_steps(c, p, used, m, limit, n)
     return p
 
 
 @njit(cache=True, parallel=True)
+def candidate_rows(c, K, lo, hi, out):
+    """Rows ``lo..hi-1`` of the candidate lists (see :func:`candidate_lists`) into ``out`` (int64 (n, K)).
+
+    Tiles of 32 rows, each with a transposed strip of ``c`` so that both ``c[u, v]`` and ``c[v, u]`` are
+    read along rows; a sorted insertion keeps the K best of each row, O(n) a row for random data.
+    Returns the work done, ``n`` units a row."""
+    n = c.shape[0]
+    T = 32
+    ntiles = (hi - lo + T - 1) // T
+    for tile in prange(ntiles):
+        u0 = lo + tile * T
+        u1 = min(hi, u0 + T)
+        strip = np.empty((u1 - u0, n))
+        for v in range(n):
+            for u in range(u0, u1):
+                strip[u - u0, v] = c[v, u]
+        bd = np.empty(K)
+        bv = np.empty(K, np.int64)
+        for u in range(u0, u1):
+            bd[:] = np.inf
+            bv[:] = n
+            for v in range(n):
+                if v == u:
+                    continue
+                d = min(c[u, v], strip[u - u0, v])
+                if d < bd[K - 1]:
+                    q = K - 1
+                    while q > 0 and bd[q - 1] > d:
+                        bd[q] = bd[q - 1]
+                        bv[q] = bv[q - 1]
+                        q -= 1
+                    bd[q] = d
+                    bv[q] = v
+            for q in range(K):
+                out[u, q] = bv[q]
+    return (hi - lo) * n
+
+
 def candidate_lists(c, K):
-    """The K stops nearest to each stop by ``min(c[u, v], c[v, u])``: int64 (n, K)."""
+    """The K stops nearest to each stop by ``min(c[u, v], c[v, u])``, ties to the lower stop index:
+    int64 (n, K), ``1 <= K <= n - 1`` (``c`` float64 (n, n), C-contiguous)."""
+    c = np.ascontiguousarray(c, dtype=np.float64)
     n = c.shape[0]
     out = np.empty((n, K), np.int64)
-    for u in prange(n):
-        d = np.empty(n)
-        for v in range(n):
-            d[v] = min(c[u, v], c[v, u])
-        d[u] = np.inf
-        order = np.argsort(d)
-        for q in range(K):
-            out[u, q] = order[q]
+    candidate_rows(c, K, 0, n, out)
     return out
 
 
@@ -521,6 +617,87 @@ def _touched(p, t, i, j, k, out):
 
 
 @njit(cache=True)
+def _push(queue, inq, qs, n, v):
+    if not inq[v]:
+        inq[v] = True
+        queue[(qs[0] + qs[1]) % n] = v
+        qs[1] += 1
+
+
+@njit(cache=True)
+def queue_init(c, p, pos, fwd, bwd, queue, inq, qs, active):
+    """State of a :func:`queue_descent` of the tour ``p``: ``pos``, ``fwd``, ``bwd`` (:func:`prefix_sums`),
+    an empty FIFO ``queue`` (int64 (n,)) with ``inq`` (bool (n,)) cleared, then seeded with ``active`` in
+    order (repeats dropped); ``qs`` (int64 (3,)) = (head, size, moves applied). O(n)."""
+    n = p.shape[0]
+    prefix_sums(c, p, pos, fwd, bwd)
+    inq[:] = False
+    qs[0] = 0
+    qs[1] = 0
+    qs[2] = 0
+    for t in range(active.shape[0]):
+        _push(queue, inq, qs, n, active[t])
+
+
+@njit(cache=True)
+def queue_descent(c, p, pos, fwd, bwd, nbr, eps, max_moves, queue, inq, qs, polish, budget):
+    """Resumable queue-driven descent (:func:`local_search_queue`) on the state of :func:`queue_init`.
+
+    Work units (the measure of a time budget): ``23 K`` a stop popped (its moves evaluated), ``23 K n``
+    a polish scan (the whole candidate neighbourhood), ``2 n`` a move applied (apply + prefix sums). The
+    budget is checked before each pop or scan, so a call does at most ``budget`` plus one scan and one
+    move of work. Returns ``(status, work)``: status 0 when the descent is over (queue empty, polish
+    found nothing, or ``max_moves`` moves in all, counted in ``qs[2]``), 1 when ``budget`` was spent first
+    (call again with the same state to go on: the same moves as an uninterrupted descent).
+    """
+    n = p.shape[0]
+    K = nbr.shape[1]
+    best = np.empty(5)
+    tch = np.empty(6, np.int64)
+    work = 0
+    while qs[2] < max_moves:
+        if work >= budget:
+            return 1, work
+        if qs[1] == 0:
+            if not polish:
+                break
+            d, t, i, j, k = _best_move(c, c, p, pos, fwd, bwd, nbr)
+            work += 23 * K * n
+            if not d < -eps:
+                break
+            m = _touched(p, t, i, j, k, tch)
+            apply_move(p, t, i, j, k)
+            prefix_sums(c, p, pos, fwd, bwd)
+            work += 2 * n
+            qs[2] += 1
+            for h in range(m):
+                _push(queue, inq, qs, n, tch[h])
+            continue
+        u = queue[qs[0]]
+        qs[0] = (qs[0] + 1) % n
+        qs[1] -= 1
+        inq[u] = False
+        best[0] = np.inf
+        x = pos[u]
+        for q in range(K):
+            y = pos[nbr[u, q]]
+            if y != x:
+                _pair_best(c, p, fwd, bwd, x, y, best)
+        work += 23 * K
+        if best[0] < -eps:
+            t, i, j, k = int(best[1]), int(best[2]), int(best[3]), int(best[4])
+            m = _touched(p, t, i, j, k, tch)
+            apply_move(p, t, i, j, k)
+            prefix_sums(c, p, pos, fwd, bwd)
+            work += 2 * n
+            qs[2] += 1
+            for h in range(m):
+                _push(queue, inq, qs, n, tch[h])
+            _push(queue, inq, qs, n, u)
+    return 0, work
+
+
+@njit(cache=True)
 def local_search_queue(c, p, nbr, eps, max_moves, active, polish):
     """Fast CPU descent with a work queue ("don't-look bits"): for a stop u taken from the queue, the best
     move among those creating an arc between u and one of its candidates ``nbr[u]`` is applied if it
@@ -531,88 +708,132 @@ def local_search_queue(c, p, nbr, eps, max_moves, active, polish):
     A move can also become improving when the arcs around a candidate change, which the queue misses;
     with ``polish`` the queue is refilled from a global candidate-list :func:`best_move` until that
     finds nothing, so the result is a local minimum of the candidate neighbourhood.
-    Returns ``(cost, moves)``.
+    Returns ``(cost, moves)``. Uninterrupted; :func:`queue_descent` is the same descent under a budget.
     """
     n = p.shape[0]
-    K = nbr.shape[1]
     pos = np.empty(n, np.int64)
     fwd = np.empty(n)
     bwd = np.empty(n)
-    prefix_sums(c, p, pos, fwd, bwd)
     queue = np.empty(n, np.int64)
     inq = np.zeros(n, np.bool_)
-    head = 0
-    size = 0
-    for t in range(active.shape[0]):
-        u = active[t]
-        if not inq[u]:
-            inq[u] = True
-            queue[(head + size) % n] = u
-            size += 1
-    best = np.empty(5)
-    tch = np.empty(6, np.int64)
-    moves = 0
-    while moves < max_moves:
-        if size == 0:
-            if not polish:
-                break
-            d, t, i, j, k = best_move(c, c, p, pos, fwd, bwd, nbr)
-            if not d < -eps:
-                break
-            m = _touched(p, t, i, j, k, tch)
-            apply_move(p, t, i, j, k)
-            prefix_sums(c, p, pos, fwd, bwd)
-            moves += 1
-            for h in range(m):
-                v = tch[h]
-                if not inq[v]:
-                    inq[v] = True
-                    queue[(head + size) % n] = v
-                    size += 1
-            continue
-        u = queue[head]
-        head = (head + 1) % n
-        size -= 1
-        inq[u] = False
-        best[0] = np.inf
-        x = pos[u]
-        for q in range(K):
-            y = pos[nbr[u, q]]
-            if y != x:
-                _pair_best(c, p, fwd, bwd, x, y, best)
-        if best[0] < -eps:
-            t, i, j, k = int(best[1]), int(best[2]), int(best[3]), int(best[4])
-            m = _touched(p, t, i, j, k, tch)
-            apply_move(p, t, i, j, k)
-            prefix_sums(c, p, pos, fwd, bwd)
-            moves += 1
-            for h in range(m + 1):
-                v = u if h == m else tch[h]
-                if not inq[v]:
-                    inq[v] = True
-                    queue[(head + size) % n] = v
-                    size += 1
-    return tour_cost(c, p), moves
+    qs = np.zeros(3, np.int64)
+    queue_init(c, p, pos, fwd, bwd, queue, inq, qs, active)
+    queue_descent(c, p, pos, fwd, bwd, nbr, eps, max_moves, queue, inq, qs, polish, np.iinfo(np.int64).max)
+    return tour_cost(c, p), qs[2]
 
 
 @njit(cache=True)
-def ils_round(c, p, cost, nbr, window, eps, max_moves, iters, seed_val):
-    """``iters`` iterations of iterated local search from the local minimum ``p`` (cost ``cost``):
-    double-bridge on a stretch of ``window`` positions, :func:`local_search_queue` from the touched stops,
-    keep the result if it is not worse. Returns (tour, cost, improvements, moves)."""
+def full_work(n):
+    """Work units of one evaluation of the full neighbourhood (:func:`best_move` with ``K == 0``): about
+    ``6 n^2`` deltas (2-opt and swap ``n^2 / 2`` each, relocate and Or-opt ``5 n^2``), plus ``2 n`` for
+    applying a move."""
+    return 6 * n * n + 2 * n
+
+
+@njit(cache=True)
+def full_descent(c, ct, p, eps, max_moves, budget):
+    """:func:`local_search` with the full neighbourhood under a work budget (units of :func:`full_work`
+    a move, checked before each evaluation: at most ``budget`` plus one evaluation). ``ct`` is ``c``
+    transposed, C-contiguous. ``p`` changes in place; calling again resumes the same descent.
+    Returns ``(status, cost, moves, work)``: status 0 at a local minimum or after ``max_moves`` moves, 1
+    when the budget ran out first."""
+    n = p.shape[0]
+    pos = np.empty(n, np.int64)
+    fwd = np.empty(n)
+    bwd = np.empty(n)
+    nbr = np.empty((n, 0), np.int64)
+    moves = 0
+    work = 0
+    status = 0
+    while moves < max_moves:
+        if work >= budget:
+            status = 1
+            break
+        prefix_sums(c, p, pos, fwd, bwd)
+        d, t, i, j, k = _best_move(c, ct, p, pos, fwd, bwd, nbr)
+        work += full_work(n)
+        if not d < -eps:
+            break
+        apply_move(p, t, i, j, k)
+        moves += 1
+    return status, tour_cost(c, p), moves, work
+
+
+@njit(cache=True)
+def ils_round(c, p, cost, nbr, window, eps, max_moves, iters, seed_val, budget):
+    """Iterated local search from the local minimum ``p`` (cost ``cost``), at most ``iters`` steps and
+    ``budget`` work units: double-bridge on a stretch of ``window`` positions (``window <= 0``: the whole
+    tour), :func:`queue_descent` from the touched
+    stops, keep the result if it is not worse. A step still running when the budget is spent is abandoned
+    and rejected (so the tour returned is a local minimum of a complete descent). Work: :func:`queue_descent`'s
+    plus ``n`` a step (the perturbed copy). Returns (tour, cost, improvements, moves, steps, work)."""
     np.random.seed(seed_val)
+    n = p.shape[0]
     cur = p.copy()
     cc = cost
     acc = 0
     moves = 0
+    steps = 0
+    work = 0
     touched = np.empty(6, np.int64)
-    for _ in range(iters):
+    pos = np.empty(n, np.int64)
+    fwd = np.empty(n)
+    bwd = np.empty(n)
+    queue = np.empty(n, np.int64)
+    inq = np.zeros(n, np.bool_)
+    qs = np.zeros(3, np.int64)
+    while steps < iters and work < budget:
         q = double_bridge(cur, window, touched)
-        qc, mv = local_search_queue(c, q, nbr, eps, max_moves, touched, False)
-        moves += mv
+        work += n
+        queue_init(c, q, pos, fwd, bwd, queue, inq, qs, touched)
+        status, wk = queue_descent(c, q, pos, fwd, bwd, nbr, eps, max_moves, queue, inq, qs, False,
+                                   budget - work)
+        work += wk
+        moves += qs[2]
+        if status == 1:
+            break
+        steps += 1
+        qc = tour_cost(c, q)
         if qc < cc - eps:
             acc += 1
         if qc <= cc + eps:
             cur = q
             cc = qc
-    return cur, cc, acc, moves
+    return cur, cc, acc, moves, steps, work
+
+
+# ------------------------------------------------------------------------------ paced host loops
+def candidate_lists_paced(c, K, pacer):
+    """:func:`candidate_lists` by chunks of rows, each chunk one call of :func:`candidate_rows` of at most
+    the pacer's budget (``n`` units a row, at least one row). Returns int64 (n, K), or None when the
+    deadline passed first."""
+    n = c.shape[0]
+    out = np.empty((n, K), np.int64)
+    row = 0
+    while row < n:
+        b = pacer.budget("candidate_rows")
+        if b <= 0:
+            return None
+        hi = min(n, row + max(1, b // n))
+        pacer.spent(candidate_rows(c, K, row, hi, out))
+        row = hi
+    return out
+
+
+def nearest_neighbour_paced(c, first, last, pacer):
+    """:func:`nearest_neighbour_tour` by chunks of stops (``n`` units a stop). When the deadline passes
+    first, the stops not yet placed follow in index order (a valid tour, ``last`` still last). Returns
+    ``(tour, complete)``: int64 (n,), bool."""
+    n = c.shape[0]
+    p = np.empty(n, np.int64)
+    used = np.zeros(n, np.bool_)
+    m, limit = nearest_neighbour_start(n, first, last, p, used)
+    while m < limit:
+        b = pacer.budget("nearest_neighbour")
+        if b <= 0:
+            rest = np.flatnonzero(~used)
+            p[m:m + rest.size] = rest
+            return p, False
+        m, w = nearest_neighbour_steps(c, p, used, m, limit, max(1, b // n))
+        pacer.spent(w)
+    return p, True

@@ -109,8 +109,9 @@ def read_tsplib(path):
     Raises ``ImportError`` without ``vrplib`` (``pip install gpuroute[tours]``), ``ValueError`` for an
     unsupported edge weight type.
     """
-    import vrplib
+    from ..extras import require
 
+    vrplib = require("vrplib", "read_tsplib")
     path = Path(path)
     inst = vrplib.read_instance(str(path), compute_edge_weights=False)
     ewt = str(inst.get("edge_weight_type", "")).upper()
