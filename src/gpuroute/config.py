@@ -147,6 +147,25 @@ CRP_GPU_TARGET_UNITS = 2048
 #: Relax, in each Bellman-Ford round of the GPU customization, only the vertices one of whose in-neighbours
 #: improved in the round before (two flags per vertex in shared memory); False relaxes every vertex.
 CRP_GPU_FRONTIER = True
+#: Mezzanine levels (Delling, Kobitzsch, Werneck, Euro-Par 2014, sec. 3; gpuroute.crp.customize.CustomizationPlan):
+#: finer nested levels whose cliques are computed first and used only to customize the level above (queries
+#: never see them; same cliques). Keyed by the cell size of a partition level: the sizes of the mezzanine
+#: levels inserted under that level, e.g. ``{256: (32,)}`` (the paper's 32-node phantom level) or
+#: ``{256: (32,), 4096: (1024,)}``; a level whose size is not a key gets none. Built by
+#: ``Partition.refine`` (kaffpa on each cell) when an Overlay is built. ``{}``: off.
+CRP_MEZZANINE = {}
+#: kaffpa's preconfiguration for the mezzanine levels (NY, 32 under 256 on 2 cores: "fast" 3 s and 87,080
+#: mezzanine boundary arcs, "strong" 61 s and 81,174).
+CRP_MEZZANINE_KAHIP_MODE = "fast"
+#: Customize the lowest level with microinstructions (Euro-Par 2014 sec. 4: contraction simulated once,
+#: triples executed per metric, one GPU thread each) when that level is a mezzanine level (the paper: they pay
+#: for cells up to ~32 nodes); False: Dijkstra (CPU) / Bellman-Ford (GPU) there too.
+CRP_MICROCODE = True
+#: Microinstructions: shared memory per block for the packed cells' int64 memory arrays (cells are packed
+#: while their arrays fit; at most 128 KiB: 14-bit positions).
+CRP_MICRO_SMEM_BYTES = 24 * 1024
+#: Microinstructions: threads per block (one instruction each per layer, strided).
+CRP_MICRO_THREADS = 256
 
 # ------------------------------------------------------------------------------------------- SERVE_
 #: The OSRM-compatible service (gpuroute.engine and its HTTP server): most coordinates of one /route
@@ -286,10 +305,13 @@ TOUR_VRP_GPU_CHAINS_PER_SM = 2
 TOUR_VRP_GPU_MEMORY_FRACTION = 0.5
 #: GPU CVRP: every this many rounds the best chain is copied over the worst half.
 TOUR_VRP_GPU_SYNC_ROUNDS = 4
-#: cvrp(device="auto") runs on the GPU from this many stops (depot included) when a GPU is usable.
-#: Provisional (2026-11, not yet measured on a GPU): to be set from benchmarks/tours_gpu.py
-#: --sections cvrp on the H100 (the GPU chains against the CPU twin at the same time limit).
-TOUR_CVRP_GPU_AUTO_MIN_N = 200
+#: cvrp(device="auto") runs on the GPU for this many stops (depot included) up to TOUR_CVRP_GPU_AUTO_MAX_N,
+#: when a GPU is usable. Measured (H100, 2026-11-26, benchmarks/tours_gpu.py --sections cvrp, 10 s, one
+#: seed; BENCHMARKS.md): the GPU chains beat the CPU twin (16 cores) on X-n303 (0.51 vs 1.27 %), X-n502
+#: (0.15 vs 0.33 %) and X-n701 (1.71 vs 1.80 %), and lost on X-n200 (2.11 vs 2.03 %) and X-n979 (2.33 vs
+#: 2.02 %).
+TOUR_CVRP_GPU_AUTO_MIN_N = 300
+TOUR_CVRP_GPU_AUTO_MAX_N = 800
 
 # ------------------------------------------------------------------------------------------- ACCESS_
 #: Accessibility (gpuroute.accessibility), CPU: private accumulators of the "points" formulation may take

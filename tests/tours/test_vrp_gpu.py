@@ -321,7 +321,7 @@ def test_gpu_chains_out_of_time_keep_their_solutions():
 @pytest.mark.parametrize("seed", range(6))
 def test_cvrp_on_the_gpu(seed, monkeypatch):
     """cvrp(device="gpu") on tiny instances: a valid solution of the optimal cost (the exact oracle of
-    test_cvrp); device="auto" picks the GPU from TOUR_CVRP_GPU_AUTO_MIN_N stops."""
+    test_cvrp); device="auto" picks the GPU between TOUR_CVRP_GPU_AUTO_MIN_N and _MAX_N stops."""
     t = sibling("test_cvrp")
     check_routes, exact, tiny = t.check_routes, t.exact, t.tiny
     c, dem, cap, depot = tiny(seed, 3 + seed)
@@ -331,6 +331,8 @@ def test_cvrp_on_the_gpu(seed, monkeypatch):
     assert r.cost == exact(c, dem, cap, depot)
     monkeypatch.setattr(config, "TOUR_CVRP_GPU_AUTO_MIN_N", 3)
     assert cvrp(c, dem, cap, depot=depot, time_limit=0.1, seed=seed).device == "gpu"
+    monkeypatch.setattr(config, "TOUR_CVRP_GPU_AUTO_MAX_N", 2)  # above the window: the CPU
+    assert cvrp(c, dem, cap, depot=depot, time_limit=0.1, seed=seed).device == "cpu"
 
 
 @pytest.mark.gpu

@@ -1130,7 +1130,8 @@ def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", se
     time_limit : float
         Seconds of search (> 0), from the call to the return, compilation excluded.
     device : {"auto", "cpu", "gpu"}
-        "auto": the GPU when one is usable and n >= ``config.TOUR_CVRP_GPU_AUTO_MIN_N``, else the CPU.
+        "auto": the GPU when one is usable and ``config.TOUR_CVRP_GPU_AUTO_MIN_N <= n <=
+        config.TOUR_CVRP_GPU_AUTO_MAX_N`` (where it won in the measured runs), else the CPU.
         Under 2 customers there is nothing to search: the CPU answers whatever the device.
     seed : int or None
         Seed of the perturbations.
@@ -1161,7 +1162,7 @@ def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", se
     customers = np.array([v for v in range(n) if v != depot], np.int64)
     N = customers.size
     tw = budget.clock()
-    dev = resolve_device(device, gpu_implemented=n >= config.TOUR_CVRP_GPU_AUTO_MIN_N)
+    dev = resolve_device(device, gpu_implemented=config.TOUR_CVRP_GPU_AUTO_MIN_N <= n <= config.TOUR_CVRP_GPU_AUTO_MAX_N)
     if N < 2:
         dev = "cpu"  # nothing to search
     warm_up_cvrp(dev)
