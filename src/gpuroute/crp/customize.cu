@@ -16,6 +16,11 @@
 //                  forward edge index that is tight) are written out. A unit whose distances do not fit
 //                  in shared memory uses its slice of a global scratch array instead (the paper's
 //                  global-memory fallback).
+//   crp_micro      the lowest level when it runs microinstructions (sec. 4, gpuroute.crp.microcode): one
+//                  thread block per packed group of cells; arc instructions initialise the memory array M
+//                  (shared memory, or a global scratch slice) from the decoded turn costs, then the
+//                  instructions run layer by layer, one thread each, a block barrier between layers, and
+//                  the clique values are copied out.
 // crp_decode is the metric decoder: turn t costs penalty[kind[t]] (or the per-turn override) + the cost of
 // its out-arc; restricted or overridden-closed turns are -1 (FORBIDDEN).
 //
@@ -203,4 +208,81 @@ extern "C" __global__ void crp_bf_level_i32(const int* units, const int* u_cell,
     level_body<int>(units, u_cell, u_i0, u_g, u_scr, vf, v_orig, f_first, f_dst, r_first, r_src, r_fe, ecost, ent_first, ent_loc,
                     ex_first, ex_loc, cq_first, tree_first, clique, tree, scratch, keep_tree, smem_items,
                     frontier, rounds_max);
+}
+
+// ------------------------------------------------------------------------------------------ microcode
+// One triple: M[c] = min(M[c], M[a] + M[b]), or M[a] + M[b] where the instruction is c's first write.
+__device__ __forceinline__ void micro_exec(i64* M, unsigned a, unsigned b, unsigned c, bool first) {
+    const i64 va = M[a];
+    const i64 vb = M[b];
+    const i64 s = (va == I64INF || vb == I64INF) ? I64INF : va + vb;
+    if (first || s < M[c]) M[c] = s;
+}
+
+// Block blockIdx.x runs packed block blocks[blockIdx.x] of a gpuroute.crp.microcode.MicroProgram:
+//   b_arc_first (B + 1), ai_turn, ai_pos   arc instructions: M[ai_pos] = turn_cost[ai_turn] (INF if < 0)
+//   b_lay_first (B + 1), lay_word          the block's layer l: words [lay_word[b_lay_first[b] + l], .. + 1)
+//   words                                  compact: a | (b - a - 1) << a_bits | (c - b + 2^(dc_bits-1))
+//                                          << (a_bits + db_bits) | first << 31, dc_bits = 31 - a_bits -
+//                                          db_bits; absolute (db_bits = 0): a | b << a_bits | c << 2 a_bits |
+//                                          first << 31; wide (b_wide): two words, a | b << 21 | c << 42 |
+//                                          first << 63
+//   b_scr                                  -1: M in shared memory; else its offset in `scratch`
+//   b_out_first (B + 1), o_pos, o_dst      clique[o_dst] = M[o_pos] (INF where o_pos < 0)
+extern "C" __global__ void crp_micro(const int* __restrict__ blocks, const i64* __restrict__ b_arc_first,
+                                     const int* __restrict__ ai_turn, const int* __restrict__ ai_pos,
+                                     const i64* __restrict__ b_lay_first, const i64* __restrict__ lay_word,
+                                     const unsigned int* __restrict__ words, const unsigned char* __restrict__ b_wide,
+                                     const i64* __restrict__ b_scr, const i64* __restrict__ b_out_first,
+                                     const int* __restrict__ o_pos, const i64* __restrict__ o_dst, int a_bits,
+                                     int db_bits, const i64* __restrict__ turn_cost, i64* __restrict__ clique,
+                                     i64* __restrict__ scratch) {
+    extern __shared__ __align__(16) i64 micro_smem[];
+    const int b = blocks[blockIdx.x];
+    i64* M = b_scr[b] < 0 ? micro_smem : scratch + b_scr[b];
+    for (i64 k = b_arc_first[b] + threadIdx.x; k < b_arc_first[b + 1]; k += blockDim.x) {
+        const i64 t = turn_cost[ai_turn[k]];
+        M[ai_pos[k]] = t < 0 ? I64INF : t;
+    }
+    __syncthreads();
+    const bool wide = b_wide[b] != 0;
+    const int dc_bits = db_bits ? 31 - a_bits - db_bits : 1;
+    const unsigned amask = (1u << a_bits) - 1u;
+    const unsigned dbmask = (1u << db_bits) - 1u;
+    const unsigned dcmask = (1u << dc_bits) - 1u;
+    const unsigned dcoff = 1u << (dc_bits - 1);
+    const i64 l0 = b_lay_first[b];
+    const i64 l1 = b_lay_first[b + 1];
+    for (i64 l = l0; l + 1 < l1; ++l) {
+        const i64 w0 = lay_word[l];
+        const i64 w1 = lay_word[l + 1];
+        if (wide) {
+            for (i64 k = w0 + 2 * (i64)threadIdx.x; k < w1; k += 2 * (i64)blockDim.x) {
+                const unsigned long long x = (unsigned long long)words[k] | ((unsigned long long)words[k + 1] << 32);
+                const unsigned m21 = (1u << 21) - 1u;
+                micro_exec(M, (unsigned)(x & m21), (unsigned)((x >> 21) & m21), (unsigned)((x >> 42) & m21),
+                           (x >> 63) != 0ull);
+            }
+        } else {
+            if (db_bits == 0) {  // absolute form: three a_bits positions
+                for (i64 k = w0 + threadIdx.x; k < w1; k += blockDim.x) {
+                    const unsigned w = words[k];
+                    micro_exec(M, w & amask, (w >> a_bits) & amask, (w >> (2 * a_bits)) & amask, (w >> 31) != 0u);
+                }
+            } else {
+                for (i64 k = w0 + threadIdx.x; k < w1; k += blockDim.x) {
+                    const unsigned w = words[k];
+                    const unsigned a = w & amask;
+                    const unsigned bb = a + 1u + ((w >> a_bits) & dbmask);
+                    const unsigned c = bb + ((w >> (a_bits + db_bits)) & dcmask) - dcoff;
+                    micro_exec(M, a, bb, c, (w >> 31) != 0u);
+                }
+            }
+        }
+        __syncthreads();
+    }
+    for (i64 k = b_out_first[b] + threadIdx.x; k < b_out_first[b + 1]; k += blockDim.x) {
+        const int p = o_pos[k];
+        clique[o_dst[k]] = p < 0 ? I64INF : M[p];
+    }
 }

@@ -15,8 +15,14 @@ memory; a cell whose vertices alone do not fit runs one entry per unit in a slic
 array. Units spread the few big cells of the upper levels over many multiprocessors (the paper's
 "global implementation" for levels with few cells serves the same purpose).
 
-Launches per customization: 1 decode + 2 per level (aggregate, Bellman-Ford), no host synchronisation
-until the results are copied back. The trees kept for path unpacking (``config.CRP_KEEP_TREES``) are
+Levels are those of the overlay's :class:`gpuroute.crp.customize.CustomizationPlan` (the level driver):
+mezzanine levels under the query levels run like any level, and a lowest mezzanine level may run
+microinstructions instead (kernel ``crp_micro``, sec. 4; :mod:`gpuroute.crp.microcode`): one block per
+packed group of cells, arc instructions, layers separated by block barriers. The device holds the cliques
+of every plan level; only the query levels' slices are copied back.
+
+Launches per customization: 1 decode + 2 per Bellman-Ford level (aggregate, Bellman-Ford) + 1 for a
+microcode level, no host synchronisation until the results are copied back. The trees kept for path unpacking (``config.CRP_KEEP_TREES``) are
 written by the same kernel: for each vertex, 1 + the smallest forward edge index that is tight (positive
 costs make every tight edge point away from the entry, so parents form a tree); the CPU twin keeps the
 edge its Dijkstra relaxed last, so trees may pick other, equally short, paths.
@@ -188,22 +194,36 @@ class GPUCustomizer:
         resolve_device("gpu")
         self.cp = cp
         t0 = time.perf_counter()
-        topo = overlay._topo
+        plan = overlay._plan
+        self.plan = plan
+        topo = plan.topo
         self.smem_items = max(1, int(config.CRP_GPU_SMEM_BYTES) // 8)
         self.threads = int(config.CRP_GPU_THREADS)
         self.cell_base = topo["cell_base"]
         cq = topo["cq_first"]
         tf = overlay._tree_first
-        self.n_clique = int(cq[-1])
+        self.n_clique = int(cq[-1])          # the plan's cliques (mezzanine levels included), on the device
+        self.n_query_clique = int(overlay._topo["cq_first"][-1])
         self.n_tree = int(tf[-1])
         self.tree_dtype = np.dtype(overlay._tree_dtype)
         mod = load_module(KERNELS)
         self.k_decode = mod.get_function("crp_decode")
         self.k_aggregate = mod.get_function("crp_aggregate")
         self.k_level = mod.get_function("crp_bf_level_u16" if self.tree_dtype == np.uint16 else "crp_bf_level_i32")
+        self.k_micro = mod.get_function("crp_micro")
         self.frontier = bool(config.CRP_GPU_FRONTIER)
         if self.smem_items * 10 > 48 * 1024:  # above the default per-block limit: opt in
             self.k_level.max_dynamic_shared_size_bytes = self.smem_items * 10
+        self.micro = None
+        mp = plan.micro
+        if mp is not None:
+            self.micro = {"prog": mp, "dev": {k: cp.asarray(v) for k, v in mp.arrays().items()},
+                          "all": cp.arange(mp.n_blocks, dtype=np.int32),
+                          "smem": 8 * int(max(1, mp.b_mem[mp.b_scr < 0].max(initial=1))),
+                          "scratch": cp.empty(max(1, mp.scratch), np.int64),
+                          "threads": int(config.CRP_MICRO_THREADS)}
+            if self.micro["smem"] > 48 * 1024:
+                self.k_micro.max_dynamic_shared_size_bytes = self.micro["smem"]
         tr = overlay.turns
         self.kind = cp.asarray(np.ascontiguousarray(tr.kind, np.uint8))
         self.out_arc = cp.asarray(np.ascontiguousarray(tr.out_arc, np.int32))
@@ -212,6 +232,9 @@ class GPUCustomizer:
         scratch = 0
         max_e = 1
         for p, lg in enumerate(topo["levels"]):
+            if p == 0 and self.micro is not None:
+                self.levels.append(None)
+                continue
             ent_first, ex_first = topo["level_first"][p]
             h = prepare_level(lg, ent_first, ex_first, self.smem_items, int(config.CRP_GPU_MAX_GROUP),
                               int(config.CRP_GPU_TARGET_UNITS))
@@ -256,7 +279,7 @@ class GPUCustomizer:
             Level-local cells to re-customize (traffic update); default every cell.
         base : (clique int64, tree) host arrays, optional
             The customization to start from when only some cells are recomputed (used when the device
-            copy does not match it).
+            copy does not match it): the overlay's cliques (query levels) and trees.
         keep_tree : bool
             Write the shortest-path trees.
 
@@ -278,11 +301,18 @@ class GPUCustomizer:
         has = override is not None
         ovr = cp.asarray(np.ascontiguousarray(override, np.int64)) if has else cp.zeros(1, np.int64)
         partial = cells_per_level is not None
+        plan = self.plan
         if partial:
             if base is not None or self.current is None or (keep_tree and self.current[1] is None):
                 if base is None:
                     raise ValueError("a partial customization needs the customization it starts from")
-                clique = cp.asarray(base[0])
+                if plan.identity:
+                    clique = cp.asarray(base[0])
+                else:  # the query levels' cliques into their slices (the mezzanine levels are recomputed)
+                    clique = cp.empty(max(self.n_clique, 1), np.int64)
+                    b0 = np.asarray(base[0])
+                    for a, qa, n in plan.copy_slices:
+                        clique[a:a + n].set(b0[qa:qa + n])
                 tree = cp.asarray(base[1]) if keep_tree else cp.empty(1, self.tree_dtype)
             else:
                 clique = self.current[0].copy()
@@ -299,12 +329,28 @@ class GPUCustomizer:
                                                          np.int32(has), tcost))
         self.rounds.fill(0)
         smem = self.smem_items * 10  # distances + two frontier flags per vertex (vertices <= distances)
+        ext_cells = plan.ext_cells(cells_per_level) if partial else None
         for p, lv in enumerate(self.levels):
+            if lv is None:  # microinstructions
+                mi = self.micro
+                md = mi["dev"]
+                blocks = mi["all"] if not partial else cp.asarray(mi["prog"].blocks_of(ext_cells[p]))
+                nb = int(blocks.size)
+                if nb:
+                    self.k_micro((nb,), (mi["threads"],),
+                                 (blocks, md["b_arc_first"], md["ai_turn"], md["ai_pos"], md["b_lay_first"],
+                                  md["lay_word"], md["words"], md["b_wide"], md["b_scr"], md["b_out_first"], md["o_pos"],
+                                  md["o_dst"], np.int32(mi["prog"].a_bits), np.int32(mi["prog"].db_bits), tcost, clique,
+                                  mi["scratch"]), shared_mem=mi["smem"])
+                e = cp.cuda.Event()
+                e.record()
+                ev.append(e)
+                continue
             d = lv["dev"]
             E = lv["n_edges"]
             if E:
                 self.k_aggregate(((E + 255) // 256,), (256,), (np.int64(E), d["r_ref"], tcost, clique, self.ecost))
-            units = self.units(p, None if not partial else cells_per_level[p])
+            units = self.units(p, None if not partial else ext_cells[p])
             nu = int(units.size)
             if nu:
                 self.k_level((nu,), (self.threads,),
@@ -325,8 +371,9 @@ class GPUCustomizer:
 
         Returns
         -------
-        (clique int64 (C,), tree (TT,) or None (being filled until ``run["tree_wait"]()``), level_seconds list
-        of float, rounds list of int)
+        (clique int64 (C,) (the overlay's, query levels), tree (TT,) or None (being filled until
+        ``run["tree_wait"]()``), level_seconds list of float, rounds list of int (per plan level; 0 on a
+        microcode level))
         """
         cp = self.cp
         ev = run["events"]
@@ -349,7 +396,14 @@ class GPUCustomizer:
             run["tree_wait"] = wait
         ev[-1].synchronize()
         level_s = [cp.cuda.get_elapsed_time(ev[i], ev[i + 1]) / 1e3 for i in range(len(ev) - 1)]
-        clique = _to_host(cp, run["clique"][:self.n_clique])
+        if self.plan.identity:
+            clique = _to_host(cp, run["clique"][:self.n_clique])
+        else:
+            import cupyx
+
+            clique = cupyx.empty_pinned((self.n_query_clique,), np.int64)
+            for a, qa, n in self.plan.copy_slices:
+                run["clique"][a:a + n].get(out=clique[qa:qa + n])
         rounds = [int(x) for x in self.rounds.get()]
         return clique, tree, level_s, rounds
 

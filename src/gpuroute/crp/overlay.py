@@ -18,7 +18,6 @@ import time
 import numba
 import numpy as np
 
-from .. import config
 from ..backend import resolve_device
 from ..ch.query import id_array
 from ..graph.constants import INF
@@ -28,7 +27,7 @@ from ..partition import Partition
 from ..partition.multilevel import topology_fingerprint
 from ..query.p2p import PathResult
 from . import search
-from .customize import customize_level, unpack
+from .customize import CustomizationPlan, unpack
 from .metric import FORBIDDEN, RESTRICTED, Metric, TurnTable, decode_turn_costs
 from .topology import build_topology
 
@@ -124,7 +123,7 @@ class Overlay:
         The metric customized last (None before :meth:`customize`).
     """
 
-    def __init__(self, graph, partition, turns=None):
+    def __init__(self, graph, partition, turns=None, mezzanine=None):
         t0 = time.perf_counter()
         if not isinstance(partition, Partition):
             raise TypeError(f"partition must be a gpuroute.Partition, got {type(partition).__name__}")
@@ -137,11 +136,10 @@ class Overlay:
                               restricted)
         self._topo = topo
         self._qg = _query_graph(graph, self.turns, topo)
-        fl = topo["flat"]
-        self._tree_first = np.zeros(int(topo["cell_base"][-1]) + 1, np.int64)
-        if config.CRP_KEEP_TREES:
-            np.cumsum(np.diff(topo["ent_first"]) * np.diff(fl["vf"]), out=self._tree_first[1:])
-        self._tree_dtype = np.uint16 if fl["max_edges"] + 1 < np.iinfo(np.uint16).max else np.int32
+        # the levels customization runs (mezzanine levels, microinstructions) and the trees' layout
+        self._plan = CustomizationPlan(graph, partition, self.turns, topo, mezzanine)
+        self._tree_first = self._plan.tree_first.copy()
+        self._tree_dtype = self._plan.tree_dtype
         self.n_levels = partition.cells.shape[0]
         self.n_cells = topo["n_cells"]
         self._state = None
@@ -161,7 +159,7 @@ class Overlay:
 
     # ------------------------------------------------------------------------------------------ build
     @classmethod
-    def build(cls, graph, partition=None, *, turns=None, **partition_options):
+    def build(cls, graph, partition=None, *, turns=None, mezzanine=None, **partition_options):
         """The overlay topology of ``graph`` over a nested partition (metric-independent).
 
         Parameters
@@ -171,6 +169,9 @@ class Overlay:
             Default: ``Partition.build(graph, **partition_options)``.
         turns : TurnTable, optional
             Default: ``TurnTable.build(graph)`` (the graph's turn restrictions, U-turns, left/right).
+        mezzanine : None, dict, Partition or False
+            Mezzanine levels customization runs under the partition's levels
+            (:func:`gpuroute.crp.customize.resolve_mezzanine`): None = :data:`gpuroute.config.CRP_MEZZANINE`.
 
         Returns
         -------
@@ -184,7 +185,7 @@ class Overlay:
         """
         if partition is None:
             partition = Partition.build(graph, **partition_options)
-        return cls(graph, partition, turns)
+        return cls(graph, partition, turns, mezzanine)
 
     @property
     def partition_fingerprint(self) -> str:
@@ -202,20 +203,10 @@ class Overlay:
 
     # ------------------------------------------------------------------------------------ customization
     def _run_levels(self, turn_cost, clique, tree, cells_per_level):
-        topo = self._topo
-        cb = topo["cell_base"]
-        cq = topo["cq_first"]
-        times = []
-        for p, lg in enumerate(topo["levels"]):
-            cells = cells_per_level[p]
-            t0 = time.perf_counter()
-            if cells.size:
-                ent_first, ex_first = topo["level_first"][p]
-                customize_level(cells, lg.vert_first, lg.e_first, lg.e_to, lg.e_ref, ent_first, lg.ent_vert,
-                                ex_first, lg.ex_vert, cq[cb[p]:cb[p + 1] + 1], turn_cost, clique, clique,
-                                self._tree_first[cb[p]:cb[p + 1] + 1], tree)
-            times.append(time.perf_counter() - t0)
-        return times
+        """CPU customization through the level driver; returns (seconds per query level, per plan level)."""
+        plan = self._plan
+        times = plan.run_cpu(turn_cost, clique, tree, cells_per_level, self._tree_first)
+        return plan.query_seconds(times), times
 
     def _gpu(self):
         if self._gpu_cust is None:
@@ -267,7 +258,9 @@ class Overlay:
         dict
             ``seconds`` (total), ``level_seconds`` (per level, measured on the device for the GPU),
             ``decode_seconds``, ``device``; for the GPU also ``rounds`` (Bellman-Ford rounds of the
-            slowest unit, per level).
+            slowest unit, per level); ``plan``: the levels customization ran, mezzanine levels included
+            (:meth:`gpuroute.crp.customize.CustomizationPlan.describe` with ``seconds`` and, on the GPU,
+            ``rounds`` of each; a level's ``level_seconds`` include its mezzanine levels').
 
         Raises
         ------
@@ -292,17 +285,28 @@ class Overlay:
             total = time.perf_counter() - t0
             self._state = _State(met, arc, tcost, clique, tree, total, self._qg, run.get("tree_wait"))
             self._commit_gpu(run)
-            return {"seconds": total, "decode_seconds": t1 - t0, "level_seconds": level_s, "device": "gpu",
-                    "rounds": rounds, "host_seconds": run["host_seconds"]}
+            return {"seconds": total, "decode_seconds": t1 - t0, "level_seconds": self._plan.query_seconds(level_s),
+                    "device": "gpu", "rounds": [rounds[q] for q in self._plan.ext_of_query],
+                    "host_seconds": run["host_seconds"], "plan": self._plan_info(level_s, rounds)}
         tcost = np.ascontiguousarray(decode_turn_costs(met, self.turns), dtype=np.int64)
         t1 = time.perf_counter()
         clique = np.empty(int(self._topo["cq_first"][-1]), np.int64)
         tree = np.empty(int(self._tree_first[-1]), self._tree_dtype)
-        allcells = [np.arange(c, dtype=np.int64) for c in self.n_cells]
-        level_s = self._run_levels(tcost, clique, tree, allcells)
+        level_s, plan_s = self._run_levels(tcost, clique, tree, None)
         total = time.perf_counter() - t0
         self._state = _State(met, arc, tcost, clique, tree, total, self._qg)
-        return {"seconds": total, "decode_seconds": t1 - t0, "level_seconds": level_s, "device": "cpu"}
+        return {"seconds": total, "decode_seconds": t1 - t0, "level_seconds": level_s, "device": "cpu",
+                "plan": self._plan_info(plan_s)}
+
+    def _plan_info(self, seconds, rounds=None):
+        """The plan's levels (:meth:`gpuroute.crp.customize.CustomizationPlan.describe`) with their seconds
+        (and Bellman-Ford rounds on the GPU)."""
+        out = self._plan.describe()
+        for q, d in enumerate(out):
+            d["seconds"] = seconds[q]
+            if rounds is not None:
+                d["rounds"] = rounds[q]
+        return out
 
     def update(self, arc_ids, costs, *, device="auto"):
         """Apply new costs to some arcs (live traffic) and re-customize only the cells that hold them,
@@ -382,10 +386,11 @@ class Overlay:
         met = Metric(arc, old.turn_penalty, turn_cost=old.turn_cost, name=old.name, units=old.units)
         if dev == "gpu":
             _, clique, tree, level_s, _, run = self._run_gpu(met, arc, cells, st, decode=False)
+            level_s = self._plan.query_seconds(level_s)
         else:
             clique = st.clique.copy()
             tree = st.tree.copy()
-            level_s = self._run_levels(tcost, clique, tree, cells)
+            level_s, _ = self._run_levels(tcost, clique, tree, cells)
         total = time.perf_counter() - t0
         self._state = _State(met, arc, tcost, clique, tree, total, self._qg,
                              run.get("tree_wait") if dev == "gpu" else None)
@@ -522,6 +527,8 @@ class Overlay:
             "partition_method": self.partition.method,
             "partition_fingerprint": self.partition_fingerprint,
             "turns_fingerprint": _sha(self.turns.out_arc, self.turns.kind),
+            # the trees' layout (mezzanine levels and microinstructions change it): load drops other layouts
+            "tree_layout": _sha(self._tree_first),
             "metric": {"name": st.metric.name, "units": st.metric.units,
                        "fingerprint": _sha(st.arc_cost, st.turn_cost)},
             "files": {},
@@ -608,11 +615,24 @@ class Overlay:
             raise ValueError(f"{directory}: the graph's turns (restrictions) differ from the saved overlay's")
         if arrays["clique"].size != int(ov._topo["cq_first"][-1]) or arrays["turn_cost"].size != ov.turns.out_arc.size:
             raise ValueError(f"{directory}: clique or turn arrays do not match the rebuilt topology")
-        met = Metric.resolve(graph, arrays["arc_cost"].astype(np.int64), turns=ov.turns)
+        arc_cost = arrays["arc_cost"].astype(np.int64)
+        saved_tc = arrays["turn_cost"].astype(np.int64)
+        # the metric's turn part (type penalties or per-turn costs) is what the saved decoded costs hold
+        # beyond the out-arcs' costs: keep it as per-turn costs, so that a traffic update (on either
+        # device) decodes the same turns again
+        part = np.where(saved_tc == FORBIDDEN, FORBIDDEN,
+                        np.maximum(saved_tc - arc_cost[ov.turns.out_arc], 0)) if saved_tc.size else saved_tc
+        closed = (saved_tc == FORBIDDEN) & (ov.turns.kind != RESTRICTED)
+        if saved_tc.size and ((part > 0).any() or closed.any()):
+            met = Metric(arc_cost, turn_cost=part, name="custom")
+        else:
+            met = Metric.resolve(graph, arc_cost, turns=ov.turns)
         met.name = man.get("metric", {}).get("name") or met.name
         met.units = man.get("metric", {}).get("units") or met.units
         tree = arrays["tree"]
-        if tree.size != int(ov._tree_first[-1]) or tree.dtype != ov._tree_dtype:
+        layout = man.get("tree_layout")
+        if tree.size != int(ov._tree_first[-1]) or tree.dtype != ov._tree_dtype or \
+                (layout is not None and layout != _sha(ov._tree_first)):
             # saved with CRP_KEEP_TREES set otherwise: no trees (unpacking searches the cells)
             ov._tree_first = np.zeros_like(ov._tree_first)
             tree = np.zeros(0, ov._tree_dtype)
@@ -856,16 +876,17 @@ class OverlayQuery:
         every clique arc unpacked (:func:`gpuroute.crp.customize.unpack`)."""
         ov = self.overlay
         g = ov.graph
-        fl = ov._topo["flat"]
         if self._unp is None:
-            L = ov.n_levels
-            mv, me = fl["max_verts"] + 1, fl["max_edges"] + 1
+            mv, me, L = ov._plan.unpack_buffer_sizes()
+            mv, me = mv + 1, me + 1
             self._unp = (np.empty(mv, np.int64), np.empty(mv, np.int64), np.empty(me, np.int64),
                          np.empty(me, np.int64), np.empty((L + 1) * mv + g.n_arcs, np.int64),
                          np.empty(mv, np.int64), np.empty(g.n_arcs + 1, np.int64))
         dist, par, hk, hv, stack, tmp, outbuf = self._unp
-        topo = ov._topo
-        k = unpack(states, refs, ov.turns.out_arc, topo["cq_first"], topo["cell_base"], topo["ex_first"],
-                   topo["ex_arc"], fl["vf"], fl["vh"], fl["vx"], fl["ef"], fl["eto"], fl["eref"], st.turn_cost,
-                   st.clique, ov._tree_first, st.tree, dist, par, hk, hv, stack, tmp, outbuf)
+        # the customization's topology where it kept trees through mezzanine levels (the microcode cells'
+        # trees cached per query object), else the overlay's
+        if getattr(self, "_mc_cache", None) is None:
+            self._mc_cache = {}
+        refs, args = ov._plan.unpack_arrays(ov._tree_first, st.tree, st.clique, st.turn_cost, refs, self._mc_cache)
+        k = unpack(states, refs, ov.turns.out_arc, *args, dist, par, hk, hv, stack, tmp, outbuf)
         return outbuf[:k].astype(np.int32)

@@ -41,6 +41,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import logging
 import math
 import numbers
 import os
@@ -58,6 +59,8 @@ from ..io.store import manifest_integrity
 
 __all__ = ["Partition", "METHODS", "KAHIP_MODES", "FORMAT", "FORMAT_VERSION", "INERTIAL_FRACTION",
            "topology_fingerprint", "symmetric_adjacency"]
+
+log = logging.getLogger(__name__)
 
 #: Partitioners :meth:`Partition.build` knows.
 METHODS = ("kahip", "inertial")
@@ -200,6 +203,77 @@ def _kahip_split(kahip, a, bound, imbalance, seed, mode, stats):
     return out
 
 
+def _kahip_split_weighted(kahip, a, w, bound, imbalance, seed, mode, stats):
+    """Local index sets (sorted int64 arrays) of the pieces of the graph ``a`` (symmetric CSR) whose vertices
+    weigh ``w`` (int64, each at most ``bound``): every piece weighs at most ``bound``. kaffpa with vertex
+    weights; a block over the bound is cut again; where kaffpa leaves everything in one block, the
+    vertices are cut in index order by their cumulative weight."""
+    n = a.shape[0]
+    total = int(w.sum())
+    if total <= bound:
+        return [np.arange(n, dtype=np.int64)]
+    k = min(_kahip_blocks(total, bound, imbalance), n)
+    blocks = None
+    if a.nnz and k > 1:
+        _, blocks = kahip.kaffpa(w.astype(np.int32), a.indptr.astype(np.int32), a.data.astype(np.int32),
+                                 a.indices.astype(np.int32), int(k), float(imbalance), True, int(seed), int(mode))
+        blocks = np.asarray(blocks, dtype=np.int64)
+        stats["kaffpa_calls"] += 1
+    if blocks is None or np.unique(blocks).size == 1:
+        # greedy cut in index order: a piece closes before it would pass the bound
+        blocks = np.zeros(n, np.int64)
+        acc, b = 0, 0
+        for i in range(n):
+            if acc + int(w[i]) > bound:
+                b += 1
+                acc = 0
+            blocks[i] = b
+            acc += int(w[i])
+        return [np.flatnonzero(blocks == j) for j in range(b + 1)]
+    out = []
+    for j in range(int(blocks.max()) + 1):
+        idx = np.flatnonzero(blocks == j)
+        if idx.size == 0:
+            continue
+        if int(w[idx].sum()) > bound:
+            stats["resplits"] += 1
+            sub = _kahip_split_weighted(kahip, a[idx][:, idx], w[idx], bound, imbalance, seed, mode, stats)
+            out.extend(idx[p] for p in sub)
+        else:
+            out.append(idx)
+    return out
+
+
+def _check_mezzanine(mezzanine, cell_sizes):
+    """``mezzanine`` as a tuple (one per level) of strictly increasing size tuples, each between the sizes
+    of the levels around it; ValueError naming the level and size otherwise."""
+    if isinstance(mezzanine, (str, bytes)) or not isinstance(mezzanine, (Sequence, np.ndarray)):
+        raise ValueError(f"mezzanine must be a sequence (one entry per level) of sequences of cell sizes, got "
+                         f"{mezzanine!r}")
+    mz = list(mezzanine)
+    if len(mz) != len(cell_sizes):
+        raise ValueError(f"mezzanine has {len(mz)} entries, the partition {len(cell_sizes)} levels "
+                         f"(cell_sizes {tuple(cell_sizes)}): one entry per level, () for none")
+    out = []
+    for lvl, sizes in enumerate(mz):
+        if isinstance(sizes, (str, bytes)) or not isinstance(sizes, (Sequence, np.ndarray)):
+            raise ValueError(f"mezzanine[{lvl}] must be a sequence of cell sizes, got {sizes!r}")
+        sizes = list(sizes)
+        for s in sizes:
+            if isinstance(s, (bool, np.bool_)) or not isinstance(s, numbers.Integral):
+                raise ValueError(f"mezzanine[{lvl}] must hold ints, got {s!r}")
+        sizes = tuple(int(s) for s in sizes)
+        lo = cell_sizes[lvl - 1] if lvl else 1
+        for s in sizes:
+            if not lo < s < cell_sizes[lvl]:
+                raise ValueError(f"mezzanine[{lvl}] size {s}: must lie strictly between {lo} and "
+                                 f"{cell_sizes[lvl]} (the cell sizes of the levels around it)")
+        if any(b <= a for a, b in zip(sizes, sizes[1:], strict=False)):
+            raise ValueError(f"mezzanine[{lvl}] = {sizes}: sizes must be strictly increasing")
+        out.append(sizes)
+    return tuple(out)
+
+
 # --------------------------------------------------------------------------------------------- inertial
 def _planar_coords(graph):
     """Node coordinates as planar x/y: lon/lat degrees scaled by cos(mean latitude) (equirectangular)."""
@@ -310,6 +384,7 @@ class Partition:
         self.method = str(method)
         self.fingerprint = str(fingerprint)
         self.meta = dict(meta or {})
+        self._refined = {}  # refine()'s results by (mezzanine, seed, imbalance, mode)
 
     @staticmethod
     def _check_structure(cells):
@@ -466,6 +541,107 @@ class Partition:
         t = np.asarray(graph.tail, dtype=np.int64)
         h = np.asarray(graph.head, dtype=np.int64)
         return np.array([int(np.count_nonzero(row[t] != row[h])) for row in self.cells], dtype=np.int64)
+
+    def refine(self, graph, mezzanine, *, seed=0, imbalance=0.03, mode=None):
+        """This partition with **mezzanine levels** inserted: finer nested levels whose cliques only speed up
+        customization of the level above them (Delling, Kobitzsch, Werneck, Euro-Par 2014, sec. 3,
+        "mezzanine levels"; queries never see them).
+
+        A mezzanine level of size ``s`` under level ``l`` splits every cell of the level above it (level
+        ``l``, or a coarser mezzanine level under ``l``) into cells of at most ``s`` nodes that are unions of
+        level-``(l - 1)`` cells (of nodes for ``l = 0``): kaffpa on the quotient graph of those units,
+        weighted by their node counts (edge weights: the arcs between them). The result is memoised on
+        this object per argument set.
+
+        Parameters
+        ----------
+        graph : RoadGraph
+            The graph partitioned.
+        mezzanine : sequence of sequences of int, one per level
+            ``mezzanine[l]``: sizes of the levels inserted under level ``l``, strictly increasing, each
+            strictly between ``cell_sizes[l - 1]`` (1 for ``l = 0``) and ``cell_sizes[l]``; ``()`` for none.
+        seed : int
+            kaffpa's seed.
+        imbalance : float
+            kaffpa's allowed imbalance.
+        mode : {"fast", "eco", "strong"}, optional
+            kaffpa's preconfiguration; default :data:`gpuroute.config.CRP_MEZZANINE_KAHIP_MODE`.
+
+        Returns
+        -------
+        Partition
+            Every level of this partition (rows equal) and the mezzanine levels, finest first;
+            ``meta["query_levels"]`` lists the index of each of this partition's levels in it and
+            ``meta["refines"]`` the SHA-256 of this partition's cells.
+
+        Raises
+        ------
+        ValueError
+            Bad ``mezzanine`` (named: the level and the size), or another graph.
+        ImportError
+            Without the ``kahip`` package.
+        """
+        mz = _check_mezzanine(mezzanine, self.cell_sizes)
+        mode_name = str(config.CRP_MEZZANINE_KAHIP_MODE if mode is None else mode).lower()
+        if mode_name not in KAHIP_MODES:
+            raise ValueError(f"kaffpa mode {mode_name!r}; valid: {', '.join(map(repr, KAHIP_MODES))}")
+        key = (mz, int(seed), float(imbalance), mode_name)
+        memo = self._refined
+        if key in memo:
+            return memo[key]
+        self.check_graph(graph)
+        ext_rows, ext_sizes, query_levels = [], [], []
+        stats = {"kaffpa_calls": 0, "resplits": 0}
+        t0 = time.perf_counter()
+        n = self.n_nodes
+        if any(mz):
+            kahip = _import_kahip()
+            kmode = getattr(kahip, mode_name.upper())
+            big = symmetric_adjacency(graph)
+        rows_desc, sizes_desc = [], []
+        for lvl in range(self.n_levels - 1, -1, -1):
+            rows_desc.append(self.cells[lvl].astype(np.int64))
+            sizes_desc.append(self.cell_sizes[lvl])
+            query_levels.append(len(rows_desc) - 1)
+            if not mz[lvl]:
+                continue
+            # units: the cells of the query level below (nodes under level 0)
+            unit = self.cells[lvl - 1].astype(np.int64) if lvl else np.arange(n, dtype=np.int64)
+            n_units = int(unit.max()) + 1 if n else 0
+            s = sp.csr_matrix((np.ones(n, np.int64), (np.arange(n), unit)), shape=(n, n_units))
+            quot = (s.T @ big.astype(np.int64) @ s).tocsr()
+            quot.setdiag(0)
+            quot.eliminate_zeros()
+            quot.sort_indices()
+            weight = np.bincount(unit, minlength=n_units).astype(np.int64)
+            unit_parent = np.zeros(n_units, np.int64)
+            for size in sorted(mz[lvl], reverse=True):
+                unit_parent[unit] = rows_desc[-1]
+                order = np.argsort(unit_parent, kind="stable")
+                bounds = np.searchsorted(unit_parent[order], np.arange(int(unit_parent.max()) + 2))
+                new_of_unit = np.empty(n_units, np.int64)
+                nid = 0
+                for c in range(bounds.size - 1):
+                    us = order[bounds[c]:bounds[c + 1]]
+                    for piece in _kahip_split_weighted(kahip, quot[us][:, us], weight[us], size, imbalance, seed,
+                                                       kmode, stats):
+                        new_of_unit[us[piece]] = nid
+                        nid += 1
+                rows_desc.append(new_of_unit[unit])
+                sizes_desc.append(size)
+        nl = len(rows_desc)
+        ext_rows = rows_desc[::-1]
+        ext_sizes = sizes_desc[::-1]
+        query_levels = sorted(nl - 1 - q for q in query_levels)
+        cells = np.stack(ext_rows).astype(np.int32) if nl else np.zeros((0, n), np.int32)
+        meta = {"query_levels": query_levels, "refines": _sha256_bytes(self.cells), "mezzanine": [list(x) for x in mz],
+                "kahip_mode": mode_name, "seed": int(seed), "imbalance": float(imbalance),
+                "seconds": time.perf_counter() - t0, **stats, "n_arcs": self.meta.get("n_arcs", graph.n_arcs),
+                "graph": graph.name}
+        out = Partition(cells, ext_sizes, self.method + "+mezzanine", self.fingerprint, meta)
+        log.info("mezzanine levels %s: cells %s in %.1f s (kaffpa %s)", mz, out.n_cells, meta["seconds"], mode_name)
+        memo[key] = out
+        return out
 
     def __repr__(self):
         return (f"Partition(method={self.method!r}, n_nodes={self.n_nodes:,}, cell_sizes={self.cell_sizes}, "
