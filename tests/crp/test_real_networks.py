@@ -116,7 +116,7 @@ def test_chicago_tntp(fast_kahip):
 @pytest.mark.parametrize("name", ["andorra.osm.pbf", "Helsinki.osm.pbf"])
 def test_osm_extracts_with_restrictions(fast_kahip, name):
     path = shared_data("osm", name)
-    g = gpuroute.load_osm(path, progress=False)
+    g = gpuroute.load_osm(path, profile="car-basic", progress=False)
     ov = Overlay.build(g, Partition.build(g, cell_sizes=(64, 512, 4096)))
     rng = np.random.default_rng(4)
     src = rng.integers(0, g.n_nodes, 3)

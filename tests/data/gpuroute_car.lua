@@ -37,7 +37,7 @@ function setup()
       use_turn_restrictions         = false,
       left_hand_driving             = false,
     },
-    -- BEGIN generated from gpuroute.io.osm.PROFILES["car"]
+    -- BEGIN generated from gpuroute.io.osm.PROFILES["car-basic"]
     highway_speeds = {
       ["motorway"] = 90,
       ["motorway_link"] = 45,

@@ -276,18 +276,18 @@ def test_build_refuses_a_pbf_without_car_roads(tmp_path, capsys):
     what was missing, and nothing written."""
     pbf = _pbf(tmp_path / "paths.osm.pbf", GRID_NODES, _grid_ways({"highway": "footway"}))
     out = tmp_path / "paths.ds"
-    assert main(["build", str(pbf), "-o", str(out)]) == 2
+    assert main(["build", str(pbf), "-o", str(out), "--profile", "car-basic"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("gpuroute build: error: ") and str(pbf) in err[-1]
     assert all(STAGE_LINE.match(ln) for ln in err[:-1]), err  # one error line, after the stage that ran
-    assert "no way the 'car' profile may use (10 highway=* ways, 0 routable)" in err[-1]
+    assert "no way the 'car-basic' profile may use (10 highway=* ways, 0 routable)" in err[-1]
     assert not out.exists() and sorted(os.listdir(tmp_path)) == ["paths.osm.pbf"]  # nothing half-written
     # no highway at all, and a way whose every node is missing from the file
     pbf = _pbf(tmp_path / "cut.osm.pbf", {1: (7.0, 43.0)}, [(1, [11, 12, 13], {"highway": "primary"}),
                                                             (2, [1], {"building": "yes"})])
     with pytest.raises(ValueError, match=r"cut\.osm\.pbf: nothing to route on: .*1 routable, 1 of them with nodes "
                                          r"missing from the file"):
-        build_dataset(str(pbf), tmp_path / "cut.ds")
+        build_dataset(str(pbf), tmp_path / "cut.ds", profile="car-basic")
     assert not (tmp_path / "cut.ds").exists()
 
 
@@ -299,17 +299,17 @@ def test_ways_with_missing_nodes_are_counted_and_reported(tmp_path, capsys):
     ways = _grid_ways({"highway": "residential"}) + [(300, [25, 99, 98], {"highway": "residential"}),
                                                      (301, [1, 97], {"highway": "service"})]
     pbf = _pbf(tmp_path / "cut.osm.pbf", GRID_NODES, ways)
-    g = load_osm(pbf, progress=False)
+    g = load_osm(pbf, profile="car-basic", progress=False)
     assert g.meta["ways_missing_nodes"] == 2 and g.meta["nodes_missing_location"] == 3
     assert g.meta["segments_missing_location"] == 3  # 25-99, 99-98, 1-97
     assert g.meta["routable_ways"] == 12
     out = tmp_path / "cut.ds"
-    assert main(["build", str(pbf), "-o", str(out), "--cell-sizes", "8", "--json"]) == 0
+    assert main(["build", str(pbf), "-o", str(out), "--cell-sizes", "8", "--json", "--profile", "car-basic"]) == 0
     cap = capsys.readouterr()
     s = json.loads(cap.out)
     assert s["graph"]["ways_missing_nodes"] == 2 and s["graph"]["segments_missing_location"] == 3
     assert re.search(r"warning: 2 routable ways of .*cut\.osm\.pbf have nodes missing from the file", cap.err)
-    assert main(["build", str(pbf), "-o", str(out), "--cell-sizes", "8"]) == 0
+    assert main(["build", str(pbf), "-o", str(out), "--cell-sizes", "8", "--profile", "car-basic"]) == 0
     assert re.search(r"^incomplete\s+2 ways with nodes missing from the file \(3 segments dropped\)$",
                      capsys.readouterr().out, re.M)
 
@@ -318,5 +318,14 @@ def test_engine_open_refuses_a_pbf_without_car_roads(tmp_path):
     """``gpuroute serve`` of such a file (Engine.open): the same message, naming the file (before: "graph 'p'
     has no segment to snap to")."""
     pbf = _pbf(tmp_path / "p.osm.pbf", GRID_NODES, _grid_ways({"highway": "cycleway"}))
-    with pytest.raises(ValueError, match=r"p\.osm\.pbf: nothing to route on: no way the 'car' profile may use"):
-        Engine.open(str(pbf))
+    with pytest.raises(ValueError, match=r"p\.osm\.pbf: nothing to route on: no way the 'car-basic' profile may use"):
+        Engine.open(str(pbf), profile="car-basic")
+
+
+def test_a_profile_for_a_built_graph_is_refused(tmp_path, dataset):
+    """A profile applies to OpenStreetMap files: given with another source it is refused, not ignored."""
+    with pytest.raises(ValueError, match="'ny' is not OpenStreetMap; profile 'car' needs an OSM file"):
+        build_dataset("ny", tmp_path / "x", profile="car")
+    with pytest.raises(ValueError, match="applies to OpenStreetMap files"):
+        Engine.open(load_dataset(dataset).graph, profile="car")
+    assert not (tmp_path / "x").exists()

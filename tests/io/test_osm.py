@@ -70,7 +70,9 @@ def test_car_way_speeds(tags, fwd, bwd):
 
 
 def test_profiles_registry():
-    assert PROFILES["car"] is CAR
+    """The native profile is car-basic; car/bicycle/foot are OSRM's Lua profiles (tests/io/test_lua_extract.py)."""
+    assert PROFILES["car-basic"] is CAR and CAR.name == "car-basic"
+    assert "car" not in PROFILES
     with pytest.raises(KeyError, match="known profiles"):
         load_osm(MONACO, profile="hovercraft", progress=False)
 
@@ -124,7 +126,7 @@ def tiny_osm(tmp_path):
 
 
 def test_tiny_extract(tiny_osm):
-    g = load_osm(tiny_osm, progress=False)
+    g = load_osm(tiny_osm, profile="car-basic", progress=False)
     ids = g.node_ids.tolist()
     assert ids == [1, 2, 3, 4, 5, 6, 7]  # 8 and 9 only sit on dropped segments / non-car ways
     assert g.weight_names == ["travel_time", "distance"]
@@ -147,18 +149,18 @@ def test_tiny_extract(tiny_osm):
     assert arcs[(5, 6)] == (tt(30 * 1.609344 * 0.8), d)
     assert g.meta["segments_missing_location"] == 2
     assert g.meta["parallel_arcs_dropped"] == 1
-    assert g.meta["profile"] == "car"
+    assert g.meta["profile"] == "car-basic"
     assert g.name == "tiny"
 
 
 def test_missing_and_corrupt_files(tmp_path):
     with pytest.raises(FileNotFoundError):
-        load_osm(str(tmp_path / "absent.osm.pbf"), progress=False)
+        load_osm(str(tmp_path / "absent.osm.pbf"), profile="car-basic", progress=False)
     data = open(MONACO, "rb").read()
     cut = tmp_path / "cut.osm.pbf"
     cut.write_bytes(data[: len(data) // 3])
     with pytest.raises(ParseError, match="cannot read OSM file") as ei:
-        load_osm(str(cut), progress=False)
+        load_osm(str(cut), profile="car-basic", progress=False)
     assert ei.value.path == str(cut)
 
 
@@ -172,14 +174,14 @@ def test_haversine_uses_the_mean_earth_radius(tmp_path):
     assert EARTH_RADIUS_M == geo.EARTH_RADIUS_M == 6371008.8
     assert osm_mod.haversine_m is geo.haversine_m  # the one haversine, not a copy
     p = write_osm(tmp_path / "long.osm", [node(1, 43.7, 7.4), node(2, 43.8, 7.4), way(10, [1, 2], highway="primary")])
-    g = load_osm(p, progress=False)
+    g = load_osm(p, profile="car-basic", progress=False)
     exact = 6371008.8 * np.radians(0.1)  # due north: the arc of a meridian
     assert g.arc_attrs["length_m"] == pytest.approx([exact, exact], rel=1e-12)
     assert g.weight("distance").tolist() == [round(exact)] * 2 == [11120, 11120]
 
 
 def test_arc_attributes(tiny_osm):
-    g = load_osm(tiny_osm, progress=False)
+    g = load_osm(tiny_osm, profile="car-basic", progress=False)
     ids = g.node_ids
     assert set(g.arc_attrs) == {"way_id", "road_class", "speed_kmh", "length_m"}
     assert g.arc_attrs["way_id"].dtype == np.int64 and g.arc_attrs["road_class"].dtype == np.int8
@@ -212,7 +214,7 @@ def test_parallel_ways_keep_one_real_arc(tmp_path):
              way(302, [11, 12], highway="residential"),
              relation(400, [("w", 300, "from"), ("n", 11, "via"), ("w", 302, "to")],
                       {"type": "restriction", "restriction": "no_left_turn"})]
-    g = load_osm(write_osm(tmp_path / "par.osm", items), progress=False)
+    g = load_osm(write_osm(tmp_path / "par.osm", items), profile="car-basic", progress=False)
     ids = g.node_ids.tolist()
     assert g.meta["parallel_arcs_dropped"] == 2  # one per direction
     length = g.arc_attrs["length_m"]
@@ -324,7 +326,7 @@ def turn_triples(g):
 
 
 def test_turn_restrictions_from_relations(grid_osm):
-    g = load_osm(grid_osm, progress=False)
+    g = load_osm(grid_osm, profile="car-basic", progress=False)
     assert turn_triples(g) == {
         (4, 5, 2, NO), (2, 5, 8, ONLY), (5, 8, 5, NO), (6, 5, 8, ONLY), (1, 2, 5, NO), (3, 2, 5, NO),
         (7, 8, 9, ONLY), (9, 8, 7, ONLY), (6, 5, 4, NO), (2, 5, 4, NO), (4, 5, 6, NO), (4, 5, 8, NO)}
@@ -343,7 +345,7 @@ def test_turn_restrictions_from_relations(grid_osm):
 
 
 def test_no_restrictions_gives_empty_turns(tiny_osm):
-    g = load_osm(tiny_osm, progress=False)
+    g = load_osm(tiny_osm, profile="car-basic", progress=False)
     assert g.turns is not None and len(g.turns) == 0
     assert g.turns.meta["relations"] == 0 and g.turns.counts() == {"no": 0, "only": 0}
 
@@ -358,7 +360,7 @@ def _speeds_kmh(g, min_m):
 
 @pytest.fixture(scope="module")
 def monaco():
-    return load_osm(MONACO, progress=False)
+    return load_osm(MONACO, profile="car-basic", progress=False)
 
 
 def test_monaco_counts_and_weights(monaco):
@@ -407,7 +409,7 @@ def test_monaco_oneways_respected(monaco):
 
 
 def test_andorra():
-    g = load_osm(shared_data("osm", "andorra.osm.pbf"), progress=False)
+    g = load_osm(shared_data("osm", "andorra.osm.pbf"), profile="car-basic", progress=False)
     assert g.name == "andorra"
     assert 8_000 < g.n_nodes < 38_556
     assert g.n_arcs <= 2 * 38_991
@@ -502,7 +504,7 @@ def restrictions_oracle(path):
 def test_restrictions_on_real_extracts(name):
     path = MONACO if name == "monaco" else str(shared_data("osm", SHARED_EXTRACTS[name]))
     t0 = time.perf_counter()
-    g = load_osm(path, progress=False)
+    g = load_osm(path, profile="car-basic", progress=False)
     seconds = time.perf_counter() - t0
     want, counts = restrictions_oracle(path)
     got = turn_triples(g)  # also checks head[in] == tail[out] for every pair

@@ -1,5 +1,5 @@
 """Differential test against real OSRM (issue 12): ``osrm-extract`` with a Lua profile equal to gpuroute's
-car profile (``tests/data/gpuroute_car.lua``), ``osrm-contract``, then ``osrm-routed --algorithm ch`` on
+native ``car-basic`` profile (``tests/data/gpuroute_car.lua``), ``osrm-contract``, then ``osrm-routed --algorithm ch`` on
 loopback, on Monaco (shipped) and Andorra (shared data); 1,000 random routes per extract and a 25 x 25
 table are asked of both osrm-routed (HTTP) and :class:`gpuroute.engine.Engine` and must agree.
 
@@ -32,8 +32,9 @@ How the two still differ, and the tolerance that follows:
 * **Near-ties.** Where two paths cost almost the same, the length difference can make each engine pick
   another one (both within the tolerance); the share of pairs whose node sequences differ is printed.
 * **Profile.** The Lua profile mirrors :meth:`gpuroute.io.osm.Profile.way_speeds` (its data block is
-  generated from ``PROFILES["car"]`` and checked here). Against OSRM's default ``car.lua`` gpuroute's car
-  profile differs by: no turn penalties (car.lua: sigmoid up to 7.5 s, +2 s across oncoming traffic),
+  generated from ``PROFILES["car-basic"]`` and checked here). Against OSRM's default ``car.lua`` gpuroute's
+  ``car-basic`` profile differs by (OSRM's own car.lua, run unchanged, is the test beside this one,
+  test_osrm_differential_profile.py): no turn penalties (car.lua: sigmoid up to 7.5 s, +2 s across oncoming traffic),
   no U-turn penalty (20 s), no traffic-signal/stop/give-way penalties, no barriers, no ferries/movable
   bridges, no surface/tracktype/smoothness speeds, no width/height/length/weight limits, no side-road
   (x0.8), lane-marking or priority penalties, no ``routability`` weight (car.lua penalises
@@ -96,7 +97,7 @@ def _lua_value(v):
     return json.dumps(v)
 
 
-def lua_data_block(profile=PROFILES["car"]):
+def lua_data_block(profile=PROFILES["car-basic"]):
     """The generated part of the Lua profile: the data of :class:`gpuroute.io.osm.Profile` as Lua tables."""
     from gpuroute.io.osm import _MPH
 
@@ -133,7 +134,7 @@ def test_lua_profile_matches_python_profile():
     found = _BLOCK_RE.search(LUA.read_text())
     assert found, f"{LUA}: no generated block"
     assert found.group(0) == lua_data_block(), (
-        f"{LUA} is out of date with gpuroute.io.osm.PROFILES['car']; regenerate it: "
+        f"{LUA} is out of date with gpuroute.io.osm.PROFILES['car-basic']; regenerate it: "
         ".venv/bin/python tests/server/test_osrm_differential.py --write-lua")
 
 
@@ -236,7 +237,7 @@ def pair(request, osrm_bin, tmp_path_factory):
     _run([osrm_bin / "osrm-extract", "-p", LUA, "-t", "2", src], work)
     base = work / f"{name}.osrm"
     _run([osrm_bin / "osrm-contract", "-t", "2", base], work)
-    eng = Engine.open(pbf)
+    eng = Engine.open(pbf, profile="car-basic")
     server = OSRMRouted(osrm_bin, base)
     try:
         yield name, eng, server

@@ -5,10 +5,17 @@ and customize (the overlay for the same weight, no turn penalties) -- written at
 :meth:`gpuroute.engine.Engine.open`. One stderr line per stage start and end with its time (as OSRM logs
 its stages) and one naming the routing weight; a summary on stdout (or ``--json``).
 
-The routing weight is ``--weight``, else ``travel_time`` when the graph has it, else its first weight
-(``distance`` on ``ny``: routes then report no duration; ``ny-time`` has the travel times). A source
-with nothing to route on (an OSM extract without a way the profile may use) is refused with exit code 2
-and nothing written."""
+``--profile`` reads an OSM extract with OSRM's ``car`` (default), ``bicycle`` or ``foot`` Lua profile, any
+OSRM ``.lua`` profile file, or gpuroute's native ``car-basic`` (:func:`gpuroute.io.load_osm`). A profile
+that does not parse or raises is reported with its file and line, an unsupported profile API by name,
+and nothing is written.
+
+The routing weight is ``--weight``, else the profile's weight for a Lua profile (car.lua's
+``routability``: the overlay is customized with its arc and turn weights, routes report OSRM's
+``weight``, ``weight_name`` and ``duration`` with turn durations), else ``travel_time`` when the graph has
+it, else its first weight (``distance`` on ``ny``: routes then report no duration; ``ny-time`` has the
+travel times). A source with nothing to route on (an OSM extract without a way the profile may use) is
+refused with exit code 2 and nothing written."""
 from __future__ import annotations
 
 import json
@@ -82,16 +89,20 @@ def add_parser(sub, common):
     c = sub.add_parser("build", parents=[common], help="build a dataset directory: every stage, for gpuroute serve",
                        description="Run every stage (import, contract, partition, customize) into one dataset "
                                    "directory with a manifest, written atomically; gpuroute serve DIR loads it "
-                                   "without building. The hierarchy and the overlay use one routing weight (no "
-                                   "turn penalties), so they agree until traffic is applied (POST /customize).")
+                                   "without building. The hierarchy and the overlay use one routing weight; a "
+                                   "Lua profile's turn costs go into the overlay (routes pay them).")
     c.add_argument("graph", nargs="?", default=DEFAULT_GRAPH, metavar="GRAPH",
                    help=f"a shipped name, an OSM extract or another graph file (default {DEFAULT_GRAPH})")
     c.add_argument("-o", "--output", required=True, metavar="DIR",
                    help="dataset directory (new, empty, or a dataset directory to replace)")
-    c.add_argument("--profile", default="car", help="routing profile of an OSM extract (default car)")
+    c.add_argument("--profile", default=None, metavar="car|bicycle|foot|car-basic|FILE.lua",
+                   help="routing profile of an OSM extract: OSRM's car (default), bicycle or foot Lua profile, an "
+                        "OSRM .lua profile file, or gpuroute's native car-basic; a shipped name (monaco) with a "
+                        "profile reads its OSM file with it")
     c.add_argument("--weight", metavar="NAME", default=None,
-                   help="the routing weight (default: travel_time when the graph has it, else its first weight, "
-                        "e.g. distance on ny; ny-time has travel times)")
+                   help="the routing weight (default: the profile's weight for a Lua profile, else travel_time "
+                        "when the graph has it, else its first weight, e.g. distance on ny; ny-time has travel "
+                        "times)")
     c.add_argument("--cell-sizes", type=parse_cell_sizes, default=None, metavar="U0,U1,...",
                    help="largest cell size per partition level, finest first (default 256,4096,65536, the "
                         "levels smaller than the graph)")

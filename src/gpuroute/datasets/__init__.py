@@ -19,7 +19,7 @@ DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 DATASETS = {
     "ny": ("dimacs", "USA-road-d.NY.gr.gz", "USA-road-d.NY: New York City, distance (DIMACS 9, TIGER/Line)"),
     "ny-time": ("dimacs", "USA-road-t.NY.gr.gz", "USA-road-t.NY: New York City, travel time (DIMACS 9)"),
-    "monaco": ("osm", "monaco.osm.pbf", "Monaco OpenStreetMap extract (2016-03-05), car profile, ODbL"),
+    "monaco": ("osm", "monaco.osm.pbf", "Monaco OpenStreetMap extract (2016-03-05), car-basic profile, ODbL"),
 }
 
 
@@ -47,7 +47,9 @@ def load(name):
     RoadGraph
         ``ny``: 264,346 nodes, 730,100 arcs after dropping 3,746 parallel arcs, weight ``distance`` in
         DIMACS units (~0.1 m), lon/lat coordinates. ``ny-time``: same network, weight ``travel_time``
-        (DIMACS time units). ``monaco``: OSM car profile, ``distance`` (m) and ``travel_time`` (ds).
+        (DIMACS time units). ``monaco``: OSM, gpuroute's native ``car-basic`` profile, ``travel_time`` (ds)
+        and ``distance`` (m); for OSRM's car.lua read the file with ``load_osm(path_of("monaco"),
+        profile="car")``.
 
     Raises
     ------
@@ -63,7 +65,7 @@ def load(name):
     else:
         from ..io.osm import load_osm
 
-        g = load_osm(path)
+        g = load_osm(path, profile="car-basic")
     g.name = name
     return g
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "METRIC", "WEIGHT", "DatasetError", "Dataset", "build_dataset",
            "load_dataset", "is_dataset", "read_manifest", "open_source", "routing_weight", "metric_name",
-           "check_routable"]
+           "check_routable", "profile_metric"]
 
 FORMAT = "gpuroute-dataset"
 FORMAT_VERSION = 1
@@ -95,7 +95,7 @@ class Dataset:
     ch: object
     overlay: object
     manifest: dict
-    profile: str = "car"
+    profile: str = "car-basic"
     seconds: dict = field(default_factory=dict)
 
 
@@ -160,31 +160,91 @@ def read_manifest(directory):
     return m
 
 
-def open_source(spec, profile="car"):
-    """The graph a build starts from: a RoadGraph as it is, a shipped dataset name (car graphs), an OSM
-    extract read with ``profile``, or any other graph file or saved graph (:func:`gpuroute.open_graph`).
+def open_source(spec, profile=None):
+    """The graph a build starts from: a RoadGraph as it is, a shipped dataset name, an OSM extract read
+    with ``profile``, or any other graph file or saved graph (:func:`gpuroute.open_graph`).
+
+    Parameters
+    ----------
+    spec : str, path-like or RoadGraph
+    profile : str, path-like or None
+        For an OSM extract: ``"car"`` (default; OSRM's car.lua), ``"bicycle"``, ``"foot"``, a ``.lua``
+        path, or ``"car-basic"`` (see :func:`gpuroute.io.load_osm`). For a shipped OSM dataset name
+        (``"monaco"``): None gives the shipped graph (``car-basic``), a profile reads its OSM file with it.
 
     Raises
     ------
     FileNotFoundError
         Neither a file, a directory nor a dataset name.
     ValueError
-        A shipped dataset with another profile than ``"car"``.
+        A profile for a source that is not OpenStreetMap (a DIMACS graph, a saved graph, a RoadGraph).
     """
     from .. import datasets
     from ..graph.road_graph import RoadGraph
+    from ..io.osm import load_osm
     from ..opener import open_graph
 
     if isinstance(spec, RoadGraph):
+        if profile is not None:
+            raise ValueError(f"profile {profile!r} applies to OpenStreetMap files; graph {spec.name!r} is already "
+                             "built")
         return spec
     path = os.fspath(spec)
     if not os.path.exists(path) and path in datasets.names():
-        if profile != "car":
-            raise ValueError(f"shipped dataset {path!r} is a car graph; profile {profile!r} needs an OSM file")
-        return open_graph(path)
+        if profile is None:
+            return open_graph(path)
+        if datasets.DATASETS[path][0] != "osm":
+            raise ValueError(f"shipped dataset {path!r} is not OpenStreetMap; profile {profile!r} needs an OSM file")
+        g = load_osm(datasets.path_of(path), profile=profile, progress=False)
+        g.name = path
+        return g
     if path.lower().endswith(OSM_ENDINGS):
-        return open_graph(path, profile=profile)
+        return open_graph(path, profile="car" if profile is None else profile)
+    if profile is not None:
+        raise ValueError(f"{path}: profile {profile!r} applies to OpenStreetMap files (.osm.pbf, .osm, ...), "
+                         "not to this graph")
     return open_graph(path)
+
+
+def profile_metric(graph, which="weight", *, turns=None):
+    """The overlay metric of a graph extracted with a Lua profile: arc costs and per-turn costs.
+
+    Parameters
+    ----------
+    graph : RoadGraph
+        With ``turn_costs`` (:func:`gpuroute.io.load_osm` with a Lua profile).
+    which : {"weight", "duration"}
+        ``"weight"``: the profile's weight (``graph.weights["weight"]`` + ``turn_costs.weight``, named after
+        ``weight_name``, e.g. ``"routability"``); ``"duration"``: travel times in deciseconds + turn
+        durations (named ``"duration"``).
+    turns : TurnTable, optional
+        Checked against the costs' length when given.
+
+    Returns
+    -------
+    Metric
+
+    Raises
+    ------
+    ValueError
+        A graph without turn costs, or an unknown ``which``.
+    """
+    from ..crp.metric import Metric
+
+    tc = getattr(graph, "turn_costs", None)
+    if tc is None:
+        raise ValueError(f"graph {graph.name!r} has no turn costs (extract it with a Lua profile)")
+    if which == "weight":
+        arc, tcost = graph.weight("weight"), tc.weight
+        name = str(tc.meta.get("weight_name") or graph.meta.get("weight_name") or "weight")
+        units = graph.units["weight"].symbol
+    elif which == "duration":
+        arc, tcost, name, units = graph.weight("travel_time"), tc.duration, "duration", "ds"
+    else:
+        raise ValueError(f"which must be 'weight' or 'duration', got {which!r}")
+    if turns is not None and turns.n_turns != len(tc):
+        raise ValueError(f"graph {graph.name!r}: {len(tc)} turn costs for {turns.n_turns} turns")
+    return Metric(arc, turn_cost=tcost, name=name, units=units)
 
 
 def routing_weight(graph, weight=None):
@@ -194,8 +254,9 @@ def routing_weight(graph, weight=None):
     ----------
     graph : RoadGraph
     weight : str, optional
-        Asked for; default: ``travel_time`` when the graph has it (OSRM's car profile routes by
-        duration), else the graph's first weight (``distance`` on a DIMACS ``-d`` graph such as ``ny``,
+        Asked for; default: ``weight`` for a graph extracted with a Lua profile (the profile's
+        ``weight_name``, e.g. car.lua's ``routability``, with its turn costs), else ``travel_time`` when
+        the graph has it, else the graph's first weight (``distance`` on a DIMACS ``-d`` graph such as ``ny``,
         ``free_flow_time`` on a TNTP network).
 
     Returns
@@ -208,6 +269,8 @@ def routing_weight(graph, weight=None):
         ``weight`` is not a weight of the graph (the message lists those it has), or the graph has none.
     """
     if weight is None:
+        if getattr(graph, "turn_costs", None) is not None and "weight" in graph.weights:
+            return "weight"  # a Lua profile's graph: its weight_name (e.g. routability), turn costs with it
         if WEIGHT in graph.weights:
             return WEIGHT
         if not graph.weight_names:
@@ -218,14 +281,20 @@ def routing_weight(graph, weight=None):
     return weight
 
 
-def metric_name(weight):
+def metric_name(weight, graph=None):
     """The name of the overlay metric a dataset customizes for ``weight``: ``"time"`` for
-    ``travel_time`` (as :meth:`gpuroute.crp.Metric.resolve` names it), else the weight's name."""
+    ``travel_time`` (as :meth:`gpuroute.crp.Metric.resolve` names it), the profile's ``weight_name`` for
+    the ``weight`` of a graph with turn costs, else the weight's name."""
+    if graph is not None and getattr(graph, "turn_costs", None) is not None and weight == "weight":
+        return str(graph.turn_costs.meta.get("weight_name") or graph.meta.get("weight_name") or "weight")
     return METRIC if weight == WEIGHT else str(weight)
 
 
 def _metric_of(graph, weight):
-    """The overlay metric of ``weight``: the named ``"time"`` for ``travel_time``, else its arc costs."""
+    """The overlay metric of ``weight``: the profile's metric (arc and turn costs) for the ``weight`` of
+    a graph with turn costs, the named ``"time"`` for ``travel_time``, else its arc costs."""
+    if getattr(graph, "turn_costs", None) is not None and weight in ("weight", "travel_time"):
+        return profile_metric(graph, "weight" if weight == "weight" else "duration")
     if weight == WEIGHT:
         return METRIC
     from ..crp.metric import Metric
@@ -271,7 +340,7 @@ def _check_target(directory):
                               f"{MANIFEST}); not replacing it")
 
 
-def build_dataset(source, directory, *, profile="car", weight=None, cell_sizes=None, method=None, seed=0,
+def build_dataset(source, directory, *, profile=None, weight=None, cell_sizes=None, method=None, seed=0,
                   progress=None):
     """Run every stage -- import, contract, partition, customize -- into one dataset directory.
 
@@ -281,8 +350,11 @@ def build_dataset(source, directory, *, profile="car", weight=None, cell_sizes=N
         See :func:`open_source`. The graph needs lon/lat coordinates and at least one arc.
     directory : str or path-like
         New, empty, or a dataset directory (replaced only when the build succeeds).
-    profile : str
-        Routing profile of an OSM extract (recorded in the manifest; the engine reports it).
+    profile : str, path-like or None
+        Routing profile of an OSM extract (see :func:`open_source`; recorded in the manifest, the engine
+        reports it): OSRM's ``car`` (default), ``bicycle``, ``foot``, a ``.lua`` file, or ``car-basic``.
+        A graph extracted with a Lua profile routes by the profile's weight with its turn costs: the
+        overlay is customized with them (turn-aware routes), the hierarchy has the arc weights only.
     weight : str, optional
         The routing weight (the hierarchy's and the overlay's); default :func:`routing_weight`:
         ``travel_time`` when the graph has it, else its first weight.
@@ -338,7 +410,9 @@ def build_dataset(source, directory, *, profile="car", weight=None, cell_sizes=N
     except ValueError as e:
         raise ValueError(f"{e}; no dataset written") from None
     weight = routing_weight(g, weight)  # KeyError naming the weights there are
-    metric = metric_name(weight)
+    metric = metric_name(weight, g)
+    prof_name = str(g.meta.get("profile") or profile or "car-basic") if g.meta.get("format") == "osm" else \
+        (None if profile is None else str(profile))
     secs["import"] = time.perf_counter() - t0
     say("import", secs["import"])
     if cell_sizes is None:
@@ -375,7 +449,7 @@ def build_dataset(source, directory, *, profile="car", weight=None, cell_sizes=N
         pman = _read_json(os.path.join(tmp, "partition", MANIFEST)) or {}
         manifest = {
             "format": FORMAT, "version": FORMAT_VERSION, "created": _now(),
-            "source": spec, "profile": str(profile), "metric": metric, "weight": weight,
+            "source": spec, "profile": prof_name, "metric": metric, "weight": weight,
             "parts": {
                 "graph": {"directory": "graph", "what": PARTS["graph"], "name": g.name,
                           "nodes": int(g.n_nodes), "arcs": int(g.n_arcs), "fingerprint": g.fingerprint()},
@@ -466,4 +540,4 @@ def load_dataset(directory):
         raise DatasetError(f"{directory}: overlay/ was not customized from partition/ (cells differ)")
     ov = Overlay.load(os.path.join(directory, parts["overlay"]["directory"]), graph=g)
     secs["overlay"] = time.perf_counter() - t0
-    return Dataset(directory, g, ch, ov, man, profile=str(man.get("profile") or "car"), seconds=secs)
+    return Dataset(directory, g, ch, ov, man, profile=str(man.get("profile") or "car-basic"), seconds=secs)

@@ -161,6 +161,16 @@ class Engine:
             tw = next((k for k in g.weight_names if g.units[k].quantity == "time" and g.units[k].scale), None)
             self._dur = None if tw is None else g.weight(tw).astype(np.float64) * float(g.units[tw].scale)
         self.has_durations = self._dur is not None
+        # per-turn costs of a graph extracted with a Lua profile (added to the legs' duration and weight)
+        self._tc = getattr(g, "turn_costs", None)
+        self.weight_name = self.weight
+        if self._tc is not None:
+            from ..graph.turn_costs import turn_arrays
+
+            self._t_first = turn_arrays(g.first_out, g.head)[0]
+            self._fo = g.first_out.astype(np.int64)
+            if self.weight == "weight":
+                self.weight_name = str(self._tc.meta.get("weight_name") or g.meta.get("weight_name") or "weight")
         # durations are the routing weight itself (then tables need no path unpacking)
         self._dur_is_weight = self._w_is_time and (self.weight == "travel_time" or "travel_time" not in g.weights)
         if "length_m" in g.arc_attrs:
@@ -194,7 +204,7 @@ class Engine:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def open(cls, spec, *, profile="car", weight=None):
+    def open(cls, spec, *, profile=None, weight=None):
         """Load a dataset directory, or load a graph, contract it for ``weight`` and index its segments.
 
         Parameters
@@ -205,9 +215,12 @@ class Engine:
             overlay), a shipped dataset name (``"monaco"``), an OSM extract (``.osm.pbf``, read with
             ``profile``), another graph file or a saved graph directory (:func:`gpuroute.open_graph`),
             or a RoadGraph.
-        profile : str
-            Routing profile of an OSM file (``"car"``); the shipped OSM datasets are car graphs. A
-            dataset directory reports the profile it was built with.
+        profile : str, path-like or None
+            Routing profile of an OSM file: ``"car"`` (default; OSRM's car.lua through the Lua runtime),
+            ``"bicycle"``, ``"foot"``, a ``.lua`` file, or ``"car-basic"`` (gpuroute's native profile); see
+            :func:`gpuroute.io.load_osm`. A shipped OSM dataset name without a profile is the shipped
+            graph (``car-basic``); with one, its OSM file read with that profile. A dataset directory
+            reports the profile it was built with.
         weight : str, optional
             The routing weight. Default: a dataset directory's own; else ``"travel_time"`` when the graph
             has it (fastest routes, as OSRM's car profile), else the graph's first weight
@@ -224,38 +237,25 @@ class Engine:
         KeyError
             Unknown profile or weight.
         ValueError
-            A shipped dataset with another profile than ``"car"``; a graph the engine cannot serve
+            A profile for a source that is not OpenStreetMap; a graph the engine cannot serve
             (see :class:`Engine`); a dataset directory with a ``weight`` other than its hierarchy's, or
             whose parts do not match its manifest (:class:`gpuroute.engine.dataset.DatasetError`).
         """
         from ..ch.api import ContractionHierarchy
         from ..graph.road_graph import RoadGraph
-        from .dataset import check_routable, is_dataset, load_dataset, routing_weight
+        from .dataset import check_routable, is_dataset, load_dataset, open_source, routing_weight
 
         if not isinstance(spec, RoadGraph) and is_dataset(spec):
             ds = load_dataset(spec)
             if weight is not None and weight != ds.ch.weight:
                 raise ValueError(f"{ds.directory}: a dataset contracted for {ds.ch.weight!r}, not {weight!r}")
             return cls(ds.graph, ds.ch, profile=ds.profile, overlay=ds.overlay)
-        if isinstance(spec, RoadGraph):
-            g = spec
-        else:
-            from .. import datasets
-            from ..opener import open_graph
-
-            path = os.fspath(spec)
-            if not os.path.exists(path) and path in datasets.names():
-                if profile != "car":
-                    raise ValueError(f"shipped dataset {path!r} is a car graph; profile {profile!r} needs an OSM file")
-                g = open_graph(path)
-            elif path.lower().endswith(OSM_ENDINGS):
-                g = open_graph(path, profile=profile)
-            else:
-                g = open_graph(path)
+        g = open_source(spec, profile)
         check_routable(g, None if isinstance(spec, RoadGraph) else os.fspath(spec))
         weight = routing_weight(g, weight)  # KeyError naming the weights the graph has
         ch = ContractionHierarchy.build(g, weight, progress=False)
-        return cls(g, ch, profile=profile)
+        label = g.meta.get("profile") if g.meta.get("format") == "osm" else profile
+        return cls(g, ch, profile=str(label or "car"))
 
     @property
     def info(self):
@@ -445,7 +445,8 @@ class Engine:
             See :meth:`gpuroute.geo.segments.SegmentIndex.nearest` (``None`` entries: no constraint;
             a radius may be ``"unlimited"``).
         continue_straight : bool, optional
-            No U-turn at intermediate waypoints (None: the car default, True).
+            No U-turn at intermediate waypoints (None: the profile's ``continue_straight_at_waypoint`` for a
+            graph read with a Lua profile, else the car default, True).
 
         Returns
         -------
@@ -477,8 +478,8 @@ class Engine:
         geometries = self._choice(geometries, GEOMETRIES, "geometries")
         overview = self._choice(overview, OVERVIEWS, "overview")
         ann = self._annotation_set(annotations, ROUTE_ANNOTATIONS)
-        if continue_straight is None:
-            continue_straight = True
+        if continue_straight is None:  # the profile's default (OSRM: continue_straight_at_waypoint), else car's
+            continue_straight = bool(self.graph.meta.get("continue_straight_at_waypoint", True))
         if not isinstance(continue_straight, (bool, np.bool_)):
             raise EngineError("InvalidOptions", f"continue_straight must be true, false or default, "
                               f"got {continue_straight!r}")
@@ -494,9 +495,11 @@ class Engine:
             leg = self._leg(phantoms[i], phantoms[i + 1], dep, arr, path)
             if snap is not None:
                 self._traffic.reprice(leg, snap, self._w_scale)
+            self._add_turns(leg, dep, arr, path, snap)
             legs.append(self._leg_json(leg, phantoms[i + 1], steps, ann, geometries))
-            tot_w += leg["weight"].sum()
-            tot_d = None if leg["duration"] is None or tot_d is None else tot_d + leg["duration"].sum()
+            tot_w += leg["weight"].sum() + leg["turn_weight"]
+            tot_d = None if leg["duration"] is None or tot_d is None else \
+                tot_d + leg["duration"].sum() + leg["turn_duration"]
             tot_l += leg["distance"].sum()
             points.append(leg["points"] if i == 0 else leg["points"][1:])
         route = {}
@@ -505,7 +508,7 @@ class Engine:
             if overview == "simplified":
                 pts = simplify(pts, config.SERVE_SIMPLIFY_TOLERANCE_M)
             route["geometry"] = encode_geometry(pts, geometries)
-        weight_name = self.weight if snap is None or snap.name == "time" else snap.name
+        weight_name = self.weight_name if snap is None or snap.name == "time" else snap.name
         route.update(legs=legs, weight_name=weight_name, weight=round1(tot_w * self._w_scale),
                      duration=None if tot_d is None else round1(tot_d), distance=round1(tot_l))
         return {"code": "Ok", "routes": [route],
@@ -594,6 +597,33 @@ class Engine:
                 "distance": frac * self._len[arcs],
                 "start": pa, "end": pb}
 
+    def _add_turns(self, leg, dep, arr, path, snap):
+        """Add the turns a leg takes to it: ``leg["turn_duration"]`` (s) and ``leg["turn_weight"]`` (the
+        engine's weight unit), 0 on a graph without turn costs. The turns are those between the
+        departure arc, the path's arcs and the arrival arc; a leg that stays on one arc takes none.
+        Weights come from the route's metric snapshot (its decoded turn cost less the out-arc's cost)
+        when the route ran over the overlay, else from the graph's turn costs; durations from the
+        snapshot when its metric is a time, else from the graph's turn costs (deciseconds)."""
+        leg["turn_duration"] = 0.0
+        leg["turn_weight"] = 0.0
+        if self._tc is None or path is None:
+            return leg
+        seq = np.concatenate([[dep[0]], np.asarray(path.arcs, dtype=np.int64), [arr[0]]]).astype(np.int64)
+        a, b = seq[:-1], seq[1:]
+        t = self._t_first[a] + b - self._fo[self._head[a]]
+        d = self._tc.duration[t].astype(np.float64)
+        w = self._tc.weight[t].astype(np.float64)
+        if snap is not None:
+            part = snap.turn_cost[t].astype(np.float64) - snap.cost[b]
+            w = part * (snap.scale / self._w_scale)
+            if snap.is_time:
+                leg["turn_duration"] = float(np.maximum(part, 0).sum() * snap.scale)
+                leg["turn_weight"] = float(np.maximum(w, 0).sum())
+                return leg
+        leg["turn_duration"] = float(np.maximum(d, 0).sum() * 0.1)
+        leg["turn_weight"] = float(np.maximum(w, 0).sum())
+        return leg
+
     def _name(self, arc):
         k = int(self._name_id[arc])
         return self._names[k] if 0 <= k < len(self._names) else ""
@@ -611,9 +641,10 @@ class Engine:
         return ", ".join(self._names[int(ids[t])] for t in top)
 
     def _leg_json(self, leg, end, steps, ann, geometries):
+        tw, td = leg.get("turn_weight", 0.0), leg.get("turn_duration", 0.0)
         out = {"steps": self._steps(leg, end, geometries) if steps else [], "summary": self._summary(leg),
-               "weight": round1(leg["weight"].sum() * self._w_scale),
-               "duration": None if leg["duration"] is None else round1(leg["duration"].sum()),
+               "weight": round1((leg["weight"].sum() + tw) * self._w_scale),
+               "duration": None if leg["duration"] is None else round1(leg["duration"].sum() + td),
                "distance": round1(leg["distance"].sum())}
         if ann:
             a = {}
@@ -1088,7 +1119,10 @@ class Engine:
             OSM nodes in that direction; travel time ``length_m / v``, in deciseconds). An arc listed twice
             takes its last cost.
         metric : {"time", "distance", "time-uturn"}, optional
-            Re-customize every cell for this metric (traffic updates made before are dropped).
+            Re-customize every cell for this metric (traffic updates made before are dropped). On a graph
+            read with a Lua profile: the profile's ``weight_name`` (e.g. ``"routability"``: weights with
+            turn weights), ``"duration"`` (travel times with turn durations) or ``"distance"``
+            (:meth:`gpuroute.engine.traffic.TrafficRouter.metric_names`).
 
         Returns
         -------

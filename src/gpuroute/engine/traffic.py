@@ -37,7 +37,9 @@ __all__ = ["TrafficRouter", "Snapshot", "LegPath", "MAX_RETRIES", "METRICS", "MA
 
 #: How often a route starts again when a customization swapped the metric while it ran.
 MAX_RETRIES = 5
-#: Metrics a full re-customization takes by name (nothing in a request names a file).
+#: Metrics a full re-customization takes by name (nothing in a request names a file). A graph extracted
+#: with a Lua profile takes its ``weight_name`` (e.g. ``"routability"``: weights with turn weights) and
+#: ``"duration"`` (travel times with turn durations) instead of ``"time"`` and ``"time-uturn"``.
 METRICS = ("time", "distance", "time-uturn")
 #: Largest arc cost :meth:`gpuroute.crp.Overlay.update` takes.
 MAX_COST = int(np.iinfo(np.int32).max)
@@ -116,7 +118,11 @@ class TrafficRouter:
     def snapshot(self):
         """The overlay's current metric as a :class:`Snapshot`."""
         met = self.overlay.metric
-        unit = parse_unit(getattr(met, "units", None) or None)
+        sym = getattr(met, "units", None) or None
+        # a unit of the graph's own weights first (a Lua profile's weight, e.g. "routability/10", has a
+        # scale only the graph knows), else a standard unit symbol
+        unit = next((u for u in self.graph.units.values() if sym is not None and u.symbol == sym), None)
+        unit = unit if unit is not None else parse_unit(sym)
         is_time = unit.quantity == "time"
         scale = float(unit.scale) if unit.scale else 1.0
         return Snapshot(met, np.asarray(met.arc_cost, dtype=np.float64), self.overlay.turn_cost, scale, is_time,
@@ -281,6 +287,23 @@ class TrafficRouter:
                 raise EngineError("InvalidValue", f"{where}: cost {int(costs[i])} is over the largest cost {MAX_COST}")
         return ids, costs
 
+    def metric_names(self):
+        """The metric names :meth:`customize` takes for this graph: :data:`METRICS`, or for a graph with
+        turn costs (a Lua profile's) its ``weight_name``, ``"duration"`` and ``"distance"``."""
+        tc = getattr(self.graph, "turn_costs", None)
+        if tc is None:
+            return METRICS
+        wn = str(tc.meta.get("weight_name") or "weight")
+        return tuple(dict.fromkeys((wn, "duration", "distance")))
+
+    def _resolve_metric(self, name):
+        tc = getattr(self.graph, "turn_costs", None)
+        if tc is None or name == "distance":
+            return name
+        from .dataset import profile_metric
+
+        return profile_metric(self.graph, "duration" if name == "duration" else "weight", turns=self.overlay.turns)
+
     def warm(self):
         """Run the kernels of :meth:`customize` once without changing the metric; the server's warm-up
         (:func:`gpuroute.server.warm_up`), so that no ``/customize`` compiles.
@@ -303,8 +326,8 @@ class TrafficRouter:
 
         t0 = time.perf_counter()
         ov = self.overlay
-        for name in METRICS:  # pure: resolved and decoded as customize(metric=name) does, nothing kept
-            decode_turn_costs(Metric.resolve(ov.graph, name, turns=ov.turns), ov.turns)
+        for name in self.metric_names():  # pure: resolved and decoded as customize(metric=name) does
+            decode_turn_costs(Metric.resolve(ov.graph, self._resolve_metric(name), turns=ov.turns), ov.turns)
         with self._lock:
             cost = np.asarray(ov.arc_cost)
             if cost.size:
@@ -335,9 +358,10 @@ class TrafficRouter:
         ov = self.overlay
         with self._lock:
             if metric is not None:
-                if not isinstance(metric, str) or metric not in METRICS:
-                    raise EngineError("InvalidValue", f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
-                info = ov.customize(metric)
+                names = self.metric_names()
+                if not isinstance(metric, str) or metric not in names:
+                    raise EngineError("InvalidValue", f"metric must be one of {', '.join(names)}, got {metric!r}")
+                info = ov.customize(self._resolve_metric(metric))
                 return {"code": "Ok", "seconds": float(info["seconds"]), "cells": [int(x) for x in ov.n_cells],
                         "metric": metric, "arcs": int(self.graph.n_arcs)}
             ids, costs = self.parse_updates(updates, self.snapshot())

@@ -308,7 +308,9 @@ class SegmentIndex:
         ``name_id`` and ``graph.meta["way_names"]`` (:func:`gpuroute.io.load_osm`) when present.
     component : {"largest", "any"}
         ``"largest"``: only segments of the largest strongly connected component (every two phantoms
-        are then connected both ways); ``"any"``: every segment.
+        are then connected both ways); ``"any"``: every segment. Either way, where the graph has the
+        arc attribute ``is_startpoint`` (a graph extracted with a Lua profile), only segments where
+        OSRM lets a waypoint snap (``is_startpoint`` of either direction).
     spacing : float, optional
         Sample spacing in metres; default ``config.SERVE_SEGMENT_SAMPLE_SPACING_M``.
 
@@ -356,6 +358,10 @@ class SegmentIndex:
         if component == "largest":
             scc = largest_scc_mask(graph)
             keep &= scc[tail] & scc[head]
+        sp = graph.arc_attrs.get("is_startpoint")
+        if sp is not None:  # OSRM's is_startpoint (Lua profiles): no waypoint on ferries and the like
+            sp = np.asarray(sp, dtype=bool)
+            keep &= sp | np.where(rev >= 0, sp[np.maximum(rev, 0)], False)
         fwd = np.flatnonzero(keep)
         if fwd.size == 0:
             raise ValueError(f"graph {graph.name!r} has no segment to snap to")

@@ -13,6 +13,7 @@ import numpy as np
 
 from .constants import INDEX_DTYPE, MAX_WEIGHT, WEIGHT_DTYPE
 from .errors import GraphError
+from .turn_costs import TurnCosts
 from .turns import TurnRestrictions
 from .units import STANDARD_UNITS, Unit, parse_unit
 
@@ -158,17 +159,20 @@ class RoadGraph:
     attr_units : mapping str -> Unit or str, optional
     turns : TurnRestrictions, optional
         Turn restrictions per (in-arc, out-arc) pair (see :mod:`gpuroute.graph.turns`).
+    turn_costs : TurnCosts, optional
+        Duration and weight of every turn (:mod:`gpuroute.graph.turn_costs`; a graph extracted with an
+        OSRM Lua profile has them), in the turn order of :class:`gpuroute.crp.metric.TurnTable`.
 
     Raises
     ------
     GraphError
         If offsets are not monotone, a head is out of range, a weight is not a positive integer
         within ``MAX_WEIGHT``, coordinates are not finite or not lon/lat, an attribute has the wrong
-        shape, or a turn restriction names arcs that do not meet.
+        shape, a turn restriction names arcs that do not meet, or the turn costs are not one per turn.
     """
 
     def __init__(self, first_out, head, weights, *, units=None, coords=None, name="graph", node_ids=None,
-                 coord_system="lonlat", meta=None, arc_attrs=None, attr_units=None, turns=None):
+                 coord_system="lonlat", meta=None, arc_attrs=None, attr_units=None, turns=None, turn_costs=None):
         first_out = np.ascontiguousarray(first_out, dtype=np.int64)
         head = np.asarray(head)
         if first_out.ndim != 1 or first_out.size < 1:
@@ -214,6 +218,11 @@ class RoadGraph:
                 raise GraphError(f"turns must be a TurnRestrictions, got {type(turns).__name__}")
             turns.validate(self.tail, self.head)
         self.turns = turns
+        if turn_costs is not None:
+            if not isinstance(turn_costs, TurnCosts):
+                raise GraphError(f"turn_costs must be a TurnCosts, got {type(turn_costs).__name__}")
+            turn_costs.validate(self.first_out, self.head, n)
+        self.turn_costs = turn_costs
         self._derived = {}
         if node_ids is not None:
             node_ids = np.ascontiguousarray(node_ids, dtype=np.int64)
@@ -382,7 +391,7 @@ class RoadGraph:
 
     def reverse(self):
         """The transposed graph (every arc u->v becomes v->u), same weights, attributes and coordinates
-        (turn restrictions do not carry over to the transposed graph)."""
+        (turn restrictions and turn costs do not carry over to the transposed graph)."""
         return RoadGraph.from_arcs(self.n_nodes, self.head, self.tail, self.weights, units=self.units,
                                    coords=self.coords, name=self.name + "-reversed", node_ids=self.node_ids,
                                    coord_system=self.coord_system, meta=self.meta, arc_attrs=self.arc_attrs,
@@ -426,12 +435,15 @@ class RoadGraph:
         return sp.csr_matrix((w, self.head, self.first_out), shape=(self.n_nodes, self.n_nodes))
 
     def fingerprint(self) -> str:
-        """SHA-256 (hex, first 16 chars) over the CSR arrays and weights: identifies the routing content
+        """SHA-256 (hex, first 16 chars) over the CSR arrays, weights and turn costs (where the graph has
+        them): identifies the routing content
         (:func:`gpuroute.io.save_graph` records a second hash over every array and manifest field)."""
         h = hashlib.sha256()
         for a in (self.first_out, self.head, *[self.weights[k] for k in sorted(self.weights)]):
             h.update(np.ascontiguousarray(a).tobytes())
         h.update(",".join(sorted(self.weights)).encode())
+        if getattr(self, "turn_costs", None) is not None:  # graphs without turn costs hash as before
+            h.update(b"turn_costs:" + self.turn_costs.fingerprint_bytes())
         return h.hexdigest()[:16]
 
     def __repr__(self):

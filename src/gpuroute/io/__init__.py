@@ -5,7 +5,9 @@ Loaders
 load_dimacs          DIMACS 9 ``.gr`` (+ ``.co``)
 load_metis           METIS / DIMACS 10 ``.graph`` (+ ``.xyz``)
 load_tntp            TNTP (Transportation Networks for Research) ``_net.tntp`` (+ ``_node.tntp``)
-load_osm             OpenStreetMap ``.osm.pbf`` with a routing profile (:data:`PROFILES`)
+load_osm             OpenStreetMap ``.osm.pbf`` with a routing profile: OSRM's Lua profiles run unchanged
+                     (``"car"``, ``"bicycle"``, ``"foot"``, any ``.lua``: :mod:`.lua_extract`, with turn
+                     costs) or the native ``"car-basic"`` (:data:`PROFILES`)
 from_edgelist, from_dataframe, read_csv, from_scipy, from_networkx
                      edge lists in memory or in a CSV file
 save_graph, load_graph

@@ -1,7 +1,21 @@
 """OpenStreetMap extracts (``.osm.pbf``, ``.osm``, ``.osm.bz2``...) to a road graph, with routing profiles.
 
-The car profile follows OSRM's ``profiles/car.lua`` (OSRM 5.x), simplified: no turn costs, barriers,
-traffic signals, surface/smoothness limits or ferries. Every OSM node used by a routable way becomes a
+Profiles. ``"car"``, ``"bicycle"`` and ``"foot"`` are OSRM's own ``car.lua``, ``bicycle.lua`` and
+``foot.lua`` (profile API 4), run unchanged through gpuroute's Lua runtime
+(:mod:`gpuroute.io.lua_profile`, :mod:`gpuroute.io.lua_extract`): the graph then carries OSRM's segment
+durations and weights, obstacles and the cost of every turn (:class:`gpuroute.graph.TurnCosts`). A path
+to any ``.lua`` file runs that profile the same way. OSRM's files are never copied into gpuroute: they
+come from the ``osrm-bindings`` wheel (``pip install osrm-bindings``, or ``make osrm-bin`` into the
+venv, or ``$GPUROUTE_OSRM_PROFILES``), and lupa runs them (``pip install 'gpuroute[lua]'``).
+
+``"car-basic"`` (:data:`CAR`) is gpuroute's native profile, no Lua needed: OSRM 5.x's car speeds and
+access rules, simplified. What it lacks next to car.lua: turn costs (car.lua's turn penalty by angle,
+its oncoming-traffic penalty, the 20 s U-turn penalty), traffic-signal, stop, give-way and gate delays
+and barriers, ``routability`` (it routes by duration and drops destination/private access instead of
+penalising entry), ``construction``, tracks with an access tag, ferries and movable bridges,
+surface/tracktype/smoothness speeds, width/height/weight limits, side-road and lane penalties, hov and
+toll handling, ``oneway:motorcar``, and the service-road subtypes. The shipped ``monaco`` dataset is a
+``car-basic`` graph. Every OSM node used by a routable way becomes a
 graph node, and every consecutive node pair of such a way becomes one arc per allowed direction. Each
 arc carries its OSM way id, road class, speed, exact length and street name as arc attributes, and turn
 restriction relations (``type=restriction``, via a node) become the graph's
@@ -167,9 +181,10 @@ class Profile:
         return fwd, bwd
 
 
-#: OSRM 5.x car profile, simplified (speeds in km/h).
+#: gpuroute's native car profile ``"car-basic"``: OSRM 5.x's car speeds and access rules, simplified
+#: (km/h; what it lacks next to OSRM's car.lua: see the module docstring).
 CAR = Profile(
-    name="car",
+    name="car-basic",
     highway_speeds={
         "motorway": 90, "motorway_link": 45,
         "trunk": 85, "trunk_link": 40,
@@ -200,8 +215,9 @@ CAR = Profile(
     restriction_classes=("motorcar", "motor_vehicle", "vehicle"),
 )
 
-#: Routing profiles by name (add foot / bike here).
-PROFILES = {"car": CAR}
+#: gpuroute's native routing profiles by name (no Lua needed); ``"car"``, ``"bicycle"`` and ``"foot"``
+#: are OSRM's Lua profiles (:data:`gpuroute.io.lua_extract.OSRM_PROFILES`).
+PROFILES = {"car-basic": CAR}
 
 
 def _import_osmium():
@@ -369,7 +385,7 @@ def parse_restriction(tags, members, profile=CAR):
     return value, tuple(from_ways), via_nodes[0], tuple(to_ways)
 
 
-def _resolve_restrictions(relations, profile, node_ids, arc_tail, arc_head, arc_way, way_ids):
+def resolve_restrictions(relations, profile, node_ids, arc_tail, arc_head, arc_way, way_ids):
     """Turn restriction relations into (in, out) pairs of input arc positions.
 
     Returns ``(in_pos, out_pos, kind, meta)``: int64, int64, int8 arrays and the counts (see load_osm).
@@ -437,8 +453,13 @@ def load_osm(path, *, profile="car", name=None, progress=True):
     ----------
     path : str or path-like
         ``.osm.pbf`` (or any format libosmium reads: ``.osm``, ``.osm.bz2``, ...).
-    profile : str or Profile
-        A name in :data:`PROFILES` (``"car"``) or a :class:`Profile`.
+    profile : str, path-like, Profile or LuaProfile
+        ``"car"``, ``"bicycle"``, ``"foot"`` (OSRM's Lua profiles), a path to a ``.lua`` profile, a
+        :class:`gpuroute.io.lua_profile.LuaProfile`: the graph is built as osrm-extract builds it
+        (:func:`gpuroute.io.lua_extract.extract`: weights ``weight``, ``travel_time``, ``distance``,
+        per-turn costs in ``turn_costs``; see that module for the arc attributes). A name in
+        :data:`PROFILES` (``"car-basic"``) or a :class:`Profile`: gpuroute's native profile, described
+        below.
     name : str, optional
         Graph name; default: the file name without ``.osm.pbf`` / ``.pbf`` / ``.osm``.
     progress : bool
@@ -504,21 +525,41 @@ def load_osm(path, *, profile="car", name=None, progress=True):
     Raises
     ------
     ImportError
-        pyosmium is not installed.
+        pyosmium is not installed (:class:`gpuroute.extras.MissingExtraError`; also lupa for a Lua
+        profile).
     FileNotFoundError
-        The file does not exist.
+        The file does not exist; a ``.lua`` profile that does not exist; OSRM's profiles not found for
+        ``"car"``/``"bicycle"``/``"foot"`` (the message says where it looked and how to get them).
     KeyError
         Unknown profile name (the message lists the known ones).
     ParseError
         libosmium cannot read the file (corrupt or truncated data), naming the file.
+    LuaProfileError
+        A Lua profile that does not parse or raises (naming its file and line); an unsupported profile
+        API (:class:`gpuroute.io.lua_profile.UnsupportedProfileAPI`, by name).
     """
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file")
-    if isinstance(profile, str):
-        if profile not in PROFILES:
-            raise KeyError(f"unknown profile {profile!r}; known profiles: {sorted(PROFILES)}")
-        profile = PROFILES[profile]
+    _import_osmium()
+    if not isinstance(profile, Profile):
+        from .lua_extract import OSRM_PROFILES, extract, resolve_lua_profile
+
+        if isinstance(profile, os.PathLike):
+            profile = os.fspath(profile)
+        if isinstance(profile, str) and profile in PROFILES:
+            profile = PROFILES[profile]
+        else:
+            if isinstance(profile, str) and profile not in OSRM_PROFILES and not profile.endswith(".lua") \
+                    and not os.path.isfile(profile):
+                raise KeyError(f"unknown profile {profile!r}; known profiles: {sorted(PROFILES) + list(OSRM_PROFILES)} "
+                               "or a path to an OSRM .lua profile")
+            lua = resolve_lua_profile(profile)
+            if lua is None:
+                raise TypeError(f"profile must be a name, a .lua path, a Profile or a LuaProfile, got "
+                                f"{type(profile).__name__}")
+            log.info("reading %s (Lua profile %s)", path, lua.path)
+            return extract(path, lua, name=name, progress=progress)
     log.info("reading %s (profile %s)", path, profile.name)
     ex = _read_extract(path, profile, progress)
     refs, xs, ys, starts = ex.refs, ex.xs, ex.ys, ex.starts
@@ -561,7 +602,7 @@ def load_osm(path, *, profile="car", name=None, progress=True):
              "speed_kmh": speed.astype(np.float32), "length_m": d}
     if ex.names:  # ways without any name or ref (hand-made extracts) add no attribute
         attrs["name_id"] = ex.name_id[arc_way]
-    in_pos, out_pos, kind, tmeta = _resolve_restrictions(ex.relations, profile, node_ids, tail, head, arc_way,
+    in_pos, out_pos, kind, tmeta = resolve_restrictions(ex.relations, profile, node_ids, tail, head, arc_way,
                                                          ex.way_ids)
     if in_pos.size:
         # A restriction names its ways; after parallel arcs merge, the same turn between the same nodes

@@ -17,6 +17,9 @@ Layout (version 2)::
         turns-in_arc.npy    int32 (k,)             (these three only if ``graph.turns`` is not None;
         turns-out_arc.npy   int32 (k,)              the restrictions' meta is in the manifest's
         turns-kind.npy      int8 (k,)               ``turns`` entry)
+        turn_costs-*.npy    duration, weight int32 (T,); obstacle-node, -from_node int32, -type uint16,
+                            -duration, -weight float32 (only if ``graph.turn_costs`` is not None; the
+                            meta is in the manifest's ``turn_costs`` entry)
 
 Units are stored as :meth:`Unit.to_json <gpuroute.graph.units.Unit.to_json>` dicts.
 
@@ -48,6 +51,7 @@ import numpy as np
 
 from ..graph.errors import GraphError, ParseError
 from ..graph.road_graph import RoadGraph
+from ..graph.turn_costs import OBSTACLE_FIELDS, TurnCosts
 from ..graph.turns import TurnRestrictions
 from .atomic import atomic_directory
 
@@ -62,6 +66,9 @@ INTEGRITY = "integrity"
 HASH_ALGORITHM = "sha256"
 #: Array files of ``graph.turns``, by TurnRestrictions attribute.
 TURN_FILES = {"in_arc": "turns-in_arc.npy", "out_arc": "turns-out_arc.npy", "kind": "turns-kind.npy"}
+#: Array files of ``graph.turn_costs``: the per-turn costs, then the obstacle fields.
+TURN_COST_FILES = {"duration": "turn_costs-duration.npy", "weight": "turn_costs-weight.npy",
+                   **{f"obstacle_{k}": f"turn_costs-obstacle-{k}.npy" for k in OBSTACLE_FIELDS}}
 
 
 def _json_default(o):
@@ -138,7 +145,7 @@ def save_graph(graph, directory, *, checksums=True):
     ----------
     graph : RoadGraph
         Its CSR arrays, weights (with units), arc attributes (with units), coordinates, node ids,
-        turn restrictions (arrays and meta), name, ``coord_system`` and ``meta`` are saved.
+        turn restrictions (arrays and meta), turn costs (arrays, obstacles and meta), name, ``coord_system`` and ``meta`` are saved.
     directory : str or path-like
         Target directory; its parent is created if needed.
     checksums : bool
@@ -192,6 +199,14 @@ def save_graph(graph, directory, *, checksums=True):
             for attr, fname in TURN_FILES.items():
                 arrays[fname] = getattr(turns, attr)
             turns_entry = {"files": dict(TURN_FILES), "meta": turns.meta}
+        tc = getattr(graph, "turn_costs", None)
+        tc_entry = None
+        if tc is not None:
+            arrays[TURN_COST_FILES["duration"]] = tc.duration
+            arrays[TURN_COST_FILES["weight"]] = tc.weight
+            for k in OBSTACLE_FIELDS:
+                arrays[TURN_COST_FILES[f"obstacle_{k}"]] = tc.obstacles[k]
+            tc_entry = {"files": dict(TURN_COST_FILES), "meta": tc.meta}
         files = {}
         for fname, a in arrays.items():
             p = os.path.join(tmp, fname)
@@ -216,6 +231,8 @@ def save_graph(graph, directory, *, checksums=True):
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "gpuroute_version": __version__,
         }
+        if tc_entry is not None:  # graphs without turn costs keep the manifest fields they always had
+            manifest["turn_costs"] = tc_entry
         # Hash exactly the values a reader gets back from the JSON text (numpy scalars, tuples, ...
         # become plain JSON values first).
         manifest = json.loads(json.dumps(manifest, default=_json_default))
@@ -323,6 +340,7 @@ _BLAME = (
     (re.compile(r"^weight '([^']*)'"), lambda m, man: _file_of(man.get("weights"), m.group(1))),
     (re.compile(r"^arc attribute '([^']*)'"), lambda m, man: _file_of(man.get("attributes"), m.group(1))),
     (re.compile(r"^turn restriction"), lambda m, man: TURN_FILES["in_arc"]),
+    (re.compile(r"^turn costs"), lambda m, man: TURN_COST_FILES["duration"]),
 )
 
 
@@ -366,7 +384,7 @@ def load_graph(directory, mmap=True, *, verify=True, check_files=False):
     Returns
     -------
     RoadGraph
-        With ``arc_attrs``, ``attr_units`` and ``turns`` as saved (version 1: none).
+        With ``arc_attrs``, ``attr_units``, ``turns`` and ``turn_costs`` as saved (version 1: none).
 
     Raises
     ------
@@ -438,14 +456,28 @@ def load_graph(directory, mmap=True, *, verify=True, check_files=False):
         except (KeyError, TypeError, AttributeError, ValueError):
             raise ParseError(mpath, None, "malformed 'turns' entry (expected files in_arc, out_arc, kind "
                                           "and a meta mapping)") from None
+    tc_entry = manifest.get("turn_costs")
+    tc_files = None
+    if tc_entry is not None:
+        try:
+            tc_files = {k: tc_entry["files"][k] for k in TURN_COST_FILES}
+            tc_meta = dict(tc_entry.get("meta") or {})
+        except (KeyError, TypeError, AttributeError, ValueError):
+            raise ParseError(mpath, None, "malformed 'turn_costs' entry (expected files "
+                                          f"{', '.join(TURN_COST_FILES)} and a meta mapping)") from None
     try:
         turns = None
         if turn_files is not None:
             turns = TurnRestrictions(*(load(f) for f in turn_files), meta=turn_meta)
+        turn_costs = None
+        if tc_files is not None:
+            turn_costs = TurnCosts(load(tc_files["duration"]), load(tc_files["weight"]),
+                                   obstacles={k: load(tc_files[f"obstacle_{k}"]) for k in OBSTACLE_FIELDS},
+                                   meta=tc_meta)
         g = RoadGraph(load("first_out.npy"), load("head.npy"), weights, units=units, coords=coords,
                       name=manifest.get("name", os.path.basename(directory)), node_ids=node_ids,
                       coord_system=manifest.get("coord_system", "lonlat"), meta=manifest.get("meta") or {},
-                      arc_attrs=arc_attrs, attr_units=attr_units, turns=turns)
+                      arc_attrs=arc_attrs, attr_units=attr_units, turns=turns, turn_costs=turn_costs)
     except ParseError:
         raise
     except (ValueError, TypeError) as e:  # GraphError is a ValueError; a malformed unit raises either

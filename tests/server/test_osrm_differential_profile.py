@@ -1,0 +1,240 @@
+"""Differential test against real OSRM with its own, unmodified profiles (issue 19): ``osrm-extract`` with
+OSRM's ``car.lua`` (and ``bicycle.lua``, ``foot.lua`` on Monaco), ``osrm-partition``, ``osrm-customize``,
+then ``osrm-routed --algorithm mld`` on loopback; gpuroute builds a dataset from the same file with
+``gpuroute build X.osm.pbf --profile <OSRM's car.lua>`` (the profile file run unchanged through the Lua
+runtime) and checks that the built-in name ``car`` gives the same graph. Extracts: the shipped Monaco,
+Andorra and Helsinki from ../shared (skipped with the reason where absent).
+
+1,000 random pairs per extract and profile (each coordinate inside a random segment where a waypoint may
+snap, at 20..80 % of a segment of 5 m or more, rounded to OSRM's 1e-6 degrees): the same ``/route``
+request to both. Targets (issue 19): duration ratio gpuroute/OSRM median within 1 %, p10 >= 0.97, p90 <=
+1.03; distance ratio median within 0.5 %; >= 97 % of waypoints snapped within 1 m of OSRM's. The OSRM
+``weight`` is held to the duration's targets too, and ``weight_name`` must be OSRM's.
+
+The binaries and profiles come from the ``osrm-bindings`` wheel, fetched by ``.ci/fetch_osrm.sh`` (``make
+osrm-bin``; ``$OSRM_BIN`` overrides): a failing fetch fails this test with the script's message, it never
+skips (as tests/server/test_osrm_differential.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import http.client
+import io
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import shared_data
+
+pytest.importorskip("osmium")
+pytest.importorskip("lupa", reason="lupa (pip install 'gpuroute[lua]') runs OSRM's Lua profiles")
+
+from gpuroute.cli.main import main  # noqa: E402
+from gpuroute.engine import Engine  # noqa: E402
+from gpuroute.io import load_osm, lua_extract  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+FETCH = ROOT / ".ci" / "fetch_osrm.sh"
+MONACO = ROOT / "src" / "gpuroute" / "datasets" / "data" / "monaco.osm.pbf"
+#: (extract, profile): a shipped file or its parts under the shared real data.
+CASES = [("monaco", "car"), ("andorra", "car"), ("Helsinki", "car"), ("monaco", "bicycle"), ("monaco", "foot")]
+SOURCES = {"monaco": MONACO, "andorra": ("osm", "andorra.osm.pbf"), "Helsinki": ("osm", "Helsinki.osm.pbf")}
+N_PAIRS = 1000
+#: Issue 19's targets.
+DURATION_MEDIAN, DURATION_P10, DURATION_P90 = 0.01, 0.97, 1.03
+DISTANCE_MEDIAN = 0.005
+SNAPPED_1M = 0.97
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def osrm_bin():
+    env = os.environ.get("OSRM_BIN")
+    if env:
+        if not os.access(os.path.join(env, "osrm-routed"), os.X_OK):
+            pytest.fail(f"OSRM_BIN={env}: no executable osrm-routed there")
+        return Path(env)
+    r = subprocess.run(["bash", str(FETCH)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    if r.returncode != 0:
+        pytest.fail(f"cannot get the OSRM binaries: {FETCH.relative_to(ROOT)} exited {r.returncode}:\n"
+                    f"{r.stderr.strip()[-1500:]}", pytrace=False)
+    return ROOT / r.stdout.strip().splitlines()[-1]
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _fmt(c):
+    return ";".join(f"{x:.6f},{y:.6f}" for x, y in c)
+
+
+class MLDRouted:
+    """``osrm-routed --algorithm mld`` on a free loopback port, with one keep-alive HTTP connection."""
+
+    def __init__(self, bindir, base):
+        self.port = _free_port()
+        self.log = open(base.parent / "osrm-routed.log", "w+")  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen([str(bindir / "osrm-routed"), "--algorithm", "mld", "-i", "127.0.0.1",
+                                      "-p", str(self.port), "-t", "1", str(base)],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        self.conn = None
+        deadline = time.monotonic() + 30
+        while True:
+            if self.proc.poll() is not None:
+                self.log.seek(0)
+                raise RuntimeError(f"osrm-routed exited {self.proc.returncode}: {self.log.read()[-1500:]}")
+            try:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                self.get("/nearest/v1/driving/0,0")
+                return
+            except OSError:
+                self.conn = None
+                if time.monotonic() > deadline:
+                    self.close()
+                    raise RuntimeError("osrm-routed did not answer within 30 s") from None
+                time.sleep(0.05)
+
+    def get(self, path):
+        for attempt in (0, 1):
+            try:
+                self.conn.request("GET", path)
+                r = self.conn.getresponse()
+                body = r.read()
+                if r.getheader("connection", "").lower() == "close":
+                    self._reconnect()
+                return json.loads(body)
+            except (http.client.RemoteDisconnected, ConnectionError):
+                if attempt:  # osrm-routed closes a keep-alive connection after a number of requests
+                    raise
+                self._reconnect()
+
+    def _reconnect(self):
+        self.conn.close()
+        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def _run(cmd, cwd):
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=600, cwd=cwd)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, cmd))} exited {r.returncode}:\n{(r.stdout + r.stderr)[-1500:]}")
+
+
+def _haversine(a, b):
+    la1, la2 = math.radians(a[1]), math.radians(b[1])
+    h = math.sin((la2 - la1) / 2) ** 2 + math.cos(la1) * math.cos(la2) * math.sin(math.radians(b[0] - a[0]) / 2) ** 2
+    return 2 * 6371008.8 * math.asin(math.sqrt(h))
+
+
+def _points(eng, k, rng):
+    """``k`` points inside random snappable segments (>= 5 m, 20..80 % along), rounded to 1e-6 degree."""
+    s = eng.segments
+    ok = np.flatnonzero(s.length_m >= 5.0)
+    pick = rng.choice(ok, k)
+    f = rng.uniform(0.2, 0.8, k)
+    lon = np.round(s.lon_u[pick] + f * (s.lon_v[pick] - s.lon_u[pick]), 6)
+    lat = np.round(s.lat_u[pick] + f * (s.lat_v[pick] - s.lat_u[pick]), 6)
+    return list(zip(lon.tolist(), lat.tolist(), strict=True))
+
+
+@pytest.fixture(scope="module", params=CASES, ids=[f"{e}-{p}" for e, p in CASES])
+def case(request, osrm_bin, tmp_path_factory):
+    """(name, profile, gpuroute Engine on the dataset, osrm-routed MLD) for one extract and profile."""
+    name, prof = request.param
+    pbf = SOURCES[name]
+    if isinstance(pbf, tuple):
+        pbf = shared_data(*pbf)  # skips this extract's tests, with the reason, where the data is absent
+    profiles = (osrm_bin / ".." / "share" / "profiles").resolve()
+    lua = profiles / f"{prof}.lua"
+    work = tmp_path_factory.mktemp(f"osrm_{name}_{prof}")
+    src = work / f"{name}.osm.pbf"
+    shutil.copyfile(pbf, src)
+    _run([osrm_bin / "osrm-extract", "-p", lua, "-t", "2", src], work)
+    base = work / f"{name}.osrm"
+    _run([osrm_bin / "osrm-partition", base], work)
+    _run([osrm_bin / "osrm-customize", base], work)
+    ds = work / "gpuroute"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["build", str(pbf), "-o", str(ds), "--profile", str(lua)]) == 0
+    eng = Engine.open(ds)
+    server = MLDRouted(osrm_bin, base)
+    try:
+        yield name, prof, eng, server, profiles
+    finally:
+        server.close()
+
+
+def test_routes_agree_with_osrm_mld(case):
+    name, prof, eng, osrm, _ = case
+    rng = np.random.default_rng(19)
+    pts = _points(eng, 2 * N_PAIRS, rng)
+    rows, snaps, failed, same = [], [], [], 0
+    for i in range(N_PAIRS):
+        c = pts[2 * i:2 * i + 2]
+        ref = osrm.get(f"/route/v1/driving/{_fmt(c)}?overview=false&annotations=nodes")
+        try:
+            ours = eng.route(c, overview="false", annotations=["nodes"])
+        except Exception as e:  # noqa: BLE001 - compared with OSRM's answer below
+            ours = {"code": type(e).__name__, "message": str(e)}
+        if ref["code"] != "Ok" or ours.get("code") != "Ok":
+            # OSRM's NoRoute for gpuroute's route: a coordinate exactly on a crossing of two segments (a tie at
+            # 0 m), where OSRM snaps to a segment of a small component and gpuroute to the other one; the
+            # other way round (gpuroute refusing what OSRM routes) is a failure
+            assert ref["code"] == "NoRoute", (c, ours, ref)
+            failed.append((c, ours.get("code")))
+            continue
+        a, b = ours["routes"][0], ref["routes"][0]
+        assert a["weight_name"] == b["weight_name"], (a["weight_name"], b["weight_name"])
+        rows.append((a["duration"], b["duration"], a["distance"], b["distance"], a["weight"], b["weight"]))
+        same += a["legs"][0]["annotation"]["nodes"] == b["legs"][0]["annotation"]["nodes"]
+        snaps += [_haversine(x["location"], y["location"]) for x, y in zip(ours["waypoints"], ref["waypoints"],
+                                                                               strict=True)]
+    r = np.array(rows, dtype=float)
+    only_osrm_refuses = [x for x in failed if x[1] == "Ok"]
+    assert len(only_osrm_refuses) <= 0.005 * N_PAIRS, only_osrm_refuses[:5]
+    assert len(rows) >= 0.95 * N_PAIRS, f"{len(failed)} pairs without a route: {failed[:5]}"
+    nz = r[:, 1] > 0
+    dur = r[nz, 0] / r[nz, 1]
+    wgt = r[r[:, 5] > 0, 4] / r[r[:, 5] > 0, 5]
+    dist = r[r[:, 3] > 0, 2] / r[r[:, 3] > 0, 3]
+    snapped = float(np.mean(np.asarray(snaps) <= 1.0))
+    q = lambda x: np.round(np.quantile(x, [0.1, 0.5, 0.9]), 4).tolist()  # noqa: E731
+    print(f"\n{name}/{prof}: {len(rows)} routes ({len(failed) - len(only_osrm_refuses)} pairs neither routes, "
+          f"{len(only_osrm_refuses)} only gpuroute routes); same node path "
+          f"{same / len(rows):.1%}; duration ratio p10/p50/p90 {q(dur)}; weight ratio {q(wgt)}; distance ratio "
+          f"{q(dist)}; waypoints within 1 m {snapped:.2%}")
+    for x, what in ((dur, "duration"), (wgt, "weight")):
+        p10, p50, p90 = np.quantile(x, [0.1, 0.5, 0.9])
+        assert abs(p50 - 1) <= DURATION_MEDIAN and p10 >= DURATION_P10 and p90 <= DURATION_P90, (name, prof, what)
+    assert abs(np.median(dist) - 1) <= DISTANCE_MEDIAN, (name, prof)
+    assert snapped >= SNAPPED_1M, (name, prof, snapped)
+
+
+def test_builtin_name_is_the_same_profile(case, monkeypatch):
+    """The built-in name (``--profile car``) runs OSRM's own file: the same graph as the dataset's."""
+    name, prof, eng, _, profiles = case
+    monkeypatch.setenv(lua_extract.PROFILES_ENV, str(profiles))
+    g = load_osm(SOURCES[name] if name == "monaco" else shared_data(*SOURCES[name]), profile=prof, progress=False)
+    assert g.fingerprint() == eng.graph.fingerprint() and g.turn_costs == eng.graph.turn_costs
