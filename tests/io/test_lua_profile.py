@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from osrm_peer import osrm_bin_dir, osrm_profiles_dir
 
 pytest.importorskip("lupa", reason="lupa (pip install 'gpuroute[lua]') runs the Lua profiles")
 
@@ -47,7 +48,6 @@ from gpuroute.io.lua_profile import (  # noqa: E402
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-FETCH = ROOT / ".ci" / "fetch_osrm.sh"
 MONACO = ROOT / "src" / "gpuroute" / "datasets" / "data" / "monaco.osm.pbf"
 DRIVING, FERRY, INACCESSIBLE = TRAVEL_MODES["driving"], TRAVEL_MODES["ferry"], TRAVEL_MODES["inaccessible"]
 
@@ -55,24 +55,14 @@ DRIVING, FERRY, INACCESSIBLE = TRAVEL_MODES["driving"], TRAVEL_MODES["ferry"], T
 # ------------------------------------------------------------------------------------------ OSRM's files
 @pytest.fixture(scope="module")
 def osrm_bin():
-    """OSRM's bin directory, from ``bash .ci/fetch_osrm.sh`` (skips with the reason where it fails)."""
-    try:
-        r = subprocess.run(["bash", str(FETCH)], capture_output=True, text=True, timeout=600, cwd=ROOT)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        pytest.skip(f"OSRM's profiles are not available: {FETCH.relative_to(ROOT)} did not run ({e})")
-    if r.returncode != 0:
-        pytest.skip(f"OSRM's profiles are not available: {FETCH.relative_to(ROOT)} exited {r.returncode}: "
-                    f"{r.stderr.strip()[-400:]}")
-    return (ROOT / r.stdout.strip().splitlines()[-1]).resolve()
+    """OSRM's bin directory (tests/osrm_peer.py; skips with the reason where the fetch fails)."""
+    return osrm_bin_dir(required=False)
 
 
 @pytest.fixture(scope="module")
 def profiles(osrm_bin):
-    """OSRM's profiles folder (``../share/profiles`` from the bin directory)."""
-    d = (osrm_bin / ".." / "share" / "profiles").resolve()
-    if not (d / "car.lua").is_file():
-        pytest.skip(f"OSRM's profiles are not available: no car.lua in {d}")
-    return d
+    """OSRM's profiles folder."""
+    return osrm_profiles_dir(osrm_bin)
 
 
 @pytest.fixture

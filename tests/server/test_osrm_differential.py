@@ -45,14 +45,10 @@ How the two still differ, and the tolerance that follows:
 """
 from __future__ import annotations
 
-import http.client
 import json
 import math
-import os
 import re
 import shutil
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -60,6 +56,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import shared_data
+from osrm_peer import OSRMRouted, osrm_bin_dir, run_tool
 
 pytest.importorskip("osmium")
 
@@ -69,7 +66,6 @@ from gpuroute.io.osm import PROFILES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 LUA = ROOT / "tests" / "data" / "gpuroute_car.lua"
-FETCH = ROOT / ".ci" / "fetch_osrm.sh"
 #: Each extract: a shipped file, or its path's parts in the shared real data (``conftest.shared_data``).
 EXTRACTS = {"monaco": ROOT / "src" / "gpuroute" / "datasets" / "data" / "monaco.osm.pbf",
             "andorra": ("osm", "andorra.osm.pbf")}
@@ -141,87 +137,8 @@ def test_lua_profile_matches_python_profile():
 # ------------------------------------------------------------------------------------------ OSRM
 @pytest.fixture(scope="session")
 def osrm_bin():
-    """The directory of the osrm-* binaries: $OSRM_BIN, else .ci/fetch_osrm.sh (downloads once)."""
-    env = os.environ.get("OSRM_BIN")
-    if env:
-        if not os.access(os.path.join(env, "osrm-routed"), os.X_OK):
-            pytest.fail(f"OSRM_BIN={env}: no executable osrm-routed there")
-        return Path(env)
-    r = subprocess.run(["bash", str(FETCH)], capture_output=True, text=True, timeout=600, cwd=ROOT)
-    if r.returncode != 0:
-        pytest.fail(f"cannot get the OSRM binaries: {FETCH.relative_to(ROOT)} exited {r.returncode}:\n"
-                    f"{r.stderr.strip()[-1500:]}", pytrace=False)
-    return ROOT / r.stdout.strip().splitlines()[-1]
-
-
-def _run(cmd, cwd):
-    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300, cwd=cwd)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(map(str, cmd))} exited {r.returncode}:\n{(r.stdout + r.stderr)[-1500:]}")
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class OSRMRouted:
-    """``osrm-routed --algorithm ch`` on a free loopback port, with one keep-alive HTTP connection."""
-
-    def __init__(self, bindir, base):
-        self.port = _free_port()
-        self.log = open(base.parent / "osrm-routed.log", "w+")  # noqa: SIM115 - closed in close()
-        self.proc = subprocess.Popen([str(bindir / "osrm-routed"), "--algorithm", "ch", "-i", "127.0.0.1",
-                                      "-p", str(self.port), "-t", "1", str(base)],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
-        self.conn = None
-        deadline = time.monotonic() + 30
-        while True:
-            if self.proc.poll() is not None:
-                self.log.seek(0)
-                raise RuntimeError(f"osrm-routed exited {self.proc.returncode}: {self.log.read()[-1500:]}")
-            try:
-                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-                self.get("/nearest/v1/driving/7.42,43.73")
-                return
-            except OSError:
-                self.conn = None
-                if time.monotonic() > deadline:
-                    self.close()
-                    raise RuntimeError("osrm-routed did not answer within 30 s") from None
-                time.sleep(0.05)
-
-    def get(self, path):
-        for attempt in (0, 1):
-            try:
-                self.conn.request("GET", path)
-                r = self.conn.getresponse()
-                body = r.read()
-                if r.getheader("connection", "").lower() == "close":
-                    self._reconnect()
-                return json.loads(body)
-            except (http.client.RemoteDisconnected, ConnectionError):
-                # osrm-routed closes a keep-alive connection after a number of requests
-                if attempt:
-                    raise
-                self._reconnect()
-
-    def _reconnect(self):
-        self.conn.close()
-        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-
-    def close(self):
-        if self.conn is not None:
-            self.conn.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
+    """The osrm-* binaries (tests/osrm_peer.py; a failing fetch fails the test)."""
+    return osrm_bin_dir(required=True)
 
 
 @pytest.fixture(scope="session", params=sorted(EXTRACTS))
@@ -234,9 +151,9 @@ def pair(request, osrm_bin, tmp_path_factory):
     work = tmp_path_factory.mktemp(f"osrm_{name}")
     src = work / f"{name}.osm.pbf"
     shutil.copyfile(pbf, src)
-    _run([osrm_bin / "osrm-extract", "-p", LUA, "-t", "2", src], work)
+    run_tool([osrm_bin / "osrm-extract", "-p", LUA, "-t", "2", src], work)
     base = work / f"{name}.osrm"
-    _run([osrm_bin / "osrm-contract", "-t", "2", base], work)
+    run_tool([osrm_bin / "osrm-contract", "-t", "2", base], work)
     eng = Engine.open(pbf, profile="car-basic")
     server = OSRMRouted(osrm_bin, base)
     try:

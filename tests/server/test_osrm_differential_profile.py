@@ -18,20 +18,15 @@ skips (as tests/server/test_osrm_differential.py).
 from __future__ import annotations
 
 import contextlib
-import http.client
 import io
-import json
 import math
-import os
 import shutil
-import socket
-import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import shared_data
+from osrm_peer import OSRMRouted, osrm_bin_dir, run_tool
 
 pytest.importorskip("osmium")
 pytest.importorskip("lupa", reason="lupa (pip install 'gpuroute[lua]') runs OSRM's Lua profiles")
@@ -41,7 +36,6 @@ from gpuroute.engine import Engine  # noqa: E402
 from gpuroute.io import load_osm, lua_extract  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-FETCH = ROOT / ".ci" / "fetch_osrm.sh"
 MONACO = ROOT / "src" / "gpuroute" / "datasets" / "data" / "monaco.osm.pbf"
 #: (extract, profile): a shipped file or its parts under the shared real data.
 CASES = [("monaco", "car"), ("andorra", "car"), ("Helsinki", "car"), ("monaco", "bicycle"), ("monaco", "foot")]
@@ -57,89 +51,12 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def osrm_bin():
-    env = os.environ.get("OSRM_BIN")
-    if env:
-        if not os.access(os.path.join(env, "osrm-routed"), os.X_OK):
-            pytest.fail(f"OSRM_BIN={env}: no executable osrm-routed there")
-        return Path(env)
-    r = subprocess.run(["bash", str(FETCH)], capture_output=True, text=True, timeout=600, cwd=ROOT)
-    if r.returncode != 0:
-        pytest.fail(f"cannot get the OSRM binaries: {FETCH.relative_to(ROOT)} exited {r.returncode}:\n"
-                    f"{r.stderr.strip()[-1500:]}", pytrace=False)
-    return ROOT / r.stdout.strip().splitlines()[-1]
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """The osrm-* binaries (tests/osrm_peer.py; a failing fetch fails the test)."""
+    return osrm_bin_dir(required=True)
 
 
 def _fmt(c):
     return ";".join(f"{x:.6f},{y:.6f}" for x, y in c)
-
-
-class MLDRouted:
-    """``osrm-routed --algorithm mld`` on a free loopback port, with one keep-alive HTTP connection."""
-
-    def __init__(self, bindir, base):
-        self.port = _free_port()
-        self.log = open(base.parent / "osrm-routed.log", "w+")  # noqa: SIM115 - closed in close()
-        self.proc = subprocess.Popen([str(bindir / "osrm-routed"), "--algorithm", "mld", "-i", "127.0.0.1",
-                                      "-p", str(self.port), "-t", "1", str(base)],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
-        self.conn = None
-        deadline = time.monotonic() + 30
-        while True:
-            if self.proc.poll() is not None:
-                self.log.seek(0)
-                raise RuntimeError(f"osrm-routed exited {self.proc.returncode}: {self.log.read()[-1500:]}")
-            try:
-                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-                self.get("/nearest/v1/driving/0,0")
-                return
-            except OSError:
-                self.conn = None
-                if time.monotonic() > deadline:
-                    self.close()
-                    raise RuntimeError("osrm-routed did not answer within 30 s") from None
-                time.sleep(0.05)
-
-    def get(self, path):
-        for attempt in (0, 1):
-            try:
-                self.conn.request("GET", path)
-                r = self.conn.getresponse()
-                body = r.read()
-                if r.getheader("connection", "").lower() == "close":
-                    self._reconnect()
-                return json.loads(body)
-            except (http.client.RemoteDisconnected, ConnectionError):
-                if attempt:  # osrm-routed closes a keep-alive connection after a number of requests
-                    raise
-                self._reconnect()
-
-    def _reconnect(self):
-        self.conn.close()
-        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-
-    def close(self):
-        if self.conn is not None:
-            self.conn.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-
-
-def _run(cmd, cwd):
-    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=600, cwd=cwd)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(map(str, cmd))} exited {r.returncode}:\n{(r.stdout + r.stderr)[-1500:]}")
 
 
 def _haversine(a, b):
@@ -171,15 +88,15 @@ def case(request, osrm_bin, tmp_path_factory):
     work = tmp_path_factory.mktemp(f"osrm_{name}_{prof}")
     src = work / f"{name}.osm.pbf"
     shutil.copyfile(pbf, src)
-    _run([osrm_bin / "osrm-extract", "-p", lua, "-t", "2", src], work)
+    run_tool([osrm_bin / "osrm-extract", "-p", lua, "-t", "2", src], work)
     base = work / f"{name}.osrm"
-    _run([osrm_bin / "osrm-partition", base], work)
-    _run([osrm_bin / "osrm-customize", base], work)
+    run_tool([osrm_bin / "osrm-partition", base], work)
+    run_tool([osrm_bin / "osrm-customize", base], work)
     ds = work / "gpuroute"
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         assert main(["build", str(pbf), "-o", str(ds), "--profile", str(lua)]) == 0
     eng = Engine.open(ds)
-    server = MLDRouted(osrm_bin, base)
+    server = OSRMRouted(osrm_bin, base, algorithm="mld")
     try:
         yield name, prof, eng, server, profiles
     finally:
