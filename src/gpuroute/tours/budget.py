@@ -53,6 +53,12 @@ def check_time_limit(time_limit):
     return float(time_limit)
 
 
+def device_budget_ns(budget_s):
+    """A kernel's device-clock budget in ns (its blocks read ``%globaltimer`` before each move): 0 (no limit)
+    for None, at least 1 ns otherwise."""
+    return 0 if budget_s is None else max(1, int(budget_s * 1e9))
+
+
 class Deadline:
     """The end of a search's time: ``time_limit`` seconds after it was made (plus :meth:`extend`).
 

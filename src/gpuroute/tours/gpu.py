@@ -52,6 +52,7 @@ from .. import config
 from ..backend import resolve_device
 from ..backend.flags import N_FLAGS
 from . import local_search as ls
+from .budget import device_budget_ns
 
 __all__ = ["GPUTourSearch", "move_rank", "move_from_rank", "exact_sums", "threads_per_row",
            "double_bridge_cuts", "apply_double_bridge", "candidate_slot", "CAND_SLOTS", "worst_half", "search",
@@ -218,11 +219,6 @@ def _i32(x):
     return np.int32(x)
 
 
-def _budget_ns(budget_s):
-    """Device-clock budget in ns for a kernel: 0 (no limit) for None, at least 1 ns otherwise."""
-    return 0 if budget_s is None else max(1, int(budget_s * 1e9))
-
-
 # ------------------------------------------------------------------------------------------ the device
 class GPUTourSearch:
     """A cost matrix on the GPU with the buffers of the local search (single tour, batched, ILS).
@@ -348,7 +344,7 @@ class GPUTourSearch:
         self.ctl_d.set(np.array([eps], np.float64), stream=self.stream)
         with self.stream:
             self.flags.fill(0)
-            self.k_state((1,), (self.threads,), self._args_state(_budget_ns(budget_s)))
+            self.k_state((1,), (self.threads,), self._args_state(device_budget_ns(budget_s)))
 
     def launch_eval(self):
         """One launch of the neighbourhood evaluation (``ls_eval``) on the current state (asynchronous;
@@ -521,7 +517,7 @@ class GPUTourSearch:
             raise ValueError("ils_round before ils_start with the same number of chains")
         with self.stream:
             cuts_d = self.cp.asarray(np.ascontiguousarray(cuts, dtype=np.int32))
-            self.k_set_stop((1,), (32,), (np.uint64(_budget_ns(budget_s)), self.ils_stop))
+            self.k_set_stop((1,), (32,), (np.uint64(device_budget_ns(budget_s)), self.ils_stop))
             self.k_ils((B,), (self.threads,),
                        (_i32(self.n), _i32(B), _i32(iters), self.c, self.ct, bb["CUR"], bb["cost"], bb["P"], bb["S"],
                         bb["ARC"], bb["FWD"], bb["BWD"], cuts_d, _i32(self.exact), np.float64(eps),
@@ -621,7 +617,7 @@ class GPUTourSearch:
                               (_i32(self.n), _i32(B), self.c, self.nbr, _i32(self.K), bb["P"], bb["POS"], bb["S"],
                                bb["ARC"], bb["FWD"], bb["BWD"], bb["QUEUE"], bb["INQ"], _i32(self.exact),
                                np.float64(eps), _i32(max_moves), _i32(1 if polish else 0), act_d,
-                               _i32(act.size), bb["cost"], bb["moves"], np.uint64(_budget_ns(budget_s)),
+                               _i32(act.size), bb["cost"], bb["moves"], np.uint64(device_budget_ns(budget_s)),
                                bb["COMPLETE"]))
         tours = bb["P"].get(stream=self.stream).astype(np.int64)
         costs = bb["cost"].get(stream=self.stream)
@@ -643,7 +639,7 @@ class GPUTourSearch:
             raise ValueError("cand_ils_round before ils_start with the same number of chains")
         with self.stream:
             cuts_d = self.cp.asarray(np.ascontiguousarray(cuts, dtype=np.int32))
-            self.k_set_stop((1,), (32,), (np.uint64(_budget_ns(budget_s)), self.ils_stop))
+            self.k_set_stop((1,), (32,), (np.uint64(device_budget_ns(budget_s)), self.ils_stop))
             self.k_cand_ils((B,), (self.cand_threads,),
                             (_i32(self.n), _i32(B), _i32(iters), self.c, self.nbr, _i32(self.K), bb["CUR"],
                              bb["cost"], bb["P"], bb["POS"], bb["S"], bb["ARC"], bb["FWD"], bb["BWD"], bb["QUEUE"],

@@ -38,6 +38,7 @@ import numpy as np
 from .. import config
 from ..backend import resolve_device
 from ..backend.flags import N_FLAGS
+from .budget import device_budget_ns
 
 __all__ = ["GPUVRPSearch", "search", "warm_up"]
 
@@ -47,10 +48,6 @@ cv = importlib.import_module("gpuroute.tours.cvrp")  # the package's function cv
 
 def _i32(x):
     return np.int32(x)
-
-
-def _budget_ns(budget_s):
-    return 0 if budget_s is None else max(1, int(budget_s * 1e9))
 
 
 class GPUVRPSearch:
@@ -191,7 +188,7 @@ class GPUVRPSearch:
         self.ctl_d.set(np.array([eps], np.float64), stream=self.stream)
         with self.stream:
             self.flags.fill(0)
-            self.k_state((1,), (self.threads,), self._args_state(_budget_ns(budget_s)))
+            self.k_state((1,), (self.threads,), self._args_state(device_budget_ns(budget_s)))
 
     def best_move(self, E, lens, nr):
         """The best feasible move of the whole neighbourhood, as :func:`~.cvrp.best_vrp_move` returns it:
@@ -296,7 +293,7 @@ class GPUVRPSearch:
         B, iters, kmax = orders.shape
         with self.stream:
             od = self.cp.asarray(orders)
-            self.k_set_stop((1,), (32,), (np.uint64(_budget_ns(budget_s)), self.chains_stop))
+            self.k_set_stop((1,), (32,), (np.uint64(device_budget_ns(budget_s)), self.chains_stop))
             self.k_ils((B,), (self.threads,),
                        self._dims() + (_i32(self.depot), _i32(B), _i32(iters), _i32(kmax), self.c, self.dem,
                                        np.float64(self.cap)) + self._sol_args(ch) + (
