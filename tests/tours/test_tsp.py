@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuroute.tours import MOVE_NAMES, best_move, tour_cost, tsp, tsplib
+from gpuroute.tours import MOVE_NAMES, best_move, budget, tour_cost, tsp, tsplib
 from gpuroute.tours import local_search as ls
 
 #: Shipped with the tests (tests/data/vrp/README.md: source and licence).
@@ -194,14 +194,25 @@ def test_tsplib_distance_rules():
         tsplib.distance_matrix(xy, "XRAY")
 
 
-def test_tsplib_instance_near_optimum():
+def test_tsplib_instance_near_optimum(monkeypatch):
+    """The CPU's quality on pr1002 within a fixed amount of search, not of wall time: the searches read
+    every time through gpuroute.tours.budget.clock, here a fake clock that advances 5 ms a reading, so the
+    work done (and the tour) is the same on a loaded CI machine as on a quiet one."""
     inst = tsplib.read_tsplib(TSP_DIR / "pr1002.vrp")
     assert inst.costs.shape == (1002, 1002) and inst.optimal
     assert tour_cost(inst.costs, inst.best_tour) == inst.best_cost == 259045
+    t = [100.0]
+
+    def fake_clock():
+        t[0] += 0.005
+        return t[0]
+
+    monkeypatch.setattr(budget, "clock", fake_clock)
     r = tsp(inst.costs, time_limit=2.0, seed=0, device="cpu")  # the CPU's quality (auto may pick a GPU)
     check_tour(r, 1002)
     assert r.cost == tour_cost(inst.costs, r.tour)
-    assert r.cost <= 1.05 * inst.best_cost, r.cost / inst.best_cost
+    assert r.stats["complete"] and r.stats["ils_iterations"] > 0
+    assert r.cost <= 1.02 * inst.best_cost, r.cost / inst.best_cost
     times = [t for t, _ in r.trace]
     costs = [v for _, v in r.trace]
     assert times == sorted(times) and costs == sorted(costs, reverse=True)

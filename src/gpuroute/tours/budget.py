@@ -24,7 +24,7 @@ import time
 
 from .. import config
 
-__all__ = ["clock", "Deadline", "Pacer", "check_time_limit"]
+__all__ = ["clock", "Deadline", "Pacer", "check_time_limit", "device_budget_ns"]
 
 
 def clock():
