@@ -549,6 +549,30 @@ def vrp_round(c, dem, cap, E, lens, nr, depot, cost, near, max_remove, eps, max_
     return cur_E, cur_l, cur_nr, cc, acc, moves, steps, work
 
 
+@njit(cache=True, inline="always")
+def _merge(i, j, cap, nxt, prv, route, head, tail, load, size):
+    """One savings merge: the route ending at ``i`` followed by the route starting at ``j``, when they are
+    two routes, ``i`` ends one, ``j`` starts the other and their loads fit ``cap`` (else nothing). The
+    smaller route is relabelled (O(n log n) over all merges)."""
+    ri = route[i]
+    rj = route[j]
+    if ri == rj or tail[ri] != i or head[rj] != j or load[ri] + load[rj] > cap:
+        return
+    nxt[i] = j
+    prv[j] = i
+    keep, drop = (ri, rj) if size[ri] >= size[rj] else (rj, ri)
+    v = head[drop]
+    while v >= 0:
+        route[v] = keep
+        v = nxt[v] if v != tail[drop] else -1
+    h = head[ri]
+    t = tail[rj]
+    head[keep] = h
+    tail[keep] = t
+    load[keep] = load[ri] + load[rj]
+    size[keep] = size[ri] + size[rj]
+
+
 @njit(cache=True)
 def _merge_pairs(pi, pj, ps, cap, nxt, prv, route, head, tail, load, size):
     """Savings merges over the pairs (pi, pj) of savings ps, largest first (stable), capacity allowing:
@@ -560,24 +584,7 @@ def _merge_pairs(pi, pj, ps, cap, nxt, prv, route, head, tail, load, size):
             break
         i = pi[e]
         j = pj[e]
-        ri = route[i]
-        rj = route[j]
-        if ri == rj or tail[ri] != i or head[rj] != j or load[ri] + load[rj] > cap:
-            continue
-        nxt[i] = j
-        prv[j] = i
-        keep, drop = (ri, rj) if size[ri] >= size[rj] else (rj, ri)
-        # relabel the smaller route: O(n log n) in all
-        v = head[drop]
-        while v >= 0:
-            route[v] = keep
-            v = nxt[v] if v != tail[drop] else -1
-        h = head[ri]
-        t = tail[rj]
-        head[keep] = h
-        tail[keep] = t
-        load[keep] = load[ri] + load[rj]
-        size[keep] = size[ri] + size[rj]
+        _merge(i, j, cap, nxt, prv, route, head, tail, load, size)
 
 
 @njit(cache=True)
@@ -1017,23 +1024,7 @@ def savings_merge_steps(order, vals, npos, heap, hs, ptr, cu, cap, nxt, prv, rou
             _heap_down(heap, hs[0], vals, ptr, 0)
         steps -= 1
         work += lg
-        ri = route[i]
-        rj = route[j]
-        if ri == rj or tail[ri] != i or head[rj] != j or load[ri] + load[rj] > cap:
-            continue
-        nxt[i] = j
-        prv[j] = i
-        keep, drop = (ri, rj) if size[ri] >= size[rj] else (rj, ri)
-        v = head[drop]
-        while v >= 0:
-            route[v] = keep
-            v = nxt[v] if v != tail[drop] else -1
-        h = head[ri]
-        t = tail[rj]
-        head[keep] = h
-        tail[keep] = t
-        load[keep] = load[ri] + load[rj]
-        size[keep] = size[ri] + size[rj]
+        _merge(i, j, cap, nxt, prv, route, head, tail, load, size)
     return work
 
 
