@@ -277,6 +277,25 @@ def test_table_and_nearest_fields(engine, g):
     assert engine.nearest(pts[0], radiuses=[None], bearings=[(0, 180)], approaches=["curb"])["code"] == "Ok"
 
 
+def test_nearest_sees_small_components_routes_do_not(engine, g):
+    """OSRM's nearest snaps to every segment, small strongly connected components included; routes and
+    tables snap to the largest component (a point on a small component's segment: nearest at 0 m there,
+    the table's waypoint elsewhere, farther)."""
+    m = largest_scc_mask(g)
+    small = np.flatnonzero(~m[g.tail] & ~m[g.head] & (g.tail != g.head))
+    assert small.size, "Monaco has arcs outside the largest component"
+    c = g.coords
+    lens = np.hypot(c[g.head[small], 0] - c[g.tail[small], 0], c[g.head[small], 1] - c[g.tail[small], 1])
+    a = int(small[np.argmax(lens)])
+    pt = (float((c[g.tail[a], 0] + c[g.head[a], 0]) / 2), float((c[g.tail[a], 1] + c[g.head[a], 1]) / 2))
+    near = engine.nearest(pt)["waypoints"][0]
+    assert near["distance"] < 0.5
+    ids = {int(g.node_ids[g.tail[a]]), int(g.node_ids[g.head[a]])}
+    assert set(near["nodes"]) == ids
+    tb = engine.table([pt, pt])["sources"][0]
+    assert tb["distance"] > near["distance"] and tb["location"] != near["location"]
+
+
 def test_names_reach_the_waypoints(engine, g):
     assert g.meta["way_names"] and "name_id" in g.arc_attrs
     names = [w["name"] for w in engine.table(points(g, 12, 17))["sources"]]

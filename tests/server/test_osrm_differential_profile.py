@@ -155,3 +155,58 @@ def test_builtin_name_is_the_same_profile(case, monkeypatch):
     monkeypatch.setenv(lua_extract.PROFILES_ENV, str(profiles))
     g = load_osm(SOURCES[name] if name == "monaco" else shared_data(*SOURCES[name]), profile=prof, progress=False)
     assert g.fingerprint() == eng.graph.fingerprint() and g.turn_costs == eng.graph.turn_costs
+
+
+#: Issue 19: 50 x 50 tables "likewise" (the route's duration and distance targets, cell by cell).
+TABLE_N = 50
+
+
+def test_tables_agree_with_osrm_mld(case):
+    """A 50 x 50 ``/table`` (durations and distances) cell by cell against OSRM's MLD table: the route's
+    targets (duration ratio median within 1 %, p10 >= 0.97, p90 <= 1.03; distance median within 0.5 %)."""
+    name, prof, eng, osrm, _ = case
+    rng = np.random.default_rng(1919)
+    pts = _points(eng, TABLE_N, rng)
+    ref = osrm.get(f"/table/v1/driving/{_fmt(pts)}?annotations=duration,distance")
+    ours = eng.table(pts, annotations=("duration", "distance"))
+    assert ref["code"] == "Ok" and ours["code"] == "Ok"
+    d_ours = np.array(ours["durations"], dtype=float)
+    d_ref = np.array(ref["durations"], dtype=float)
+    l_ours = np.array(ours["distances"], dtype=float)
+    l_ref = np.array(ref["distances"], dtype=float)
+    both = np.isfinite(d_ours) & np.isfinite(d_ref) & (d_ref > 0) & (l_ref > 0)
+    # a cell only one side answers: a waypoint snapped to another (small) component, as for routes
+    assert (np.isfinite(d_ours) != np.isfinite(d_ref)).mean() <= 0.05, (name, prof)
+    assert both.mean() >= 0.9, (name, prof, both.mean())
+    dur = d_ours[both] / d_ref[both]
+    dist = l_ours[both] / l_ref[both]
+    snapped = np.mean([_haversine(x["location"], y["location"]) <= 1.0
+                       for x, y in zip(ours["sources"], ref["sources"], strict=True)])
+    q = lambda x: np.round(np.quantile(x, [0.1, 0.5, 0.9]), 4).tolist()  # noqa: E731
+    print(f"\n{name}/{prof} table {TABLE_N}x{TABLE_N}: {int(both.sum())} cells; duration ratio p10/p50/p90 {q(dur)}; "
+          f"distance ratio {q(dist)}; sources within 1 m {snapped:.2%}")
+    p10, p50, p90 = np.quantile(dur, [0.1, 0.5, 0.9])
+    assert abs(p50 - 1) <= DURATION_MEDIAN and p10 >= DURATION_P10 and p90 <= DURATION_P90, (name, prof, q(dur))
+    assert abs(np.median(dist) - 1) <= DISTANCE_MEDIAN, (name, prof, q(dist))
+    assert snapped >= SNAPPED_1M, (name, prof, snapped)
+
+
+def test_nearest_agrees_with_osrm(case):
+    """``/nearest``: the snapped location within 1 m of OSRM's for >= 97 % of 200 random coordinates
+    (points near roads and off them, up to ~100 m)."""
+    name, prof, eng, osrm, _ = case
+    rng = np.random.default_rng(7)
+    pts = _points(eng, 200, rng)
+    jitter = rng.normal(0.0, 0.0004, (len(pts), 2))
+    pts = [(round(x + dx, 6), round(y + dy, 6)) for (x, y), (dx, dy) in zip(pts, jitter, strict=True)]
+    close, n = 0, 0
+    for c in pts:
+        ref = osrm.get(f"/nearest/v1/driving/{c[0]:.6f},{c[1]:.6f}?number=1")
+        ours = eng.nearest(c, number=1)
+        assert ref["code"] == ours["code"], (c, ours, ref)
+        if ref["code"] != "Ok":
+            continue
+        n += 1
+        close += _haversine(ours["waypoints"][0]["location"], ref["waypoints"][0]["location"]) <= 1.0
+    print(f"\n{name}/{prof} nearest: {close}/{n} within 1 m of OSRM's")
+    assert n >= 0.95 * len(pts) and close >= SNAPPED_1M * n, (name, prof, close, n)

@@ -339,11 +339,12 @@ class Engine:
             out.append((lon, lat))
         return out
 
-    def _snap(self, coords, radiuses, bearings, approaches):
+    def _snap(self, coords, radiuses, bearings, approaches, segments=None):
         """Phantoms of validated coordinates; InvalidOptions for bad per-coordinate options, NoSegment.
 
-        All coordinates are snapped together (:meth:`SegmentIndex.snap_batch`); errors are those of
-        snapping one coordinate after the other: the first coordinate with a bad option or no segment."""
+        All coordinates are snapped together (:meth:`SegmentIndex.snap_batch`, on ``segments``, default
+        :attr:`segments`); errors are those of snapping one coordinate after the other: the first
+        coordinate with a bad option or no segment."""
         k = len(coords)
         radiuses = _osrm_list(radiuses, k, "radiuses")
         bearings = _osrm_list(bearings, k, "bearings")
@@ -363,7 +364,7 @@ class Engine:
                 aps.append(a)
         c = np.asarray(coords[:stop], dtype=np.float64).reshape(stop, 2)
         try:
-            out = self.segments.snap_batch(c[:, 0], c[:, 1], radiuses=rs, bearings=bs, approaches=aps)
+            out = (segments or self.segments).snap_batch(c[:, 0], c[:, 1], radiuses=rs, bearings=bs, approaches=aps)
         except NoSegment as e:
             raise EngineError("NoSegment", f"Could not find a matching segment for coordinate {e.index}"
                               + (f" ({str(e).split(': ', 1)[1]})" if ": " in str(e) else "")) from None
@@ -1159,7 +1160,9 @@ class Engine:
 
     # ------------------------------------------------------------------ nearest
     def nearest(self, coord, *, number=1, radiuses=None, bearings=None, approaches=None):
-        """OSRM ``/nearest/v1``: the ``number`` nearest road segments of one coordinate.
+        """OSRM ``/nearest/v1``: the ``number`` nearest road segments of one coordinate, as OSRM's nearest
+        among every segment, those of small strongly connected components included (routes, tables, trips
+        and isochrones snap to the largest component, :attr:`segments`).
 
         Parameters
         ----------
@@ -1192,11 +1195,13 @@ class Engine:
         radiuses = _one_entry(radiuses, "radiuses")
         bearings = _one_entry(bearings, "bearings")
         approaches = _one_entry(approaches, "approaches")
-        found = self._snap([(lon, lat)], radiuses, bearings, approaches)  # validates, maps NoSegment
+        # OSRM's nearest: every segment, small components included (routes snap to the largest one)
+        index = self.segments if self.segments.component == "any" else SegmentIndex.of(self.graph, "any")
+        found = self._snap([(lon, lat)], radiuses, bearings, approaches, index)  # validates, maps NoSegment
         if number > 1:
             r = None if radiuses is None or radiuses[0] in (None, "unlimited") else float(radiuses[0])
             b = None if bearings is None else check_bearing(bearings[0])
-            found = self.segments.nearest(lon, lat, number, radius=r, bearing=b,
+            found = index.nearest(lon, lat, number, radius=r, bearing=b,
                                           approach=None if approaches is None else approaches[0])
         ids = self._node_ids
         return {"code": "Ok",
