@@ -25,14 +25,32 @@ streams) or ``httpx`` (httpx.AsyncClient). httpx costs ~1-3 ms of client CPU per
 server runs on: on a 2-core machine it caps osrm-routed's /route at ~200-500 req/s where the raw client
 measures ~1,700, so its numbers say more about httpx than about the servers.
 
+``--dataset`` (issue 19) serves what users run instead: ``gpuroute build X.osm.pbf --profile <OSRM's car.lua>
+-o DIR`` then ``gpuroute serve DIR`` (turn-aware routes over the overlay; the dataset is rebuilt on every run,
+under out/serve_bench/dataset/), against ``osrm-extract -p car.lua``, ``osrm-partition``, ``osrm-customize``,
+``osrm-routed --algorithm mld`` (cached under out/serve_bench/osrm_mld/), both with the same unmodified car.lua
+of the osrm-bindings wheel (.ci/fetch_osrm.sh). Extracts: the shipped Monaco, Andorra and Helsinki from the
+shared data. Requests: ``/route/v1/driving/a;b?overview=full`` between random snappable points (inside
+segments of the dataset's snapping index, as tests/server/test_osrm_differential_profile.py picks them) at 1
+and 4 clients, ``/table/v1/driving/<100 coordinates>`` at 1 client; the same requests to both servers.
+Recorded as above (server CPU ms per request from /proc, p50 latency, ...); HTTP 400 NoRoute/NoSegment answers
+are counted apart (``no_route``) and are not failures. A sample of 200 routes (duration and distance) and one
+table are compared (within 1 %). The requests are written next to the result (``.requests.json.gz``);
+``--requests-from EARLIER.json`` sends the same ones again and adds a before -> now table.
+
 Usage (from the repo root):
     .venv/bin/python benchmarks/serve.py --quick          # Monaco, fewer requests, under ~2 minutes
     .venv/bin/python benchmarks/serve.py --full           # Monaco and Andorra, 2,000 routes per level
     .venv/bin/python benchmarks/serve.py [--clients 1 8 32] [--routes N] [--tables N] [--threads T]
         [--client raw|httpx] [--no-osrm] [--osrm-bin DIR] [--out benchmarks/results]
-Writes OUT/serve_cpu_<date>[_quick][_httpx].json and prints Markdown tables. Exits 1 if gpuroute answered
-anything but 200 (the JSON is written first); OSRM errors are reported, not fatal. Both servers are stopped
-on exit (try/finally, atexit, SIGTERM, and PR_SET_PDEATHSIG on Linux).
+    .venv/bin/python benchmarks/serve.py --dataset --label before      # ~6 minutes on 2 cores
+    .venv/bin/python benchmarks/serve.py --dataset --label after \
+        --requests-from benchmarks/results/serve_dataset_<date>_before_<commit>.json
+Writes OUT/serve_cpu_<date>[_quick][_httpx].json and prints Markdown tables (--dataset:
+OUT/serve_dataset_<date>[_<label>]_<commit>[_quick].json, .md with the tables, .requests.json.gz). Exits 1 if
+gpuroute answered anything but 200 (--dataset: anything but 200 or a NoRoute/NoSegment 400; the JSON is written
+first); OSRM errors are reported, not fatal. Both servers are stopped on exit (try/finally, atexit, SIGTERM,
+and PR_SET_PDEATHSIG on Linux).
 """
 from __future__ import annotations
 
@@ -220,7 +238,7 @@ def osrm_bin(arg):
     """(directory of the osrm-* binaries, profiles directory, note) or (None, None, why not); as crp.py."""
     import zipfile
 
-    cands = [arg, os.environ.get("OSRM_BIN")]
+    cands = [arg, os.environ.get("OSRM_BIN"), str(ROOT / ".venv" / "osrm" / "wheel" / "osrm" / "bin")]  # .ci/fetch_osrm.sh
     cands += sorted(glob.glob(str(OSRM_WHEELS / "wheel" / "osrm" / "bin")))
     wheels = sorted(glob.glob(str(OSRM_WHEELS / "osrm_bindings-*.whl")))
     if wheels and not (OSRM_WHEELS / "wheel" / "osrm" / "bin").exists():
@@ -252,9 +270,12 @@ def osrm_bin(arg):
                         "--python-version 3.12 --platform manylinux_2_28_x86_64 osrm-bindings -d local_data/osrm")
 
 
-def osrm_prepare(bindir, prof, pbf, name, cores):
-    """Extract (car.lua) + contract, cached by the PBF's size and mtime; (base .osrm path, info)."""
-    work = CACHE / "osrm" / name
+def osrm_prepare(bindir, prof, pbf, name, cores, algorithm="ch"):
+    """Extract (car.lua) + contract (``algorithm="ch"``) or + partition + customize (``"mld"``), cached by the
+    PBF's size and mtime; (base .osrm path, info)."""
+    if algorithm not in ("ch", "mld"):
+        raise ValueError(f"algorithm must be 'ch' or 'mld', got {algorithm!r}")
+    work = CACHE / ("osrm" if algorithm == "ch" else "osrm_mld") / name
     work.mkdir(parents=True, exist_ok=True)
     src = work / Path(pbf).name
     base = work / (src.name.split(".")[0] + ".osrm")
@@ -262,12 +283,18 @@ def osrm_prepare(bindir, prof, pbf, name, cores):
     stamp = work / "stamp.json"
     key = {"pbf": str(pbf), "size": st.st_size, "mtime": st.st_mtime, "profile": str(Path(prof) / "car.lua"),
            "bin": str(bindir)}
-    if stamp.exists() and json.loads(stamp.read_text()).get("key") == key and base.with_suffix(".osrm.hsgr").exists():
+    done = base.with_suffix(".osrm.hsgr" if algorithm == "ch" else ".osrm.cell_metrics")
+    if stamp.exists() and json.loads(stamp.read_text()).get("key") == key and done.exists():
         return base, dict(json.loads(stamp.read_text())["info"], cached=True)
     __import__("shutil").copyfile(pbf, src)
     info = {}
-    for what, cmd in (("extract", [Path(bindir) / "osrm-extract", "-p", Path(prof) / "car.lua", "-t", cores, src]),
-                      ("contract", [Path(bindir) / "osrm-contract", "-t", cores, base])):
+    steps = [("extract", [Path(bindir) / "osrm-extract", "-p", Path(prof) / "car.lua", "-t", cores, src])]
+    if algorithm == "ch":
+        steps.append(("contract", [Path(bindir) / "osrm-contract", "-t", cores, base]))
+    else:
+        steps += [("partition", [Path(bindir) / "osrm-partition", "-t", cores, base]),
+                  ("customize", [Path(bindir) / "osrm-customize", "-t", cores, base])]
+    for what, cmd in steps:
         t = time.perf_counter()
         r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=1200)
         (work / f"{what}.log").write_text(r.stdout + r.stderr)
@@ -375,10 +402,12 @@ def make_client(kind, port, n):
 async def drive(kind, port, paths, n_clients, time_limit):
     """Send ``paths`` (GET) with ``n_clients`` concurrent clients, each taking the next path when its last
     answer is in, until all are sent or ``time_limit`` seconds have passed. Latencies in seconds of the
-    answered requests, wall seconds, errors, the first error."""
+    answered requests, wall seconds, errors, the first error, and how many of the errors were a routing
+    refusal (HTTP 400 with code NoRoute or NoSegment: an answer, not a server fault)."""
     client = make_client(kind, port, n_clients)
     lat = []
     errors = [0]
+    refused = [0]
     first = [None]
     nxt = [0]
     t0 = time.perf_counter()
@@ -396,14 +425,16 @@ async def drive(kind, port, paths, n_clients, time_limit):
             lat.append(time.perf_counter() - t)
             if status != 200:
                 errors[0] += 1
-                if first[0] is None:
+                if status == 400 and (b'"NoRoute"' in body or b'"NoSegment"' in body):
+                    refused[0] += 1
+                elif first[0] is None:
                     first[0] = f"request {i} ({paths[i][:120]}...): HTTP {status}: {body[:300]!r}"
 
     try:
         await asyncio.gather(*(worker() for _ in range(n_clients)))
     finally:
         await client.aclose()
-    return np.array(lat), time.perf_counter() - t0, errors[0], first[0]
+    return np.array(lat), time.perf_counter() - t0, errors[0], first[0], refused[0]
 
 
 async def fetch_json(kind, port, paths):
@@ -443,25 +474,27 @@ def stats(lat, wall, n_clients):
             "wall_s": wall, "throughput_rps": lat.size / wall}
 
 
-def bench_server(name, proc, port, kind, levels, routes, tables, big, time_limit, warmup):
-    """Every (service, clients) level on one running server; a list of result rows."""
+def bench_server(name, proc, port, kind, levels, routes, tables, big, time_limit, warmup, table_levels=None):
+    """Every (service, clients) level on one running server (tables at ``table_levels``, default ``levels``); a
+    list of result rows."""
     rows = []
     pid = proc.pid
     # warm up: the first requests build per-thread query objects, fill caches, open connections
     asyncio.run(drive(kind, port, routes[:warmup], min(8, max(levels)), time_limit))
     asyncio.run(drive(kind, port, tables[:2], 2, time_limit))
-    for service, paths in (("route", routes), (f"table {tables_size(tables)}", tables)):
-        for n in levels:
+    for service, paths, lv in (("route", routes, levels),
+                               (f"table {tables_size(tables)}", tables, table_levels or levels)):
+        for n in lv:
             if proc.poll() is not None:
                 raise RuntimeError(f"{name} exited {proc.returncode} during the benchmark")
             rss0, _ = rss_mb(pid)
             la0 = loadavg()
             c0, g0 = cpu_s(pid), time.process_time()
-            lat, wall, errors, first = asyncio.run(drive(kind, port, paths, n, time_limit))
+            lat, wall, errors, first, refused = asyncio.run(drive(kind, port, paths, n, time_limit))
             c1, g1 = cpu_s(pid), time.process_time()
             rss1, hwm = rss_mb(pid)
             r = {"server": name, "service": service, "clients": n, **stats(lat, wall, n), "errors": errors,
-                 "first_error": first, "sent": int(lat.size), "planned": len(paths),
+                 "no_route": refused, "first_error": first, "sent": int(lat.size), "planned": len(paths),
                  "truncated_by_time": int(lat.size) < len(paths), "server_cpu_s": c1 - c0,
                  "loadgen_cpu_s": g1 - g0, "rss_before_mb": rss0, "rss_after_mb": rss1, "rss_peak_mb": hwm,
                  "server_threads": threads_of(pid), "loadavg_before": la0, "loadavg_after": loadavg()}
@@ -472,7 +505,7 @@ def bench_server(name, proc, port, kind, levels, routes, tables, big, time_limit
             if first:
                 print(f"    first error: {first}", flush=True)
     for i, p in enumerate(big):
-        lat, wall, errors, first = asyncio.run(drive(kind, port, [p], 1, time_limit))
+        lat, wall, errors, first, _ = asyncio.run(drive(kind, port, [p], 1, time_limit))
         r = {"server": name, "service": "table 1000x1000", "clients": 1, "request": i, **stats(lat, wall, 1),
              "errors": errors, "first_error": first, "sent": int(lat.size), "planned": 1,
              "rss_after_mb": rss_mb(pid)[0], "rss_peak_mb": rss_mb(pid)[1]}
@@ -494,15 +527,19 @@ def route_durations(answers):
 
 
 def compare(ours, theirs):
-    """Durations of ours / OSRM's: fraction within 5%, median and quartiles of the ratio."""
+    """Durations of ours / OSRM's: fraction within 1% and 5%, median, quartiles and p10/p90 of the ratio; how
+    many pairs only one side answered."""
     ours, theirs = np.asarray(ours, float).ravel(), np.asarray(theirs, float).ravel()
+    one_side = int(np.sum(np.isfinite(ours) != np.isfinite(theirs)))
     ok = np.isfinite(ours) & np.isfinite(theirs) & (theirs > 1.0)  # > 1 s: skip (near-)identical points
     if not ok.any():
-        return {"n": 0}
+        return {"n": 0, "n_total": int(ours.size), "only_one_side": one_side}
     r = ours[ok] / theirs[ok]
-    return {"n": int(ok.sum()), "n_total": int(ours.size), "within_5pct": float(np.mean(np.abs(r - 1) <= 0.05)),
-            "ratio_p25": float(np.percentile(r, 25)), "ratio_median": float(np.median(r)),
-            "ratio_p75": float(np.percentile(r, 75))}
+    return {"n": int(ok.sum()), "n_total": int(ours.size), "only_one_side": one_side,
+            "within_1pct": float(np.mean(np.abs(r - 1) <= 0.01)), "within_5pct": float(np.mean(np.abs(r - 1) <= 0.05)),
+            "ratio_p10": float(np.percentile(r, 10)), "ratio_p25": float(np.percentile(r, 25)),
+            "ratio_median": float(np.median(r)), "ratio_p75": float(np.percentile(r, 75)),
+            "ratio_p90": float(np.percentile(r, 90))}
 
 
 # ------------------------------------------------------------------------------------------------ graphs
@@ -562,6 +599,292 @@ def markdown(res):
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------------------------------------ dataset mode
+DATASET_GRAPHS = ["Monaco", "Andorra", "Helsinki"]
+DATASET_ROUTE_QUERY = "overview=full"
+
+
+def find_pbf(name):
+    """The OSM extract of a graph name: the shipped Monaco, else NAME.osm.pbf (as spelled or lower case) in the
+    shared data folders."""
+    if name.lower() == "monaco":
+        return ROOT / "src" / "gpuroute" / "datasets" / "data" / "monaco.osm.pbf"
+    for d in OSM_DIRS:
+        for f in (f"{name}.osm.pbf", f"{name.lower()}.osm.pbf"):
+            if (d / f).is_file():
+                return (d / f).resolve()
+    raise FileNotFoundError(f"{name}: no {name}.osm.pbf in {[str(d) for d in OSM_DIRS]}")
+
+
+def file_sha256(path):
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def gpuroute_env():
+    return dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def gpuroute_build(pbf, lua, name):
+    """``gpuroute build PBF --profile LUA -o out/serve_bench/dataset/NAME``, rebuilt on every run (the dataset is
+    part of the code under test); (directory, build info)."""
+    ds = CACHE / "dataset" / name
+    ds.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "gpuroute.cli", "build", str(pbf), "--profile", str(lua), "-o", str(ds), "--json"]
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, env=gpuroute_env(), timeout=1200)
+    wall = time.perf_counter() - t
+    (CACHE / f"gpuroute_build_{name}.log").write_text(r.stdout + r.stderr)
+    if r.returncode != 0:
+        raise RuntimeError(f"gpuroute build exited {r.returncode}: {(r.stdout + r.stderr)[-1500:]}")
+    summary = next((json.loads(line) for line in reversed(r.stdout.splitlines()) if line.startswith("{")), {})
+    g = summary.get("graph", {})
+    return ds, {"build_wall_s": round(wall, 3), "build_stage_s": summary.get("seconds"), "nodes": g.get("nodes"),
+                "arcs": g.get("arcs"), "fingerprint": g.get("fingerprint"), "weight": summary.get("weight"),
+                "cell_sizes": summary.get("cell_sizes")}
+
+
+def snappable_points(ds, k, rng):
+    """``k`` (lon, lat) points inside random segments of the dataset's snapping index (the largest component;
+    segments of 5 m or more, 20..80 % along), as tests/server/test_osrm_differential_profile.py picks them."""
+    import gc
+
+    from gpuroute.engine import Engine
+
+    eng = Engine.open(ds)
+    s = eng.segments
+    ok = np.flatnonzero(s.length_m >= 5.0)
+    pick = rng.choice(ok, k)
+    f = rng.uniform(0.2, 0.8, k)
+    lon = s.lon_u[pick] + f * (s.lon_v[pick] - s.lon_u[pick])
+    lat = s.lat_u[pick] + f * (s.lat_v[pick] - s.lat_u[pick])
+    del eng, s
+    gc.collect()
+    return np.column_stack([lon, lat])
+
+
+def dataset_requests(pts, n_routes, n_tables, table_n):
+    """Coordinate strings (``lon,lat;lon,lat;...``, 1e-6 degrees) of the routes (2 points) and the tables
+    (``table_n`` points) from ``2 n_routes + n_tables table_n`` points."""
+    c = [fmt(p) for p in pts]
+    routes = [f"{c[2 * i]};{c[2 * i + 1]}" for i in range(n_routes)]
+    o = 2 * n_routes
+    tables = [";".join(c[o + j * table_n:o + (j + 1) * table_n]) for j in range(n_tables)]
+    return {"routes": routes, "tables": tables}
+
+
+def load_requests(path):
+    """The requests of an earlier ``--dataset`` run (its JSON, or the ``.requests.json.gz`` next to it): {graph:
+    {"routes": [...], "tables": [...], "pbf_sha256": ...}} and the earlier result (or None)."""
+    import gzip
+
+    path = Path(path)
+    read = lambda f: json.loads(gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_text())  # noqa: E731
+    data = read(path)
+    if "requests_file" in data:
+        prev = data
+        data = read(path.parent / data["requests_file"])
+    else:
+        prev = None
+    return data, prev
+
+
+def dataset_markdown(res, prev=None):
+    c = res["config"]
+    lines = [f"Host: {res['host']['cpu']} ({res['host']['cores']} cores), load average {res['loadavg_before']} -> "
+             f"{res['loadavg_after']}; commit {res['commit']}{' (src modified)' if res.get('src_changes') else ''}; "
+             f"{res['date']}; gpuroute serve --threads {c['threads']}, osrm-routed --algorithm mld -t "
+             f"{c['osrm_threads']}; both with OSRM's car.lua.", "",
+             "| graph | server | service | clients | requests | p50 ms | p95 ms | req/s | server CPU ms/req "
+             "| errors (of which NoRoute) |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for gname, gres in res["graphs"].items():
+        for r in gres.get("rows", []):
+            trunc = "*" if r.get("truncated_by_time") else ""
+            lines.append(f"| {gname} | {r['server']} | {r['service']} | {r['clients']} | {r['sent']}{trunc} | "
+                         f"{r.get('p50_ms', float('nan')):.2f} | {r.get('p95_ms', float('nan')):.2f} | "
+                         f"{r.get('throughput_rps', float('nan')):.1f} | {r['server_cpu_ms_per_req']:.2f} | "
+                         f"{r['errors']} ({r.get('no_route', 0)}) |")
+    if any(r.get("truncated_by_time") for g in res["graphs"].values() for r in g.get("rows", [])):
+        lines += ["", f"\\* stopped by the time limit ({c['time_limit_per_level_s']:.0f} s per level) before all "
+                      "requests were sent."]
+    agree = [(g, gres["agreement"]) for g, gres in res["graphs"].items() if gres.get("agreement")]
+    if agree:
+        lines += ["", "gpuroute / osrm-routed MLD on the same requests (same car.lua):", "",
+                  "| graph | what | pairs | only one side answers | within 1% | within 5% | ratio p10 / median / p90 |",
+                  "|---|---|---:|---:|---:|---:|---|"]
+        for gname, a in agree:
+            for what, x in a.items():
+                if x.get("n"):
+                    lines.append(f"| {gname} | {what} | {x['n']} | {x.get('only_one_side', 0)} | "
+                                 f"{100 * x['within_1pct']:.1f}% | {100 * x['within_5pct']:.1f}% | "
+                                 f"{x['ratio_p10']:.4f} / {x['ratio_median']:.4f} / {x['ratio_p90']:.4f} |")
+    if prev:
+        key = lambda g, r: (g, r["server"], r["service"], r["clients"])  # noqa: E731
+        old = {key(g, r): r for g, gres in prev["graphs"].items() for r in gres.get("rows", [])}
+        lines += ["", f"Before ({prev['commit']}, {prev['date']}) -> now ({res['commit']}, {res['date']}), the same "
+                      "requests:", "",
+                  "| graph | server | service | clients | server CPU ms/req before -> now | p50 ms before -> now |",
+                  "|---|---|---|---:|---|---|"]
+        for gname, gres in res["graphs"].items():
+            for r in gres.get("rows", []):
+                o = old.get(key(gname, r))
+                if o:
+                    lines.append(f"| {gname} | {r['server']} | {r['service']} | {r['clients']} | "
+                                 f"{o['server_cpu_ms_per_req']:.2f} -> {r['server_cpu_ms_per_req']:.2f} | "
+                                 f"{o.get('p50_ms', float('nan')):.2f} -> {r.get('p50_ms', float('nan')):.2f} |")
+    return "\n".join(lines)
+
+
+def main_dataset(args):
+    """``--dataset``: what users run. gpuroute: ``gpuroute build X.osm.pbf --profile <OSRM's car.lua>`` then
+    ``gpuroute serve DIR``; OSRM: ``osrm-extract -p car.lua``, ``osrm-partition``, ``osrm-customize``,
+    ``osrm-routed --algorithm mld``. ``/route`` (two coordinates, overview=full) at ``--clients`` (default 1 4),
+    ``/table`` 100 x 100 at 1 client."""
+    cores = os.cpu_count() or 1
+    threads = args.threads or cores
+    osrm_threads = args.osrm_threads or cores
+    graphs = args.graphs or (["Monaco"] if args.quick else DATASET_GRAPHS)
+    levels = args.clients or [1, 4]
+    table_levels = args.table_clients or [1]
+    n_routes = args.routes or (300 if args.quick else 2000)  # CPU time comes in 10 ms ticks: ~100 per level
+    n_tables = args.tables or (10 if args.quick else 50)
+    time_limit = args.time_limit or (15.0 if args.quick else 40.0)
+    reuse, prev = load_requests(args.requests_from) if args.requests_from else (None, None)
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    atexit.register(stop_all)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    bindir, prof, note = osrm_bin(args.osrm_bin)
+    if bindir is None:
+        sys.exit(f"--dataset needs OSRM (its car.lua builds both datasets): {note}")
+    missing = [t for t in ("osrm-partition", "osrm-customize") if not (Path(bindir) / t).exists()]
+    if missing:
+        sys.exit(f"--dataset needs {', '.join(missing)} next to osrm-routed in {bindir}")
+    lua = Path(prof) / "car.lua"
+    print(f"osrm: {note}\nprofile: {lua}", flush=True)
+
+    res = {"benchmark": "serve_dataset", "date": dt.date.today().isoformat(), "commit": commit(),
+           "src_changes": dirty(), "label": args.label, "mode": "quick" if args.quick else "dataset",
+           "host": {"hostname": platform.node(), "cpu": cpu_model(), "cores": cores, "platform": platform.platform()},
+           "versions": versions(), "loadavg_before": loadavg(),
+           "config": {"graphs": graphs, "route_clients": levels, "table_clients": table_levels,
+                      "routes_per_level": n_routes, "tables_per_level": n_tables, "table_size": args.table_size,
+                      "time_limit_per_level_s": time_limit, "client": args.client, "threads": threads,
+                      "osrm_threads": osrm_threads, "seed": args.seed, "route_query": DATASET_ROUTE_QUERY,
+                      "profile": str(lua), "profile_sha256": file_sha256(lua),
+                      "requests_from": str(args.requests_from) if args.requests_from else None,
+                      "gpuroute_server": f"python -m gpuroute.cli build PBF --profile car.lua -o DIR; python -m "
+                                         f"gpuroute.cli serve DIR --threads {threads} --max-table-size 1000",
+                      "osrm_server": f"osrm-extract -p car.lua; osrm-partition; osrm-customize; osrm-routed "
+                                     f"--algorithm mld -t {osrm_threads} --max-table-size 1000",
+                      "measure": "server CPU = utime + stime of the server process (/proc/PID/stat, all threads) "
+                                 "over a level / requests sent; latency from the load generator in this process "
+                                 "(it shares the cores)",
+                      "load_generator": f"{args.client} in the benchmark process, asyncio, one keep-alive "
+                                        "connection per client"},
+           "peers": {"osrm": note}, "graphs": {}}
+    requests = {}
+    failed = []
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = "_".join(x for x in ("serve_dataset", res["date"], args.label, res["commit"],
+                                "quick" if args.quick else "") if x)
+    try:
+        for gname in graphs:
+            print(f"## {gname}", flush=True)
+            pbf = find_pbf(gname)
+            sha = file_sha256(pbf)
+            gres = res["graphs"][gname] = {"pbf": str(pbf), "pbf_sha256": sha, "rows": [], "servers": {}}
+            ds, binfo = gpuroute_build(pbf, lua, gname)
+            gres["gpuroute_build"] = binfo
+            print(f"  gpuroute build: {binfo}", flush=True)
+            if reuse is not None:
+                if gname not in reuse:
+                    raise KeyError(f"{args.requests_from} has no requests for {gname}")
+                req = reuse[gname]
+                if req.get("pbf_sha256") != sha:
+                    print(f"  WARNING: {pbf} differs from the file the requests were made for", flush=True)
+            else:
+                rng = np.random.default_rng(args.seed)
+                pts = snappable_points(ds, 2 * n_routes + n_tables * args.table_size, rng)
+                req = dict(dataset_requests(pts, n_routes, n_tables, args.table_size), pbf_sha256=sha)
+            requests[gname] = req
+            routes = [f"/route/v1/driving/{c}?{DATASET_ROUTE_QUERY}" for c in req["routes"][:n_routes]]
+            tables = [f"/table/v1/driving/{c}" for c in req["tables"][:n_tables]]
+            sample = routes[:args.agree]
+            answers = {}
+
+            port = free_port()
+            logp = CACHE / f"gpuroute_dataset_{gname}.log"
+            p = start([sys.executable, "-m", "gpuroute.cli", "serve", ds, "--port", port, "--threads", threads,
+                       "--max-table-size", 1000], logp, env=gpuroute_env())
+            try:
+                ready = wait_ready(p, port, "/health", logp, timeout=300)
+                gres["servers"]["gpuroute"] = {"startup_s": ready, "pid_threads": threads_of(p.pid),
+                                               "rss_idle_mb": rss_mb(p.pid)[0]}
+                print(f"  gpuroute up in {ready:.1f} s (port {port})", flush=True)
+                gres["rows"] += bench_server("gpuroute", p, port, args.client, levels, routes, tables, [],
+                                             time_limit, warmup=min(100, len(routes)), table_levels=table_levels)
+                answers["gpuroute"] = asyncio.run(fetch_json(args.client, port, sample + tables[:1]))
+            finally:
+                stop(p)
+            for r in gres["rows"]:
+                if r["server"] == "gpuroute" and r["errors"] > r.get("no_route", 0):
+                    failed.append(f"{gname}: gpuroute {r['service']} N={r['clients']}: {r['errors']} errors "
+                                  f"({r.get('no_route', 0)} NoRoute); first: {r['first_error']}")
+
+            base, info = osrm_prepare(bindir, prof, pbf, gname, osrm_threads, algorithm="mld")
+            port = free_port()
+            logp = CACHE / f"osrm_mld_{gname}.log"
+            p = start([Path(bindir) / "osrm-routed", "--algorithm", "mld", "-i", "127.0.0.1", "-p", port,
+                       "-t", osrm_threads, "--max-table-size", 1000, base], logp)
+            try:
+                ready = wait_ready(p, port, "/nearest/v1/driving/0,0", logp)
+                gres["servers"]["osrm-mld"] = {"startup_s": ready, **info, "rss_idle_mb": rss_mb(p.pid)[0],
+                                               "pid_threads": threads_of(p.pid)}
+                print(f"  osrm-routed up in {ready:.1f} s (port {port}; {info})", flush=True)
+                gres["rows"] += bench_server("osrm-mld", p, port, args.client, levels, routes, tables, [],
+                                             time_limit, warmup=min(100, len(routes)), table_levels=table_levels)
+                answers["osrm"] = asyncio.run(fetch_json(args.client, port, sample + tables[:1]))
+            finally:
+                stop(p)
+
+            ours, theirs = answers["gpuroute"], answers["osrm"]
+            field = lambda a, k: np.array([x["routes"][0][k] if x and x.get("code") == "Ok" and x.get("routes")  # noqa: E731
+                                           else np.nan for x in a])
+            agree = {"route duration": compare(field(ours[:-1], "duration"), field(theirs[:-1], "duration")),
+                     "route distance": compare(field(ours[:-1], "distance"), field(theirs[:-1], "distance"))}
+            if ours[-1] and theirs[-1]:
+                to = lambda a: np.array([[np.nan if x is None else x for x in row] for row in a["durations"]])  # noqa: E731
+                agree[f"table {tables_size(tables)} durations"] = compare(to(ours[-1]), to(theirs[-1]))
+            gres["agreement"] = agree
+            print(f"  agreement: {json.dumps(agree)}", flush=True)
+    finally:
+        stop_all()
+        res["loadavg_after"] = loadavg()
+        res["failed"] = failed
+        req_path = out / f"{stem}.requests.json.gz"
+        if reuse is None and requests:
+            req_path.write_bytes(__import__("gzip").compress(json.dumps(requests).encode(), mtime=0))
+            res["requests_file"] = req_path.name
+        elif reuse is not None:
+            res["requests_file"] = str(Path(os.path.relpath(Path(args.requests_from).parent, out)) /
+                                       (prev or {}).get("requests_file", Path(args.requests_from).name))
+        path = out / f"{stem}.json"
+        path.write_text(json.dumps(res, indent=1, default=float) + "\n")
+        md = dataset_markdown(res, prev) if any(g.get("rows") for g in res["graphs"].values()) else ""
+        if md:
+            path.with_suffix(".md").write_text(md + "\n")
+        print(f"\nwrote {path}" + (f", {path.with_suffix('.md').name}" if md else "") +
+              (f", {req_path.name}" if reuse is None and requests else "") + "\n")
+        print(md)
+    if failed:
+        print("\nFAILED: gpuroute answered errors:\n  " + "\n  ".join(failed), file=sys.stderr)
+        sys.exit(1)
+
+
 # ------------------------------------------------------------------------------------------------ main
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -569,8 +892,16 @@ def main():
     mode.add_argument("--quick", action="store_true", help="Monaco, 500 routes and 20 tables per level (~1-2 min)")
     mode.add_argument("--full", action="store_true", help="Monaco and Andorra, 2,000 routes and 100 tables per "
                                                           "level, 3 tables 1000x1000")
-    ap.add_argument("--graphs", nargs="+", default=None, help="Monaco, Andorra")
-    ap.add_argument("--clients", nargs="+", type=int, default=[1, 8, 32])
+    ap.add_argument("--dataset", action="store_true",
+                    help="serve built datasets: gpuroute build --profile car.lua + serve DIR against osrm-extract "
+                         "car.lua + partition + customize + osrm-routed --algorithm mld (Monaco, Andorra, Helsinki;"
+                         " with --quick Monaco only)")
+    ap.add_argument("--requests-from", default=None,
+                    help="--dataset: send the requests of this earlier --dataset result JSON (before/after)")
+    ap.add_argument("--label", default="", help="--dataset: a word in the output's name (before, after)")
+    ap.add_argument("--table-clients", nargs="+", type=int, default=None, help="--dataset: table levels (1)")
+    ap.add_argument("--graphs", nargs="+", default=None, help="Monaco, Andorra (--dataset: Helsinki too)")
+    ap.add_argument("--clients", nargs="+", type=int, default=None, help="default 1 8 32 (--dataset: 1 4)")
     ap.add_argument("--routes", type=int, default=None, help="route requests per level")
     ap.add_argument("--tables", type=int, default=None, help="table requests per level")
     ap.add_argument("--table-size", type=int, default=100)
@@ -585,6 +916,14 @@ def main():
     ap.add_argument("--osrm-bin", default=None)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = ap.parse_args()
+    if args.dataset:
+        if args.full or args.big_table or args.no_osrm:
+            ap.error("--dataset runs its own set (--quick: Monaco only); --full, --big-table and --no-osrm do "
+                     "not apply")
+        return main_dataset(args)
+    if args.requests_from or args.label or args.table_clients:
+        ap.error("--requests-from, --label and --table-clients go with --dataset")
+    args.clients = args.clients or [1, 8, 32]
 
     cores = os.cpu_count() or 1
     threads = args.threads or cores

@@ -19,7 +19,14 @@ from gpuroute.cli.common import STAGE_LINE  # noqa: E402
 from gpuroute.cli.main import main  # noqa: E402
 from gpuroute.crp.metric import RESTRICTED  # noqa: E402
 from gpuroute.engine import Engine, EngineError  # noqa: E402
-from gpuroute.engine.dataset import FORMAT, DatasetError, build_dataset, is_dataset, load_dataset  # noqa: E402
+from gpuroute.engine.dataset import (  # noqa: E402
+    FORMAT,
+    DatasetError,
+    build_dataset,
+    drop_traffic,
+    is_dataset,
+    load_dataset,
+)
 
 CELLS = (64, 1024)
 
@@ -40,6 +47,14 @@ def built(tmp_path_factory):
 @pytest.fixture(scope="module")
 def dataset(built):
     return built[0]
+
+
+@pytest.fixture(autouse=True)
+def _built_metric(request):
+    """Each test starts from the built metric: an engine opened from the directory saves its
+    customizations there (DIR/traffic.npz) and the next one would restore them."""
+    if "dataset" in request.fixturenames:
+        drop_traffic(request.getfixturevalue("dataset"))
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +104,7 @@ def test_open_loads_every_part(dataset, engines):
     assert e.overlay is not None and e.overlay.customized and e.ch.weight == "travel_time"
     caps = {c["service"]: c for c in e.capabilities}
     assert caps["route"]["algorithm"] == "crp" and caps["route"]["traffic_aware"]
-    assert caps["table"]["algorithm"].startswith("ch") and not caps["table"]["traffic_aware"]
+    assert caps["table"]["algorithm"].startswith("crp") and caps["table"]["traffic_aware"]
     assert caps["nearest"]["algorithm"] == "segment index"
     assert e.info["capabilities"] == e.capabilities
     plain = {c["service"]: c for c in engines[1].capabilities}

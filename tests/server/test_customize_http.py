@@ -21,7 +21,7 @@ with warnings.catch_warnings():  # starlette's note about httpx2
 from turn_oracle import phantom_cost, route_arcs  # noqa: E402
 
 from gpuroute.engine import Engine  # noqa: E402
-from gpuroute.engine.dataset import build_dataset  # noqa: E402
+from gpuroute.engine.dataset import build_dataset, drop_traffic  # noqa: E402
 from gpuroute.server import create_app  # noqa: E402
 
 
@@ -30,6 +30,14 @@ def dataset(tmp_path_factory):
     d = tmp_path_factory.mktemp("ds") / "monaco"
     build_dataset("monaco", d, cell_sizes=(64, 1024))
     return d
+
+
+@pytest.fixture(autouse=True)
+def _built_metric(request):
+    """Each test starts from the built metric: an engine opened from the directory saves its
+    customizations there (DIR/traffic.npz) and the next one would restore them."""
+    if "dataset" in request.fixturenames:
+        drop_traffic(request.getfixturevalue("dataset"))
 
 
 @pytest.fixture
@@ -61,7 +69,9 @@ def test_health_capabilities(served):
     h = client.get("/health").json()
     caps = {c["service"]: c for c in h["capabilities"]}
     assert caps["route"]["algorithm"] == "crp" and caps["route"]["traffic_aware"] is True
-    assert caps["table"]["traffic_aware"] is False and caps["nearest"]["algorithm"] == "segment index"
+    for svc in ("route", "table", "trip", "isochrone"):  # every service follows /customize, turns included
+        assert caps[svc]["traffic_aware"] is True and caps[svc]["turn_aware"] is True, svc
+    assert caps["nearest"]["algorithm"] == "segment index"
     assert h["customize"] is True and h["engine"]["metric"] == "time"
 
 

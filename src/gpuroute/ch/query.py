@@ -642,6 +642,25 @@ def _distances(rec, nw, core_pos, core_dist, sources, targets, heap_cap, n_worke
     return res
 
 
+@njit(cache=True)
+def _pair_table(rec, nw, core_pos, core_dist, sources, targets, dist, par, qpos, qk, qn, touched, ent, stall):
+    """Distances int64 (|S|, |T|) between ranks (flat ``rec``, ``nw``), one bidirectional search a pair,
+    serially in the caller's buffers (:class:`_Work`): :meth:`CHQuery.table`."""
+    out = np.empty((sources.shape[0], targets.shape[0]), dtype=np.int64)
+    for i in range(sources.shape[0]):
+        for j in range(targets.shape[0]):
+            s = sources[i]
+            t = targets[j]
+            if s == t:
+                out[i, j] = 0
+                continue
+            best, ma, mb, settled, nt = _search(rec, nw, core_pos, core_dist, s, t, dist, par, qpos, qk, qn,
+                                                touched, ent, stall, False)
+            out[i, j] = best
+            _reset(dist, touched, nt)
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- hub labels
 # Hub labels from the hierarchy (Abraham, Delling, Goldberg, Werneck, "A Hub-Based Labeling Algorithm for
 # Shortest Paths on Road Networks", SEA 2011, sec. 4: labels from CH search spaces, pruned by bootstrapping;
@@ -1415,6 +1434,33 @@ class CHQuery:
             meeting = (int(order[ma]), int(order[mb]))
         return PathResult(best, nodes, self._arcs[:k].copy(), wname, unit, settled, "ch", {"meeting": meeting},
                           device="cpu")
+
+    def table(self, sources, targets):
+        """Distances between a few nodes, every source to every target, in this query object's buffers
+        (one numba call, serial: no parallel launch and no lock, for a route leg's handful of phantom
+        nodes; :meth:`ContractionHierarchy.table` for large tables).
+
+        Parameters
+        ----------
+        sources, targets : array_like of int, shape (|S|,), (|T|,)
+            Node ids in ``[0, n)``.
+
+        Returns
+        -------
+        ndarray int64, shape (|S|, |T|)
+            In the weight's unit; ``INF`` where unreachable, 0 where source and target are one node.
+
+        Raises
+        ------
+        IndexError
+            An id outside ``[0, n)`` (named, with its position).
+        """
+        s = id_array(sources, self._n, "sources")
+        t = id_array(targets, self._n, "targets")
+        w = self._w
+        rank = self._rank
+        return _pair_table(*self._pre[:4], rank[s], rank[t], w.dist, w.par, w.qpos, w.qk, w.qn, w.touched, w.ent,
+                           self.stall)
 
 
 def distances_cpu(h, sources, targets, *, stall=True, labels=None):

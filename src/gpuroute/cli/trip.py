@@ -138,8 +138,9 @@ def add_parser(sub, common):
     t.add_argument("--destination", choices=("any", "last"), default=None,
                    help="last: visit the file's last stop last (default any; last with --no-roundtrip)")
     t.add_argument("--time-limit", type=float, default=None, metavar="S",
-                   help="seconds the tour search may take (default: the service's, "
-                        "config.SERVE_TRIP_TIME_LIMIT_S)")
+                   help="seconds the tour search may take past config.TOUR_EXACT_MAX_N stops (up to it the "
+                        "order is exact and no search runs; default: the service's, "
+                        "config.SERVE_TRIP_TIME_PER_STOP_S x stops within SERVE_TRIP_TIME_MIN_S.._MAX_S)")
     t.add_argument("--json", action="store_true", help="print the OSRM-shaped /trip response (JSON)")
     t.add_argument("--steps", action="store_true", help="with --json: turn-by-turn steps per leg")
     t.add_argument("--geometries", choices=("polyline", "polyline6", "geojson"), default="geojson",

@@ -270,6 +270,47 @@ class Overlay:
         GPUUnavailableError
             ``device="gpu"`` without a usable GPU.
         """
+        st, info, run = self._customized(metric, device)
+        self._state = st
+        if run is not None:
+            self._commit_gpu(run)
+        return info
+
+    def customized_state(self, metric=None, *, device="auto"):
+        """A whole customization of ``metric`` into a separate state, NOT installed as the overlay's current
+        one (the overlay's metric, its queries and its traffic updates are untouched): what a search that
+        takes its state explicitly reads (:func:`gpuroute.crp.phantom_search.search`,
+        :func:`gpuroute.crp.many_to_many.table` ``state=``), e.g. the current metric with some arcs closed
+        (OSRM's ``exclude=``, :mod:`gpuroute.engine.exclude`).
+
+        Parameters
+        ----------
+        metric, device
+            As :meth:`customize`.
+
+        Returns
+        -------
+        _State
+            ``metric``, ``arc_cost``, ``turn_cost``, ``clique``, ``tree`` and ``seconds`` (the
+            customization's); the cost of one :meth:`customize` of every cell, and the memory of one more
+            customization (cliques, trees, decoded turn costs).
+
+        Raises
+        ------
+        ValueError, GPUUnavailableError
+            As :meth:`customize`.
+
+        Notes
+        -----
+        On the GPU it runs in the customizer's buffers without becoming the device copy that traffic
+        updates start from; as for :meth:`customize`, callers run one GPU customization at a time
+        (:class:`gpuroute.engine.traffic.TrafficRouter` holds its lock).
+        """
+        return self._customized(metric, device)[0]
+
+    def _customized(self, metric, device):
+        """One whole customization: ``(state, info, run)``, ``run`` the GPU run to commit (None on the CPU);
+        nothing installed."""
         dev = resolve_device(device)
         t0 = time.perf_counter()
         if metric is None:
@@ -283,20 +324,20 @@ class Overlay:
             t1 = time.perf_counter()
             tcost, clique, tree, level_s, rounds, run = self._run_gpu(met, arc)
             total = time.perf_counter() - t0
-            self._state = _State(met, arc, tcost, clique, tree, total, self._qg, run.get("tree_wait"))
-            self._commit_gpu(run)
-            return {"seconds": total, "decode_seconds": t1 - t0, "level_seconds": self._plan.query_seconds(level_s),
-                    "device": "gpu", "rounds": [rounds[q] for q in self._plan.ext_of_query],
-                    "host_seconds": run["host_seconds"], "plan": self._plan_info(level_s, rounds)}
+            st = _State(met, arc, tcost, clique, tree, total, self._qg, run.get("tree_wait"))
+            return st, {"seconds": total, "decode_seconds": t1 - t0,
+                        "level_seconds": self._plan.query_seconds(level_s), "device": "gpu",
+                        "rounds": [rounds[q] for q in self._plan.ext_of_query],
+                        "host_seconds": run["host_seconds"], "plan": self._plan_info(level_s, rounds)}, run
         tcost = np.ascontiguousarray(decode_turn_costs(met, self.turns), dtype=np.int64)
         t1 = time.perf_counter()
         clique = np.empty(int(self._topo["cq_first"][-1]), np.int64)
         tree = np.empty(int(self._tree_first[-1]), self._tree_dtype)
         level_s, plan_s = self._run_levels(tcost, clique, tree, None)
         total = time.perf_counter() - t0
-        self._state = _State(met, arc, tcost, clique, tree, total, self._qg)
-        return {"seconds": total, "decode_seconds": t1 - t0, "level_seconds": level_s, "device": "cpu",
-                "plan": self._plan_info(plan_s)}
+        st = _State(met, arc, tcost, clique, tree, total, self._qg)
+        return st, {"seconds": total, "decode_seconds": t1 - t0, "level_seconds": level_s, "device": "cpu",
+                    "plan": self._plan_info(plan_s)}, None
 
     def _plan_info(self, seconds, rounds=None):
         """The plan's levels (:meth:`gpuroute.crp.customize.CustomizationPlan.describe`) with their seconds

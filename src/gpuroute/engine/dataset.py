@@ -12,6 +12,8 @@ Layout::
         ch/             the contraction hierarchy for the routing weight (:meth:`ContractionHierarchy.save`)
         partition/      the nested partition (:meth:`gpuroute.Partition.save`)
         overlay/        the multi-level overlay customized for the routing weight (:meth:`gpuroute.Overlay.save`)
+        traffic.npz     the current traffic, when the engine serving the directory was customized since it
+                        was built (:class:`TrafficStore`; absent: the built metric)
 
 The routing weight is the graph's ``travel_time`` when it has one (an OSM extract, ``ny-time``), else
 its first weight (``distance`` of a DIMACS ``-d`` graph such as ``ny``; see :func:`routing_weight`), or
@@ -23,6 +25,31 @@ temporary sibling and renamed into place: an interrupted build leaves nothing ha
 directory that is not a dataset is never replaced. A source with no road to route on (an OSM extract
 without a way the profile may use) is refused before anything is written.
 
+Saved traffic. An engine opened from a dataset directory (:func:`load_dataset`, ``Engine.open(DIR)``,
+``gpuroute serve DIR``) saves its overlay's metric after every successful customization
+(``POST /customize``: traffic updates or a named metric) to ``DIR/traffic.npz``, replacing the previous
+one atomically (:func:`gpuroute.io.atomic.atomic_file`: temporary sibling, ``fsync``, rename); the next
+:func:`load_dataset` customizes the overlay with it again, so a restart keeps the traffic. The file is
+an uncompressed NumPy ``.npz`` archive (``allow_pickle=False``):
+
+* ``header``: uint8, UTF-8 JSON: ``format`` ``"gpuroute-traffic"``, ``version`` 1, ``dataset`` (the
+  build it belongs to: ``graph_fingerprint``, ``partition_fingerprint``, ``turns_fingerprint``,
+  ``n_arcs``, ``n_turns``), ``metric`` (``name``, ``units``), ``generation`` (customizations saved since
+  the build, restarts included), ``updated`` (UTC, ISO 8601), ``arrays`` (per array: ``dtype``,
+  ``shape``, ``sha256`` of its bytes), ``gpuroute_version``;
+* ``arc_cost``: int32 (m,), the metric's arc costs in its unit (``units``);
+* ``turn_penalty``: int32 (4,), its penalty per turn type (straight, left, right, U-turn);
+* ``turn_cost``: int32 (T,), its per-turn costs (only for a metric that has them: a Lua profile's).
+
+Those are the whole :class:`gpuroute.crp.Metric`: the turn costs are decoded from them and the cliques
+customized from those, so the restored overlay is the saved one exactly. A file that cannot be read,
+is truncated, was edited (a hash differs), holds an invalid metric or was saved for another build (graph,
+partition or turns differ) is refused: a warning naming the file and the reason is logged (logger
+``gpuroute.engine.dataset``), the dataset loads with its built metric, and the next customization
+replaces the file. Delete the file (``gpuroute customize DIR --reset``, :func:`drop_traffic`) to start
+from the built metric again; ``gpuroute build`` replacing the directory drops it too. A directory the
+process cannot write to is served with in-memory traffic only (as before this file existed).
+
 Public API
 ----------
 build_dataset(source, directory, ...)   run every stage, write the directory, return a summary
@@ -30,19 +57,30 @@ routing_weight(graph, weight=None)      the weight a dataset or an engine routes
 load_dataset(directory)                 the parts of a dataset directory, every fingerprint checked
 is_dataset(path)                        whether ``path`` is a dataset directory
 read_manifest(directory)                its manifest, format and version checked
+TrafficStore                            the saved traffic of one loaded dataset directory
+traffic_store(overlay)                  the TrafficStore of an overlay loaded by load_dataset (or None)
+drop_traffic(directory)                 delete the saved traffic (the next load uses the built metric)
 """
 from __future__ import annotations
 
 import datetime
 import hashlib
 import json
+import logging
 import os
 import time
+import weakref
+import zipfile
 from dataclasses import dataclass, field
+
+import numpy as np
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "METRIC", "WEIGHT", "DatasetError", "Dataset", "build_dataset",
            "load_dataset", "is_dataset", "read_manifest", "open_source", "routing_weight", "metric_name",
-           "check_routable", "profile_metric"]
+           "check_routable", "profile_metric", "TRAFFIC", "TRAFFIC_FORMAT", "TRAFFIC_VERSION", "TrafficError",
+           "TrafficSaveError", "TrafficStore", "traffic_store", "drop_traffic"]
+
+log = logging.getLogger(__name__)
 
 FORMAT = "gpuroute-dataset"
 FORMAT_VERSION = 1
@@ -56,6 +94,12 @@ METRIC = "time"
 DEFAULT_CELL_SIZES = (256, 4096, 65536)
 #: File endings read as OpenStreetMap (they take the profile).
 OSM_ENDINGS = (".pbf", ".osm", ".osm.bz2", ".osm.gz", ".o5m")
+#: The saved traffic in a dataset directory (see the module docstring and :class:`TrafficStore`).
+TRAFFIC = "traffic.npz"
+TRAFFIC_FORMAT = "gpuroute-traffic"
+TRAFFIC_VERSION = 1
+#: The arrays of a traffic file besides its ``header`` (``turn_cost`` only for a metric that has them).
+TRAFFIC_ARRAYS = ("arc_cost", "turn_penalty", "turn_cost")
 
 PARTS = {
     "graph": "the imported road graph (gpuroute.save_graph): weights, arc attributes, street names, OSM node "
@@ -87,7 +131,9 @@ class Dataset:
     manifest : dict
     profile : str
     seconds : dict
-        Load time of each part.
+        Load time of each part (``traffic``: reading and applying the saved traffic).
+    traffic : TrafficStore or None
+        The saved traffic: whether it was restored, and where the next customization is saved.
     """
 
     directory: str
@@ -97,6 +143,7 @@ class Dataset:
     manifest: dict
     profile: str = "car-basic"
     seconds: dict = field(default_factory=dict)
+    traffic: object = None
 
 
 def _now():
@@ -497,7 +544,14 @@ def _stage_reporter(progress):
 
 
 def load_dataset(directory):
-    """The parts of a dataset directory, each checked against the manifest.
+    """The parts of a dataset directory, each checked against the manifest, and its saved traffic.
+
+    The overlay is customized with ``DIR/traffic.npz`` when that file is there and valid (the traffic a
+    served engine saved, see the module docstring; ``dataset.traffic.restored``); a file that is not
+    (unreadable, truncated, edited, saved for another build) is refused with a warning logged naming it
+    and the reason (``dataset.traffic.refused``), and the overlay keeps the built metric. The overlay is
+    registered with its :class:`TrafficStore` (:func:`traffic_store`), so that an engine on it saves its
+    customizations there.
 
     Returns
     -------
@@ -540,4 +594,275 @@ def load_dataset(directory):
         raise DatasetError(f"{directory}: overlay/ was not customized from partition/ (cells differ)")
     ov = Overlay.load(os.path.join(directory, parts["overlay"]["directory"]), graph=g)
     secs["overlay"] = time.perf_counter() - t0
-    return Dataset(directory, g, ch, ov, man, profile=str(man.get("profile") or "car-basic"), seconds=secs)
+    t0 = time.perf_counter()
+    store = TrafficStore(directory, ov, parts["graph"]["fingerprint"])
+    store.restore(ov)  # the saved traffic, if any and valid (else a warning; the built metric stays)
+    _STORES[ov] = store
+    secs["traffic"] = time.perf_counter() - t0
+    return Dataset(directory, g, ch, ov, man, profile=str(man.get("profile") or "car-basic"), seconds=secs,
+                   traffic=store)
+
+
+# ---------------------------------------------------------------------------------------------- traffic
+class TrafficError(DatasetError):
+    """A traffic file that cannot be applied: unreadable, truncated, edited, an invalid metric, or saved
+    for another build of the dataset (the message names the file and the reason)."""
+
+
+class TrafficSaveError(OSError):
+    """Saving the traffic failed (the message names the file); the customization was undone."""
+
+
+#: The TrafficStore of each overlay :func:`load_dataset` loaded (weak: it goes with its overlay).
+_STORES = weakref.WeakKeyDictionary()
+
+
+def traffic_store(overlay):
+    """The :class:`TrafficStore` of an overlay loaded by :func:`load_dataset`; None for any other overlay
+    (built or loaded from a graph: it has no dataset directory to save its traffic in)."""
+    try:
+        return _STORES.get(overlay)
+    except TypeError:  # not weak-referenceable: not one of ours
+        return None
+
+
+def _array_sha(a):
+    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+
+
+class TrafficStore:
+    """The saved traffic of one loaded dataset directory: ``DIR/traffic.npz`` (format in the module
+    docstring), written after every successful customization and applied by :func:`load_dataset`.
+
+    Parameters
+    ----------
+    directory : str
+        The dataset directory (absolute).
+    overlay : Overlay
+        Its loaded overlay (its partition and turns identify the build the traffic belongs to).
+    graph_fingerprint : str
+        The graph's fingerprint (the manifest's, checked against the graph by :func:`load_dataset`).
+
+    Attributes
+    ----------
+    path : str
+        ``DIR/traffic.npz``.
+    identity : dict
+        ``graph_fingerprint``, ``partition_fingerprint``, ``turns_fingerprint``, ``n_arcs``, ``n_turns``:
+        a traffic file with other values is refused.
+    persist : bool
+        Whether customizations are saved: False where the process cannot write to ``DIR`` (then the
+        traffic lives in memory only).
+    restored : bool
+        A saved traffic file was applied at load.
+    refused : str or None
+        Why a traffic file present at load was not applied (it names the file).
+    generation : int
+        Customizations saved since the build, those before restarts included (0: none).
+    updated : str or None
+        When the last one was saved (UTC, ISO 8601).
+    """
+
+    def __init__(self, directory, overlay, graph_fingerprint):
+        from ..crp.overlay import _sha  # the overlay manifest's turns fingerprint
+
+        self.directory = os.path.abspath(os.fspath(directory))
+        self.path = os.path.join(self.directory, TRAFFIC)
+        self.identity = {"graph_fingerprint": str(graph_fingerprint),
+                         "partition_fingerprint": overlay.partition_fingerprint,
+                         "turns_fingerprint": _sha(overlay.turns.out_arc, overlay.turns.kind),
+                         "n_arcs": int(overlay.graph.n_arcs), "n_turns": int(overlay.turns.n_turns)}
+        self.persist = os.access(self.directory, os.W_OK)
+        self.restored = False
+        self.refused = None
+        self.generation = 0
+        self.updated = None
+
+    def info(self):
+        """``{"file", "persist", "restored", "refused", "generation", "updated"}`` (plain data)."""
+        return {"file": self.path, "persist": self.persist, "restored": self.restored, "refused": self.refused,
+                "generation": self.generation, "updated": self.updated}
+
+    # ------------------------------------------------------------------ read
+    def read(self):
+        """The saved metric and the file's header, every check passed.
+
+        Returns
+        -------
+        (Metric, dict) or None
+            None when there is no traffic file.
+
+        Raises
+        ------
+        TrafficError
+            Naming the file: unreadable or truncated (not a ``.npz`` archive, a member cut short), another
+            format or version, saved for another build (which fingerprint differs), an array missing, of
+            another dtype or shape, or whose SHA-256 differs from the header's, or an invalid metric (e.g. an
+            arc cost of 0).
+        """
+        from ..crp.metric import Metric
+
+        path = self.path
+        if not os.path.lexists(path):
+            return None
+        try:
+            z = np.load(path, allow_pickle=False)
+            if not hasattr(z, "files"):
+                raise TrafficError(f"{path}: not a traffic file (a single .npy array, not a .npz archive)")
+            with z:
+                if "header" not in z.files:
+                    raise TrafficError(f"{path}: not a traffic file (no header)")
+                header = json.loads(np.asarray(z["header"], dtype=np.uint8).tobytes().decode("utf-8"))
+                if not isinstance(header, dict) or header.get("format") != TRAFFIC_FORMAT:
+                    raise TrafficError(f"{path}: not a {TRAFFIC_FORMAT!r} file")
+                if header.get("version") != TRAFFIC_VERSION:
+                    raise TrafficError(f"{path}: format version {header.get('version')!r}, this gpuroute reads "
+                                       f"{TRAFFIC_VERSION}")
+                saved = header.get("dataset") if isinstance(header.get("dataset"), dict) else {}
+                for key, have in self.identity.items():
+                    if saved.get(key) != have:
+                        raise TrafficError(f"{path}: saved for another build of the dataset ({key} "
+                                           f"{saved.get(key)!r}, this dataset {have!r})")
+                specs = header.get("arrays") if isinstance(header.get("arrays"), dict) else {}
+                unknown = sorted(set(specs) - set(TRAFFIC_ARRAYS))
+                if unknown or not {"arc_cost", "turn_penalty"} <= set(specs):
+                    raise TrafficError(f"{path}: the header lists arrays {sorted(specs)}; expected arc_cost, "
+                                       "turn_penalty and optionally turn_cost")
+                arrays = {}
+                for name, spec in specs.items():
+                    if name not in z.files:
+                        raise TrafficError(f"{path}: array {name!r} is missing")
+                    a = z[name]
+                    if not isinstance(spec, dict) or str(a.dtype) != spec.get("dtype") or \
+                            list(a.shape) != spec.get("shape"):
+                        raise TrafficError(f"{path}: array {name!r} is {a.dtype}{list(a.shape)}, the header says "
+                                           f"{spec.get('dtype') if isinstance(spec, dict) else None}"
+                                           f"{spec.get('shape') if isinstance(spec, dict) else None}")
+                    if _array_sha(a) != spec.get("sha256"):
+                        raise TrafficError(f"{path}: array {name!r} was changed or damaged after saving (its "
+                                           "SHA-256 differs from the header's)")
+                    arrays[name] = a
+        except TrafficError:
+            raise
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
+            raise TrafficError(f"{path}: unreadable or truncated ({' '.join(str(e).split()) or type(e).__name__})") \
+                from None
+        met = header.get("metric") if isinstance(header.get("metric"), dict) else {}
+        name, units = met.get("name"), met.get("units", "")
+        if not isinstance(name, str) or not isinstance(units, str):
+            raise TrafficError(f"{path}: the header's metric has no name or units")
+        try:
+            metric = Metric(arrays["arc_cost"], arrays["turn_penalty"], turn_cost=arrays.get("turn_cost"), name=name,
+                            units=units)
+        except ValueError as e:
+            raise TrafficError(f"{path}: not a valid metric ({e})") from None
+        if metric.n_arcs != self.identity["n_arcs"] or (metric.turn_cost is not None
+                                                        and metric.turn_cost.size != self.identity["n_turns"]):
+            raise TrafficError(f"{path}: {metric.n_arcs} arc costs for {self.identity['n_arcs']} arcs")
+        return metric, header
+
+    def restore(self, overlay):
+        """Customize ``overlay`` with the saved traffic when there is a valid traffic file; otherwise log a
+        warning naming the file and the reason (the overlay keeps its metric: a customization is applied
+        whole or not at all).
+
+        Returns
+        -------
+        bool
+            Whether the traffic was applied (also in :attr:`restored`; the reason otherwise in
+            :attr:`refused`).
+        """
+        try:
+            got = self.read()
+            if got is None:
+                return False
+            metric, header = got
+            try:
+                overlay.customize(metric)
+            except ValueError as e:
+                raise TrafficError(f"{self.path}: the saved metric does not customize this overlay ({e})") from None
+        except TrafficError as e:
+            self.refused = f"{e}; the dataset's built metric is used (the next customization replaces the file)"
+            log.warning("%s", self.refused)
+            return False
+        self.restored = True
+        gen = header.get("generation")
+        self.generation = int(gen) if isinstance(gen, int) and not isinstance(gen, bool) and gen >= 0 else 0
+        self.updated = header.get("updated") if isinstance(header.get("updated"), str) else None
+        log.info("%s: traffic restored (metric %r, generation %d, saved %s)", self.path, metric.name, self.generation,
+                 self.updated)
+        return True
+
+    # ------------------------------------------------------------------ write
+    def save(self, overlay):
+        """Save ``overlay``'s current metric as the directory's traffic, replacing the previous file
+        atomically (:func:`gpuroute.io.atomic.atomic_file`: a crash leaves the previous file or, where there
+        was none, no file; never a part of one). Called by :meth:`gpuroute.engine.traffic.TrafficRouter.
+        customize` under its lock, after the new metric is in place.
+
+        Returns
+        -------
+        dict or None
+            ``{"file", "generation", "updated", "seconds"}`` (``seconds``: the time the save took); None where
+            :attr:`persist` is False (nothing written).
+
+        Raises
+        ------
+        TrafficSaveError
+            Writing or renaming failed (the message names the file); the previous file is unchanged and no
+            temporary is left behind.
+        """
+        if not self.persist:
+            return None
+        from .. import __version__
+        from ..io.atomic import atomic_file
+
+        t0 = time.perf_counter()
+        met = overlay.metric
+        arrays = {"arc_cost": np.ascontiguousarray(met.arc_cost, dtype=np.int32),
+                  "turn_penalty": np.ascontiguousarray(met.turn_penalty, dtype=np.int32)}
+        if met.turn_cost is not None:
+            arrays["turn_cost"] = np.ascontiguousarray(met.turn_cost, dtype=np.int32)
+        gen = self.generation + 1
+        now = _now()
+        header = {"format": TRAFFIC_FORMAT, "version": TRAFFIC_VERSION, "dataset": self.identity,
+                  "metric": {"name": str(met.name), "units": str(met.units)}, "generation": gen, "updated": now,
+                  "arrays": {k: {"dtype": str(a.dtype), "shape": list(a.shape), "sha256": _array_sha(a)}
+                             for k, a in arrays.items()},
+                  "gpuroute_version": __version__}
+        raw = np.frombuffer(json.dumps(header, sort_keys=True).encode("utf-8"), dtype=np.uint8)
+        try:
+            with atomic_file(self.path, "wb") as f:
+                np.savez(f, header=raw, **arrays)
+        except OSError as e:
+            raise TrafficSaveError(f"{self.path}: could not save the traffic ({' '.join(str(e).split())}); the "
+                                   "customization was undone") from e
+        self.generation, self.updated = gen, now
+        return {"file": self.path, "generation": gen, "updated": now, "seconds": time.perf_counter() - t0}
+
+
+def drop_traffic(directory):
+    """Delete the saved traffic of a dataset directory: the next :func:`load_dataset` (``gpuroute serve
+    DIR``) starts from the built metric. An engine serving the directory keeps its traffic in memory and
+    saves it again on its next customization (stop it first, or customize it back to the built metric).
+
+    Returns
+    -------
+    bool
+        Whether a traffic file was deleted (False: there was none).
+
+    Raises
+    ------
+    FileNotFoundError, DatasetError
+        Not a dataset directory (see :func:`read_manifest`).
+    """
+    from ..io.atomic import fsync_directory
+
+    directory = os.path.abspath(os.fspath(directory))
+    read_manifest(directory)
+    try:
+        os.unlink(os.path.join(directory, TRAFFIC))
+    except FileNotFoundError:
+        return False
+    fsync_directory(directory)
+    return True

@@ -44,6 +44,9 @@ from .osrm import (
     turn_delta,
     waypoint,
 )
+from .table import overlay_matrices, overlay_snapshot
+from .exclude import excluder
+from .exclude import resolve as resolve_exclude
 from .table_combine import combine
 from .traffic import TrafficRouter
 
@@ -259,23 +262,40 @@ class Engine:
 
     @property
     def info(self):
-        """What the engine serves: graph name, sizes, profile, weight, limits (plain data)."""
+        """What the engine serves: graph name, sizes, profile, weight, limits (plain data).
+
+        ``metric`` is the overlay's current metric (None without an overlay); ``traffic`` the saved
+        traffic of an engine opened from a dataset directory
+        (:meth:`gpuroute.engine.dataset.TrafficStore.info`: ``file``, ``persist``, ``restored`` -- the
+        traffic saved before the last start was applied --, ``refused``, ``generation``, ``updated``), None
+        for an engine built from a graph. ``exclude``: the graph's ``classes``, the ``excludable``
+        combinations ``exclude=`` takes, whether the engine ``supported`` them (an overlay and declared
+        combinations), the combinations ``cached`` and counters
+        (:meth:`gpuroute.engine.exclude.Excluder.info`)."""
+        from .dataset import traffic_store
+
         g = self.graph
+        store = traffic_store(self.overlay) if self._traffic is not None else None
         return {"graph": g.name, "nodes": int(g.n_nodes), "arcs": int(g.n_arcs), "segments": self.segments.n_segments,
                 "profile": self.profile, "weight": self.weight, "limits": dict(self.limits),
                 "fingerprint": self._fingerprint, "capabilities": self.capabilities,
-                "metric": None if self._traffic is None else self._traffic.snapshot().name}
+                "metric": None if self._traffic is None else self._traffic.snapshot().name,
+                "traffic": None if store is None else store.info(), "exclude": excluder(self).info()}
 
     @property
     def capabilities(self):
         """Which algorithm answers which service, on which device, and whether it follows traffic
         (:meth:`customize`): a list of ``{"service", "algorithm", "device", "traffic_aware", "turn_aware",
-        "note"}`` dicts.
+        "exclude", "note"}`` dicts (``exclude``: the service takes ``exclude=``: an overlay and a profile that
+        declares combinations, :mod:`gpuroute.engine.exclude`).
 
         ``route``: ``"crp"`` (the customized overlay, turn restrictions honoured) when the engine has an
-        overlay, else ``"ch"``. ``table``: the hierarchy's many-to-many search, always (it keeps the
-        metric the dataset was built with: tables do not follow traffic). ``nearest``: the segment
-        index. ``isochrone``: the hierarchy, where the engine has it. ``customize``: the overlay's
+        overlay, else ``"ch"``. ``table`` and ``trip``'s matrix: with an overlay, its many-to-many
+        (:mod:`gpuroute.engine.table`: turn costs, restrictions, the current metric), except while that
+        metric is exactly the hierarchy's with every turn free (then the hierarchy's table, the same
+        costs, on the GPU where one is usable); without an overlay the hierarchy's. ``nearest``: the
+        segment index (every segment, as OSRM's). ``isochrone``: with an overlay, a turn-aware search on its current metric (CPU), else the
+        hierarchy (not turn-aware, the dataset's metric). ``customize``: the overlay's
         customization (cells re-customized bottom-up; on the GPU where one is usable,
         :mod:`gpuroute.crp.customize_gpu`), only with an overlay.
         """
@@ -292,24 +312,42 @@ class Engine:
                 "note": ("multi-level overlay between the snapped phantom nodes, follows /customize" if ov else
                          "contraction hierarchy between the snapped phantom nodes (no turn restrictions); "
                          "build a dataset with gpuroute build for turn-aware routes and traffic")},
-               {"service": "table", "algorithm": "ch (many-to-many)", "device": ch_dev, "traffic_aware": False,
-                "turn_aware": False, "note": "the metric the dataset was built with, whatever /customize did"},
+               {"service": "table", "algorithm": "crp many-to-many (buckets)" if ov else "ch (many-to-many)",
+                "device": "cpu" if ov else ch_dev, "traffic_aware": ov, "turn_aware": ov,
+                "note": ("the overlay's current metric, turn costs and restrictions (the hierarchy's table on the "
+                         f"{ch_dev} while the metric is the built one with every turn free)" if ov else
+                         "contraction hierarchy between the snapped phantom nodes (no turn restrictions)")},
                {"service": "nearest", "algorithm": "segment index", "device": "cpu", "traffic_aware": False,
                 "turn_aware": False, "note": "k-d tree of segment samples, exact"}]
-        if callable(getattr(self, "isochrone", None)):
+        if callable(getattr(self, "isochrone", None)) and ov:
+            from .isochrone_turns import live_quantity
+
+            live = live_quantity(self.graph, self.overlay)
+            out.append({"service": "isochrone",
+                        "algorithm": "turn-aware bounded Dijkstra on arcs, lattice field, marching squares",
+                        "device": "cpu", "traffic_aware": live in ("time", "length"), "turn_aware": True,
+                        "note": "routes as /route drives them, turn restrictions honoured: duration on the "
+                                "overlay's current metric when it is a time (follows /customize), else the graph's "
+                                "travel times and turn durations; distance on the current metric when it is a "
+                                "length, else the graph's lengths"})
+        elif callable(getattr(self, "isochrone", None)):
             iso_dev = ch_dev if str(config.SERVE_ISOCHRONE_DEVICE) != "cpu" else "cpu"
             out.append({"service": "isochrone", "algorithm": "bounded Dijkstra / PHAST, lattice field, marching squares",
                         "device": iso_dev, "traffic_aware": False, "turn_aware": False,
                         "note": "the metric the dataset was built with; search and field on the device, polygons "
                                 "on the CPU"})
-        out.append({"service": "trip", "algorithm": "ch table + gpuroute.tours.tsp, then route",
-                    "device": ch_dev, "traffic_aware": False, "turn_aware": ov,
-                    "note": "the order from the hierarchy's table; the legs routed as route's "
+        out.append({"service": "trip", "algorithm": "table + gpuroute.tours (exact up to "
+                                                    f"{int(config.TOUR_EXACT_MAX_N)} stops), then route",
+                    "device": "cpu" if ov else ch_dev, "traffic_aware": ov, "turn_aware": ov,
+                    "note": "the order from the table service's matrix; the legs routed as route's "
                             "(continue_straight=false)"})
         out.append({"service": "customize", "algorithm": "crp customization" if ov else "none", "device": ch_dev,
                     "traffic_aware": ov, "turn_aware": ov,
                     "note": ("traffic updates re-customize only the cells holding the arcs; a metric all cells"
                              if ov else "needs an overlay: gpuroute build GRAPH -o DIR, then serve DIR")})
+        can_exclude = excluder(self).info()["supported"]
+        for row in out:
+            row["exclude"] = bool(can_exclude and row["service"] != "customize")
         return out
 
     def _query(self):
@@ -426,7 +464,8 @@ class Engine:
 
     # ------------------------------------------------------------------ route
     def route(self, coords, *, alternatives=False, steps=False, annotations=False, geometries="polyline",
-              overview="simplified", radiuses=None, bearings=None, approaches=None, continue_straight=None):
+              overview="simplified", radiuses=None, bearings=None, approaches=None, continue_straight=None,
+              exclude=None):
         """OSRM ``/route/v1``: the fastest route through the coordinates in order.
 
         Parameters
@@ -448,6 +487,10 @@ class Engine:
         continue_straight : bool, optional
             No U-turn at intermediate waypoints (None: the profile's ``continue_straight_at_waypoint`` for a
             graph read with a Lua profile, else the car default, True).
+        exclude : str or sequence of str, optional
+            Classes of road the route avoids (OSRM's ``exclude``: ``"motorway"``, ``["toll"]``; one of the
+            combinations the profile declares, ``graph.meta["excludable"]``): no excluded arc is entered and
+            waypoints snap to arcs that are not excluded (:mod:`gpuroute.engine.exclude`; needs an overlay).
 
         Returns
         -------
@@ -463,8 +506,10 @@ class Engine:
             ``InvalidOptions`` (fewer than two coordinates, an unknown option value, option lists of
             the wrong length), ``InvalidValue`` (a bad coordinate), ``TooBig`` (too many coordinates),
             ``NoSegment`` (a coordinate with no segment to snap to), ``NoRoute`` (no route through the
-            waypoints).
+            waypoints); for ``exclude``: ``InvalidValue`` (a combination the profile does not declare),
+            ``NotImplemented`` (an engine without an overlay).
         """
+        ex = resolve_exclude(self, exclude)  # before the coordinates, as osrm-routed's CheckAlgorithms
         coords = self._coords(coords)
         if len(coords) < 2:
             raise EngineError("InvalidOptions", "Number of coordinates needs to be at least two.")
@@ -484,10 +529,10 @@ class Engine:
         if not isinstance(continue_straight, (bool, np.bool_)):
             raise EngineError("InvalidOptions", f"continue_straight must be true, false or default, "
                               f"got {continue_straight!r}")
-        phantoms = self._snap(coords, radiuses, bearings, approaches)
+        phantoms = self._snap(coords, radiuses, bearings, approaches, None if ex is None else ex.segments())
         snap = None
         if self._traffic is not None:  # over the overlay: turn-aware, its current metric (one snapshot)
-            plan, snap = self._traffic.plan(phantoms, bool(continue_straight))
+            plan, snap = self._traffic.plan(phantoms, bool(continue_straight), None if ex is None else ex.snapshot())
         else:
             plan = self._plan(phantoms, bool(continue_straight))
         legs, points = [], []
@@ -518,30 +563,23 @@ class Engine:
     def _plan(self, phantoms, continue_straight):
         """The arcs each leg leaves and enters by, and the path between: a list of
         ``((arc, fraction), (arc, fraction), path)`` per leg, ``path`` a PathResult or None (same arc).
-        Raises EngineError NoRoute."""
-        w, head, tail = self._w, self._head, self._tail
-        q = self._query()
-        cache = {}
+        Raises EngineError NoRoute.
+
+        Per leg ONE many-to-many call on the hierarchy between the distinct nodes of the options (the
+        departure arcs' heads, the arrival arcs' tails; :meth:`_leg_costs`), the dynamic program over the
+        options' costs, then one path unpacking (``q.route``) per leg, for the winning pair only (counted
+        in :data:`gpuroute.crp.phantom_search.SEARCHES` as ``"ch_table"`` and ``"ch_unpack"``)."""
+        from ..crp.phantom_search import SEARCHES
+
+        head, tail = self._head, self._tail
         opts = [p.all_arcs for p in phantoms]
-        costs, paths = [], []
+        arr = [np.asarray(o, dtype=np.float64).reshape(-1, 2) for o in opts]
+        costs, same = [], []
         for i in range(len(phantoms) - 1):
-            c = np.full((len(opts[i]), len(opts[i + 1])), math.inf)
-            pm = {}
-            for ai, (a, fa) in enumerate(opts[i]):
-                for bi, (b, fb) in enumerate(opts[i + 1]):
-                    if a == b and fa <= fb:
-                        c[ai, bi] = (fb - fa) * w[a]
-                        pm[ai, bi] = None
-                        continue  # never beaten by leaving the arc: that costs at least (1 - fa + fb) w(a)
-                    key = (int(head[a]), int(tail[b]))
-                    r = cache.get(key)
-                    if r is None:
-                        r = cache[key] = q.route(*key)
-                    if r.distance < INF:
-                        c[ai, bi] = (1.0 - fa) * w[a] + float(r.distance) + fb * w[b]
-                        pm[ai, bi] = r
+            c, s = self._leg_costs(arr[i][:, 0].astype(np.int64), arr[i][:, 1], arr[i + 1][:, 0].astype(np.int64),
+                                   arr[i + 1][:, 1])
             costs.append(c)
-            paths.append(pm)
+            same.append(s)
         # dynamic program over the arcs of each waypoint: best[o] = cost of arriving on option o
         best = np.zeros(len(opts[0]))
         back, arrived = [], []
@@ -559,15 +597,42 @@ class Engine:
         if not np.isfinite(best).any():
             raise EngineError("NoRoute", "Impossible route between points")
         plan = []
+        q = self._query()
         o = int(np.argmin(best))  # the arc the last leg arrives on
         for i in range(len(costs) - 1, -1, -1):
             d = int(back[i][o])  # the arc leg i leaves waypoint i on
             a, fa = opts[i][d]
             b, fb = opts[i + 1][o]
-            plan.append(((a, fa), (b, fb), paths[i][d, o]))
+            path = None
+            if not same[i][d, o]:  # the winning pair's path, unpacked (the only search of the leg past its table)
+                SEARCHES.add("ch_unpack")
+                path = q.route(int(head[a]), int(tail[b]))
+            plan.append(((a, fa), (b, fb), path))
             o = int(np.argmin(arrived[i])) if (free and i > 0) else d  # the arc leg i - 1 arrives on
         plan.reverse()
         return plan
+
+    def _leg_costs(self, a, fa, b, fb):
+        """Routing-weight costs (float64 (len(a), len(b)), inf unreachable) of every (departure option,
+        arrival option) pair of one leg, from ONE many-to-many call on the hierarchy between the distinct
+        departure heads and arrival tails: ``(1 - fa) w(a) + d(head a, tail b) + fb w(b)``, or, for a
+        target ahead on the departure arc (``a == b``, ``fa <= fb``), ``(fb - fa) w(a)`` (never beaten by
+        leaving the arc, which costs at least ``(1 - fa + fb) w(a)``); and that same-arc mask (bool, same
+        shape). ``a``/``b`` int64 arc ids, ``fa``/``fb`` float64 fractions."""
+        from ..crp.phantom_search import SEARCHES
+
+        w, head, tail = self._w, self._head, self._tail
+        us, si = np.unique(head[a], return_inverse=True)
+        ut, ti = np.unique(tail[b], return_inverse=True)
+        SEARCHES.add("ch_table")
+        # a handful of nodes: this thread's query object's serial table (the bucket table's passes over
+        # every node, and a parallel launch under the table lock, cost more than its few searches)
+        d = self._query().table(us, ut)
+        d = np.where(d >= INF, math.inf, d.astype(np.float64))
+        c = ((1.0 - fa) * w[a])[:, None] + d[si.ravel()][:, ti.ravel()] + (fb * w[b])[None, :]
+        same = (a[:, None] == b[None, :]) & (fa[:, None] <= fb[None, :])
+        c = np.where(same, ((fb[None, :] - fa[:, None]) * w[a][:, None]), c)
+        return c, same
 
     def _leg(self, pa, pb, dep, arr, path):
         """The pieces of one leg: arcs, fractions of each arc covered, their weights, durations,
@@ -784,9 +849,11 @@ class Engine:
         return arcs, frac
 
     def table(self, coords, *, sources=None, destinations=None, annotations=("duration",), radiuses=None,
-              bearings=None, approaches=None, fallback_speed=None, scale_factor=None, matrices="lists"):
+              bearings=None, approaches=None, fallback_speed=None, scale_factor=None, matrices="lists",
+              exclude=None):
         """OSRM ``/table/v1``: durations (and distances) of the fastest routes between sources and
-        destinations.
+        destinations (``exclude``: as :meth:`route`'s; each cell is then the route with that exclude, over
+        the overlay's many-to-many on the excluded customization).
 
         Parameters
         ----------
@@ -818,7 +885,7 @@ class Engine:
         EngineError
             ``InvalidOptions`` (unknown annotation, option lists of the wrong length), ``InvalidValue``
             (a bad coordinate, source or destination index, fallback speed or scale factor), ``TooBig``
-            (more than ``limits["max_locations_table"]`` cells), ``NoSegment``.
+            (more than ``limits["max_locations_table"]`` cells), ``NoSegment``; ``exclude`` as :meth:`route`.
 
         Notes
         -----
@@ -828,6 +895,7 @@ class Engine:
         when routing by distance) unpacks the chosen path of each cell (one CH query per distinct node
         pair).
         """
+        ex = resolve_exclude(self, exclude)
         coords = self._coords(coords)
         k = len(coords)
         if k < 1:
@@ -850,21 +918,27 @@ class Engine:
                     ok = False
                 if not ok:
                     raise EngineError("InvalidValue", f"{what} must be a number > 0, got {v!r}")
-        phantoms = self._snap(coords, radiuses, bearings, approaches)
-        cost, choice = self._cost_matrix([phantoms[i] for i in src], [phantoms[j] for j in dst])
-        reach = np.isfinite(cost)
+        phantoms = self._snap(coords, radiuses, bearings, approaches, None if ex is None else ex.segments())
         need_dur = "duration" in ann
         need_len = "distance" in ann
         if need_dur and self._dur is None:
             raise EngineError("InvalidOptions", f"graph {self.graph.name!r} has no travel times (the routing weight "
                               f"{self.weight!r} is a {self.graph.units[self.weight].quantity}): ask "
                               "annotations=distance, or serve a graph with travel times")
-        dur = cost * self._w_scale if (need_dur and self._dur_is_weight) else None
-        length = None
-        if (need_dur and dur is None) or need_len:
-            d2, l2 = self._unpack_cells([phantoms[i] for i in src], [phantoms[j] for j in dst], reach, choice)
-            dur = d2 if dur is None else dur
-            length = l2
+        sp, tp = [phantoms[i] for i in src], [phantoms[j] for j in dst]
+        snap = overlay_snapshot(self) if ex is None else ex.snapshot()
+        if snap is not None:  # the overlay's many-to-many: turn costs, restrictions, traffic
+            cost, dur, length = overlay_matrices(self, snap, sp, tp, need_dur, need_len)
+            reach = np.isfinite(cost)
+        else:
+            cost, choice = self._cost_matrix(sp, tp)
+            reach = np.isfinite(cost)
+            dur = cost * self._w_scale if (need_dur and self._dur_is_weight) else None
+            length = None
+            if (need_dur and dur is None) or need_len:
+                d2, l2 = self._unpack_cells(sp, tp, reach, choice)
+                dur = d2 if dur is None else dur
+                length = l2
         fb_cells = []
         if fallback_speed is not None and not reach.all():
             rows, cols = np.nonzero(~reach)
@@ -970,9 +1044,9 @@ class Engine:
     # ------------------------------------------------------------------ trip
     def trip(self, coords, *, roundtrip=True, source="any", destination="any", steps=False, annotations=False,
              geometries="polyline", overview="simplified", radiuses=None, bearings=None, approaches=None,
-             time_limit=None):
+             time_limit=None, exclude=None):
         """OSRM ``/trip/v1``: the fastest order to visit every coordinate (a travelling salesman tour over
-        the engine's duration table), routed.
+        the engine's duration table), routed (``exclude``: as :meth:`route`'s, for the table and the legs).
 
         Parameters
         ----------
@@ -986,7 +1060,10 @@ class Engine:
         steps, annotations, geometries, overview, radiuses, bearings, approaches
             As :meth:`route` (per-coordinate options in the input order).
         time_limit : float, optional
-            Seconds the tour search may take (default ``config.SERVE_TRIP_TIME_LIMIT_S``).
+            Seconds the tour search may take past ``config.TOUR_EXACT_MAX_N`` coordinates (default:
+            ``config.SERVE_TRIP_TIME_PER_STOP_S`` x n, clamped to [``SERVE_TRIP_TIME_MIN_S``,
+            ``SERVE_TRIP_TIME_MAX_S``]); up to ``TOUR_EXACT_MAX_N`` the order is exact (Held–Karp, about a
+            millisecond) and no search runs, the limit is only checked.
 
         Returns
         -------
@@ -1010,12 +1087,14 @@ class Engine:
         with ``destination="last"`` alone; with ``source="first"`` and ``destination="last"`` the trip
         goes from the first to the last coordinate (then back to the first on a roundtrip). The cost
         matrix is the table of routing weights between the snapped waypoints (:meth:`table`'s); the tour
-        comes from :func:`gpuroute.tours.tsp` (OSRM: brute force below 10 coordinates, farthest insertion
-        above). The trip is then routed as :meth:`route` with ``continue_straight=False`` through the
+        is exact up to ``config.TOUR_EXACT_MAX_N`` coordinates (:func:`gpuroute.tours.tsp_exact`; of the
+        optimal orders the lexicographically smallest), past it it comes from :func:`gpuroute.tours.tsp`
+        (OSRM: brute force up to 10 coordinates, farthest insertion above). The trip is then routed as :meth:`route` with ``continue_straight=False`` through the
         waypoints in that order, so every leg is the table's cell and the trip's weight is the tour's
         cost. On an engine with an overlay (a dataset directory) the legs follow the overlay's current
         metric while the order follows the hierarchy's table.
         """
+        ex = resolve_exclude(self, exclude)
         coords = self._coords(coords)
         n = len(coords)
         if n < 2:
@@ -1032,22 +1111,24 @@ class Engine:
         fixed_start, fixed_end = source == "first", destination == "last"
         if not roundtrip and not (fixed_start and fixed_end):
             raise EngineError("NotImplemented", "roundtrip=false needs source=first and destination=last")
-        if time_limit is None:
-            time_limit = config.SERVE_TRIP_TIME_LIMIT_S
-        try:
-            ok = (not isinstance(time_limit, (bool, str)) and float(time_limit) > 0
-                  and math.isfinite(float(time_limit)))
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise EngineError("InvalidValue",
-                              f"time_limit must be a number of seconds > 0, got {time_limit!r}")
+        if time_limit is not None:  # None: the size-scaled budget of _tour
+            try:
+                ok = (not isinstance(time_limit, (bool, str)) and float(time_limit) > 0
+                      and math.isfinite(float(time_limit)))
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise EngineError("InvalidValue",
+                                  f"time_limit must be a number of seconds > 0, got {time_limit!r}")
+            time_limit = float(time_limit)
         radiuses = _osrm_list(radiuses, n, "radiuses")
         bearings = _osrm_list(bearings, n, "bearings")
         approaches = _osrm_list(approaches, n, "approaches")
-        phantoms = self._snap(coords, radiuses, bearings, approaches)
-        cost, _ = self._cost_matrix(phantoms, phantoms)
-        order = self._tour(cost, roundtrip, fixed_start, fixed_end, float(time_limit))
+        phantoms = self._snap(coords, radiuses, bearings, approaches, None if ex is None else ex.segments())
+        snap = overlay_snapshot(self) if ex is None else ex.snapshot()
+        cost = (self._cost_matrix(phantoms, phantoms)[0] if snap is None
+                else overlay_matrices(self, snap, phantoms, phantoms)[0])
+        order = self._tour(cost, roundtrip, fixed_start, fixed_end, time_limit)
 
         def pick(v):
             if v is None:
@@ -1058,7 +1139,7 @@ class Engine:
         try:
             res = self.route(pick(coords), steps=steps, annotations=annotations, geometries=geometries,
                              overview=overview, radiuses=pick(radiuses), bearings=pick(bearings),
-                             approaches=pick(approaches), continue_straight=False)
+                             approaches=pick(approaches), continue_straight=False, exclude=exclude)
         except EngineError as e:
             if e.code == "NoRoute":
                 raise EngineError("NoTrips", "No trip visiting all destinations possible.") from None
@@ -1074,24 +1155,39 @@ class Engine:
         return {"code": "Ok", "trips": res["routes"], "waypoints": waypoints}
 
     @staticmethod
-    def _tour(cost, roundtrip, fixed_start, fixed_end, time_limit):
+    def _tour(cost, roundtrip, fixed_start, fixed_end, time_limit=None):
         """The visiting order (int list, each index once) of a trip on a cost matrix (inf: unreachable);
-        EngineError NoTrips when every order needs an unreachable leg."""
-        from ..tours import tsp
+        EngineError NoTrips when every order needs an unreachable leg.
 
+        Up to ``config.TOUR_EXACT_MAX_N`` stops the order is optimal (:func:`gpuroute.tours.tsp_exact`,
+        which avoids unreachable legs whenever an order can); past it :func:`gpuroute.tours.tsp` searches
+        for ``time_limit`` seconds (None: ``SERVE_TRIP_TIME_PER_STOP_S`` x n, clamped to
+        [``SERVE_TRIP_TIME_MIN_S``, ``SERVE_TRIP_TIME_MAX_S``])."""
         n = cost.shape[0]
         finite = np.isfinite(cost)
         if roundtrip and not finite.all():  # a tour returns everywhere: every pair must be reachable
             raise EngineError("NoTrips", "No trip visiting all destinations possible.")
-        big = (float(cost[finite].max()) if finite.any() else 1.0) * (n + 1) + 1.0
-        m = np.where(finite, cost, big)
-        np.fill_diagonal(m, 0.0)
         if fixed_start and fixed_end:  # first .. last (a roundtrip then returns: a constant last leg)
             start, end = 0, n - 1
         elif fixed_end and roundtrip:  # OSRM: a roundtrip with only destination=last starts there
             start = end = n - 1
         else:
             start = end = None
+        if n <= config.TOUR_EXACT_MAX_N:
+            from ..tours import tsp_exact
+
+            res = tsp_exact(cost, start=start, end=end, roundtrip=bool(roundtrip))
+            if not math.isfinite(res.cost):
+                raise EngineError("NoTrips", "No trip visiting all destinations possible.")
+            return [int(v) for v in res.tour]
+        from ..tours import tsp
+
+        if time_limit is None:
+            time_limit = min(max(config.SERVE_TRIP_TIME_PER_STOP_S * n, config.SERVE_TRIP_TIME_MIN_S),
+                             config.SERVE_TRIP_TIME_MAX_S)
+        big = (float(cost[finite].max()) if finite.any() else 1.0) * (n + 1) + 1.0
+        m = np.where(finite, cost, big)
+        np.fill_diagonal(m, 0.0)
         res = tsp(m, start=start, end=end, time_limit=time_limit, seed=0)
         order = [int(v) for v in np.asarray(res.tour, dtype=np.int64)]
         if sorted(order) != list(range(n)):
@@ -1129,7 +1225,8 @@ class Engine:
         -------
         dict
             ``{"code": "Ok", "seconds": s, "cells": [cells re-customized per level], "metric": name,
-            "arcs": arcs changed}``.
+            "arcs": arcs changed, "saved": {"file", "generation", "updated", "seconds"} or None}`` (``saved``:
+            see Notes).
 
         Raises
         ------
@@ -1139,16 +1236,29 @@ class Engine:
             ``InvalidValue`` naming the first bad update (unknown arc id or node pair, a cost or speed
             that is not finite and > 0) or an unknown metric. Nothing changes on any error: every update is
             validated before the overlay is touched, and the overlay swaps metrics as one reference.
+        OSError
+            :class:`gpuroute.engine.dataset.TrafficSaveError`: the traffic could not be saved (disk full,
+            ...; the message names the file); the customization was undone, the previous file is intact.
 
         Notes
         -----
-        Tables, isochrones and the hierarchy fallback keep the dataset's metric (see
-        :attr:`capabilities`).
+        Routes, tables, trips and isochrones follow the new metric (see :attr:`capabilities`).
+
+        An engine opened from a dataset directory (:meth:`open`) saves the overlay's metric after each
+        successful customization to ``DIR/traffic.npz`` (atomic replace; :class:`gpuroute.engine.dataset.
+        TrafficStore`), and the next :meth:`open` of the directory applies it again, so a restart keeps
+        the traffic (``info["traffic"]`` says whether it did). A failed customization writes nothing. An
+        engine built from a graph (or given an overlay of its own) has no directory to write to: its
+        traffic lives in memory only (``saved`` None), as does that of a dataset directory the process
+        cannot write to. ``gpuroute customize DIR --reset`` (or deleting the file) drops the saved traffic.
         """
+        from .dataset import traffic_store
+
         if self._traffic is None:
             raise EngineError("NotImplemented", "this engine has no overlay to customize: build a dataset with "
                                                 "`gpuroute build GRAPH -o DIR` and open (or serve) DIR")
-        return self._traffic.customize(updates, metric)
+        store = traffic_store(self.overlay)
+        return self._traffic.customize(updates, metric, persist=None if store is None else store.save)
 
     def warm_customize(self):
         """Run the kernels of :meth:`customize` once without changing the metric (the server's warm-up:
@@ -1159,10 +1269,11 @@ class Engine:
         return True
 
     # ------------------------------------------------------------------ nearest
-    def nearest(self, coord, *, number=1, radiuses=None, bearings=None, approaches=None):
+    def nearest(self, coord, *, number=1, radiuses=None, bearings=None, approaches=None, exclude=None):
         """OSRM ``/nearest/v1``: the ``number`` nearest road segments of one coordinate, as OSRM's nearest
         among every segment, those of small strongly connected components included (routes, tables, trips
-        and isochrones snap to the largest component, :attr:`segments`).
+        and isochrones snap to the largest component, :attr:`segments`). ``exclude``: as :meth:`route`'s
+        (segments whose directions are all excluded are skipped, an excluded direction is not listed).
 
         Parameters
         ----------
@@ -1183,6 +1294,7 @@ class Engine:
             ``InvalidValue`` (bad coordinate), ``InvalidOptions`` (bad number or option), ``TooBig``
             (``number`` over the limit), ``NoSegment``.
         """
+        ex = resolve_exclude(self, exclude)
         if coord is not None and len(coord) == 1 and not isinstance(coord[0], (int, float, np.number)):
             coord = coord[0]  # [[lon, lat]] as the URL parser may give it
         (lon, lat), = self._coords([coord])
@@ -1197,6 +1309,8 @@ class Engine:
         approaches = _one_entry(approaches, "approaches")
         # OSRM's nearest: every segment, small components included (routes snap to the largest one)
         index = self.segments if self.segments.component == "any" else SegmentIndex.of(self.graph, "any")
+        if ex is not None:
+            index = ex.segments("any")
         found = self._snap([(lon, lat)], radiuses, bearings, approaches, index)  # validates, maps NoSegment
         if number > 1:
             r = None if radiuses is None or radiuses[0] in (None, "unlimited") else float(radiuses[0])
@@ -1209,7 +1323,7 @@ class Engine:
 
     # ------------------------------------------------------------------ isochrone
     def isochrone(self, coord, contours, *, metric="duration", polygons=True, denoise=1.0, generalize=None,
-                  colors=None, radiuses=None, bearings=None, approaches=None, coordinates="lists"):
+                  colors=None, radiuses=None, bearings=None, approaches=None, coordinates="lists", exclude=None):
         """Isochrones (OSRM issue #401): the area reachable from one coordinate within each contour, as a
         GeoJSON FeatureCollection shaped like Valhalla's and Mapbox's isochrone answers.
 
@@ -1226,7 +1340,13 @@ class Engine:
             ``"duration"``: the travel time of the fastest routes (the routing weight when it is a time,
             else the graph's ``travel_time``); ``"distance"``: the length of the shortest routes (a
             hierarchy of a length weight: the routing weight, or ``distance_ch``; else a bounded Dijkstra
-            over the graph's length weight).
+            over the graph's length weight; no turn costs nor restrictions). On an engine with an
+            overlay (a dataset directory) the routes are those ``/route`` drives, turn restrictions
+            honoured: ``"duration"`` on the overlay's current metric when it is a time (its arc and turn
+            costs: it follows :meth:`customize`), else on the graph's travel times with the graph's turn
+            durations (a Lua profile's) and the turns the profile closes forbidden; ``"distance"`` on
+            lengths without turn costs (the overlay's current metric when it is a length, else the
+            graph's length weight).
         polygons : bool
             True: each contour's geometry is a ``Polygon`` (or ``MultiPolygon``) with holes; False: its
             rings as a ``LineString`` (one ring) or ``MultiLineString`` (outer rings, then holes).
@@ -1241,6 +1361,10 @@ class Engine:
             One hex colour per contour (``"ff0000"`` or ``"#ff0000"``), reported as ``properties.color``.
         radiuses, bearings, approaches : one-entry sequences (or the entry itself), optional
             As :meth:`nearest`.
+        exclude : str or sequence of str, optional
+            As :meth:`route`'s: the origin snaps to an arc that is not excluded and no route of the contours
+            enters an excluded arc (an engine with an overlay: its turn-aware search with every turn into an
+            excluded arc forbidden, :mod:`gpuroute.engine.exclude`).
         coordinates : {"lists", "arrays"}
             ``"lists"``: each ring's positions a list of ``[lon, lat]`` lists (plain data); ``"arrays"``:
             one float64 array (k, 2) per ring where the checked fast path drew the polygons (the HTTP
@@ -1273,7 +1397,11 @@ class Engine:
         a PHAST pass whose rows stay on the device). For a contour ``C`` the reachable network is then:
         every arc ``u -> v`` with ``d(u) <= C``, cut at the fraction ``min(1, (C - d(u)) / c(u -> v))``
         of its length from ``u`` (arcs are straight segments, costs linear along them, as in routing),
-        and, on the origin's arcs, the piece from the origin to ``min(1, fraction + C / c)``. These
+        and, on the origin's arcs, the piece from the origin to ``min(1, fraction + C / c)``. With an
+        overlay the search is a turn-aware bounded Dijkstra on arcs on the CPU
+        (:mod:`gpuroute.engine.isochrone_turns`) from the origin's arcs (their rest paid, then their
+        allowed turns), and ``d(u)`` is replaced by each arc's own entry cost (standing at ``u`` having
+        turned into the arc): an arc behind a forbidden turn is cut where the detour leaves it. These
         pieces are drawn in the equirectangular frame centred on the origin (metres,
         :data:`gpuroute.geo.EARTH_RADIUS_M`) on one lattice for all contours (square cells of
         ``config.SERVE_ISOCHRONE_CELL_M``, default half the buffer radius, coarser beyond
@@ -1292,6 +1420,7 @@ class Engine:
         at most the band's half-width plus about a cell from a reachable road, or inside a filled hole.
         Needs shapely >= 2 (the ``serve`` extra).
         """
+        ex = resolve_exclude(self, exclude)
         try:
             shapely = require("shapely", "isochrones")
         except ImportError as e:
@@ -1308,11 +1437,13 @@ class Engine:
                                   "generalize", 0.0, math.inf)
         colors = self._colors(colors, len(values))
         met = self._isochrone_metric(metric)
+        if ex is not None:
+            met = ex.isochrone_metric(met)
         if coord is not None and len(coord) == 1 and not isinstance(coord[0], (int, float, np.number)):
             coord = coord[0]
         (lon, lat), = self._coords([coord])
         origin, = self._snap([(lon, lat)], _one_entry(radiuses, "radiuses"), _one_entry(bearings, "bearings"),
-                             _one_entry(approaches, "approaches"))
+                             _one_entry(approaches, "approaches"), None if ex is None else ex.segments())
         from . import isochrone as iso
 
         ranked = sorted(range(len(values)), key=lambda k: -values[k])
@@ -1388,9 +1519,18 @@ class Engine:
 
     def _isochrone_metric(self, metric):
         """The :class:`gpuroute.engine.isochrone.Metric` of ``"duration"`` or ``"distance"`` (cached per
-        weight); InvalidOptions naming why when the engine cannot search it."""
+        weight); InvalidOptions naming why when the engine cannot search it. With an overlay: the
+        turn-aware metric of :class:`gpuroute.engine.isochrone_turns.OverlayMetrics` (the overlay's
+        current one where it is of that quantity)."""
         from .isochrone import Metric
 
+        if self._traffic is not None:
+            om = getattr(self, "_iso_overlay", None)
+            if om is None:
+                from .isochrone_turns import OverlayMetrics
+
+                om = self._iso_overlay = OverlayMetrics(self.graph, self._traffic)  # a race builds two, harmlessly
+            return om.get(metric)
         g = self.graph
         quantity = "time" if metric == "duration" else "length"
         unit = g.units[self.weight]

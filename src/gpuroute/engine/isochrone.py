@@ -10,6 +10,10 @@ Pipeline (one request, ``K`` contours, largest first):
    hierarchy's bounded PHAST (``ContractionHierarchy.within``: a sweep over every node). On the GPU
    (:class:`IsochroneGPU`): one PHAST pass over the origin's heads (Delling, Goldberg, Nowatzyk,
    Werneck, "PHAST: Hardware-Accelerated Shortest Path Trees", IPDPS 2011) whose rows stay on the device.
+   On an engine with an overlay (a :class:`Metric` with ``turns``): the ENTRY cost of every arc reachable
+   within it by routes as ``/route`` drives them (turn costs paid, restrictions honoured, the overlay's
+   current metric), a turn-aware bounded Dijkstra on arcs on the CPU
+   (:func:`gpuroute.engine.isochrone_turns.search_turns`); the pieces are then drawn per arc.
 2. **Lattice** (:func:`lattice`): square cells of ``config.SERVE_ISOCHRONE_CELL_M`` (default half the
    band's half-width ``config.SERVE_ISOCHRONE_BUFFER_M``), coarser where the largest contour's bounding
    box would need more than ``config.SERVE_ISOCHRONE_MAX_CELLS`` cells (then the band is at least one
@@ -18,7 +22,7 @@ Pipeline (one request, ``K`` contours, largest first):
 3. **Marks and field** (:func:`extent_cpu`, :func:`mark_cpu`, :func:`field_cpu`; the GPU twins
    ``iso_best``, ``iso_extent``, ``iso_mark``, ``iso_hpass``, ``iso_vpass`` in ``isochrone.cu``, equal bit
    for bit): every reachable piece (arc ``u -> v`` with ``d(u) <= C`` cut at ``min(1, (C - d(u)) / c)``,
-   the origin's arcs from the origin on) is sampled every cell and its cells marked; the field of a
+   or, by arcs, with its entry cost in place of ``d(u)``; the origin's arcs from the origin on) is sampled every cell and its cells marked; the field of a
    lattice point is the exact Euclidean distance to the nearest marked point within ``reach = r + 1.5``
    cells, by two separable passes (the nearest mark along the row, then the minimum over the column
    window of ``dx^2 + dy^2``; Danielsson, "Euclidean distance mapping", CGIP 1980, bounded to the
@@ -340,12 +344,17 @@ def _local(lon, lat, lon0, lat0, kx, ky):
 
 
 @njit(cache=True, inline="always")
+def _reach(lo, budget, wa):
+    """How far along an arc of cost ``wa`` a piece from fraction ``lo`` gets: ``min(1, lo + budget / c)``."""
+    if wa > 0.0:
+        return min(1.0, lo + max(budget, 0.0) * (1.0 / wa))
+    return 1.0
+
+
+@njit(cache=True, inline="always")
 def _piece(tx, ty, hx, hy, lo, budget, wa):
     """End points of the reachable piece of an arc: from fraction ``lo`` to ``min(1, lo + budget / c)``."""
-    if wa > 0.0:
-        hi = min(1.0, lo + max(budget, 0.0) * (1.0 / wa))
-    else:
-        hi = 1.0
+    hi = _reach(lo, budget, wa)
     dx = hx - tx
     dy = hy - ty
     return tx + lo * dx, ty + lo * dy, tx + hi * dx, ty + hi * dy
@@ -365,31 +374,49 @@ def _sample_count(x0, y0, x1, y1, cell):
 
 @njit(cache=True)
 def _pieces(mode, nodes, dist, first_out, head, lon, lat, w, o_arc, o_frac, o_tail, o_head, cus, lon0, lat0, kx,
-            ky, ext, marked, cell, i0, j0):
+            ky, ext, marked, cell, i0, j0, tail, by_arc):
     """Visit every reachable piece of every contour: ``mode`` 0 grows ``ext`` (K, 4) by its end points
-    (metres), ``mode`` 1 marks its samples in ``marked`` (K, H, W)."""
+    (metres), ``mode`` 1 marks its samples in ``marked`` (K, H, W), ``mode`` 2 lists it as a row ``(q,
+    arc, lo, hi)`` of ``ext`` (rows, 4) (fractions of the arc from its tail). ``by_arc``: ``nodes`` are
+    arcs and ``dist`` their entry costs (the arc from its tail ``tail[arc]`` on), else nodes and their
+    costs (every arc out of the node). Returns the number of pieces."""
     K = cus.shape[0]
-    for i in range(nodes.shape[0] + o_arc.shape[0]):
-        if i < nodes.shape[0]:
-            u = nodes[i]
+    n = nodes.shape[0]
+    count = 0
+    for i in range(n + o_arc.shape[0]):
+        if i < n:
             du = dist[i]
-            a0 = first_out[u]
-            a1 = first_out[u + 1]
+            if by_arc:
+                a0 = nodes[i]
+                a1 = a0 + 1
+                u = tail[a0]
+            else:
+                u = nodes[i]
+                a0 = first_out[u]
+                a1 = first_out[u + 1]
             lo = 0.0
         else:
-            a0 = o_arc[i - nodes.shape[0]]
+            a0 = o_arc[i - n]
             a1 = a0 + 1
-            u = o_tail[i - nodes.shape[0]]
+            u = o_tail[i - n]
             du = 0.0
-            lo = o_frac[i - nodes.shape[0]]
+            lo = o_frac[i - n]
         tx, ty = _local(lon[u], lat[u], lon0, lat0, kx, ky)
         for a in range(a0, a1):
-            v = head[a] if i < nodes.shape[0] else o_head[i - nodes.shape[0]]
+            v = head[a] if i < n else o_head[i - n]
             hx, hy = _local(lon[v], lat[v], lon0, lat0, kx, ky)
             for q in range(K):
                 if du > cus[q]:
                     break  # contours run largest first
-                budget = cus[q] - du if i < nodes.shape[0] else cus[q]
+                budget = cus[q] - du if i < n else cus[q]
+                count += 1
+                if mode == 2:
+                    r = count - 1
+                    ext[r, 0] = q
+                    ext[r, 1] = a
+                    ext[r, 2] = lo
+                    ext[r, 3] = _reach(lo, budget, w[a])
+                    continue
                 x0, y0, x1, y1 = _piece(tx, ty, hx, hy, lo, budget, w[a])
                 if mode == 0:
                     ext[q, 0] = min(ext[q, 0], min(x0, x1))
@@ -397,26 +424,34 @@ def _pieces(mode, nodes, dist, first_out, head, lon, lat, w, o_arc, o_frac, o_ta
                     ext[q, 2] = max(ext[q, 2], max(x0, x1))
                     ext[q, 3] = max(ext[q, 3], max(y0, y1))
                 else:
-                    p0x, p0y, sx, sy, n = _sample_count(x0, y0, x1, y1, cell)
-                    for k in range(n):
+                    p0x, p0y, sx, sy, n_s = _sample_count(x0, y0, x1, y1, cell)
+                    for k in range(n_s):
                         ix = int(math.floor(p0x + k * sx)) - i0
                         iy = int(math.floor(p0y + k * sy)) - j0
                         marked[q, iy, ix] = 1
+    return count
 
 
-def extent_cpu(args, K):
-    """Per contour ``(xmin, ymin, xmax, ymax)`` (metres) of its pieces' end points: ``ext`` (K, 4)."""
+#: ``tail`` of :func:`_pieces` where the items are nodes.
+_NO_TAIL = np.zeros(1, dtype=np.int64)
+
+
+def extent_cpu(args, K, tail=None):
+    """Per contour ``(xmin, ymin, xmax, ymax)`` (metres) of its pieces' end points: ``ext`` (K, 4).
+    ``args``: what :func:`piece_args` returns first; ``tail`` (int64 (m,)) where its items are arcs."""
     ext = np.empty((K, 4))
     ext[:, :2] = np.inf
     ext[:, 2:] = -np.inf
     dummy = np.zeros((1, 1, 1), dtype=np.uint8)
-    _pieces(0, *args, ext, dummy, 1.0, 0, 0)
+    _pieces(0, *args, ext, dummy, 1.0, 0, 0, _NO_TAIL if tail is None else tail, tail is not None)
     return ext
 
 
-def mark_cpu(args, lat, marked):
-    """Mark the samples of every piece in ``marked`` (K, H, W) uint8 (zeroed by the caller)."""
-    _pieces(1, *args, np.zeros((marked.shape[0], 4)), marked, lat.cell, lat.i0, lat.j0)
+def mark_cpu(args, lat, marked, tail=None):
+    """Mark the samples of every piece in ``marked`` (K, H, W) uint8 (zeroed by the caller); ``args`` and
+    ``tail`` as :func:`extent_cpu`."""
+    _pieces(1, *args, np.zeros((marked.shape[0], 4)), marked, lat.cell, lat.i0, lat.j0,
+            _NO_TAIL if tail is None else tail, tail is not None)
 
 
 @njit(cache=True, nogil=True)
@@ -1735,12 +1770,18 @@ class Metric:
     ch : ContractionHierarchy or None
     search : callable or None
         Without a hierarchy: ``(source, bound) -> (nodes, float costs)`` (scipy's bounded Dijkstra).
+    turns : tuple or None
+        On an engine with an overlay: ``(first int64 (m+1,), out_arc int64 (T,), turn_cost float64 (T,))``,
+        the turn table and the cost of every turn (penalty + cost of the out-arc, native unit; negative:
+        forbidden); the search is then the turn-aware one of :mod:`gpuroute.engine.isochrone_turns` and
+        the pieces are drawn from the arcs' entry costs.
     """
 
-    __slots__ = ("name", "w", "scale", "csr", "ch", "search")
+    __slots__ = ("name", "w", "scale", "csr", "ch", "search", "turns")
 
-    def __init__(self, name, w, scale, csr=None, ch=None, search=None):
+    def __init__(self, name, w, scale, csr=None, ch=None, search=None, turns=None):
         self.name, self.w, self.scale, self.csr, self.ch, self.search = name, w, scale, csr, ch, search
+        self.turns = turns
 
 
 class Request:
@@ -1807,14 +1848,63 @@ def search_cpu(metric, req):
     return nodes[first], dist[first]
 
 
-def codes_cpu(graph_arrays, metric, req):
-    """The lattice and field codes (K, H, W) uint8 of a request on the CPU.
+def piece_args(graph_arrays, metric, req):
+    """Search a request and return what :func:`extent_cpu` and :func:`mark_cpu` read: ``(args, tail)``,
+    ``args`` the items (nodes and their costs, :func:`search_cpu`; or, with ``metric.turns``, arcs and
+    their entry costs, :func:`gpuroute.engine.isochrone_turns.search_turns`) and the arrays of the
+    pieces, ``tail`` the graph's ``tail`` where the items are arcs, else None.
 
     Parameters
     ----------
     graph_arrays : (first_out int64 (n+1,), head int64 (m,), tail int64 (m,), lon float64 (n,), lat float64 (n,))
     metric : Metric
     req : Request
+    """
+    fo, head, tail, lon, lat_ = graph_arrays
+    if metric.turns is not None:
+        from .isochrone_turns import search_turns
+
+        items, cost = search_turns(metric, req)
+    else:
+        items, cost = search_cpu(metric, req)
+    args = (items, cost, fo, head, lon, lat_, metric.w, req.o_arc, req.o_frac, tail[req.o_arc], head[req.o_arc],
+            req.cus, req.lon0, req.lat0, req.kx, req.ky)
+    return args, (tail if metric.turns is not None else None)
+
+
+def pieces_cpu(graph_arrays, metric, req):
+    """The reachable pieces of road of every contour of a request, as the lattice marks them.
+
+    Parameters
+    ----------
+    graph_arrays, metric, req
+        As :func:`piece_args`.
+
+    Returns
+    -------
+    q : ndarray int64, shape (p,)
+        The contour (index into ``req.cus``, largest first).
+    arc : ndarray int64, shape (p,)
+    lo, hi : ndarray float64, shape (p,)
+        The piece runs from fraction ``lo`` to ``hi`` of the arc from its tail.
+    """
+    args, tail = piece_args(graph_arrays, metric, req)
+    items, K = args[0], req.cus.size
+    per = np.ones(items.size, dtype=np.int64) if tail is not None else np.diff(graph_arrays[0])[items]
+    rows = np.empty((K * (int(per.sum()) + req.o_arc.size), 4))
+    k = _pieces(2, *args, rows, np.zeros((1, 1, 1), dtype=np.uint8), 1.0, 0, 0, _NO_TAIL if tail is None else tail,
+                tail is not None)
+    rows = rows[:k]
+    return rows[:, 0].astype(np.int64), rows[:, 1].astype(np.int64), rows[:, 2].copy(), rows[:, 3].copy()
+
+
+def codes_cpu(graph_arrays, metric, req):
+    """The lattice and field codes (K, H, W) uint8 of a request on the CPU.
+
+    Parameters
+    ----------
+    graph_arrays, metric, req
+        As :func:`piece_args`.
 
     Returns
     -------
@@ -1822,16 +1912,13 @@ def codes_cpu(graph_arrays, metric, req):
         A per-thread buffer: valid until this thread's next request.
     lat : Lattice
     """
-    fo, head, tail, lon, lat_ = graph_arrays
-    nodes, dist = search_cpu(metric, req)
-    args = (nodes, dist, fo, head, lon, lat_, metric.w, req.o_arc, req.o_frac, tail[req.o_arc], head[req.o_arc],
-            req.cus, req.lon0, req.lat0, req.kx, req.ky)
+    args, tail = piece_args(graph_arrays, metric, req)
     K = req.cus.size
-    ext = extent_cpu(args, K)
+    ext = extent_cpu(args, K, tail)
     lat = lattice(ext)
     marked = scratch("marked", (K, lat.H, lat.W), np.uint8)
     marked.fill(0)
-    mark_cpu(args, lat, marked)
+    mark_cpu(args, lat, marked, tail)
     codes = scratch("codes", (K, lat.H, lat.W), np.uint8)
     field_cpu(marked, lat, codes)
     return codes, lat
@@ -1959,5 +2046,6 @@ class IsochroneGPU:
 
 
 __all__ = ["FAR", "CHECKS", "Lattice", "lattice", "Metric", "Request", "search_cpu", "reach_cpu", "codes_cpu",
+           "piece_args", "pieces_cpu",
            "extent_cpu", "mark_cpu", "field_cpu", "trace", "structure", "simplify", "rings_of", "Layers",
            "geometries", "geojson_fast", "geos_geometries", "geojson_geos", "IsochroneGPU", "BUILD_LOCK"]

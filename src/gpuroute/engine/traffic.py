@@ -1,22 +1,29 @@
 """Routes over a customized overlay and live traffic for :class:`gpuroute.engine.Engine`.
 
 When the engine holds an :class:`gpuroute.crp.Overlay` (a dataset directory built by ``gpuroute
-build``), every route leg is answered by :meth:`gpuroute.crp.overlay.OverlayQuery.route_arcs` between the
-snapped phantom nodes, so routes honour turn restrictions (and turn penalties of the metric) and follow
+build``), every route leg is answered by one search on the overlay between the snapped phantom nodes
+(:mod:`gpuroute.crp.phantom_search`), so routes honour turn restrictions (and turn penalties of the metric) and follow
 the overlay's current metric, which :meth:`TrafficRouter.customize` changes (traffic updates of some
 arcs, or a whole new metric) atomically.
 
 Phantom costs (``c`` the overlay's current arc cost, in the metric's integer unit): a source phantom at
 fraction ``fa`` of arc ``a`` starts with ``(1 - fa) c(a)`` paid; a target phantom at ``fb`` of arc ``b``
-adds ``-(1 - fb) c(b)`` to the full cost of ``b`` that the search pays on entering it. One search per
-pair of phantom arcs (at most four per leg), so that the legs can be chained by the same dynamic
-program as the hierarchy's route (``continue_straight``). The same-arc cases: target ahead of the source
-(``fa <= fb``), the leg stays on the arc at ``(fb - fa) c(a)``; target behind it, the leg leaves the arc
-by one of its allowed turns and comes back (the search starts on the successors of ``a``).
+adds ``-(1 - fb) c(b)`` to the full cost of ``b`` that the search pays on entering it. ONE search per leg
+(:func:`gpuroute.crp.phantom_search.search`, OSRM's phantom-node model): every departure option of the
+waypoint (its arcs, and its snapping ties') is seeded with the cost of having arrived there plus its start
+cost, every arrival option of the next waypoint is a target with its offset, and the search returns the
+cost of each target, so that the legs chain by the same dynamic program as the hierarchy's route
+(``continue_straight``: a leg leaves by the arc the previous one arrived on; without it, after the first
+leg, every option leaves at the best arrival). Only the winning path of each leg is unpacked. The
+same-arc cases: target ahead of the source (``fa <= fb``), the leg stays on the arc at ``(fb - fa) c(a)``
+(no search); target behind it, the leg leaves the arc by one of its allowed turns and comes back (the
+search takes a target's cost from the edges into it, never from its seed).
 
-Consistency: a route reads the overlay's metric object at its start and checks that it is still the
-current one at its end (a customization in between makes it start again, at most
-:data:`MAX_RETRIES` times), so the arcs chosen and the costs reported come from one metric. Reported
+Consistency: a route reads the overlay's customization state once, at its start (:meth:`TrafficRouter.
+snapshot`), and its searches, its unpacking and the costs it reports all read that state, so the arcs
+chosen and the costs reported come from one metric whatever customization lands meanwhile (a snapshot
+without its state is checked against the current state and read again, at most :data:`MAX_RETRIES`
+times). Reported
 weights and durations come from that metric's arc costs (durations: only for time metrics; for
 ``"distance"`` the graph's travel times), fraction-weighted as the hierarchy's; turn penalties of
 ``"time-uturn"`` steer the route but are not added to the reported durations.
@@ -71,6 +78,7 @@ class Snapshot:
     scale: float
     is_time: bool
     name: str
+    state: object = None
 
 
 @dataclass
@@ -115,9 +123,12 @@ class TrafficRouter:
         self._pairs = None
 
     # ------------------------------------------------------------------ metric
-    def snapshot(self):
-        """The overlay's current metric as a :class:`Snapshot`."""
-        met = self.overlay.metric
+    def snapshot(self, state=None):
+        """The overlay's current metric as a :class:`Snapshot` (its customization state read once: costs,
+        turn costs and cliques of one metric), or that of ``state``, a customization of the overlay that
+        is not installed (:meth:`gpuroute.crp.Overlay.customized_state`)."""
+        st = self.overlay._need_state() if state is None else state
+        met = st.metric
         sym = getattr(met, "units", None) or None
         # a unit of the graph's own weights first (a Lua profile's weight, e.g. "routability/10", has a
         # scale only the graph knows), else a standard unit symbol
@@ -125,8 +136,8 @@ class TrafficRouter:
         unit = unit if unit is not None else parse_unit(sym)
         is_time = unit.quantity == "time"
         scale = float(unit.scale) if unit.scale else 1.0
-        return Snapshot(met, np.asarray(met.arc_cost, dtype=np.float64), self.overlay.turn_cost, scale, is_time,
-                        str(getattr(met, "name", "") or ""))
+        return Snapshot(met, np.asarray(st.arc_cost, dtype=np.float64), st.turn_cost, scale, is_time,
+                        str(getattr(met, "name", "") or ""), st)
 
     def query(self):
         q = getattr(self._local, "query", None)
@@ -135,75 +146,117 @@ class TrafficRouter:
         return q
 
     # ------------------------------------------------------------------ routes
-    def plan(self, phantoms, continue_straight):
+    def plan(self, phantoms, continue_straight, snap=None):
         """The legs of a route over the overlay: ``(plan, snapshot)``, ``plan`` a list of
         ``((arc, fraction), (arc, fraction), path)`` per leg as the engine's hierarchy plan (``path`` a
         :class:`LegPath`, or None when the leg stays on one arc).
+
+        ``snap``: a :class:`Snapshot` with its ``state`` to search instead of the current metric (e.g. one
+        with excluded arcs, :mod:`gpuroute.engine.exclude`); searches and unpacking read only that state.
 
         Raises
         ------
         EngineError
             ``NoRoute``.
         """
-        for _ in range(MAX_RETRIES):
+        if snap is not None:
+            if snap.state is None:
+                raise ValueError("plan(snap=...) needs a snapshot with its customization state")
+            return self._plan(phantoms, continue_straight, snap, snap.state), snap
+        for k in range(MAX_RETRIES):
             snap = self.snapshot()
-            plan = self._plan(phantoms, continue_straight, snap)
-            if self.overlay.metric is snap.metric:
-                return plan, snap
-        return plan, snap  # customizations keep arriving: the last plan is consistent with itself up to a swap
+            st = getattr(snap, "state", None)
+            if st is None:  # a snapshot without its state: the one current now, if it is the snapshot's
+                st = self.overlay._need_state()
+                if (st.metric is not snap.metric or st.turn_cost is not snap.turn_cost) and k < MAX_RETRIES - 1:
+                    continue  # a customization swapped the metric in between: read both again
+            return self._plan(phantoms, continue_straight, snap, st), snap
 
-    def _pair(self, a, fa, b, fb, snap):
-        """(cost, path) of one phantom-arc pair; cost inf when unreachable."""
-        c = snap.cost
-        if a == b and fa <= fb:
-            return (fb - fa) * c[a], None
+    def _plan(self, phantoms, continue_straight, snap, st):
+        """The route's legs from one overlay search per leg (:func:`gpuroute.crp.phantom_search.search`)
+        and the dynamic program over the waypoints' options; only the winning paths are unpacked.
+
+        ``st`` is the overlay state ``snap`` was read from (the searches and the unpacking read nothing
+        else). Labels are in ``1 / SCALE`` of the metric's unit; should one pass
+        :data:`gpuroute.crp.phantom_search.LABEL_LIMIT` (costs near 2^52), the plan is made again with
+        whole units.
+        """
+        from ..crp import phantom_search as ps
+
+        for scale in (ps.SCALE, 1):
+            legs = self._search_legs(phantoms, continue_straight, snap, st, scale)
+            if legs is not None:
+                return self._unpack_legs(phantoms, continue_straight, snap, st, legs)
+        raise EngineError("NoRoute", "Impossible route between points (costs too large to add up)")
+
+    def _search_legs(self, phantoms, continue_straight, snap, st, scale):
+        """One search per leg and the dynamic program's forward pass: a list of per-leg records, or None on
+        a label overflow. Raises EngineError NoRoute."""
+        from ..crp import phantom_search as ps
+
         q = self.query()
-        dc = -int(round((1.0 - fb) * c[b]))
-        if a == b:  # target behind the source on the same arc: leave by an allowed turn, come back
-            tr = self.overlay.turns
-            t0, t1 = int(tr.first[a]), int(tr.first[a + 1])
-            tc = snap.turn_cost[t0:t1]
-            ok = tc >= 0
-            succ = np.asarray(tr.out_arc[t0:t1], dtype=np.int64)[ok]
-            ok2 = succ != a
-            succ = succ[ok2]
-            if succ.size == 0:
-                return math.inf, None
-            sc0 = int(round((1.0 - fa) * c[a]))
-            sc = sc0 + tc[ok][ok2].astype(np.int64)
-            dist, arcs = q.route_arcs(succ, sc, [b], [dc])
-            if dist >= INF:
-                return math.inf, None
-            arcs = np.asarray(arcs, dtype=np.int64)
-            mid = arcs[:-1]
-            paid = float(dist - sc0 - dc)
-        else:
-            sc = int(round((1.0 - fa) * c[a]))
-            dist, arcs = q.route_arcs([a], [sc], [b], [dc])
-            if dist >= INF:
-                return math.inf, None
-            arcs = np.asarray(arcs, dtype=np.int64)
-            mid = arcs[1:-1]
-            paid = float(dist - sc - dc)  # the turns between a and b, b's full cost included
-        nodes = np.concatenate([[self._head[a]], self._head[mid]]).astype(np.int64)
-        cost = (1.0 - fa) * c[a] + paid - (1.0 - fb) * c[b]
-        return cost, LegPath(mid, nodes, cost)
+        c = snap.cost
+        opts = [np.asarray(p.all_arcs, dtype=np.float64).reshape(-1, 2) for p in phantoms]  # ties included
+        arrived = np.zeros(opts[0].shape[0], np.int64)  # the first waypoint: leave by any option, at 0
+        legs = []
+        n_legs = len(phantoms) - 1
+        for i in range(n_legs):
+            a, fa = opts[i][:, 0].astype(np.int64), opts[i][:, 1]
+            b, fb = opts[i + 1][:, 0].astype(np.int64), opts[i + 1][:, 1]
+            # continue_straight: leave by the arc arrived on; else (after the first leg) a U-turn is allowed
+            dep = arrived if (i == 0 or continue_straight) else np.full(a.size, arrived.min())
+            ok = dep < INF
+            rest = np.rint(scale * (1.0 - fa) * c[a]).astype(np.int64)
+            seed = np.where(ok, dep, 0) + rest
+            if ok.any() and seed[ok].max() >= ps.LABEL_LIMIT:
+                return None
+            off = -np.rint(scale * (1.0 - fb) * c[b]).astype(np.int64)
+            # a target ahead of a departure point on the same arc: (fb - fa) c(a), without a search
+            same = (a[:, None] == b[None, :]) & (fa[:, None] <= fb[None, :]) & ok[:, None]
+            ahead = np.where(same, np.where(ok, dep, 0)[:, None]
+                             + np.rint(scale * (fb[None, :] - fa[:, None]) * c[a][:, None]).astype(np.int64), INF)
+            s_best, s_arg = ahead.min(axis=0), ahead.argmin(axis=0)
+            idx = np.flatnonzero(ok)
+            # per target exact only where the next leg leaves by the arc arrived on
+            every = continue_straight and i < n_legs - 1
+            res = ps.search(q, st, a[idx], seed[idx], b, off, every_target=every, bound=int(s_best.min()),
+                            scale=scale)
+            if res.overflow:
+                return None
+            use_same = s_best <= res.cost
+            best = np.where(use_same, s_best, res.cost)
+            leaves = np.where(use_same, s_arg, idx[np.maximum(res.seed, 0)])  # the departure option per target
+            legs.append((arrived, res, leaves, use_same))
+            arrived = best
+            if not (arrived < INF).any():
+                raise EngineError("NoRoute", "Impossible route between points")
+        legs.append((arrived, None, None, None))
+        return legs
 
-    def _plan(self, phantoms, continue_straight, snap):
-        opts = [p.all_arcs for p in phantoms]  # snapping ties included
-        costs, paths = [], []
-        for i in range(len(phantoms) - 1):
-            cm = np.full((len(opts[i]), len(opts[i + 1])), math.inf)
-            pm = {}
-            for ai, (a, fa) in enumerate(opts[i]):
-                for bi, (b, fb) in enumerate(opts[i + 1]):
-                    cost, path = self._pair(int(a), float(fa), int(b), float(fb), snap)
-                    if math.isfinite(cost):
-                        cm[ai, bi] = cost
-                        pm[ai, bi] = path
-            costs.append(cm)
-            paths.append(pm)
-        return chain_legs(opts, costs, paths, continue_straight)
+    def _unpack_legs(self, phantoms, continue_straight, snap, st, legs):
+        """The dynamic program's backward pass: ``[((arc, fraction), (arc, fraction), LegPath or None)]``
+        per leg, only the winning path of each leg unpacked."""
+        c = snap.cost
+        q = self.query()
+        free = not continue_straight
+        opts = [p.all_arcs for p in phantoms]
+        plan = []
+        o = int(np.argmin(legs[-1][0]))  # the option the last leg arrives by
+        for i in range(len(legs) - 2, -1, -1):
+            arrived, res, leaves, use_same = legs[i]
+            d = int(leaves[o])
+            (a, fa), (b, fb) = opts[i][d], opts[i + 1][o]
+            path = None
+            if not use_same[o]:
+                arcs = res.unpack(q, st, o)  # a ... b, both included
+                mid = arcs[1:-1]
+                nodes = np.concatenate([[self._head[a]], self._head[mid]]).astype(np.int64)
+                cost = (1.0 - fa) * c[a] + float(res.paid(o)) - (1.0 - fb) * c[b]
+                path = LegPath(mid, nodes, cost)
+            plan.append(((a, fa), (b, fb), path))
+            o = int(np.argmin(arrived)) if (free and i > 0) else d  # the option leg i - 1 arrives by
+        plan.reverse()
+        return plan
 
     def reprice(self, leg, snap, w_scale):
         """Replace a leg's ``weight`` (in the engine's weight unit: OSRM weight / ``w_scale``) and, for a
@@ -337,20 +390,36 @@ class TrafficRouter:
                 ov.customize(ov.metric)
         return {"seconds": time.perf_counter() - t0}
 
-    def customize(self, updates=None, metric=None):
+    def customize(self, updates=None, metric=None, *, persist=None):
         """Apply traffic updates (:meth:`parse_updates`) or re-customize for a named metric.
+
+        Parameters
+        ----------
+        updates, metric
+            See :meth:`gpuroute.engine.Engine.customize`.
+        persist : callable, optional
+            ``persist(overlay) -> dict or None``, called under the customization lock once the new metric
+            is in place (:meth:`gpuroute.engine.dataset.TrafficStore.save`: the dataset directory's saved
+            traffic). When it raises, the overlay is put back to the metric it had before (one reference,
+            as the swap itself) and the error propagates: after a success memory and disk hold the same
+            metric, after a failure both hold the previous one.
 
         Returns
         -------
         dict
-            ``{"code": "Ok", "seconds": s, "cells": [per level], "metric": name, "arcs": k}`` (``cells``:
-            the cells re-customized per level, finest first; all of them for a metric).
+            ``{"code": "Ok", "seconds": s, "cells": [per level], "metric": name, "arcs": k, "saved": ...}``
+            (``cells``: the cells re-customized per level, finest first; all of them for a metric;
+            ``saved``: what ``persist`` returned, e.g. ``{"file", "generation", "updated", "seconds"}``, None
+            without it). ``seconds`` is the customization's; saving is not included.
 
         Raises
         ------
         EngineError
             ``InvalidOptions`` (neither or both of ``updates`` and ``metric``), ``InvalidValue`` (a bad
-            update or metric name); nothing changes then.
+            update or metric name); nothing changes and nothing is saved then.
+        OSError
+            ``persist`` failed (:class:`gpuroute.engine.dataset.TrafficSaveError`); the customization was
+            undone.
         """
         if (updates is None) == (metric is None):
             raise EngineError("InvalidOptions", "give either updates (a list) or metric (one of "
@@ -361,13 +430,27 @@ class TrafficRouter:
                 names = self.metric_names()
                 if not isinstance(metric, str) or metric not in names:
                     raise EngineError("InvalidValue", f"metric must be one of {', '.join(names)}, got {metric!r}")
+                before = ov._state  # what memory and disk hold now: put back if saving fails
                 info = ov.customize(self._resolve_metric(metric))
-                return {"code": "Ok", "seconds": float(info["seconds"]), "cells": [int(x) for x in ov.n_cells],
-                        "metric": metric, "arcs": int(self.graph.n_arcs)}
-            ids, costs = self.parse_updates(updates, self.snapshot())
-            info = ov.update(ids, costs)
-            return {"code": "Ok", "seconds": float(info["seconds"]), "cells": [int(x) for x in info["cells"]],
-                    "metric": str(getattr(ov.metric, "name", "") or ""), "arcs": int(np.unique(ids).size)}
+                out = {"code": "Ok", "seconds": float(info["seconds"]), "cells": [int(x) for x in ov.n_cells],
+                       "metric": metric, "arcs": int(self.graph.n_arcs)}
+            else:
+                ids, costs = self.parse_updates(updates, self.snapshot())
+                before = ov._state
+                info = ov.update(ids, costs)
+                out = {"code": "Ok", "seconds": float(info["seconds"]), "cells": [int(x) for x in info["cells"]],
+                       "metric": str(getattr(ov.metric, "name", "") or ""), "arcs": int(np.unique(ids).size)}
+            out["saved"] = None
+            if persist is not None:
+                # Overlay.customize / update compute and swap in one call, so the file is written after the
+                # swap; a failed write swaps the previous state back (a route that started meanwhile sees
+                # the metric change and starts again, as after any customization)
+                try:
+                    out["saved"] = persist(ov)
+                except BaseException:
+                    ov._state = before
+                    raise
+            return out
 
 
 def _positive(v, where, what):
@@ -378,47 +461,3 @@ def _positive(v, where, what):
         raise EngineError("InvalidValue", f"{where}: {what} must be a finite number > 0, got {v!r}")
     return x
 
-
-def chain_legs(opts, costs, paths, continue_straight):
-    """Chain per-leg costs of every (departure arc, arrival arc) pair into one route: the dynamic program
-    of the engine's hierarchy plan (no U-turn at intermediate waypoints with ``continue_straight``).
-
-    Parameters
-    ----------
-    opts : list of list of (arc, fraction)
-        Each waypoint's usable arcs.
-    costs : list of ndarray (len(opts[i]), len(opts[i + 1]))
-        Leg costs, inf where unreachable.
-    paths : list of dict
-        ``(ai, bi) -> path`` per leg.
-    continue_straight : bool
-
-    Returns
-    -------
-    list of ((arc, fraction), (arc, fraction), path)
-
-    Raises
-    ------
-    EngineError
-        ``NoRoute``.
-    """
-    best = np.zeros(len(opts[0]))
-    back, arrived = [], []
-    free = not continue_straight
-    for i, c in enumerate(costs):
-        arrived.append(best)
-        dep = best if (i == 0 or not free) else np.full(best.size, best.min())
-        tot = dep[:, None] + c
-        arg = np.argmin(tot, axis=0)
-        back.append(arg)
-        best = tot[arg, np.arange(tot.shape[1])]
-    if not np.isfinite(best).any():
-        raise EngineError("NoRoute", "Impossible route between points")
-    plan = []
-    o = int(np.argmin(best))
-    for i in range(len(costs) - 1, -1, -1):
-        d = int(back[i][o])
-        plan.append((opts[i][d], opts[i + 1][o], paths[i][d, o]))
-        o = int(np.argmin(arrived[i])) if (free and i > 0) else d
-    plan.reverse()
-    return plan

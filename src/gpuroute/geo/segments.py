@@ -52,6 +52,9 @@ from .snap import SnapError, largest_scc_mask
 
 #: Accepted values of ``approach``.
 APPROACHES = ("unrestricted", "curb")
+#: Batches of at least this many coordinates query the k-d tree on every core (smaller ones on one:
+#: starting threads costs more than it saves for a route's few coordinates).
+_PARALLEL_QUERY_MIN = 256
 #: Accepted values of ``component``.
 COMPONENTS = ("largest", "any")
 #: Snapping ties (metres): :meth:`SegmentIndex.snap` also keeps every usable segment at most this much
@@ -313,6 +316,12 @@ class SegmentIndex:
         OSRM lets a waypoint snap (``is_startpoint`` of either direction).
     spacing : float, optional
         Sample spacing in metres; default ``config.SERVE_SEGMENT_SAMPLE_SPACING_M``.
+    arc_mask : array_like of bool, shape (m,), optional
+        The arcs a waypoint may use (OSRM's ``exclude=``: :mod:`gpuroute.engine.exclude`). A segment is
+        indexed where one of its directions is usable, and a phantom lists its usable directions only
+        (an excluded one is -1), as osrm-routed's ``CheckSegmentExclude``; the ``curb`` approach still
+        reads the segment's two directions (OSRM applies it to the enabled ones), the component is the
+        graph's. Default: every arc.
 
     Attributes
     ----------
@@ -323,6 +332,8 @@ class SegmentIndex:
     name_id : ndarray int32 (s,)
     names : list of str
     length_m : ndarray float64 (s,)
+    usable_fwd, usable_rev : ndarray bool (s,) or None
+        With ``arc_mask``: whether each segment's forward (reverse) arc is usable; None without it.
 
     Raises
     ------
@@ -330,7 +341,7 @@ class SegmentIndex:
         A graph without coordinates, a planar graph, an unknown ``component``, no segment to index.
     """
 
-    def __init__(self, graph, *, component="largest", spacing=None):
+    def __init__(self, graph, *, component="largest", spacing=None, arc_mask=None):
         from scipy.spatial import cKDTree
 
         if component not in COMPONENTS:
@@ -362,9 +373,18 @@ class SegmentIndex:
         if sp is not None:  # OSRM's is_startpoint (Lua profiles): no waypoint on ferries and the like
             sp = np.asarray(sp, dtype=bool)
             keep &= sp | np.where(rev >= 0, sp[np.maximum(rev, 0)], False)
+        usable = None
+        if arc_mask is not None:  # OSRM's exclude: a segment stays where one of its directions is usable
+            usable = np.asarray(arc_mask)
+            if usable.shape != (m,) or usable.dtype != np.bool_:
+                raise ValueError(f"arc_mask must be a bool array of shape ({m},) (one per arc), got "
+                                 f"{usable.dtype} {usable.shape}")
+            keep &= usable | np.where(rev >= 0, usable[np.maximum(rev, 0)], False)
         fwd = np.flatnonzero(keep)
         if fwd.size == 0:
             raise ValueError(f"graph {graph.name!r} has no segment to snap to")
+        self.usable_fwd = None if usable is None else usable[fwd].copy()
+        self.usable_rev = None if usable is None else np.where(rev[fwd] >= 0, usable[np.maximum(rev[fwd], 0)], False)
         self.forward_arc = fwd.astype(np.int64)
         self.reverse_arc = rev[fwd].astype(np.int64)
         self.u = tail[fwd].astype(np.int32)
@@ -448,6 +468,9 @@ class SegmentIndex:
             left = p["side"] > 0
             fwd_ok = np.where(two_way & left, False, fwd_ok)
             rev_ok = np.where(two_way & right, False, rev_ok)
+        if self.usable_fwd is not None:  # excluded directions (arc_mask)
+            fwd_ok &= self.usable_fwd[s]
+            rev_ok &= self.usable_rev[s]
         return p, fwd_ok, rev_ok
 
     # ------------------------------------------------------------------ queries
@@ -740,7 +763,9 @@ class SegmentIndex:
             return [], np.zeros(0, dtype=bool)
         q = unit_vectors(lon, lat) * EARTH_RADIUS_M
         # D0: the projection distance to the segment of the nearest sample bounds the nearest segment's
-        _, nn = self.tree.query(q, k=1, workers=-1)
+        # threads pay off for big batches only (scipy starts them on every call: ~4 per request)
+        workers = -1 if k >= _PARALLEL_QUERY_MIN else 1
+        _, nn = self.tree.query(q, k=1, workers=workers)
         seg0 = self.sample_segment[nn]
         proj0 = np.empty((4, k))
         best0 = np.empty(k, dtype=np.int64)
@@ -756,7 +781,7 @@ class SegmentIndex:
         # the balls of :meth:`_search` (chord <= arc; the frame's scale error), all at once
         rs = r[sub]
         balls = self.tree.query_ball_point(q[sub], rs * (1.01 + 5.0 * rs / EARTH_RADIUS_M) + self._slack,
-                                           return_sorted=False, workers=-1)
+                                           return_sorted=False, workers=workers)
         lens = np.fromiter(map(len, balls), dtype=np.int64, count=m)
         samples = np.fromiter(itertools.chain.from_iterable(balls), dtype=np.int64, count=int(lens.sum()))
         n_seg = np.int64(self.n_segments)
@@ -803,8 +828,11 @@ class SegmentIndex:
         ti = ties if ties is not None else [()] * c.size
         dist = _haversine_pairs(lon[o], lat[o], proj[2, c], proj[3, c])
         nid = self.name_id[s].tolist()
-        cols = (s.tolist(), self.u[s].tolist(), self.v[s].tolist(), self.forward_arc[s].tolist(),
-                self.reverse_arc[s].tolist(), proj[0, c].tolist(), proj[2, c].tolist(), proj[3, c].tolist(),
+        fa, ra = self.forward_arc[s], self.reverse_arc[s]
+        if self.usable_fwd is not None:  # excluded directions (arc_mask): -1
+            fa, ra = np.where(self.usable_fwd[s], fa, -1), np.where(self.usable_rev[s], ra, -1)
+        cols = (s.tolist(), self.u[s].tolist(), self.v[s].tolist(), fa.tolist(),
+                ra.tolist(), proj[0, c].tolist(), proj[2, c].tolist(), proj[3, c].tolist(),
                 dist.tolist(), [self.name_of(n) for n in nid], nid, index[o].tolist(), lon[o].tolist(),
                 lat[o].tolist(), ti)
         return [Phantom._of(v) for v in zip(*cols, strict=True)]

@@ -257,7 +257,8 @@ def extract(path, profile, *, name=None, progress=True, _debug=None):
     -------
     RoadGraph
         With ``turn_costs`` and ``meta`` (``profile``, ``profile_path``, ``weight_name``,
-        ``weight_precision``, ``classes``, ``road_classes``, ``way_names``, counts).
+        ``weight_precision``, ``classes``, ``excludable`` (the profile's ``excludable`` class sets, each
+        sorted: the ``exclude=`` combinations it declares), ``road_classes``, ``way_names``, counts).
 
     Raises
     ------
@@ -463,7 +464,8 @@ def extract(path, profile, *, name=None, progress=True, _debug=None):
     meta = {"source": path, "format": "osm", "profile": _profile_name(profile), "profile_path": str(profile.path),
             "profile_engine": "lua", "weight_name": props.weight_name, "weight_precision": int(props.weight_precision),
             "u_turn_penalty_s": props.u_turn_penalty,
-            "continue_straight_at_waypoint": bool(props.continue_straight_at_waypoint), "classes": class_names, "road_classes": ROAD_CLASS_NAMES,
+            "continue_straight_at_waypoint": bool(props.continue_straight_at_waypoint), "classes": class_names,
+            "excludable": [sorted(set(x)) for x in profile.excludable], "road_classes": ROAD_CLASS_NAMES,
             "way_names": names, "highway_ways": int(sum(1 for w in ways if "highway" in w[1])),
             "routable_ways": kw, "segments": int(pa.size), "segments_missing_location": n_missing,
             "ways_missing_nodes": int(sum(1 for i in kept if not valid_loc[starts[i]:starts[i + 1]].all())),

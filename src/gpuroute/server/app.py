@@ -878,7 +878,8 @@ def create_app(engine, *, limits=None, allow_customize=False, web_assets=None, a
         engine can customize: it has a ``customize`` method and, where it has an ``overlay`` attribute,
         an overlay), plus ``"engine": engine.info`` where the engine has that mapping (property or
         method) and ``"capabilities"`` (which algorithm serves which service,
-        :attr:`gpuroute.engine.Engine.capabilities`) where that mapping has them; HTTP 503 with
+        :attr:`gpuroute.engine.Engine.capabilities`) and ``"exclude"`` (the classes and the ``exclude=``
+        combinations served, :meth:`gpuroute.engine.exclude.Excluder.info`) where that mapping has them; HTTP 503 with
         ``"status": "warming"`` while the warm-up runs. ``GET /`` is the web page (an offline map,
         routes, isochrones, traffic), with ``/network``, ``/web/...``, ``/vendor/...`` and
         ``/THIRD-PARTY`` (:mod:`gpuroute.server.web`).
@@ -944,6 +945,8 @@ def create_app(engine, *, limits=None, allow_customize=False, web_assets=None, a
                 body["engine"] = info
                 if "capabilities" in info:
                     body["capabilities"] = info["capabilities"]
+                if "exclude" in info:  # the classes and the exclude= combinations served
+                    body["exclude"] = info["exclude"]
         except Exception:  # the health check answers even so
             log.exception("engine.info failed")
         return Response(encode(body), status_code=200 if ready else 503, media_type="application/json",

@@ -19,7 +19,9 @@ import time
 log = logging.getLogger("gpuroute.server")
 
 
-#: Stops of the largest warm-up trip: past 3 the tour is searched, past 7 perturbed (iterated local search).
+#: Stops of the largest warm-up trip, at least: up to ``config.TOUR_EXACT_MAX_N`` the order is exact
+#: (Held–Karp), past it searched and, past 7 stops, perturbed (iterated local search); the warm-up takes
+#: one more than ``TOUR_EXACT_MAX_N`` when that is more, so that the search is compiled too.
 TRIP_STOPS = 12
 
 
@@ -98,7 +100,9 @@ def warm_up(app):
     engine = state.engine
     t0 = time.perf_counter()
     report = {"seconds": 0.0, "services": {}, "failed": []}
-    pts = warm_points(engine)
+    from .. import config
+
+    pts = warm_points(engine, max(TRIP_STOPS, int(config.TOUR_EXACT_MAX_N) + 1))
     if pts is None:
         log.warning("warm-up: the engine has no graph coordinates to query at; the first request of each service "
                     "compiles what it needs")

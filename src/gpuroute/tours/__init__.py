@@ -10,14 +10,16 @@ intra-route 2-opt and Or-opt under capacity, ruin and recreate; CVRPLIB reading)
 to the CPU's best move on the device, descents of one tour or of many at once, GPU iterated local search),
 ``vrp_gpu.py`` + ``vrp.cu`` (the GPU twin of the CVRP local search: the between- and within-route
 neighbourhoods in one evaluation reduced to the CPU's best feasible move, ruin-and-recreate chains),
-``budget.py`` (time limits: a deadline checked between steps of bounded work), ``warmup.py``
+``exact.py`` (:func:`tsp_exact`: Held–Karp, the optimal tour of up to 16 stops, unreachable legs
+allowed), ``budget.py`` (time limits: a deadline checked between steps of bounded work), ``warmup.py``
 (:func:`warm_up`: compile every kernel before a time limit runs).
 """
 from .api import TourResult, tour_cost, tsp
 from .cvrp import VRPResult, cvrp
+from .exact import tsp_exact
 from .local_search import MOVE_NAMES, best_move
 from .tsplib import TSPInstance, distance_matrix, read_tsplib
 from .warmup import warm_up
 
-__all__ = ["tsp", "TourResult", "tour_cost", "best_move", "MOVE_NAMES", "read_tsplib", "distance_matrix",
+__all__ = ["tsp", "tsp_exact", "TourResult", "tour_cost", "best_move", "MOVE_NAMES", "read_tsplib", "distance_matrix",
            "TSPInstance", "cvrp", "VRPResult", "warm_up"]

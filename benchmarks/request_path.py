@@ -1,0 +1,163 @@
+"""Benchmark suite: the CPU one ``/route`` or ``/table`` request costs inside the server process, and where
+it goes (issue 20). In-process, no sockets: what a worker thread of ``gpuroute serve`` runs for a request
+(URL split, ``parse_request``, the engine, ``encode``), and the engine call alone, each timed with
+``time.process_time`` over a batch of requests and profiled with cProfile.
+
+The dataset is what users run: ``gpuroute build monaco.osm.pbf --profile <OSRM's car.lua> -o DIR`` (built
+into ``out/request_path/`` once; OSRM's car.lua from the osrm-bindings wheel, ``.ci/fetch_osrm.sh`` /
+``make osrm-bin``). The requests are those of an earlier ``benchmarks/serve.py --dataset`` run (its
+``.requests.json.gz``: random snappable points of Monaco), so the numbers line up with that benchmark.
+
+Cases: ``/route`` with 2 coordinates and ``overview=full``, the same with ``overview=false`` (both
+``steps=false``, the default), ``/route`` with ``steps=true&annotations=true`` (context) and ``/table``
+100 x 100.
+
+Usage (from the repo root):
+    .venv/bin/python benchmarks/request_path.py [--routes 1000] [--tables 20] [--profile-top 25]
+        [--requests benchmarks/results/serve_dataset_2026-11-26_before_75fde7b.requests.json.gz]
+        [--json OUT.json]
+Prints, per case, the CPU ms per request (through the HTTP adapter, and of the engine call alone) and the top
+of its cProfile (by total time and by cumulative time).
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gzip
+import io
+import json
+import pstats
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+REQUESTS = ROOT / "benchmarks" / "results" / "serve_dataset_2026-11-26_before_75fde7b.requests.json.gz"
+OUT = ROOT / "out" / "request_path"
+
+
+def car_lua():
+    found = sorted((ROOT / ".venv" / "osrm").glob("**/profiles/car.lua"))
+    if found:
+        return found[0]
+    r = subprocess.run(["bash", str(ROOT / ".ci" / "fetch_osrm.sh")], capture_output=True, text=True, cwd=ROOT)
+    if r.returncode != 0:
+        sys.exit(f"OSRM's car.lua is needed (make osrm-bin): {r.stderr.strip()[-500:]}")
+    return (ROOT / r.stdout.strip().splitlines()[-1] / ".." / "share" / "profiles" / "car.lua").resolve()
+
+
+def dataset():
+    ds = OUT / "monaco_car"
+    if not (ds / "manifest.json").is_file():
+        OUT.mkdir(parents=True, exist_ok=True)
+        pbf = ROOT / "src" / "gpuroute" / "datasets" / "data" / "monaco.osm.pbf"
+        subprocess.run([sys.executable, "-m", "gpuroute.cli", "build", str(pbf), "-o", str(ds), "--profile",
+                        str(car_lua())], check=True, cwd=ROOT, capture_output=True)
+    return ds
+
+
+def adapter_call(server, path):
+    """What a worker thread runs for a GET ``path``: split, parse, engine, encode (``(status, body)``)."""
+    from gpuroute.server.app import parse_query, parse_request, split_target
+
+    service, _, profile, coords, query = split_target(path)
+    call = parse_request(service, profile, coords, parse_query(query), server.limits)
+    return server.work(call)
+
+
+def engine_call(engine, server, path):
+    """The engine call alone (the parsed request's arguments, as the adapter passes them)."""
+    from gpuroute.server.app import parse_query, parse_request, split_target
+
+    service, _, profile, coords, query = split_target(path)
+    call = parse_request(service, profile, coords, parse_query(query), server.limits)
+    extra = server.table_kwargs if service == "table" else {}
+    return lambda: getattr(engine, service)(call.coordinates, **call.kwargs, **extra)
+
+
+def cpu_ms(fn, items, repeat=3):
+    """Least CPU ms per item of ``fn`` over ``items``, of ``repeat`` passes."""
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.process_time()
+        for x in items:
+            fn(x)
+        best = min(best, (time.process_time() - t) * 1e3 / len(items))
+    return best
+
+
+def profile_top(fn, items, top, sort):
+    pr = cProfile.Profile()
+    pr.enable()
+    for x in items:
+        fn(x)
+    pr.disable()
+    s = io.StringIO()
+    st = pstats.Stats(pr, stream=s)
+    st.sort_stats(sort).print_stats(top)
+    lines = s.getvalue().splitlines()
+    # drop pstats' preamble up to the column header; keep the totals line
+    total = next((ln.strip() for ln in lines if "function calls" in ln), "")
+    start = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("ncalls")), 0)
+    body = [ln.replace(str(ROOT / "src") + "/", "").replace(str(ROOT) + "/", "") for ln in lines[start:] if ln.strip()]
+    return total, body
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--routes", type=int, default=1000)
+    ap.add_argument("--tables", type=int, default=20)
+    ap.add_argument("--profile-top", type=int, default=25)
+    ap.add_argument("--requests", default=str(REQUESTS))
+    ap.add_argument("--dataset", default=None, help="a built dataset directory (default: build Monaco with car.lua)")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--cases", nargs="*", default=["route_full", "route_false", "route_steps", "table"])
+    args = ap.parse_args()
+
+    from gpuroute.engine import Engine
+    from gpuroute.server.app import create_app
+
+    ds = Path(args.dataset) if args.dataset else dataset()
+    eng = Engine.open(ds)
+    app = create_app(eng)
+    server = app.state.adapter
+    reqs = json.loads(gzip.decompress(Path(args.requests).read_bytes()))["Monaco"]
+    routes = reqs["routes"][:args.routes]
+    tables = reqs["tables"][:args.tables]
+    cases = {
+        "route_full": ("/route/v1/driving/{}?overview=full", routes),
+        "route_false": ("/route/v1/driving/{}?overview=false", routes),
+        "route_steps": ("/route/v1/driving/{}?overview=full&steps=true&annotations=true", routes),
+        "table": ("/table/v1/driving/{}", tables),
+    }
+    out = {}
+    for name in args.cases:
+        fmt, items = cases[name]
+        paths = [fmt.format(c) for c in items]
+        for p in paths[:20]:  # warm: compile, caches
+            status, _ = adapter_call(server, p)
+        ok = sum(adapter_call(server, p)[0] == 200 for p in paths)
+        calls = [engine_call(eng, server, p) for p in paths]
+        adapter_ms = cpu_ms(lambda p: adapter_call(server, p), paths)
+        engine_ms = cpu_ms(lambda f: f(), calls)
+        tot, by_tot = profile_top(lambda p: adapter_call(server, p), paths, args.profile_top, "tottime")
+        _, by_cum = profile_top(lambda p: adapter_call(server, p), paths, args.profile_top, "cumulative")
+        out[name] = {"requests": len(paths), "ok": ok, "adapter_cpu_ms": round(adapter_ms, 3),
+                     "engine_cpu_ms": round(engine_ms, 3), "profile_total": tot, "by_tottime": by_tot,
+                     "by_cumtime": by_cum}
+        print(f"## {name}: {len(paths)} requests ({ok} answered 200); CPU ms/request: adapter (parse + engine + "
+              f"encode) {adapter_ms:.3f}, engine alone {engine_ms:.3f}")
+        print(f"cProfile over the {len(paths)} requests through the adapter: {tot}")
+        print("\n".join(by_tot))
+        print()
+        print("\n".join(by_cum))
+        print(flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,374 @@
+"""One search per route leg on the customized overlay: every departure option of a waypoint seeded with its
+start cost, every arrival option of the next waypoint a target with its offset, and the best cost to EACH
+target (OSRM's phantom-node plugin model; RoutingKit's many-source query with start distances).
+
+A waypoint snapped onto a segment (:class:`gpuroute.geo.segments.Phantom`) may leave or arrive by any of its
+options (the segment's usable arcs, and those of the segments tied with it at a junction). A route's
+dynamic program (``continue_straight``, :meth:`gpuroute.engine.traffic.TrafficRouter.plan`) needs, per leg,
+the cost of arriving on every arrival option ``b`` given the cost of having left by each departure option
+``d``: seeding state ``d`` with that cost (plus the rest of arc ``d`` beyond the waypoint) makes one
+multi-source search answer it, ``min_d (seed_d + path(d -> b)) + offset_b`` per target ``b``.
+
+The search is the forward half of :func:`gpuroute.crp.search.bidir_states` on the overlay's arc states
+(Delling, Goldberg, Pajor, Werneck, "Customizable Route Planning in Road Networks", Transportation Science
+2017, sec. 4; the arc-based turn model of Delling, Kobitzsch, Werneck, Euro-Par 2014, sec. 2): a state is
+scanned at the level of its head (:func:`gpuroute.crp.search.state_level`), the query's cells ``keep``
+being those of every seed's and every target's head. It is unidirectional because it must settle every
+target on its own (a backward search from several targets only gives the nearest of them): it stops when
+the queue's minimum reaches the largest target label (``every_target``), or, when only the best target
+matters (a route's last leg; any leg whose arrival is followed by a free U-turn), when the minimum plus the
+smallest offset reaches the best target cost found so far.
+
+Same-arc cases: a target ahead of the departure point on the departure arc is the caller's (a cost without
+search); a target *behind* it needs the search to leave the arc and come back. A seeded state is settled at
+its seed label, so a target state's cost is taken from the edges that relax into it (every time one does,
+whether or not the edge lowers the state's label), never from a seed.
+
+Labels are integers in ``1 / scale`` of the metric's unit (every turn and clique cost is multiplied by
+``scale`` when relaxed): the caller's fractional start costs and offsets (``(1 - f) c(a)``) are then rounded
+to ``1 / scale``, and the search chooses between departure options as the fraction-weighted costs do.
+"""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from ..graph.constants import INF
+from .search import ih_pop, ih_update, reset, state_level
+
+__all__ = ["search", "TargetCosts", "SEARCHES", "SearchCounter", "SCALE", "LABEL_LIMIT"]
+
+#: Labels per unit of the metric that :func:`search` callers use by default (1024: a fraction-weighted start
+#: cost is rounded to 1/1024 of a unit, e.g. 0.1 ms for deciseconds).
+SCALE = 1024
+#: A label above this stops the search with ``overflow`` set (the caller then searches again with
+#: ``scale=1``): with every turn and clique cost below 2^52 (arc costs are below 2^31), no sum overflows.
+LABEL_LIMIT = 1 << 61
+
+
+class SearchCounter:
+    """Searches run by the calling thread, by kind (a thread-local :class:`collections.Counter`): the route
+    paths add ``"overlay_search"`` (:func:`search`), ``"overlay_unpack"`` (:meth:`TargetCosts.unpack`),
+    ``"ch_table"`` and ``"ch_unpack"`` (:meth:`gpuroute.engine.Engine._plan`)."""
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def _counts(self):
+        c = getattr(self._local, "counts", None)
+        if c is None:
+            c = self._local.counts = Counter()
+        return c
+
+    def add(self, kind, n=1):
+        """Count ``n`` searches of ``kind`` (str) on this thread."""
+        self._counts()[kind] += n
+
+    def counts(self):
+        """This thread's counts so far (a copy)."""
+        return Counter(self._counts())
+
+    @contextmanager
+    def counting(self):
+        """``with SEARCHES.counting() as c:`` -- ``c`` (a Counter) holds, after the block, the searches this
+        thread ran inside it."""
+        before = self.counts()
+        out = Counter()
+        try:
+            yield out
+        finally:
+            now = self.counts()
+            now.subtract(before)
+            out.update({k: v for k, v in now.items() if v})
+
+
+#: The process's search counter (per thread).
+SEARCHES = SearchCounter()
+
+
+@njit(cache=True)
+def _targets(keep, src, scost, dst, doff, every, ub, scale, tfirst, tout, tcost, hc, entry_idx, cell_base,
+             ex_first, ex_arc, cq_first, clique, R, touched, hk, hv):
+    """The search of :func:`search` (state numbering). ``R``/``touched``/``hk``/``hv`` are an
+    :class:`~gpuroute.crp.OverlayQuery`'s buffers (records as :func:`gpuroute.crp.search.bidir_states`'s;
+    ``R[8b + 1]`` marks a target state with -1 while the search runs); they are put back before returning.
+
+    Returns ``(tbest, tseed, cfirst, cstates, crefs, settled, overflow)``: ``tbest[j]`` the least label an
+    edge brought into ``dst[j]`` (INF: none; the offset not added), ``tseed[j]`` the index in ``src`` of the
+    seed its chain starts from (-1), and the chains: ``cstates[cfirst[j]:cfirst[j + 1]]`` the states from
+    that seed to ``dst[j]``, ``crefs[p]`` the edge into ``cstates[p]`` (turn position or ``-(1 + clique
+    position)``; the first of each chain unused).
+    """
+    k = dst.size
+    tbest = np.full(k, INF, np.int64)
+    tpred = np.full(k, -1, np.int64)
+    tref = np.zeros(k, np.int64)
+    tseed = np.full(k, -1, np.int64)
+    nt = 0
+    size = 0
+    for j in range(k):
+        b = dst[j]
+        if R[8 * b] == INF and R[8 * b + 1] == INF:
+            touched[nt] = b
+            nt += 1
+        R[8 * b + 1] = -1
+    for i in range(src.size):
+        b = src[i]
+        c = scost[i]
+        if c < R[8 * b]:
+            if R[8 * b] == INF and R[8 * b + 1] == INF:
+                touched[nt] = b
+                nt += 1
+            R[8 * b] = c
+            R[8 * b + 4] = -1
+            R[8 * b + 5] = -1
+            size = ih_update(hk, hv, R, 2, size, c, b)
+    min_off = 0
+    for j in range(k):
+        if doff[j] < min_off:
+            min_off = doff[j]
+    best = ub  # best target cost (offset included), for the best-target stop
+    tmax = INF if k > 0 else -1  # largest target label, for the every-target stop
+    settled = 0
+    overflow = False
+    while size > 0:
+        d = hk[0]
+        if every:
+            if d >= tmax:
+                break
+        elif best < INF and d + min_off >= best:
+            break
+        if d > LABEL_LIMIT:
+            overflow = True
+            break
+        a = hv[0]
+        size = ih_pop(hk, hv, R, 2, size)
+        settled += 1
+        q = state_level(a, hc, keep)
+        if q == 0:
+            lo = tfirst[a]
+            hi = tfirst[a + 1]
+            g = 0
+            base = 0
+        else:
+            p = q - 1
+            g = cell_base[p] + hc[a, p]
+            i = entry_idx[a, p]
+            if i < 0:
+                continue
+            nx = ex_first[g + 1] - ex_first[g]
+            base = cq_first[g] + i * nx
+            lo = 0
+            hi = nx
+        for e in range(lo, hi):
+            if q == 0:
+                c = tcost[e]
+                if c < 0:
+                    continue
+                b = tout[e]
+                ref = e
+            else:
+                c = clique[base + e]
+                if c >= INF:
+                    continue
+                b = ex_arc[ex_first[g] + e]
+                ref = -(1 + base + e)
+            nd = d + c * scale
+            if R[8 * b + 1] == -1:  # a target: every edge into it is a candidate (a seed's label is not)
+                hit = False
+                for j in range(k):
+                    if dst[j] == b and nd < tbest[j]:
+                        tbest[j] = nd
+                        tpred[j] = a
+                        tref[j] = ref
+                        hit = True
+                        if nd + doff[j] < best:
+                            best = nd + doff[j]
+                if hit:
+                    tmax = tbest[0]
+                    for j in range(1, k):
+                        if tbest[j] > tmax:
+                            tmax = tbest[j]
+            if nd < R[8 * b]:
+                if R[8 * b] == INF and R[8 * b + 1] == INF:
+                    touched[nt] = b
+                    nt += 1
+                R[8 * b] = nd
+                R[8 * b + 4] = a
+                R[8 * b + 5] = ref
+                size = ih_update(hk, hv, R, 2, size, nd, b)
+    # the chains, while the records still hold them
+    cfirst = np.zeros(k + 1, np.int64)
+    for j in range(k):
+        n = 0
+        if tpred[j] >= 0:
+            n = 2
+            x = tpred[j]
+            while R[8 * x + 4] >= 0:
+                x = R[8 * x + 4]
+                n += 1
+        cfirst[j + 1] = cfirst[j] + n
+    cstates = np.empty(cfirst[k], np.int64)
+    crefs = np.empty(cfirst[k], np.int64)
+    for j in range(k):
+        if tpred[j] < 0:
+            continue
+        p = cfirst[j + 1] - 1
+        cstates[p] = dst[j]
+        crefs[p] = tref[j]
+        x = tpred[j]
+        while True:
+            p -= 1
+            cstates[p] = x
+            crefs[p] = R[8 * x + 5]
+            if R[8 * x + 4] < 0:
+                break
+            x = R[8 * x + 4]
+        for i in range(src.size):  # the seed whose label the chain's first state kept
+            if src[i] == x and scost[i] == R[8 * x]:
+                tseed[j] = i
+                break
+    reset(R, touched, nt)
+    return tbest, tseed, cfirst, cstates, crefs, settled, overflow
+
+
+@dataclass
+class TargetCosts:
+    """What one :func:`search` found for each target ``j``.
+
+    Attributes
+    ----------
+    cost : ndarray int64 (k,)
+        Least ``seed cost + path + offset`` over the seeds, in ``1 / scale`` of the metric's unit (the
+        offset included); ``INF`` when no edge reached the target. Without ``every_target`` only the least
+        of them is exact (the others are the costs of real paths, or INF).
+    label : ndarray int64 (k,)
+        ``cost`` without the offset (``INF`` where unreached).
+    seed : ndarray int64 (k,)
+        Index (into the seeds given) of the seed the target's path leaves from; -1 where unreached.
+    seed_cost : ndarray int64 (s,)
+        The seeds' costs as given.
+    scale : int
+    settled : int
+        States settled.
+    overflow : bool
+        A label passed :data:`LABEL_LIMIT` (the costs are then not exact: search again with ``scale=1``).
+    """
+
+    cost: np.ndarray
+    label: np.ndarray
+    seed: np.ndarray
+    seed_cost: np.ndarray
+    scale: int
+    settled: int
+    overflow: bool
+    _first: np.ndarray
+    _states: np.ndarray
+    _refs: np.ndarray
+
+    def paid(self, j):
+        """The integer cost (metric unit) of target ``j``'s path after its seed: every turn and clique cost
+        on it, the target arc's full cost included."""
+        return int((self.label[j] - self.seed_cost[self.seed[j]]) // self.scale)
+
+    def chain(self, j):
+        """Target ``j``'s search-graph path: ``(states, refs)`` in the overlay's state numbering (as
+        :func:`gpuroute.crp.search.chain` gives them), or None when unreached."""
+        lo, hi = int(self._first[j]), int(self._first[j + 1])
+        if hi == lo:
+            return None
+        return self._states[lo:hi], self._refs[lo + 1:hi]
+
+    def unpack(self, q, st, j):
+        """Target ``j``'s path as graph arcs (int64 (k,), from its seed's arc to the target's arc, both
+        included), every clique arc unpacked by ``q`` (an :class:`~gpuroute.crp.OverlayQuery`) under the
+        overlay state ``st`` the search ran on. Counts one ``"overlay_unpack"``.
+
+        Raises
+        ------
+        ValueError
+            Target ``j`` was not reached.
+        """
+        ch = self.chain(j)
+        if ch is None:
+            raise ValueError(f"target {j} was not reached")
+        states, refs = ch
+        qg = q.overlay._qg
+        SEARCHES.add("overlay_unpack")
+        arcs = q._unpacked(st, qg["order"][states], np.where(refs >= 0, qg["torder"][np.maximum(refs, 0)], refs))
+        return arcs.astype(np.int64)
+
+
+def search(q, st, seed_arcs, seed_costs, target_arcs, target_offsets, *, every_target=True, bound=INF,
+           scale=SCALE):
+    """One multi-source search on the overlay from seeded arcs to target arcs: the cost of reaching EACH
+    target (see the module notes). Counts one ``"overlay_search"`` in :data:`SEARCHES`.
+
+    Parameters
+    ----------
+    q : OverlayQuery
+        Its buffers are used (one query object per thread).
+    st : overlay state
+        The overlay's customized state the search reads (``overlay._state`` at the request's start: one
+        metric for the whole request).
+    seed_arcs : int64 (s,)
+        Graph arc ids the path may leave by (standing at the arc's head).
+    seed_costs : int64 (s,)
+        Their start costs, in ``1 / scale`` of the metric's unit (>= 0, below :data:`LABEL_LIMIT`).
+    target_arcs : int64 (k,)
+        Graph arc ids the path may arrive by (the arc's full cost paid on entering it).
+    target_offsets : int64 (k,)
+        Added to each target's label (``1 / scale`` units; typically ``-(1 - f) c(b)``, <= 0).
+    every_target : bool
+        Settle every target (each one's cost exact); False: only the least cost is needed (the search stops
+        as soon as no target can beat it).
+    bound : int
+        A cost (offset included) already known to be reachable otherwise (e.g. a target ahead on a seed's
+        arc): without ``every_target`` the search stops once no target can beat it.
+    scale : int
+        Labels per unit of the metric (turn and clique costs are multiplied by it).
+
+    Returns
+    -------
+    TargetCosts
+
+    Raises
+    ------
+    ValueError
+        Arrays of different lengths, or ``scale < 1``. IndexError: an arc id outside ``[0, m)``.
+    """
+    ov = q.overlay
+    g = ov.graph
+    m = g.n_arcs
+    sa = np.ascontiguousarray(seed_arcs, dtype=np.int64).ravel()
+    sc = np.ascontiguousarray(seed_costs, dtype=np.int64).ravel()
+    da = np.ascontiguousarray(target_arcs, dtype=np.int64).ravel()
+    dc = np.ascontiguousarray(target_offsets, dtype=np.int64).ravel()
+    if sa.size != sc.size or da.size != dc.size:
+        raise ValueError(f"one cost per arc: {sa.size} seed arcs, {sc.size} seed costs, {da.size} target arcs, "
+                         f"{dc.size} target offsets")
+    if int(scale) < 1:
+        raise ValueError(f"scale must be >= 1, got {scale!r}")
+    for what, a in (("seed_arcs", sa), ("target_arcs", da)):
+        bad = (a < 0) | (a >= m)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise IndexError(f"{what}[{i}] = {int(a[i])} is outside the arc range [0, {m})")
+    SEARCHES.add("overlay_search")
+    qg = ov._qg
+    topo = ov._topo
+    keep = np.ascontiguousarray(ov.partition.cells[:, np.concatenate([g.head[sa], g.head[da]])], dtype=np.int32)
+    perm = qg["perm"]
+    hk, hv = q._h[0], q._h[1]
+    tbest, tseed, cfirst, cstates, crefs, settled, overflow = _targets(
+        keep, perm[sa], sc, perm[da], dc, bool(every_target), np.int64(min(int(bound), INF)), np.int64(scale),
+        qg["tfirst"], qg["tout"], st.q_turn_cost, qg["hc"], qg["entry_idx"], topo["cell_base"], topo["ex_first"],
+        qg["ex_st"], topo["cq_first"], st.clique, q._R, q._touched, hk, hv)
+    reached = tbest < INF
+    cost = np.where(reached, tbest + np.where(reached, dc, 0), INF)
+    return TargetCosts(cost, tbest, tseed, sc, int(scale), int(settled), bool(overflow), cfirst, cstates, crefs)
