@@ -289,6 +289,11 @@ TOUR_GPU_CANDIDATES = 10
 TOUR_GPU_CAND_THREADS = 256
 #: Chains of the candidate-list GPU ILS per multiprocessor (one block each). Not yet tuned on a device.
 TOUR_GPU_CAND_CHAINS_PER_SM = 4
+#: The GPU tour search's set-up (the (n, n) float64 matrix copied to the device, and its checks there) is
+#: estimated at n^2 * 8 bytes over this rate: with less time left than that, ``tsp(device="gpu")`` returns
+#: the tour it has instead of starting a set-up the time limit cannot pay for (H100, pageable copies:
+#: ~15 ms for 3,038 stops).
+TOUR_GPU_SETUP_BYTES_PER_S = 4e9
 #: Candidate-list GPU ILS: every this many rounds the best chain is copied over the worst half (the
 #: chains run independently in between).
 TOUR_GPU_CAND_SYNC_ROUNDS = 8

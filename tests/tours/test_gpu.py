@@ -129,6 +129,45 @@ def test_exact_sums_and_threads_per_row():
     assert gpu.threads_per_row(1000, 64) == 64
 
 
+@pytest.mark.gpu
+@needs_gpu
+def test_device_checks_equal_the_host_rule():
+    """The set-up's checks on the device (finite entries, exact_sums' rule) equal the host ones, and a
+    non-finite matrix is still refused naming the entry."""
+    import cupy as cp
+
+    rng = np.random.default_rng(4)
+    ints = rng.integers(0, 1000, (50, 50)).astype(np.float64)
+    cases = [ints, ints + 0.5, np.full((6, 6), 2.0 ** 51), rng.uniform(0, 9, (7, 7)), np.zeros((3, 3))]
+    for C in cases:
+        assert gpu._device_checks(cp, cp.asarray(C)) == (True, gpu.exact_sums(C))
+    for v in (np.nan, np.inf, -np.inf):
+        C = ints.copy()
+        C[3, 7] = v
+        assert gpu._device_checks(cp, cp.asarray(C))[0] is False
+        with pytest.raises(ValueError, match=r"costs\[3, 7\]"):
+            gpu.GPUTourSearch(C)
+
+
+def test_no_device_set_up_the_time_left_cannot_pay_for(monkeypatch):
+    """With less time left than the estimated set-up (the matrix copied to the device), the GPU search
+    returns the nearest-neighbour tour it built and never constructs the device search (issue 23: 3,038
+    stops at 0.05 s overran by 88 ms)."""
+    from gpuroute.tours.budget import Deadline
+
+    def boom(*a, **k):
+        raise AssertionError("the device set-up started")
+
+    monkeypatch.setattr(gpu, "GPUTourSearch", boom)
+    monkeypatch.setattr(config, "TOUR_GPU_SETUP_BYTES_PER_S", 1.0)  # any set-up takes longer than any limit
+    rng = np.random.default_rng(2)
+    xy = rng.uniform(0, 1000, (40, 2))
+    C = np.rint(np.hypot(*(xy[:, None, :] - xy[None, :, :]).transpose(2, 0, 1)))
+    p, cost, _, st = gpu.search(C, 0, -1, deadline=Deadline(5.0), rng=rng, eps=0.5, max_moves=1000, window=0)
+    assert st["setup_skipped"] is True and sorted(p.tolist()) == list(range(40))
+    assert cost == pytest.approx(ls.tour_cost(C, p))
+
+
 def test_device_gpu_without_a_gpu_raises_and_auto_falls_back(monkeypatch):
     monkeypatch.setattr(backend, "probe_gpu", lambda: (False, "no GPU in this test"))
     monkeypatch.setattr(config, "TOUR_GPU_AUTO_MIN_N", 4)

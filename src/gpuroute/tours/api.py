@@ -234,7 +234,7 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
         stats = {"n": n, "starts": gst["starts"], "ils_iterations": gst["ils_iterations"],
                  "improvements": gst["improvements"], "moves": gst["moves"], "neighbourhood": gst["neighbourhood"],
                  "chains": gst["chains"], "rounds": gst["rounds"], "complete": gst["complete"],
-                 "warmup_seconds": warm}
+                 "setup_skipped": gst.get("setup_skipped", False), "warmup_seconds": warm}
         return _result(c, best_p, mode, first, last, closed, integral, trace, stats, dl, "gpu")
     best_p, trace, stats = _search_cpu(C, first, last, dl, rng, eps, max_moves, starts)
     stats["warmup_seconds"] = warm
