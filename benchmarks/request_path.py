@@ -33,7 +33,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+# --src DIR: another copy of src/ (an earlier version, for a before -> after comparison on one machine)
+_SRC = sys.argv[sys.argv.index("--src") + 1] if "--src" in sys.argv[:-1] else str(ROOT / "src")
+sys.path.insert(0, _SRC)
 
 REQUESTS = ROOT / "benchmarks" / "results" / "serve_dataset_2026-11-26_before_75fde7b.requests.json.gz"
 OUT = ROOT / "out" / "request_path"
@@ -102,7 +104,7 @@ def profile_top(fn, items, top, sort):
     # drop pstats' preamble up to the column header; keep the totals line
     total = next((ln.strip() for ln in lines if "function calls" in ln), "")
     start = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("ncalls")), 0)
-    body = [ln.replace(str(ROOT / "src") + "/", "").replace(str(ROOT) + "/", "") for ln in lines[start:] if ln.strip()]
+    body = [ln.replace(_SRC.rstrip("/") + "/", "").replace(str(ROOT) + "/", "") for ln in lines[start:] if ln.strip()]
     return total, body
 
 
@@ -114,11 +116,15 @@ def main():
     ap.add_argument("--requests", default=str(REQUESTS))
     ap.add_argument("--dataset", default=None, help="a built dataset directory (default: build Monaco with car.lua)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--src", default=None, help="import gpuroute from this copy of src/ (before -> after runs)")
     ap.add_argument("--cases", nargs="*", default=["route_full", "route_false", "route_steps", "table"])
     args = ap.parse_args()
 
+    import gpuroute
     from gpuroute.engine import Engine
     from gpuroute.server.app import create_app
+
+    print(f"gpuroute from {Path(gpuroute.__file__).parent}", flush=True)
 
     ds = Path(args.dataset) if args.dataset else dataset()
     eng = Engine.open(ds)

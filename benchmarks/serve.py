@@ -17,7 +17,9 @@ coordinates of the graph (the same pairs for both servers) and ``GET /table/v1/d
 Recorded per server, service and N: p50/p95/p99/max latency (ms), throughput (req/s), errors (any non-200
 or transport error; the first is logged; must be 0), the server's CPU seconds and the load generator's
 (this process; it shares the cores with the server), RSS of the server before/after each level and its
-peak (VmHWM). With ``--big-table K`` (default 3 with --full), K 1000 x 1000 tables one at a time. A
+peak (VmHWM). ``--workers N`` is passed to ``gpuroute serve`` (issue 20: N worker processes); the server's CPU
+is then summed over its processes and each level records RSS and PSS (``/proc/PID/smaps_rollup``) per
+process (``processes_mem``, ``tree_pss_mb``). With ``--big-table K`` (default 3 with --full), K 1000 x 1000 tables one at a time. A
 sample of routes and one table are then compared between the two servers (duration within 5%).
 
 Load generators (``--client``): ``raw`` (the default: a minimal HTTP/1.1 keep-alive GET client on asyncio
@@ -154,6 +156,45 @@ def cpu_s(pid):
         return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return float("nan")
+
+
+def children_of(pid):
+    """The live child processes of ``pid`` (gpuroute serve --workers N: its workers)."""
+    out = []
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            out += [int(c) for c in Path(f"/proc/{pid}/task/{t}/children").read_text().split()]
+    except OSError:
+        pass
+    return out
+
+
+def tree_cpu_s(pid):
+    """CPU seconds of ``pid`` and its live children (a server's workers)."""
+    return cpu_s(pid) + sum(cpu_s(c) for c in children_of(pid))
+
+
+def pss_mb(pid):
+    """(Rss, Pss) of a process in MiB from /proc/PID/smaps_rollup (Pss: shared pages divided among the
+    processes that map them)."""
+    vals = {}
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            k, _, v = line.partition(":")
+            if k in ("Rss", "Pss"):
+                vals[k] = int(v.split()[0]) / 1024
+    except OSError:
+        return None, None
+    return vals.get("Rss"), vals.get("Pss")
+
+
+def tree_memory(pid):
+    """``{"processes": [{"pid", "role", "rss_mb", "pss_mb"}], "rss_mb", "pss_mb"}`` over ``pid`` and its
+    children (RSS summed counts shared pages once per process; PSS summed counts them once)."""
+    procs = [{"pid": p, "role": "parent" if p == pid else "worker", **dict(zip(("rss_mb", "pss_mb"), pss_mb(p), strict=True))}
+             for p in [pid, *children_of(pid)]]
+    return {"processes": procs, "rss_mb": sum(x["rss_mb"] or 0 for x in procs),
+            "pss_mb": sum(x["pss_mb"] or 0 for x in procs)}
 
 
 def threads_of(pid):
@@ -489,19 +530,24 @@ def bench_server(name, proc, port, kind, levels, routes, tables, big, time_limit
                 raise RuntimeError(f"{name} exited {proc.returncode} during the benchmark")
             rss0, _ = rss_mb(pid)
             la0 = loadavg()
-            c0, g0 = cpu_s(pid), time.process_time()
+            c0, g0 = tree_cpu_s(pid), time.process_time()
             lat, wall, errors, first, refused = asyncio.run(drive(kind, port, paths, n, time_limit))
-            c1, g1 = cpu_s(pid), time.process_time()
+            c1, g1 = tree_cpu_s(pid), time.process_time()
             rss1, hwm = rss_mb(pid)
+            mem = tree_memory(pid)
             r = {"server": name, "service": service, "clients": n, **stats(lat, wall, n), "errors": errors,
                  "no_route": refused, "first_error": first, "sent": int(lat.size), "planned": len(paths),
                  "truncated_by_time": int(lat.size) < len(paths), "server_cpu_s": c1 - c0,
                  "loadgen_cpu_s": g1 - g0, "rss_before_mb": rss0, "rss_after_mb": rss1, "rss_peak_mb": hwm,
-                 "server_threads": threads_of(pid), "loadavg_before": la0, "loadavg_after": loadavg()}
+                 "server_threads": threads_of(pid), "loadavg_before": la0, "loadavg_after": loadavg(),
+                 "server_processes": len(mem["processes"]), "tree_rss_mb": mem["rss_mb"], "tree_pss_mb": mem["pss_mb"],
+                 "processes_mem": mem["processes"]}
             r["server_cpu_ms_per_req"] = 1e3 * r["server_cpu_s"] / max(1, r["sent"])
             rows.append(r)
             print(f"  {name:9s} {service:14s} N={n:<3d} p50 {r.get('p50_ms', 0):8.2f} ms  p99 {r.get('p99_ms', 0):8.2f}"
-                  f" ms  {r.get('throughput_rps', 0):8.1f} req/s  errors {errors}  rss {rss1:.0f} MiB", flush=True)
+                  f" ms  {r.get('throughput_rps', 0):8.1f} req/s  errors {errors}  rss {rss1:.0f} MiB  pss "
+                  f"{mem['pss_mb']:.0f} MiB over {len(mem['processes'])} process(es)  cpu "
+                  f"{r['server_cpu_ms_per_req']:.2f} ms/req", flush=True)
             if first:
                 print(f"    first error: {first}", flush=True)
     for i, p in enumerate(big):
@@ -772,16 +818,19 @@ def main_dataset(args):
            "config": {"graphs": graphs, "route_clients": levels, "table_clients": table_levels,
                       "routes_per_level": n_routes, "tables_per_level": n_tables, "table_size": args.table_size,
                       "time_limit_per_level_s": time_limit, "client": args.client, "threads": threads,
+                      "workers": args.workers,
                       "osrm_threads": osrm_threads, "seed": args.seed, "route_query": DATASET_ROUTE_QUERY,
                       "profile": str(lua), "profile_sha256": file_sha256(lua),
                       "requests_from": str(args.requests_from) if args.requests_from else None,
                       "gpuroute_server": f"python -m gpuroute.cli build PBF --profile car.lua -o DIR; python -m "
-                                         f"gpuroute.cli serve DIR --threads {threads} --max-table-size 1000",
+                                         f"gpuroute.cli serve DIR --threads {threads} --max-table-size 1000"
+                                         + (f" --workers {args.workers}" if args.workers else ""),
                       "osrm_server": f"osrm-extract -p car.lua; osrm-partition; osrm-customize; osrm-routed "
                                      f"--algorithm mld -t {osrm_threads} --max-table-size 1000",
-                      "measure": "server CPU = utime + stime of the server process (/proc/PID/stat, all threads) "
-                                 "over a level / requests sent; latency from the load generator in this process "
-                                 "(it shares the cores)",
+                      "measure": "server CPU = utime + stime of the server process and its worker processes "
+                                 "(/proc/PID/stat, all threads) over a level / requests sent; memory: RSS and PSS "
+                                 "(/proc/PID/smaps_rollup) per process; latency from the load generator in this "
+                                 "process (it shares the cores)",
                       "load_generator": f"{args.client} in the benchmark process, asyncio, one keep-alive "
                                         "connection per client"},
            "peers": {"osrm": note}, "graphs": {}}
@@ -819,11 +868,12 @@ def main_dataset(args):
             port = free_port()
             logp = CACHE / f"gpuroute_dataset_{gname}.log"
             p = start([sys.executable, "-m", "gpuroute.cli", "serve", ds, "--port", port, "--threads", threads,
-                       "--max-table-size", 1000], logp, env=gpuroute_env())
+                       "--max-table-size", 1000, *(["--workers", args.workers] if args.workers else [])], logp,
+                      env=gpuroute_env())
             try:
                 ready = wait_ready(p, port, "/health", logp, timeout=300)
                 gres["servers"]["gpuroute"] = {"startup_s": ready, "pid_threads": threads_of(p.pid),
-                                               "rss_idle_mb": rss_mb(p.pid)[0]}
+                                               "rss_idle_mb": rss_mb(p.pid)[0], "idle_memory": tree_memory(p.pid)}
                 print(f"  gpuroute up in {ready:.1f} s (port {port})", flush=True)
                 gres["rows"] += bench_server("gpuroute", p, port, args.client, levels, routes, tables, [],
                                              time_limit, warmup=min(100, len(routes)), table_levels=table_levels)
@@ -907,6 +957,9 @@ def main():
     ap.add_argument("--table-size", type=int, default=100)
     ap.add_argument("--big-table", type=int, default=None, help="1000x1000 tables (one at a time) per server")
     ap.add_argument("--threads", type=int, default=None, help="gpuroute worker threads (default: cores)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="gpuroute serve --workers N (default: none given, the server's default: the cores); "
+                         "server CPU and memory are then summed over its processes")
     ap.add_argument("--osrm-threads", type=int, default=None, help="osrm-routed -t (default: cores)")
     ap.add_argument("--client", choices=("raw", "httpx"), default="raw")
     ap.add_argument("--time-limit", type=float, default=None, help="seconds per level at most")
@@ -946,6 +999,7 @@ def main():
            "config": {"graphs": graphs, "clients": args.clients, "routes_per_level": n_routes,
                       "tables_per_level": n_tables, "table_size": args.table_size, "big_tables": n_big,
                       "time_limit_per_level_s": time_limit, "client": args.client, "threads": threads,
+                      "workers": args.workers,
                       "osrm_threads": osrm_threads, "seed": args.seed, "route_query": ROUTE_QUERY,
                       "gpuroute_server": f"python -m gpuroute.cli serve PBF --threads {threads} --max-table-size "
                                          "1000: one uvicorn process (asyncio + h11 event loop) and at most "
@@ -980,7 +1034,8 @@ def main():
             logp = CACHE / f"gpuroute_{gname}.log"
             env = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
             p = start([sys.executable, "-m", "gpuroute.cli", "serve", pbf, "--port", port, "--threads", threads,
-                       "--max-table-size", 1000], logp, env=env)
+                       "--max-table-size", 1000, *(["--workers", args.workers] if args.workers else [])], logp,
+                      env=env)
             try:
                 ready = wait_ready(p, port, "/health", logp)
                 gres["servers"]["gpuroute"] = {"startup_s": ready, "pid_threads": threads_of(p.pid),

@@ -175,6 +175,7 @@ def _serve(monkeypatch, argv):
     serve.add_parser(p.add_subparsers(), argparse.ArgumentParser(add_help=False))
     args = p.parse_args(["serve", *argv])
     args.verbose = 0
+    args.workers = 1  # one process: --workers N > 1 would start numba's fork-safe threading layer in this one
     assert serve.run(args) == 0
     return ran["app"].state.engine
 

@@ -157,6 +157,83 @@ def test_builtin_name_is_the_same_profile(case, monkeypatch):
     assert g.fingerprint() == eng.graph.fingerprint() and g.turn_costs == eng.graph.turn_costs
 
 
+#: Issue 22: pairs of the exclude= comparison.
+EXCLUDE_PAIRS = 200
+
+
+def test_exclude_routes_agree_with_osrm_mld(case):
+    """``exclude=`` (issue 22): the class car.lua declares excludable that most routes of the extract use
+    (Monaco, Andorra: motorway), 200 pairs -- those of 1,000 random pairs whose plain route uses that class,
+    then random ones --, the same ``/route?exclude=...`` to both: the route test's duration and distance
+    targets, the same answer code (both route or neither), no excluded arc on gpuroute's route, and the
+    exclusion must matter (OSRM's route changes for some pairs)."""
+    name, prof, eng, osrm, _ = case
+    g = eng.graph
+    declared = [s[0] for s in (g.meta.get("excludable") or []) if len(s) == 1]
+    classes = list(g.meta.get("classes") or [])
+    cls = np.asarray(g.arc_attrs.get("classes", np.zeros(g.n_arcs)), dtype=np.int64)
+    ids = np.asarray(g.node_ids, dtype=np.int64)
+    pair = {(int(u), int(v)): k for k, (u, v) in enumerate(zip(ids[g.tail], ids[g.head], strict=True))}
+
+    def arcs(route):
+        nodes = route["legs"][0]["annotation"]["nodes"]
+        return np.array([pair[(u, v)] for u, v in zip(nodes[:-1], nodes[1:], strict=True)], dtype=np.int64)
+
+    used = {c: [] for c in declared if c in classes}
+    if prof != "car" or not used:
+        pytest.skip(f"{name}/{prof}: the profile declares no excludable class the graph has ({declared})")
+    rng = np.random.default_rng(22)
+    pool = _points(eng, 2000, rng)
+    for i in range(0, len(pool), 2):
+        try:
+            r = eng.route(pool[i:i + 2], overview="false", annotations=["nodes"])["routes"][0]
+        except Exception:  # noqa: BLE001 - NoRoute (see the route test): not a pair that uses a class
+            continue
+        bits = int(np.bitwise_or.reduce(cls[arcs(r)]))
+        for k in used:
+            if bits & (1 << classes.index(k)):
+                used[k].append(i)
+    if not any(used.values()):
+        pytest.skip(f"{name}/{prof}: no route of 1,000 random pairs uses a class the profile declares excludable "
+                    f"({declared})")
+    excl = max(used, key=lambda k: len(used[k]))
+    excluded = (cls & (1 << classes.index(excl))) != 0
+    first = used[excl][:EXCLUDE_PAIRS]
+    rest = [i for i in range(0, len(pool), 2) if i not in set(first)][:EXCLUDE_PAIRS - len(first)]
+    pts = [p for i in first + rest for p in pool[i:i + 2]]
+    rows, changed, codes = [], 0, []
+    for i in range(EXCLUDE_PAIRS):
+        c = pts[2 * i:2 * i + 2]
+        q = f"/route/v1/driving/{_fmt(c)}?overview=false&annotations=nodes"
+        ref = osrm.get(q + f"&exclude={excl}")
+        plain = osrm.get(q)
+        try:
+            ours = eng.route(c, overview="false", annotations=["nodes"], exclude=excl)
+        except Exception as e:  # noqa: BLE001 - compared with OSRM's answer below
+            ours = {"code": getattr(e, "code", type(e).__name__)}
+        codes.append((ref["code"], ours["code"]))
+        if ref["code"] != "Ok" or ours["code"] != "Ok":
+            continue
+        assert not excluded[arcs(ours["routes"][0])].any(), c
+        a, b = ours["routes"][0], ref["routes"][0]
+        rows.append((a["duration"], b["duration"], a["distance"], b["distance"]))
+        changed += plain["code"] == "Ok" and plain["routes"][0]["legs"][0]["annotation"]["nodes"] != \
+            b["legs"][0]["annotation"]["nodes"]
+    agree = sum(x == y for x, y in codes)
+    r = np.array(rows, dtype=float)
+    nz = (r[:, 1] > 0) & (r[:, 3] > 0)
+    dur, dist = r[nz, 0] / r[nz, 1], r[nz, 2] / r[nz, 3]
+    q = lambda x: np.round(np.quantile(x, [0.1, 0.5, 0.9]), 4).tolist()  # noqa: E731
+    print(f"\n{name}/{prof} exclude={excl} ({len(first)} pairs whose plain route uses it): {len(rows)} routes, "
+          f"{agree}/{len(codes)} same answer code, OSRM's route changed by the exclusion for {changed}; duration ratio "
+          f"p10/p50/p90 {q(dur)}; distance ratio {q(dist)}")
+    assert agree >= 0.97 * len(codes), [x for x in codes if x[0] != x[1]][:5]
+    assert len(rows) >= 0.8 * EXCLUDE_PAIRS and changed >= min(10, len(first) // 2)
+    p10, p50, p90 = np.quantile(dur, [0.1, 0.5, 0.9])
+    assert abs(p50 - 1) <= DURATION_MEDIAN and p10 >= DURATION_P10 and p90 <= DURATION_P90, (name, q(dur))
+    assert abs(np.median(dist) - 1) <= DISTANCE_MEDIAN, (name, q(dist))
+
+
 #: Issue 19: 50 x 50 tables "likewise" (the route's duration and distance targets, cell by cell).
 TABLE_N = 50
 

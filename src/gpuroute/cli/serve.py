@@ -10,7 +10,13 @@ from the server's own origin and those given by ``--allow-origin`` (:func:`gpuro
 
 The port is bound before anything is loaded (a port in use: exit 2, one line naming it); every service is
 then compiled and run once (:func:`gpuroute.server.warm_up`) before the socket listens, so ``/health``
-answers only once no request compiles anything."""
+answers only once no request compiles anything.
+
+``--workers N`` (default: the cores this process may use) forks N worker processes once the dataset is
+loaded and warmed up, each answering on the same port (``SO_REUSEPORT``), sharing the loaded arrays and
+switching to a new traffic metric together (:mod:`gpuroute.server.workers`); ``--workers 1`` is one
+process. With more than one worker the server runs on the CPU (forked processes cannot share a CUDA
+context)."""
 from __future__ import annotations
 
 import gc
@@ -40,9 +46,13 @@ def is_loopback(host):
         return False
 
 
-def bind(host, port):
+def bind(host, port, *, reuse_port=False):
     """A TCP socket bound to ``host:port``, not yet listening (connections are refused until the server
     starts); the first IPv4 address of a name, else its first address.
+
+    With ``reuse_port`` (``--workers`` > 1) the socket has ``SO_REUSEPORT`` set, so that each worker can
+    bind a socket of its own to the same port; the port is first bound without it, so that a port another
+    server holds (even one with ``SO_REUSEPORT``, e.g. another ``gpuroute serve``) is refused all the same.
 
     Raises
     ------
@@ -56,9 +66,21 @@ def bind(host, port):
         raise CLIError(f"--host {host}: {e.strerror or e}") from None
     infos.sort(key=lambda i: i[0] != socket.AF_INET)
     family, kind, proto, _, address = infos[0]
+    reuse_port = bool(reuse_port) and hasattr(socket, "SO_REUSEPORT")
+    sock = _bind_one(family, kind, proto, address, host, port, False)
+    if reuse_port:  # the port is free (and chosen, for --port 0): bind it again, shareable by the workers
+        address = sock.getsockname()
+        sock.close()
+        sock = _bind_one(family, kind, proto, address, host, port, True)
+    return sock
+
+
+def _bind_one(family, kind, proto, address, host, port, reuse_port):
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a TIME_WAIT port is free
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
     except OSError as e:
         sock.close()
@@ -96,14 +118,61 @@ def run(args):
     if not 0 <= args.port < 65536:
         raise CLIError(f"--port {args.port}: expected 1 .. 65535 (or 0: any free port)")
     allowed_origins(getattr(args, "allow_origin", None))  # checked before anything is bound or loaded
-    sock = bind(args.host, args.port)
+    value = getattr(args, "workers", 1)
+    if value is not None and value < 1:
+        raise CLIError(f"--workers {value}: expected at least 1 (1: one process)")
+    from ..server import workers as server_workers
+
+    workers = server_workers.available_cores() if value is None else int(value)
+    sock = bind(args.host, args.port, reuse_port=workers > 1)
+    undo = None
     try:
-        return serve(args, sock)
+        if workers > 1:
+            workers, undo = prepare_workers(workers, value is None)
+            if workers == 1:  # the default fell back to one process: a socket no other may share
+                address = sock.getsockname()
+                sock.close()
+                sock = bind(args.host, address[1])
+        return serve(args, sock, workers)
     finally:
         sock.close()
+        if undo is not None:
+            undo()
 
 
-def serve(args, sock):
+def prepare_workers(n, default):
+    """``(workers, undo)``: this process prepared to fork ``n`` workers once loaded
+    (:func:`gpuroute.server.workers.prepare`; ``undo`` puts its settings back).
+
+    Where this process cannot fork workers (it already started the GPU or numba's OpenMP threads: a program
+    embedding the command, not the command line itself), the default (``default`` True) falls back to one
+    process, saying so: ``(1, None)``.
+
+    Raises
+    ------
+    CLIError
+        An explicit ``--workers N`` this process cannot fork.
+    """
+    from ..server import workers as server_workers
+
+    try:
+        return n, server_workers.prepare(n)
+    except server_workers.WorkerError as e:
+        if not default:
+            raise CLIError(f"--workers {n}: {e}") from None
+        print(f"gpuroute serve: one process ({e})", file=sys.stderr)
+        return 1, None
+
+
+def _gpu_present():
+    """A GPU this process could have used (CuPy installed and an NVIDIA device node), without starting CUDA."""
+    import importlib.util
+    import os
+
+    return importlib.util.find_spec("cupy") is not None and os.path.exists("/dev/nvidiactl")
+
+
+def serve(args, sock, workers=1):
     try:
         import uvicorn  # noqa: F401 - the serve extra is there
 
@@ -157,8 +226,18 @@ def serve(args, sock):
     port = sock.getsockname()[1]  # --port 0: the one the system chose
     print(f"gpuroute serve: {spec} on http://{host}:{port} (the map at /; GET /route/v1/driving/LON,LAT;LON,LAT, "
           f"/table/v1, /nearest/v1, /health{', POST /customize' if allow else ''}; Ctrl-C stops)", file=sys.stderr)
+    if workers > 1:
+        from ..server import workers as server_workers
+
+        layer = server_workers.threading_layer() or "not started"
+        note = "" if layer != "workqueue" else "; numba's workqueue layer is not thread-safe: one query at a time " \
+                                               "per worker (pip install tbb lifts it)"
+        print(f"gpuroute serve: {workers} worker processes, {server_workers.numba_threads(workers)} numba "
+              f"thread(s) each (threading layer {layer}){note}"
+              + ("; the GPU is not used with more than one worker (--workers 1 uses it)" if _gpu_present() else ""),
+              file=sys.stderr)
     # h11's request-line limit is the body limit (long GET tables); a longer URL is answered 414
-    if not server_http.run(app, sock, log_level="info" if args.verbose else "warning"):
+    if not server_http.run(app, sock, log_level="info" if args.verbose else "warning", workers=workers):
         raise CLIError(f"the server on {args.host} port {port} did not start (see the log above)")
     return EXIT_OK
 
@@ -190,8 +269,12 @@ def add_parser(sub, common):
                    help="largest POST body (default 1 MiB)")
     s.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="seconds a request may run before it is answered 504 (default 30; <= 0: none)")
+    s.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="worker processes answering on the port, forked once the dataset is loaded and warmed up: "
+                        "they share its memory and switch traffic together (default: the cores this process may "
+                        "use; 1: one process, the only way the GPU is used)")
     s.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="worker threads running queries at once (default min(8, CPUs))")
+                   help="threads running queries at once in each process (default min(8, CPUs))")
     s.add_argument("--allow-customize", dest="allow_customize", action="store_true", default=None,
                    help="serve POST /customize (live traffic; needs a dataset directory from gpuroute build). "
                         "Default: on for a loopback --host, off otherwise")

@@ -18,7 +18,7 @@ and coming back.
 
 Design
 ------
-* **One metric snapshot.** The overlay's ``_State`` is read once; arc costs, turn costs, cliques and the
+* **One metric snapshot.** The overlay's ``OverlayState`` is read once; arc costs, turn costs, cliques and the
   kept trees all come from it (a concurrent :meth:`~gpuroute.crp.Overlay.customize` or
   :meth:`~gpuroute.crp.Overlay.update` swaps the overlay's state, never this one).
 * **Labels.** int64 fixed point, as the route's search (:mod:`gpuroute.crp.phantom_search`): labels count

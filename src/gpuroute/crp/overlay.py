@@ -31,7 +31,7 @@ from .customize import CustomizationPlan, unpack
 from .metric import FORBIDDEN, RESTRICTED, Metric, TurnTable, decode_turn_costs
 from .topology import build_topology
 
-__all__ = ["Overlay", "OverlayQuery", "FORMAT", "FORMAT_VERSION", "metric_unit"]
+__all__ = ["Overlay", "OverlayQuery", "OverlayState", "FORMAT", "FORMAT_VERSION", "metric_unit", "arrays_sha"]
 
 FORMAT = "gpuroute-overlay"
 FORMAT_VERSION = 1
@@ -71,7 +71,7 @@ def _gather(src, idx):
     return out
 
 
-class _State:
+class OverlayState:
     """One customized metric: everything a query reads, swapped as one reference (a query never sees
     half of a metric). ``tree`` may still be arriving from the GPU (an asynchronous copy, the seed's
     sec. 5): reading it waits for the copy."""
@@ -144,7 +144,7 @@ class Overlay:
         self.n_cells = topo["n_cells"]
         self._state = None
         self._gpu_cust = None   # GPUCustomizer, built on the first GPU customization
-        self._gpu_token = None  # the _State whose cliques and trees the GPU copy holds
+        self._gpu_token = None  # the OverlayState whose cliques and trees the GPU copy holds
         cb = topo["cell_base"]
         ne = np.diff(topo["ent_first"])
         nx = np.diff(topo["ex_first"])
@@ -190,7 +190,7 @@ class Overlay:
     @property
     def partition_fingerprint(self) -> str:
         """Hash of the partition's cells (the one recorded by :meth:`save`)."""
-        return _sha(self.partition.cells)
+        return arrays_sha(self.partition.cells)
 
     @property
     def metric(self):
@@ -290,7 +290,7 @@ class Overlay:
 
         Returns
         -------
-        _State
+        OverlayState
             ``metric``, ``arc_cost``, ``turn_cost``, ``clique``, ``tree`` and ``seconds`` (the
             customization's); the cost of one :meth:`customize` of every cell, and the memory of one more
             customization (cliques, trees, decoded turn costs).
@@ -324,7 +324,7 @@ class Overlay:
             t1 = time.perf_counter()
             tcost, clique, tree, level_s, rounds, run = self._run_gpu(met, arc)
             total = time.perf_counter() - t0
-            st = _State(met, arc, tcost, clique, tree, total, self._qg, run.get("tree_wait"))
+            st = OverlayState(met, arc, tcost, clique, tree, total, self._qg, run.get("tree_wait"))
             return st, {"seconds": total, "decode_seconds": t1 - t0,
                         "level_seconds": self._plan.query_seconds(level_s), "device": "gpu",
                         "rounds": [rounds[q] for q in self._plan.ext_of_query],
@@ -335,7 +335,7 @@ class Overlay:
         tree = np.empty(int(self._tree_first[-1]), self._tree_dtype)
         level_s, plan_s = self._run_levels(tcost, clique, tree, None)
         total = time.perf_counter() - t0
-        st = _State(met, arc, tcost, clique, tree, total, self._qg)
+        st = OverlayState(met, arc, tcost, clique, tree, total, self._qg)
         return st, {"seconds": total, "decode_seconds": t1 - t0, "level_seconds": level_s, "device": "cpu",
                     "plan": self._plan_info(plan_s)}, None
 
@@ -433,7 +433,7 @@ class Overlay:
             tree = st.tree.copy()
             level_s, _ = self._run_levels(tcost, clique, tree, cells)
         total = time.perf_counter() - t0
-        self._state = _State(met, arc, tcost, clique, tree, total, self._qg,
+        self._state = OverlayState(met, arc, tcost, clique, tree, total, self._qg,
                              run.get("tree_wait") if dev == "gpu" else None)
         if dev == "gpu":
             self._commit_gpu(run)
@@ -567,11 +567,11 @@ class Overlay:
             "cell_sizes": list(self.partition.cell_sizes),
             "partition_method": self.partition.method,
             "partition_fingerprint": self.partition_fingerprint,
-            "turns_fingerprint": _sha(self.turns.out_arc, self.turns.kind),
+            "turns_fingerprint": arrays_sha(self.turns.out_arc, self.turns.kind),
             # the trees' layout (mezzanine levels and microinstructions change it): load drops other layouts
-            "tree_layout": _sha(self._tree_first),
+            "tree_layout": arrays_sha(self._tree_first),
             "metric": {"name": st.metric.name, "units": st.metric.units,
-                       "fingerprint": _sha(st.arc_cost, st.turn_cost)},
+                       "fingerprint": arrays_sha(st.arc_cost, st.turn_cost)},
             "files": {},
         }
         with atomic_directory(directory) as tmp:
@@ -652,7 +652,7 @@ class Overlay:
         part = Partition(arrays["cells"].astype(np.int32), tuple(man["cell_sizes"]), man["partition_method"],
                          topology_fingerprint(graph), meta={"loaded_from": directory})
         ov = cls(graph, part)
-        if _sha(ov.turns.out_arc, ov.turns.kind) != man.get("turns_fingerprint"):
+        if arrays_sha(ov.turns.out_arc, ov.turns.kind) != man.get("turns_fingerprint"):
             raise ValueError(f"{directory}: the graph's turns (restrictions) differ from the saved overlay's")
         if arrays["clique"].size != int(ov._topo["cq_first"][-1]) or arrays["turn_cost"].size != ov.turns.out_arc.size:
             raise ValueError(f"{directory}: clique or turn arrays do not match the rebuilt topology")
@@ -673,11 +673,11 @@ class Overlay:
         tree = arrays["tree"]
         layout = man.get("tree_layout")
         if tree.size != int(ov._tree_first[-1]) or tree.dtype != ov._tree_dtype or \
-                (layout is not None and layout != _sha(ov._tree_first)):
+                (layout is not None and layout != arrays_sha(ov._tree_first)):
             # saved with CRP_KEEP_TREES set otherwise: no trees (unpacking searches the cells)
             ov._tree_first = np.zeros_like(ov._tree_first)
             tree = np.zeros(0, ov._tree_dtype)
-        ov._state = _State(met, arrays["arc_cost"].astype(np.int64), arrays["turn_cost"].astype(np.int64),
+        ov._state = OverlayState(met, arrays["arc_cost"].astype(np.int64), arrays["turn_cost"].astype(np.int64),
                            arrays["clique"].astype(np.int64), tree, 0.0, ov._qg)
         return ov
 
@@ -756,7 +756,8 @@ def _reopen(directory, manifest):
                             f"source {source!r}); give the graph explicitly")
 
 
-def _sha(*arrays):
+def arrays_sha(*arrays):
+    """SHA-256 (hex) of arrays' dtypes, shapes and bytes, in order: the fingerprint of an overlay's parts."""
     h = hashlib.sha256()
     for a in arrays:
         a = np.ascontiguousarray(a)

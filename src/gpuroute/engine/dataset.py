@@ -664,13 +664,13 @@ class TrafficStore:
     """
 
     def __init__(self, directory, overlay, graph_fingerprint):
-        from ..crp.overlay import _sha  # the overlay manifest's turns fingerprint
+        from ..crp.overlay import arrays_sha  # the overlay manifest's turns fingerprint
 
         self.directory = os.path.abspath(os.fspath(directory))
         self.path = os.path.join(self.directory, TRAFFIC)
         self.identity = {"graph_fingerprint": str(graph_fingerprint),
                          "partition_fingerprint": overlay.partition_fingerprint,
-                         "turns_fingerprint": _sha(overlay.turns.out_arc, overlay.turns.kind),
+                         "turns_fingerprint": arrays_sha(overlay.turns.out_arc, overlay.turns.kind),
                          "n_arcs": int(overlay.graph.n_arcs), "n_turns": int(overlay.turns.n_turns)}
         self.persist = os.access(self.directory, os.W_OK)
         self.restored = False

@@ -29,29 +29,42 @@ from ..extras import require
 from ..geo import haversine_m
 from ..geo.segments import APPROACHES, NoSegment, SegmentIndex, check_bearing, local_xy
 from ..graph.constants import INF
+from .exclude import excluder
+from .exclude import resolve as resolve_exclude
+from .legs import (
+    MODIFIERS,
+    STEP_TYPES,
+    intersections,
+    leg_pieces,
+    maneuvers,
+    round_floats,
+    summary_ids,
+    turn_sums,
+)
 from .osrm import (
     GEOMETRIES,
     OVERVIEWS,
     ROUTE_ANNOTATIONS,
     TABLE_ANNOTATIONS,
     EngineError,
+    encode_geometries,
     encode_geometry,
     matrix_array,
     matrix_or_none,
-    modifier,
     round1,
     simplify,
-    turn_delta,
     waypoint,
+    waypoints,
 )
 from .table import overlay_matrices, overlay_snapshot
-from .exclude import excluder
-from .exclude import resolve as resolve_exclude
 from .table_combine import combine
 from .traffic import TrafficRouter
 
 #: File endings read as OpenStreetMap (they take the ``profile``).
 OSM_ENDINGS = (".pbf", ".osm", ".osm.bz2", ".osm.gz", ".o5m")
+#: Empty arrays the leg kernels take where a leg has no path or the engine no such costs.
+_NO_ARCS = np.zeros(0, dtype=np.int64)
+_NO_COSTS = np.zeros(0, dtype=np.float64)
 
 
 def _osrm_list(value, k, what):
@@ -200,10 +213,19 @@ class Engine:
         self._degree = (np.bincount(pairs // g.n_nodes, minlength=g.n_nodes)
                         + np.bincount(pairs % g.n_nodes, minlength=g.n_nodes))
         self._fingerprint = g.fingerprint()
+        self._coords_f64 = np.ascontiguousarray(g.coords, dtype=np.float64)  # (n, 2) lon/lat, the legs' points
+        # the CSR of both directions, int64, for the steps' intersections
+        self._fo_all = np.asarray(g.first_out, dtype=np.int64)
+        self._rfo = np.asarray(g.rev_first_out, dtype=np.int64)
+        self._rev_tail = np.asarray(g.rev_tail, dtype=np.int64)
         self._local = threading.local()
         # the many-to-many query runs numba-parallel: one at a time (numba's workqueue threading layer
         # aborts on concurrent parallel calls; with omp or tbb this costs nothing, it uses every core anyway)
         self._table_lock = threading.Lock()
+        # per-metric-state caches of the table service (gpuroute.engine.table) and exclude= (engine.exclude)
+        self._table_pristine = {}
+        self._along_cache = {}
+        self._excluder = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -538,15 +560,12 @@ class Engine:
         legs, points = [], []
         tot_w = tot_d = tot_l = 0.0
         for i, (dep, arr, path) in enumerate(plan):
-            leg = self._leg(phantoms[i], phantoms[i + 1], dep, arr, path)
-            if snap is not None:
-                self._traffic.reprice(leg, snap, self._w_scale)
-            self._add_turns(leg, dep, arr, path, snap)
+            leg = self._leg(phantoms[i], phantoms[i + 1], dep, arr, path, snap)
             legs.append(self._leg_json(leg, phantoms[i + 1], steps, ann, geometries))
-            tot_w += leg["weight"].sum() + leg["turn_weight"]
+            tot_w += leg["weight_sum"] + leg["turn_weight"]
             tot_d = None if leg["duration"] is None or tot_d is None else \
-                tot_d + leg["duration"].sum() + leg["turn_duration"]
-            tot_l += leg["distance"].sum()
+                tot_d + leg["duration_sum"] + leg["turn_duration"]
+            tot_l += leg["distance_sum"]
             points.append(leg["points"] if i == 0 else leg["points"][1:])
         route = {}
         if overview != "false":
@@ -557,8 +576,7 @@ class Engine:
         weight_name = self.weight_name if snap is None or snap.name == "time" else snap.name
         route.update(legs=legs, weight_name=weight_name, weight=round1(tot_w * self._w_scale),
                      duration=None if tot_d is None else round1(tot_d), distance=round1(tot_l))
-        return {"code": "Ok", "routes": [route],
-                "waypoints": [waypoint(p, self._fingerprint) for p in phantoms]}
+        return {"code": "Ok", "routes": [route], "waypoints": waypoints(phantoms, self._fingerprint)}
 
     def _plan(self, phantoms, continue_straight):
         """The arcs each leg leaves and enters by, and the path between: a list of
@@ -634,61 +652,52 @@ class Engine:
         c = np.where(same, ((fb[None, :] - fa[:, None]) * w[a][:, None]), c)
         return c, same
 
-    def _leg(self, pa, pb, dep, arr, path):
-        """The pieces of one leg: arcs, fractions of each arc covered, their weights, durations,
-        distances and the points (pieces + 1, lon/lat). Zero-length partial pieces are dropped."""
+    def _leg(self, pa, pb, dep, arr, path, snap=None):
+        """The pieces of one leg (:func:`gpuroute.engine.legs.leg_pieces`, one compiled pass): ``arcs``,
+        ``frac`` (of each arc covered), ``points`` (pieces + 1, lon/lat), per-piece ``weight`` (the engine's
+        weight unit), ``duration`` (s; None without durations) and ``distance`` (m) with their sums
+        (``weight_sum``, ``duration_sum``, ``distance_sum``), and the turns taken (``turn_weight``,
+        ``turn_duration``: :func:`gpuroute.engine.legs.turn_sums`). Zero-length partial pieces are dropped.
+
+        Over the overlay (``snap``, the route's metric snapshot) weights come from the snapshot's
+        fraction-weighted arc costs, and durations too when its metric is a time; else from the engine's
+        arrays. Turns: those between the departure arc, the path's arcs and the arrival arc (none when the
+        leg stays on one arc), from the snapshot (its decoded turn cost less the out-arc's cost) when the
+        route ran over the overlay, else from the graph's turn costs; durations from the snapshot when its
+        metric is a time, else from the graph's turn costs (deciseconds)."""
         (a, fa), (b, fb) = dep, arr
-        coords = self.graph.coords
         start, end = pa.point_of(a), pb.point_of(b)  # the phantom's or a tie's segment
         if path is None:
-            arcs = np.array([a], dtype=np.int64)
-            frac = np.array([fb - fa])
-            pts = np.array([start, end])
+            mid = nodes = _NO_ARCS
         else:
-            mid = np.asarray(path.arcs, dtype=np.int64)
-            arcs = np.concatenate([[a], mid, [b]]).astype(np.int64)
-            frac = np.concatenate([[1.0 - fa], np.ones(mid.size), [fb]])
-            nodes = np.asarray(path.nodes, dtype=np.int64)
-            pts = np.concatenate([[start], coords[nodes], [end]])
-        keep = frac > 0
-        if not keep.any():
-            keep[0] = True
-        if not keep.all():
-            last = pts[-1].copy()
-            pts = np.concatenate([pts[:1], pts[1:][keep]])
-            pts[-1] = last
-            arcs, frac = arcs[keep], frac[keep]
-        return {"arcs": arcs, "frac": frac, "points": pts, "weight": frac * self._w[arcs],
-                "duration": frac * self._dur[arcs] if self._dur is not None else None,
-                "distance": frac * self._len[arcs],
-                "start": pa, "end": pb}
-
-    def _add_turns(self, leg, dep, arr, path, snap):
-        """Add the turns a leg takes to it: ``leg["turn_duration"]`` (s) and ``leg["turn_weight"]`` (the
-        engine's weight unit), 0 on a graph without turn costs. The turns are those between the
-        departure arc, the path's arcs and the arrival arc; a leg that stays on one arc takes none.
-        Weights come from the route's metric snapshot (its decoded turn cost less the out-arc's cost)
-        when the route ran over the overlay, else from the graph's turn costs; durations from the
-        snapshot when its metric is a time, else from the graph's turn costs (deciseconds)."""
-        leg["turn_duration"] = 0.0
-        leg["turn_weight"] = 0.0
-        if self._tc is None or path is None:
-            return leg
-        seq = np.concatenate([[dep[0]], np.asarray(path.arcs, dtype=np.int64), [arr[0]]]).astype(np.int64)
-        a, b = seq[:-1], seq[1:]
-        t = self._t_first[a] + b - self._fo[self._head[a]]
-        d = self._tc.duration[t].astype(np.float64)
-        w = self._tc.weight[t].astype(np.float64)
+            mid = np.ascontiguousarray(path.arcs, dtype=np.int64)
+            nodes = np.ascontiguousarray(path.nodes, dtype=np.int64)
         if snap is not None:
-            part = snap.turn_cost[t].astype(np.float64) - snap.cost[b]
-            w = part * (snap.scale / self._w_scale)
-            if snap.is_time:
-                leg["turn_duration"] = float(np.maximum(part, 0).sum() * snap.scale)
-                leg["turn_weight"] = float(np.maximum(w, 0).sum())
-                return leg
-        leg["turn_duration"] = float(np.maximum(d, 0).sum() * 0.1)
-        leg["turn_weight"] = float(np.maximum(w, 0).sum())
-        return leg
+            wcost, wf = snap.cost, snap.scale / self._w_scale
+            dcost, df = (snap.cost, snap.scale) if snap.is_time else (self._dur, 1.0)
+        else:
+            wcost, wf = self._w, 1.0
+            dcost, df = self._dur, 1.0
+        has_dur = dcost is not None
+        arcs, frac, pts, w, d, ln, w_sum, d_sum, l_sum = leg_pieces(
+            int(a), float(fa), int(b), float(fb), mid, nodes, path is not None, float(start[0]), float(start[1]),
+            float(end[0]), float(end[1]), self._coords_f64, wcost, float(wf), dcost if has_dur else _NO_COSTS,
+            float(df), has_dur, self._len)
+        tw = td = 0.0
+        if self._tc is not None and path is not None:
+            seq = np.empty(mid.size + 2, dtype=np.int64)
+            seq[0], seq[-1] = a, b
+            seq[1:-1] = mid
+            if snap is not None:
+                td, tw = turn_sums(seq, self._t_first, self._fo, self._head, True, bool(snap.is_time),
+                                   snap.turn_cost, snap.cost, float(snap.scale / self._w_scale), float(snap.scale),
+                                   self._tc.duration, self._tc.weight)
+            else:
+                td, tw = turn_sums(seq, self._t_first, self._fo, self._head, False, False, _NO_ARCS, _NO_COSTS,
+                                   1.0, 1.0, self._tc.duration, self._tc.weight)
+        return {"arcs": arcs, "frac": frac, "points": pts, "weight": w, "duration": d if has_dur else None,
+                "distance": ln, "weight_sum": w_sum, "duration_sum": d_sum, "distance_sum": l_sum,
+                "turn_weight": float(tw), "turn_duration": float(td), "start": pa, "end": pb}
 
     def _name(self, arc):
         k = int(self._name_id[arc])
@@ -696,115 +705,88 @@ class Engine:
 
     def _summary(self, leg):
         """The names of the two streets with the longest distance on the leg, in route order."""
-        nid = self._name_id[leg["arcs"]]
-        named = nid >= 0
-        if not named.any():
-            return ""
-        ids, first, inv = np.unique(nid[named], return_index=True, return_inverse=True)
-        length = np.bincount(inv, weights=leg["distance"][named], minlength=ids.size)
-        top = np.argsort(-length, kind="stable")[:2]
-        top = top[np.argsort(first[top])]
-        return ", ".join(self._names[int(ids[t])] for t in top)
+        return ", ".join(self._names[i] for i in summary_ids(self._name_id[leg["arcs"]], leg["distance"]).tolist())
 
     def _leg_json(self, leg, end, steps, ann, geometries):
-        tw, td = leg.get("turn_weight", 0.0), leg.get("turn_duration", 0.0)
+        tw, td = leg["turn_weight"], leg["turn_duration"]
         out = {"steps": self._steps(leg, end, geometries) if steps else [], "summary": self._summary(leg),
-               "weight": round1((leg["weight"].sum() + tw) * self._w_scale),
-               "duration": None if leg["duration"] is None else round1(leg["duration"].sum() + td),
-               "distance": round1(leg["distance"].sum())}
-        if ann:
+               "weight": round1((leg["weight_sum"] + tw) * self._w_scale),
+               "duration": None if leg["duration"] is None else round1(leg["duration_sum"] + td),
+               "distance": round1(leg["distance_sum"])}
+        if ann:  # one value per piece, from the leg's arrays (rounded as round() rounds each)
             a = {}
             dist, dur = leg["distance"], leg["duration"]
             if "distance" in ann:
-                a["distance"] = [round(float(x), 6) for x in dist]
+                a["distance"] = round_floats(dist, 6)
             if "duration" in ann:
-                a["duration"] = [None] * int(dist.size) if dur is None else [round1(x) for x in dur]
+                a["duration"] = [None] * int(dist.size) if dur is None else round_floats(dur, 1)
             if "datasources" in ann:
                 a["datasources"] = [0] * int(dist.size)
             if "nodes" in ann:
                 arcs = leg["arcs"]
                 nodes = np.concatenate([self._tail[arcs[:1]], self._head[arcs]])
-                a["nodes"] = [int(x) for x in self._node_ids[nodes]]
+                a["nodes"] = self._node_ids[nodes].tolist()
             if "weight" in ann:
-                a["weight"] = [round1(x * self._w_scale) for x in leg["weight"]]
+                a["weight"] = round_floats(leg["weight"] * self._w_scale, 1)
             if "speed" in ann and dur is None:
                 a["speed"] = [None] * int(dist.size)
             elif "speed" in ann:
                 with np.errstate(divide="ignore", invalid="ignore"):
                     sp = np.where(dur > 0, dist / np.where(dur > 0, dur, 1.0), 0.0)
-                a["speed"] = [round1(x) for x in sp]
+                a["speed"] = round_floats(sp, 1)
             if "datasources" in ann:
                 a["metadata"] = {"datasource_names": ["gpuroute"]}
             out["annotation"] = a
         return out
 
     # ------------------------------------------------------------------ steps
-    def _intersection(self, node, prev_node, next_node, location):
-        """OSRM intersection object at a graph node: bearings (ascending) of every street there, which
-        may be entered, and the indices of the street arrived from (``in``) and left by (``out``)."""
-        g = self.graph
-        fo, rfo = g.first_out, g.rev_first_out
-        outs = set(self._head[fo[node]:fo[node + 1]].tolist())
-        nb = outs | set(g.rev_tail[rfo[node]:rfo[node + 1]].tolist())
-        c = g.coords
-        x0, y0 = float(c[node, 0]), float(c[node, 1])
-        k = math.cos(math.radians(y0))
-        streets = sorted((int(round(math.degrees(math.atan2((float(c[v, 0]) - x0) * k, float(c[v, 1]) - y0)))) % 360,
-                          v) for v in nb)
-        order = [v for _, v in streets]
-        out = {"location": location, "bearings": [b for b, _ in streets], "entry": [v in outs for v in order]}
-        if prev_node is not None:
-            out["in"] = order.index(prev_node)
-        if next_node is not None:
-            out["out"] = order.index(next_node)
-        return out
-
     def _steps(self, leg, end, geometries):
+        """The steps of a leg (OSRM's step objects) from its arrays: the maneuvers, each step's sums and the
+        intersections in compiled passes (:func:`gpuroute.engine.legs.maneuvers`,
+        :func:`gpuroute.engine.legs.intersections`), the values rounded as ``round`` rounds them."""
         arcs, pts = leg["arcs"], leg["points"]
         head, tail = self._head, self._tail
-        bearing = self._bearing[arcs]
-        nid = self._name_id[arcs]
-        loc = [[round(float(p[0]), 6), round(float(p[1]), 6)] for p in pts]
-        # maneuvers: the first piece, and every piece whose street name changes or that turns sharply at a
-        # junction (or turns back)
-        starts, kinds = [0], [("depart", None)]
-        for j in range(1, arcs.size):
-            delta = turn_delta(bearing[j - 1], bearing[j])
-            mod = modifier(delta)
-            x = int(tail[arcs[j]])
-            uturn = int(head[arcs[j]]) == int(tail[arcs[j - 1]])
-            if uturn:
-                mod = "uturn"
-            if nid[j] != nid[j - 1]:
-                kinds.append(("new name" if mod == "straight" else "turn", mod))
-                starts.append(j)
-            elif uturn or (self._degree[x] >= 3 and mod not in ("straight", "slight left", "slight right")):
-                kinds.append(("continue", mod))
-                starts.append(j)
+        dur = leg["duration"]
+        starts, kinds, mods, sums, i_first, i_at = maneuvers(
+            arcs, self._bearing, self._name_id, head, tail, self._degree, leg["weight"],
+            dur if dur is not None else leg["distance"], leg["distance"])
+        flat = round_floats(pts.ravel(), 6)
+        loc = [flat[i:i + 2] for i in range(0, len(flat), 2)]
+        b_int = (np.rint(self._bearing[arcs]).astype(np.int64) % 360).tolist()
+        # the intersections: at the tail of piece j, arrived from piece j - 1's tail, left to piece j's head
+        first, bearings, entry, in_pos, out_pos = intersections(
+            tail[arcs[i_at]], tail[arcs[i_at - 1]], head[arcs[i_at]], self._fo_all, head, self._rfo, self._rev_tail,
+            self._coords_f64)
+        first, bearings, entry = first.tolist(), bearings.tolist(), entry.tolist()
+        in_pos, out_pos, at = in_pos.tolist(), out_pos.tolist(), i_at.tolist()
+        inter_all = [{"location": loc[j], "bearings": bearings[first[r]:first[r + 1]],
+                      "entry": entry[first[r]:first[r + 1]], "in": in_pos[r], "out": out_pos[r]}
+                     for r, j in enumerate(at)]
+        i_first = i_first.tolist()
+        bounds = starts.tolist() + [int(arcs.size)]
+        w_scale = self._w_scale
+        sums = sums.tolist()
+        geoms = encode_geometries(pts, bounds[:-1], [b + 1 for b in bounds[1:]], geometries)
         steps = []
-        bounds = starts + [arcs.size]
-        for s, (typ, mod) in enumerate(kinds):
-            j0, j1 = bounds[s], bounds[s + 1]
-            b_after = int(round(float(bearing[j0]))) % 360
-            if typ == "depart":
+        for s, (kind, mod) in enumerate(zip(kinds.tolist(), mods.tolist(), strict=True)):
+            j0 = bounds[s]
+            b_after = b_int[j0]
+            if kind == 0:  # depart
                 b_before = 0
                 inter = [{"location": loc[0], "bearings": [b_after], "entry": [True], "out": 0}]
             else:
-                b_before = int(round(float(bearing[j0 - 1]))) % 360
-                inter = [self._intersection(int(tail[arcs[j0]]), int(tail[arcs[j0 - 1]]), int(head[arcs[j0]]),
-                                            loc[j0])]
-            for j in range(j0 + 1, j1):  # junctions passed without a maneuver
-                x = int(tail[arcs[j]])
-                if self._degree[x] >= 3:
-                    inter.append(self._intersection(x, int(tail[arcs[j - 1]]), int(head[arcs[j]]), loc[j]))
-            man = {"bearing_after": b_after, "bearing_before": b_before, "location": loc[j0], "type": typ}
-            if mod is not None:
-                man["modifier"] = mod
-            steps.append({"geometry": encode_geometry(pts[j0:j1 + 1], geometries), "maneuver": man,
+                b_before = b_int[j0 - 1]
+                inter = []
+            inter += inter_all[i_first[s]:i_first[s + 1]]
+            man = {"bearing_after": b_after, "bearing_before": b_before, "location": loc[j0], "type": STEP_TYPES[kind]}
+            if mod >= 0:
+                man["modifier"] = MODIFIERS[mod]
+            w, d, ln = sums[s]
+            steps.append({"geometry": geoms[s], "maneuver": man,
                           "mode": "driving", "driving_side": "right", "name": self._name(arcs[j0]),
-                          "intersections": inter, "weight": round1(leg["weight"][j0:j1].sum() * self._w_scale),
-                          "duration": None if leg["duration"] is None else round1(leg["duration"][j0:j1].sum()),
-                          "distance": round1(leg["distance"][j0:j1].sum())})
+                          "intersections": inter, "weight": round1(w * w_scale),
+                          "duration": None if dur is None else round1(d), "distance": round1(ln)})
+        bearing = self._bearing[arcs]
         # arrive: the side of the street the destination lies on
         b_last = float(bearing[-1])
         px, py = local_xy(end.input_lon, end.input_lat, end.lon, end.lat)
@@ -840,12 +822,24 @@ class Engine:
     def _options(self, phantoms):
         """Per phantom, its usable arcs (ties included) padded to the most of any (at least two): ``arcs``
         int64 (k, o) (-1 unused) and ``frac``."""
-        o = max([2] + [len(p.all_arcs) for p in phantoms])
-        arcs = np.full((len(phantoms), o), -1, dtype=np.int64)
-        frac = np.zeros((len(phantoms), o))
-        for i, p in enumerate(phantoms):
-            for j, (a, f) in enumerate(p.all_arcs):
-                arcs[i, j], frac[i, j] = a, f
+        k = len(phantoms)
+        fw = np.array([p.forward_arc for p in phantoms], dtype=np.int64).reshape(k)
+        rv = np.array([p.reverse_arc for p in phantoms], dtype=np.int64).reshape(k)
+        f = np.array([p.fraction for p in phantoms], dtype=np.float64).reshape(k)
+        tied = [i for i, p in enumerate(phantoms) if p.ties]
+        o = max([2] + [len(phantoms[i].all_arcs) for i in tied])
+        arcs = np.full((k, o), -1, dtype=np.int64)
+        frac = np.zeros((k, o))
+        # a phantom's own arcs first (forward at f, reverse at 1 - f; Phantom.arcs), then its ties'
+        has_f, has_r = fw >= 0, rv >= 0
+        arcs[:, 0] = np.where(has_f, fw, rv)
+        frac[:, 0] = np.where(has_f, f, np.where(has_r, 1.0 - f, 0.0))
+        both = has_f & has_r
+        arcs[:, 1] = np.where(both, rv, -1)
+        frac[:, 1] = np.where(both, 1.0 - f, 0.0)
+        for i in tied:
+            for j, (a, fr) in enumerate(phantoms[i].all_arcs):
+                arcs[i, j], frac[i, j] = a, fr
         return arcs, frac
 
     def table(self, coords, *, sources=None, destinations=None, annotations=("duration",), radiuses=None,
@@ -960,12 +954,14 @@ class Engine:
             out["distances"] = as_matrix(length)
         if fb_cells:
             out["fallback_speed_cells"] = fb_cells
-        wps = {}
+        used = sorted(set(src.tolist()) | set(dst.tolist()))
+        wps = dict(zip(used, waypoints([phantoms[i] for i in used], self._fingerprint), strict=True))
+        given = set()
 
         def wp(i):  # one waypoint per coordinate, copied where the coordinate comes again
-            w = wps.get(i)
-            if w is None:
-                w = wps[i] = waypoint(phantoms[i], self._fingerprint)
+            w = wps[i]
+            if i not in given:
+                given.add(i)
                 return w
             return {**w, "location": list(w["location"])}
 

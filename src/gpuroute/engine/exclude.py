@@ -40,8 +40,11 @@ Cost per request and cache policy
 ---------------------------------
 A request without ``exclude`` pays nothing. A request with one pays the class lookup (a few dict reads),
 and, for a combination not cached for the current metric, ONE whole customization of the overlay on the
-device ``/customize`` uses (GPU where usable; Monaco on this 2-core CPU: about 0.1 s, see the report of
-issue 22) plus, the first time a combination is used, its segment index (tens of milliseconds on Monaco).
+device ``/customize`` uses (GPU where usable) plus, the first time a combination is used, its segment
+index. Monaco (``benchmarks/exclude.py``): the customization takes 1.5-2 ms on a 2-core CPU with both
+cores free (up to ~35 ms while another process holds one: numba's parallel levels wait), 0.3 ms on 16
+cores, 0.7 ms on an H200; the segment index ~15 ms; a route that hits the cache costs what one without
+exclude costs (0.40 vs 0.38 ms on the H200 machine's CPU).
 Customized states are kept per combination in a least-recently-used cache of
 ``config.SERVE_EXCLUDE_CACHE`` entries (0: none kept, every request customizes), each valid for ONE
 customization of the overlay: the entry remembers the overlay state it was derived from and is stale as
@@ -76,12 +79,12 @@ _CREATE = threading.Lock()
 
 def excluder(engine):
     """The :class:`Excluder` of ``engine`` (made on first use, one per engine)."""
-    ex = engine.__dict__.get("_excluder")
+    ex = engine._excluder
     if ex is None:
         with _CREATE:
-            ex = engine.__dict__.get("_excluder")
+            ex = engine._excluder
             if ex is None:
-                ex = engine.__dict__["_excluder"] = Excluder(engine)
+                ex = engine._excluder = Excluder(engine)
     return ex
 
 
@@ -221,13 +224,10 @@ class Excluder:
         Raises
         ------
         EngineError
-            ``NotImplemented`` (no overlay: the hierarchy answers routes for the one metric it was built
-            for), ``InvalidValue`` (:data:`UNSUPPORTED`: a name that is no class of the graph, or classes
+            ``NotImplemented`` (a declared combination, but no overlay: the hierarchy answers routes for
+            the one metric it was built for), ``InvalidValue`` (:data:`UNSUPPORTED`: a name that is no class of the graph, or classes
             whose union is not one of :attr:`excludable`; also a value that is not class names).
         """
-        if not self.supported:
-            raise EngineError("NotImplemented", f"{NO_EXCLUDE} (gpuroute excludes classes on a customized overlay: "
-                                                "build a dataset with `gpuroute build GRAPH -o DIR` and serve DIR)")
         names = exclude.split(",") if isinstance(exclude, str) else exclude
         try:
             names = list(names)
@@ -244,6 +244,9 @@ class Excluder:
                    f"{','.join(sorted(set(names)))} is not a combination the profile declares")
             decl = "; ".join(",".join(s) for s in self.excludable) or "none"
             raise EngineError("InvalidValue", f"{UNSUPPORTED} ({why}; declared: {decl})")
+        if not self.supported:  # a declared combination this engine cannot search
+            raise EngineError("NotImplemented", f"{NO_EXCLUDE} (gpuroute excludes classes on a customized overlay: "
+                                                "build a dataset with `gpuroute build GRAPH -o DIR` and serve DIR)")
         ex = self._excl.get(mask)
         if ex is None:  # a race makes two equal ones, harmlessly
             ex = self._excl[mask] = Exclusion(self, mask, self._masks[mask], (self._arc_classes & mask) != 0)

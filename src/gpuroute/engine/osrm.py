@@ -76,24 +76,88 @@ def encode_geometry(lonlat, geometries):
 
 
 def encode_polyline(lonlat, precision=5):
-    """Google's encoded polyline (latitude first) of lon/lat points, vectorised: the same string as the
-    ``polyline`` package's ``encode`` (round half away from zero of ``value * 10**precision``, deltas,
-    zig-zag, 5-bit chunks + 63)."""
-    pts = np.asarray(lonlat, dtype=np.float64).reshape(-1, 2)
+    """Google's encoded polyline (latitude first) of lon/lat points: the same string as the ``polyline``
+    package's ``encode`` (round half away from zero of ``value * 10**precision``, deltas, zig-zag, 5-bit
+    chunks + 63), written by one compiled pass (:func:`_polyline_bytes`)."""
+    pts = np.ascontiguousarray(lonlat, dtype=np.float64).reshape(-1, 2)
     if pts.shape[0] == 0:
         return ""
-    v = pts[:, ::-1] * float(10 ** precision)
-    q = (np.copysign(np.floor(np.abs(v) + 0.5), v)).astype(np.int64)
-    d = q.copy()
-    d[1:] -= q[:-1]
-    d = d.ravel() << 1
-    d = np.where(d < 0, ~d, d)
-    shifts = np.arange(0, 35, 5, dtype=np.int64)
-    chunks = (d[:, None] >> shifts) & 0x1F
-    n = np.maximum(1, (np.sum((d[:, None] >> shifts) > 0, axis=1)))
-    col = np.arange(shifts.size)
-    chunks = chunks + np.where(col < (n - 1)[:, None], 0x20, 0) + 63
-    return chunks[col < n[:, None]].astype(np.uint8).tobytes().decode("ascii")
+    buf = np.empty(pts.shape[0] * 2 * _POLYLINE_CHUNKS, dtype=np.uint8)
+    n = _polyline_bytes(pts, float(10 ** precision), buf)
+    return buf[:n].tobytes().decode("ascii")
+
+
+def encode_geometries(lonlat, starts, ends, geometries):
+    """:func:`encode_geometry` of the pieces ``lonlat[starts[i]:ends[i]]`` of one line (a route's steps): a
+    list of the same values, the polylines written by one compiled pass for all pieces.
+
+    Parameters
+    ----------
+    lonlat : array_like of float, shape (k, 2)
+    starts, ends : sequence of int, length s
+        Row ranges (they may share rows).
+    geometries : {"polyline", "polyline6", "geojson"}
+    """
+    pts = np.ascontiguousarray(lonlat, dtype=np.float64).reshape(-1, 2)
+    if geometries == "geojson":
+        return [encode_geometry(pts[a:b], geometries) for a, b in zip(starts, ends, strict=True)]
+    st = np.asarray(starts, dtype=np.int64).ravel()
+    en = np.asarray(ends, dtype=np.int64).ravel()
+    if st.size == 0:
+        return []
+    buf = np.empty(int(np.maximum(en - st, 0).sum()) * 2 * _POLYLINE_CHUNKS, dtype=np.uint8)
+    off = np.empty(st.size + 1, dtype=np.int64)
+    _polylines_bytes(pts, st, en, float(10 ** (6 if geometries == "polyline6" else 5)), buf, off)
+    text = buf[:off[-1]].tobytes().decode("ascii")
+    o = off.tolist()
+    return [text[o[i]:o[i + 1]] for i in range(st.size)]
+
+
+#: Most 5-bit chunks of one encoded value (a zig-zagged int64).
+_POLYLINE_CHUNKS = 13
+
+
+@njit(cache=True)
+def _polylines_bytes(pts, starts, ends, factor, buf, off):
+    """:func:`_polyline_bytes` of each row range ``starts[i]:ends[i]`` of ``pts``, one after the other in
+    ``buf``; polyline ``i`` is ``buf[off[i]:off[i + 1]]``."""
+    p = 0
+    off[0] = 0
+    for r in range(starts.size):
+        if ends[r] > starts[r]:
+            p += _polyline_bytes(pts[starts[r]:ends[r]], factor, buf[p:])
+        off[r + 1] = p
+
+
+@njit(cache=True)
+def _polyline_bytes(pts, factor, buf):
+    """The encoded polyline of float64 (k, 2) lon/lat ``pts`` into the uint8 buffer ``buf`` (at least
+    ``26 k`` bytes); its length. Per value (latitude, then longitude): ``q = copysign(floor(|v| + 0.5), v)``
+    of ``v = x * factor``, the difference to the previous point's, zig-zagged, in 5-bit chunks (low first,
+    ``0x20`` on all but the last) plus 63."""
+    p = 0
+    prev0 = 0
+    prev1 = 0
+    for i in range(pts.shape[0]):
+        for c in range(2):
+            v = pts[i, 1 - c] * factor
+            q = np.int64(math.copysign(math.floor(abs(v) + 0.5), v))
+            if c == 0:
+                d = q - prev0
+                prev0 = q
+            else:
+                d = q - prev1
+                prev1 = q
+            d = d << 1
+            if d < 0:
+                d = ~d
+            while d >= 0x20:
+                buf[p] = (0x20 | (d & 0x1F)) + 63
+                p += 1
+                d >>= 5
+            buf[p] = d + 63
+            p += 1
+    return p
 
 
 def simplify(lonlat, tolerance_m):
@@ -210,6 +274,33 @@ def waypoint(phantom, fingerprint, *, nodes=None):
     if nodes is not None:
         wp["nodes"] = [int(nodes[0]), int(nodes[1])]
     return wp
+
+
+_HINT = struct.Struct("<id")
+_FP_BYTES = {}
+
+
+def _fingerprint_bytes(fingerprint):
+    b = _FP_BYTES.get(fingerprint)
+    if b is None:
+        b = _FP_BYTES[fingerprint] = bytes.fromhex(fingerprint[:16].ljust(16, "0"))
+    return b
+
+
+def waypoints(phantoms, fingerprint):
+    """``[waypoint(p, fingerprint) for p in phantoms]`` (the same objects), with the distances and locations
+    of all of them rounded at once (:func:`gpuroute.engine.legs.round_floats`) and the hints packed with one
+    precompiled struct."""
+    from .legs import round_floats
+
+    k = len(phantoms)
+    if k == 0:
+        return []
+    vals = round_floats([v for p in phantoms for v in (p.distance, p.lon, p.lat)], 6)
+    fp = _fingerprint_bytes(fingerprint)
+    pack, b64 = _HINT.pack, base64.urlsafe_b64encode
+    return [{"hint": b64(pack(int(p.segment), float(p.fraction)) + fp).decode("ascii"), "distance": vals[3 * i],
+             "name": p.name, "location": [vals[3 * i + 1], vals[3 * i + 2]]} for i, p in enumerate(phantoms)]
 
 
 def round1(x):
@@ -370,5 +461,6 @@ def finite_or_none(x, digits=1):
 
 
 __all__ = ["EngineError", "ERROR_CODES", "GEOMETRIES", "OVERVIEWS", "ROUTE_ANNOTATIONS", "TABLE_ANNOTATIONS",
-           "encode_geometry", "simplify", "douglas_peucker_keep", "turn_delta", "modifier", "make_hint", "waypoint", "round1",
-           "finite_or_none", "matrix_or_none", "matrix_array", "matrix_json"]
+           "encode_geometry", "encode_geometries", "simplify", "douglas_peucker_keep", "turn_delta",
+           "modifier", "make_hint", "waypoint", "waypoints", "round1", "finite_or_none", "matrix_or_none",
+           "matrix_array", "matrix_json"]

@@ -32,7 +32,7 @@ def overlay_snapshot(engine):
         return None
     snap = tr.snapshot()
     st = snap.state
-    cache = engine.__dict__.setdefault("_table_pristine", {})
+    cache = engine._table_pristine
     key = id(st)
     ok = cache.get(key)
     if ok is None or ok[0] is not st:
@@ -50,23 +50,40 @@ def overlay_snapshot(engine):
 
 def _along(engine, snap, need_dur, need_len):
     """The ``along`` quantities of :func:`gpuroute.crp.many_to_many.table`: ``[(per_arc, per_turn)]`` for
-    durations (s) when asked and known, then distances (m) when asked."""
+    durations (s) when asked and known, then distances (m) when asked. The per-arc and per-turn durations of
+    a metric are made once per metric snapshot (the last few kept: one per customization state), not per
+    request."""
     out = []
     if need_dur:
-        if snap.is_time:
-            per_arc = snap.cost * snap.scale
-            per_turn = None
-            if engine._tc is not None:
-                out_arc = np.asarray(engine._traffic.overlay.turns.out_arc, dtype=np.int64)
-                per_turn = np.maximum(snap.turn_cost.astype(np.float64) - snap.cost[out_arc], 0.0) * snap.scale
-        else:
-            per_arc = engine._dur
-            per_turn = (None if engine._tc is None
-                        else np.maximum(engine._tc.duration.astype(np.float64), 0.0) * 0.1)
-        out.append((np.ascontiguousarray(per_arc, dtype=np.float64), per_turn))
+        cache = engine._along_cache
+        hit = cache.get(id(snap))
+        if hit is None or hit[0] is not snap:
+            if len(cache) >= _ALONG_SNAPSHOTS:
+                cache.clear()
+            hit = cache[id(snap)] = (snap, _durations_along(engine, snap))
+        out.append(hit[1])
     if need_len:
         out.append((np.ascontiguousarray(engine._len, dtype=np.float64), None))
     return out
+
+
+#: Metric snapshots whose per-arc and per-turn durations :func:`_along` keeps.
+_ALONG_SNAPSHOTS = 4
+
+
+def _durations_along(engine, snap):
+    """``(per_arc, per_turn)`` durations (s) of ``snap``'s metric (see :func:`_along`)."""
+    if snap.is_time:
+        per_arc = snap.cost * snap.scale
+        per_turn = None
+        if engine._tc is not None:
+            out_arc = np.asarray(engine._traffic.overlay.turns.out_arc, dtype=np.int64)
+            per_turn = np.maximum(snap.turn_cost.astype(np.float64) - snap.cost[out_arc], 0.0) * snap.scale
+    else:
+        per_arc = engine._dur
+        per_turn = (None if engine._tc is None
+                    else np.maximum(engine._tc.duration.astype(np.float64), 0.0) * 0.1)
+    return np.ascontiguousarray(per_arc, dtype=np.float64), per_turn
 
 
 def overlay_matrices(engine, snap, sp, tp, need_dur=False, need_len=False):

@@ -128,6 +128,9 @@ class TrafficRouter:
         turn costs and cliques of one metric), or that of ``state``, a customization of the overlay that
         is not installed (:meth:`gpuroute.crp.Overlay.customized_state`)."""
         st = self.overlay._need_state() if state is None else state
+        last = getattr(self, "_last_snapshot", None)  # the installed state's: read by every route and table
+        if last is not None and last.state is st:
+            return last
         met = st.metric
         sym = getattr(met, "units", None) or None
         # a unit of the graph's own weights first (a Lua profile's weight, e.g. "routability/10", has a
@@ -136,8 +139,11 @@ class TrafficRouter:
         unit = unit if unit is not None else parse_unit(sym)
         is_time = unit.quantity == "time"
         scale = float(unit.scale) if unit.scale else 1.0
-        return Snapshot(met, np.asarray(st.arc_cost, dtype=np.float64), st.turn_cost, scale, is_time,
+        snap = Snapshot(met, np.asarray(st.arc_cost, dtype=np.float64), st.turn_cost, scale, is_time,
                         str(getattr(met, "name", "") or ""), st)
+        if state is None:  # one float64 copy of the arc costs per installed metric, not one per request
+            self._last_snapshot = snap
+        return snap
 
     def query(self):
         q = getattr(self._local, "query", None)

@@ -244,7 +244,7 @@ def _project_one(lon0, lat0, kx, ky, lon_u, lat_u, lon_v, lat_v):
     """Projection of the point ``(lon0, lat0)`` onto the segment ``(lon_u, lat_u) -> (lon_v, lat_v)`` in the
     local frame centred on the point (``kx``, ``ky``: metres per degree east and north there): fraction,
     distance, bearing, side, lon, lat. The one arithmetic of :func:`_project_kernel` and
-    :func:`_batch_kernel`, so that one point snapped alone and in a batch gives the same bits."""
+    :func:`_snap_kernel`, so that one point snapped alone and in a batch gives the same bits."""
     ax = (((lon_u - lon0 + 180.0) % 360.0) - 180.0) * kx
     ay = (lat_u - lat0) * ky
     bx = (((lon_v - lon0 + 180.0) % 360.0) - 180.0) * kx
@@ -276,29 +276,117 @@ def _project_kernel(lon0, lat0, s, lon_u, lat_u, lon_v, lat_v, out):
 
 
 @njit(cache=True)
-def _batch_kernel(lon0, lat0, ptr, seg, lon_u, lat_u, lon_v, lat_v, limit, out, best):
-    """Projections of many points onto their candidate segments, and each point's nearest one.
+def _snap_kernel(lon0, lat0, limit, reach, tie, lens, samples, sample_segment, lon_u, lat_u, lon_v, lat_v, u, v,
+                 forward_arc, reverse_arc, name_id):
+    """:meth:`SegmentIndex._snap_plain`'s exact step, for points whose candidate segments are those of the
+    samples of a ball each (``samples``: the balls' sample ids, ``lens[i]`` of them for point ``i``).
 
-    Point ``i`` has candidates ``seg[ptr[i]:ptr[i + 1]]`` (ascending segment ids); rows of ``out`` (4, c)
-    receive fraction, distance, lon, lat of every candidate (:func:`_project_one`); ``best[i]`` the
-    position of the nearest candidate with distance <= ``limit[i]`` (the smaller segment id on equal
-    distances, as :meth:`SegmentIndex._search` orders), -1 when none."""
+    Per point: the distinct candidate segments, ascending; their projections (:func:`_project_one`); the
+    nearest within ``limit[i]`` (the smaller segment id on equal distances); whether that is final: the
+    ball held every segment within ``reach[i]`` metres, so the answer is exact when ``reach[i] >=
+    limit[i]`` or the nearest lies at most ``reach[i] - tie`` away (``tie < 0``: no ties); and, with
+    ``tie >= 0``, its ties: the other candidates within ``tie`` of the nearest's distance (and the limit)
+    whose snapped point lies within ``tie`` (great circle) of the nearest's, ordered by distance, then id.
+
+    Returns
+    -------
+    (ints, floats, best, done, tie_first, tie_rows)
+        One row per phantom found (nearest segments and ties): ``ints`` int64 (r, 7) segment, u, v,
+        forward arc, reverse arc, name id, point; ``floats`` float64 (r, 5) fraction, lon, lat (snapped),
+        the great-circle distance from the point and the projection distance (in the point's frame). ``best`` int64 (k,) the row of each point's nearest
+        segment (-1: none within the limit); ``done`` bool (k,); the ties of point ``i``: rows
+        ``tie_rows[tie_first[i]:tie_first[i + 1]]``.
+    """
+    k = lon0.size
+    total = 0
+    for i in range(k):
+        total += lens[i]
+    seg = np.empty(total, np.int64)
+    for j in range(total):
+        seg[j] = sample_segment[samples[j]]
+    first = np.zeros(k + 1, np.int64)
+    c = 0
+    lo = 0
+    for i in range(k):
+        srt = np.sort(seg[lo:lo + lens[i]])
+        lo += lens[i]
+        for j in range(srt.size):
+            if j == 0 or srt[j] != srt[j - 1]:
+                seg[c] = srt[j]
+                c += 1
+        first[i + 1] = c
+    proj = np.empty((4, c), np.float64)
+    best = np.full(k, -1, np.int64)
+    done = np.zeros(k, np.bool_)
+    tie_first = np.zeros(k + 1, np.int64)
+    pos = np.empty(c, np.int64)  # the candidate of each row
+    owner = np.empty(c, np.int64)
+    rows = 0
     ky = _DEG * EARTH_RADIUS_M
-    for i in range(ptr.size - 1):
+    for i in range(k):
         kx = _DEG * EARTH_RADIUS_M * math.cos(lat0[i] * _DEG)
         b = -1
         bd = math.inf
-        for c in range(ptr[i], ptr[i + 1]):
-            j = seg[c]
+        for p in range(first[i], first[i + 1]):
+            j = seg[p]
             r = _project_one(lon0[i], lat0[i], kx, ky, lon_u[j], lat_u[j], lon_v[j], lat_v[j])
-            out[0, c] = r[0]
-            out[1, c] = r[1]
-            out[2, c] = r[4]
-            out[3, c] = r[5]
+            proj[0, p] = r[0]
+            proj[1, p] = r[1]
+            proj[2, p] = r[4]
+            proj[3, p] = r[5]
             if r[1] <= limit[i] and (b < 0 or r[1] < bd):
-                b = c
+                b = p
                 bd = r[1]
-        best[i] = b
+        done[i] = reach[i] >= limit[i] or (b >= 0 and bd + max(tie, 0.0) <= reach[i])
+        if b >= 0:
+            best[i] = rows
+            pos[rows] = b
+            owner[rows] = i
+            rows += 1
+        if tie >= 0.0 and b >= 0:
+            cut = bd + tie
+            t0 = rows
+            for p in range(first[i], first[i + 1]):
+                if p != b and proj[1, p] <= cut and proj[1, p] <= limit[i] \
+                        and _haversine1(proj[2, p], proj[3, p], proj[2, b], proj[3, b]) <= tie:
+                    # insert by (distance, id): candidates come by id, so after every equal distance
+                    q = rows
+                    while q > t0 and proj[1, pos[q - 1]] > proj[1, p]:
+                        pos[q] = pos[q - 1]
+                        q -= 1
+                    pos[q] = p
+                    owner[rows] = i
+                    rows += 1
+        tie_first[i + 1] = rows
+    ints = np.empty((rows, 7), np.int64)
+    floats = np.empty((rows, 5), np.float64)
+    for r in range(rows):
+        p = pos[r]
+        i = owner[r]
+        j = seg[p]
+        ints[r, 0] = j
+        ints[r, 1] = u[j]
+        ints[r, 2] = v[j]
+        ints[r, 3] = forward_arc[j]
+        ints[r, 4] = reverse_arc[j]
+        ints[r, 5] = name_id[j]
+        ints[r, 6] = i
+        floats[r, 0] = proj[0, p]
+        floats[r, 1] = proj[2, p]
+        floats[r, 2] = proj[3, p]
+        floats[r, 3] = _haversine1(lon0[i], lat0[i], proj[2, p], proj[3, p])
+        floats[r, 4] = proj[1, p]
+    # tie rows: those after each point's nearest
+    tie_rows = np.empty(rows, np.int64)
+    t_first = np.zeros(k + 1, np.int64)
+    nt = 0
+    for i in range(k):
+        for r in range(tie_first[i], tie_first[i + 1]):
+            if r != best[i]:
+                tie_rows[nt] = r
+                nt += 1
+        t_first[i + 1] = nt
+    return ints, floats, best, done, t_first, tie_rows[:nt]
 
 
 class SegmentIndex:
@@ -385,6 +473,9 @@ class SegmentIndex:
             raise ValueError(f"graph {graph.name!r} has no segment to snap to")
         self.usable_fwd = None if usable is None else usable[fwd].copy()
         self.usable_rev = None if usable is None else np.where(rev[fwd] >= 0, usable[np.maximum(rev[fwd], 0)], False)
+        # the arcs a phantom of each segment lists (an excluded direction: -1)
+        self._phantom_fwd = fwd.astype(np.int64) if usable is None else np.where(self.usable_fwd, fwd, -1)
+        self._phantom_rev = rev[fwd].astype(np.int64) if usable is None else np.where(self.usable_rev, rev[fwd], -1)
         self.forward_arc = fwd.astype(np.int64)
         self.reverse_arc = rev[fwd].astype(np.int64)
         self.u = tail[fwd].astype(np.int32)
@@ -732,9 +823,15 @@ class SegmentIndex:
                 if r is not None:
                     limit[i], has_radius[i] = r, True
                 plain[i] = b is None and a == "unrestricted"
+        if stop == k and err is None and plain.all():  # every coordinate plain (the common request)
+            found, far = self._snap_plain(lon, lat, limit, np.arange(k, dtype=np.int64), tie)
+            if not far.any() and None not in found:
+                return found
+            fast = np.arange(k, dtype=np.int64)
+        else:
+            fast = np.flatnonzero(plain[:stop])
+            found, far = self._snap_plain(lon[fast], lat[fast], limit[fast], fast, tie)
         out = [None] * stop
-        fast = np.flatnonzero(plain[:stop])
-        found, far = self._snap_plain(lon[fast], lat[fast], limit[fast], fast, tie)
         first_none = stop
         for i, p, f in zip(fast.tolist(), found, far.tolist(), strict=True):
             if p is None and not f:
@@ -757,85 +854,74 @@ class SegmentIndex:
     def _snap_plain(self, lon, lat, limit, index, tie):
         """:meth:`snap_batch` of coordinates without bearing or approach: ``(phantoms, far)``, a list (k,)
         of Phantom (None: no segment within the radius) and a bool (k,) mask of the coordinates left to
-        :meth:`snap` (farther than :data:`_BATCH_MAX_M` from every road; their entries are None)."""
+        :meth:`snap` (farther than :data:`_BATCH_MAX_M` from every road; their entries are None).
+
+        Two steps, each a ball query of the k-d tree for all coordinates at once and one compiled pass
+        (:func:`_snap_kernel`): first balls of ``spacing`` metres (or the radius when smaller), where most
+        coordinates have their segment; those whose nearest segment (plus ``tie``) does not lie inside it
+        then take the nearest sample's segment's distance ``D0`` as their reach (the guarantee of
+        :meth:`_search`'s growing balls, reached in one step)."""
         k = lon.size
         if k == 0:
             return [], np.zeros(0, dtype=bool)
+        found = [None] * k
+        far = np.zeros(k, dtype=bool)
         q = unit_vectors(lon, lat) * EARTH_RADIUS_M
-        # D0: the projection distance to the segment of the nearest sample bounds the nearest segment's
         # threads pay off for big batches only (scipy starts them on every call: ~4 per request)
         workers = -1 if k >= _PARALLEL_QUERY_MIN else 1
-        _, nn = self.tree.query(q, k=1, workers=workers)
-        seg0 = self.sample_segment[nn]
-        proj0 = np.empty((4, k))
-        best0 = np.empty(k, dtype=np.int64)
-        _batch_kernel(lon, lat, np.arange(k + 1, dtype=np.int64), seg0, self.lon_u, self.lat_u, self.lon_v,
-                      self.lat_v, np.full(k, np.inf), proj0, best0)
-        r = np.minimum(proj0[1] + (0.0 if tie is None else float(tie)), limit)
-        far = ~(r <= _BATCH_MAX_M)
-        sub = np.flatnonzero(~far)
-        m = sub.size
-        found = [None] * k
-        if m == 0:
+        tie_m = -1.0 if tie is None else float(tie)
+        # most coordinates lie within `spacing` of a road: one ball each settles them
+        reach = np.minimum(self.spacing, limit)
+        done = self._snap_balls(q, lon, lat, limit, reach, index, tie_m, workers, found)
+        rest = np.flatnonzero(~done)
+        if rest.size == 0:
             return found, far
-        # the balls of :meth:`_search` (chord <= arc; the frame's scale error), all at once
-        rs = r[sub]
-        balls = self.tree.query_ball_point(q[sub], rs * (1.01 + 5.0 * rs / EARTH_RADIUS_M) + self._slack,
-                                           return_sorted=False, workers=workers)
-        lens = np.fromiter(map(len, balls), dtype=np.int64, count=m)
-        samples = np.fromiter(itertools.chain.from_iterable(balls), dtype=np.int64, count=int(lens.sum()))
-        n_seg = np.int64(self.n_segments)
-        key = np.unique(np.repeat(np.arange(m, dtype=np.int64), lens) * n_seg + self.sample_segment[samples])
-        pt, seg = key // n_seg, key % n_seg  # candidates by coordinate, then segment id
-        ptr = np.zeros(m + 1, dtype=np.int64)
-        np.cumsum(np.bincount(pt, minlength=m), out=ptr[1:])
-        lo, la, lim = lon[sub], lat[sub], limit[sub]
-        proj = np.empty((4, key.size))
-        best = np.empty(m, dtype=np.int64)
-        _batch_kernel(lo, la, ptr, seg, self.lon_u, self.lat_u, self.lon_v, self.lat_v, lim, proj, best)
-        ok = np.flatnonzero(best >= 0)
-        b = best[ok]
-        # ties: usable candidates within `tie` of the nearest, whose snapped point is within `tie` of its
-        tie_of = [()] * m
-        if tie is not None and ok.size:
-            cut = np.full(m, -np.inf)
-            cut[ok] = proj[1, b] + float(tie)
-            bpos = np.full(m, -1, dtype=np.int64)
-            bpos[ok] = b
-            c = np.flatnonzero((proj[1] <= cut[pt]) & (proj[1] <= lim[pt]))
-            c = c[c != bpos[pt[c]]]
-            if c.size:
-                bc = bpos[pt[c]]
-                c = c[_haversine_pairs(proj[2, c], proj[3, c], proj[2, bc], proj[3, bc]) <= float(tie)]
-            if c.size:
-                c = c[np.lexsort((seg[c], proj[1, c], pt[c]))]  # as _search orders: distance, then id
-                tp = self._phantoms(c, pt, seg, proj, lo, la, index[sub])
-                owners = pt[c]
-                starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
-                ends = np.r_[starts[1:], c.size]
-                for o, s0, s1 in zip(owners[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
-                    tie_of[o] = tuple(tp[s0:s1])
-        bp = self._phantoms(b, pt, seg, proj, lo, la, index[sub], ties=[tie_of[o] for o in ok.tolist()])
-        for o, p in zip(sub[ok].tolist(), bp, strict=True):
-            found[o] = p
+        # the others: D0, the projection distance to the segment of the nearest sample, bounds the nearest
+        # segment's
+        lon, lat, limit, index, q = lon[rest], lat[rest], limit[rest], index[rest], q[rest]
+        _, nn = self.tree.query(q, k=1, workers=workers)
+        one = np.full(rest.size, np.inf)  # that one segment of each, without limit nor ties: its distance
+        _, floats, best, _, _, _ = _snap_kernel(
+            lon, lat, one, one, -1.0, np.ones(rest.size, dtype=np.int64), np.asarray(nn, dtype=np.int64),
+            self.sample_segment, self.lon_u, self.lat_u, self.lon_v, self.lat_v, self.u, self.v, self.forward_arc,
+            self.reverse_arc, self.name_id)
+        reach = np.minimum(floats[best, 4] + max(tie_m, 0.0), limit)
+        far[rest] = ~(reach <= _BATCH_MAX_M)
+        sub = np.flatnonzero(~far[rest])
+        if sub.size:
+            part = [None] * sub.size
+            self._snap_balls(q[sub], lon[sub], lat[sub], limit[sub], reach[sub], index[sub], tie_m, workers, part)
+            for i, p in zip(rest[sub].tolist(), part, strict=True):
+                found[i] = p
         return found, far
 
-    def _phantoms(self, c, pt, seg, proj, lon, lat, index, ties=None):
-        """Phantoms of candidates ``c`` of :meth:`_snap_plain` (both directions usable), as
-        :meth:`_phantom` builds them one at a time."""
-        o = pt[c]
-        s = seg[c]
-        ti = ties if ties is not None else [()] * c.size
-        dist = _haversine_pairs(lon[o], lat[o], proj[2, c], proj[3, c])
-        nid = self.name_id[s].tolist()
-        fa, ra = self.forward_arc[s], self.reverse_arc[s]
-        if self.usable_fwd is not None:  # excluded directions (arc_mask): -1
-            fa, ra = np.where(self.usable_fwd[s], fa, -1), np.where(self.usable_rev[s], ra, -1)
-        cols = (s.tolist(), self.u[s].tolist(), self.v[s].tolist(), fa.tolist(),
-                ra.tolist(), proj[0, c].tolist(), proj[2, c].tolist(), proj[3, c].tolist(),
-                dist.tolist(), [self.name_of(n) for n in nid], nid, index[o].tolist(), lon[o].tolist(),
-                lat[o].tolist(), ti)
-        return [Phantom._of(v) for v in zip(*cols, strict=True)]
+    def _snap_balls(self, q, lon, lat, limit, reach, index, tie, workers, found):
+        """One step of :meth:`_snap_plain`: balls holding every segment within ``reach`` metres of each
+        point (chord <= arc; the frame's scale error), the exact step (:func:`_snap_kernel`), and the
+        phantoms of the points it settles written into ``found``; the bool mask of those points."""
+        balls = self.tree.query_ball_point(q, reach * (1.01 + 5.0 * reach / EARTH_RADIUS_M) + self._slack,
+                                           return_sorted=False, workers=workers)
+        m = reach.size
+        lens = np.fromiter(map(len, balls), dtype=np.int64, count=m)
+        samples = np.fromiter(itertools.chain.from_iterable(balls), dtype=np.int64, count=int(lens.sum()))
+        ints, floats, best, done, tie_first, tie_rows = _snap_kernel(
+            lon, lat, limit, reach, float(tie), lens, samples, self.sample_segment, self.lon_u, self.lat_u,
+            self.lon_v, self.lat_v, self.u, self.v, self._phantom_fwd, self._phantom_rev, self.name_id)
+        rows = self._phantom_rows(ints, floats, index, lon, lat)
+        tf, tr = tie_first.tolist(), tie_rows.tolist()
+        for o, r, d in zip(range(m), best.tolist(), done.tolist(), strict=True):
+            if d and r >= 0:
+                ties = tuple(Phantom._of(rows[t] + ((),)) for t in tr[tf[o]:tf[o + 1]]) if tf[o + 1] > tf[o] else ()
+                found[o] = Phantom._of(rows[r] + (ties,))
+        return done
+
+    def _phantom_rows(self, ints, floats, index, lon, lat):
+        """The field values (without ``ties``) of the phantoms of :func:`_snap_kernel`'s rows, both directions
+        usable (but those ``arc_mask`` excludes), as :meth:`_phantom` sets them."""
+        idx, lo, la = index.tolist(), lon.tolist(), lat.tolist()
+        name = self.name_of
+        return [(s, u, v, fw, rv, fr, x, y, d, name(nid), nid, idx[o], lo[o], la[o])
+                for (s, u, v, fw, rv, nid, o), (fr, x, y, d, _) in zip(ints.tolist(), floats.tolist(), strict=True)]
 
     @staticmethod
     def _check_point(lon, lat, index):

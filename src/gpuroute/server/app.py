@@ -182,9 +182,14 @@ OVERVIEWS = ("simplified", "full", "false")
 APPROACHES = ("curb", "unrestricted")
 
 _PROFILE = re.compile(r"[A-Za-z0-9_.\-]+")
-# ASCII digits only (``\d`` would take other scripts' digits, which float() reads): OSRM's grammar
-_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# ASCII digits only (``\d`` would take other scripts' digits, which float() reads): OSRM's grammar, written
+# so that a number can end at one place only (``[0-9]+\.?[0-9]*`` backtracked quadratically on a long run of
+# digits that does not match: a 64 KiB URL cost tens of seconds of CPU)
+_NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+_FLOAT = re.compile(_NUMBER)
 _INT = re.compile(r"[+-]?[0-9]+")
+#: A whole ``lon,lat;lon,lat;...`` list (one match instead of two per coordinate), of :data:`_NUMBER`.
+_COORDS = re.compile(rf"{_NUMBER},{_NUMBER}(?:;{_NUMBER},{_NUMBER})*")
 _NAME = re.compile(r"[A-Za-z0-9_\-]+")
 _FORMAT = re.compile(r"(?P<body>.*?)(?:\.(?P<fmt>[A-Za-z][A-Za-z0-9]*))?", re.S)
 _CODE = re.compile(r"[A-Z][A-Za-z]+")
@@ -292,6 +297,12 @@ def parse_coordinates(text):
             coords = _decode_polyline(text[len(prefix):-1], precision)
             break
     else:
+        if _COORDS.fullmatch(text):  # well-formed: numbers in pairs (else the loop names the bad item)
+            v = list(map(float, text.replace(";", ",").split(",")))
+            coords = list(zip(v[0::2], v[1::2], strict=True))
+        else:
+            coords = None
+    if coords is None:
         coords = []
         pos = 0
         for item in text.split(";"):
@@ -1132,6 +1143,11 @@ class _Server:
         self.isochrone_kwargs = {"coordinates": "arrays"} if "coordinates" in iso else {}
         self._limiter = None
         self._limiter_loop = None
+        # hooks of the worker processes (gpuroute.server.workers): ``before()`` runs in the worker thread
+        # before each engine call (numba's threads per worker); ``customizer(updates, metric=...)`` replaces
+        # ``engine.customize`` (under the workers' lock, published to every worker)
+        self.before = None
+        self.customizer = None
 
     def limiter(self):
         import asyncio
@@ -1211,7 +1227,7 @@ class _Server:
         extra = sorted(set(body) - {"updates", "metric"})
         if extra:
             raise OSRMError("InvalidOptions", f"unknown option {_clip(extra[0])!r} (customize takes updates or metric)")
-        fn = getattr(self.engine, "customize", None)
+        fn = self.customizer or getattr(self.engine, "customize", None)
         if not callable(fn):
             raise OSRMError("NotImplemented", "this engine cannot be customized")
 
@@ -1237,6 +1253,8 @@ class _Server:
 
     def work(self, call):
         """In a worker thread: call the engine and encode its answer; ``(status, body bytes)``."""
+        if self.before is not None:
+            self.before()
         target = self.engine
         if self.per_thread:
             target = getattr(self.local, "query", None)

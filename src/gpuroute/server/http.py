@@ -110,16 +110,31 @@ def config(app, *, log_level="warning", max_request_bytes=None, **kwargs):
                           h11_max_incomplete_event_size=int(max_request_bytes), **kwargs)
 
 
-def run(app, sock, *, log_level="warning"):
-    """Serve ``app`` on ``sock`` (bound, not yet listening) until stopped (Ctrl-C).
+def run(app, sock, *, log_level="warning", workers=1):
+    """Serve ``app`` on ``sock`` (bound, not yet listening) until stopped (Ctrl-C, SIGTERM).
 
     The application's startup (its warm-up) completes before the socket listens.
+
+    Parameters
+    ----------
+    app, sock
+    log_level : str
+        uvicorn's.
+    workers : int
+        1: this process serves (one event loop, worker threads). More: that many worker processes forked
+        from this one once it is warmed up (:func:`gpuroute.server.workers.serve`; ``sock`` bound with
+        ``SO_REUSEPORT`` gives each its own socket).
 
     Returns
     -------
     bool
-        Whether the server started (False: its startup failed, uvicorn logged why).
+        Whether the server started (False: its startup failed, uvicorn logged why; with workers: they
+        kept dying at start).
     """
+    if int(workers) > 1:
+        from .workers import serve as serve_workers
+
+        return serve_workers(app, sock, int(workers), log_level=log_level)
     import uvicorn
 
     server = uvicorn.Server(config(app, log_level=log_level))

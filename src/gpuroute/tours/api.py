@@ -19,7 +19,7 @@ from . import budget
 from . import local_search as ls
 from .budget import Deadline, Pacer, check_time_limit
 
-__all__ = ["TourResult", "tsp", "tour_cost", "FULL_NEIGHBOURHOOD_MAX_N", "CANDIDATES"]
+__all__ = ["TourResult", "tsp", "tour_cost", "check_stop_id", "FULL_NEIGHBOURHOOD_MAX_N", "CANDIDATES"]
 
 #: up to this many stops the local search scans the full O(n^2) neighbourhood; above it, candidate lists
 FULL_NEIGHBOURHOOD_MAX_N = 150
@@ -101,7 +101,9 @@ def _validate(costs):
     return c
 
 
-def _check_id(name, v, n):
+def check_stop_id(name, v, n):
+    """``v`` as a stop index in ``[0, n)`` (None passes through); ValueError naming ``name`` and the value,
+    TypeError for a non-integer."""
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
@@ -207,8 +209,8 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
     dl = Deadline(time_limit)
     c = _validate(costs)
     n = c.shape[0]
-    start = _check_id("start", start, n)
-    end = _check_id("end", end, n)
+    start = check_stop_id("start", start, n)
+    end = check_stop_id("end", end, n)
     closed = start is None and end is None or (start is not None and start == end)
     integral = np.issubdtype(c.dtype, np.integer)
     # first-call costs (CuPy import and CUDA context in resolve_device, compilation): outside the budget

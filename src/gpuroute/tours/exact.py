@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .api import TourResult, _check_id, tour_cost
+from .api import TourResult, check_stop_id, tour_cost
 
 __all__ = ["tsp_exact", "MAX_N"]
 
@@ -154,8 +154,8 @@ def tsp_exact(costs, *, start=None, end=None, roundtrip=None):
     if bad_entry.any():
         u, v = np.argwhere(bad_entry)[0]
         raise ValueError(f"costs[{u}, {v}] = {c[u, v]}: a cost must be finite or +inf (unreachable)")
-    start = _check_id("start", start, n)
-    end = _check_id("end", end, n)
+    start = check_stop_id("start", start, n)
+    end = check_stop_id("end", end, n)
     if roundtrip is not None and not isinstance(roundtrip, (bool, np.bool_)):
         raise TypeError(f"roundtrip must be True, False or None, got {roundtrip!r}")
     if roundtrip is None:

@@ -46,6 +46,8 @@ while the block sweeps the row) plus p, arc, fwd, bwd (~28n bytes): ~84 n^2 byte
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import config
@@ -118,11 +120,10 @@ def _device_checks(cp, c):
     :func:`exact_sums`' rule (integers, ``4 n max|C| < 2^53``)."""
     if c.size == 0:
         return True, True
-    a = cp.abs(c)
-    m = a.max()
-    finite = cp.isfinite(m)
-    exact = cp.all(c == cp.rint(c)) & (4.0 * c.shape[0] * m < 2.0 ** 53)
-    return bool(finite), bool(exact)
+    m = float(abs(c).max())  # NaN or inf when an entry is
+    if not math.isfinite(m):
+        return False, False
+    return True, bool((c == c.round()).all()) and 4.0 * c.shape[0] * m < 2.0 ** 53
 
 
 def threads_per_row(n, threads):
