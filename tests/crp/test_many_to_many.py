@@ -6,13 +6,13 @@ U-turn penalties; and with OSRM's car.lua), after traffic updates; quantities su
 paths equal their sums along the oracle's (or the route's) path; bad input is named."""
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 from crp_oracle import with_restrictions
 from naive import random_road_graph
+from osrm_peer import osrm_bin_dir, osrm_profiles_dir
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 from turn_oracle import phantom_cost, turn_graph
@@ -196,6 +196,43 @@ def test_along_sums_equal_the_oracle_path(seed, variant, monkeypatch):
         np.testing.assert_allclose([x[s, t] for x in res.along], want, rtol=1e-9, atol=1e-6, err_msg=f"cell {s}, {t}")
 
 
+@pytest.mark.parametrize("variant", ["trees", "mezzanine"])
+def test_per_state_items_are_made_again_after_a_customization(variant):
+    """What a table keeps per overlay state (label scale, arc costs, the checked ``along`` arrays, the
+    microcode trees) is that of the state it reads: the same quantity arrays before and after
+    ``overlay.update``, and on the old state again, give each state's oracle costs and oracle path sums."""
+    g, ov, rng = _overlay(21, n=60, max_cost=10**6, mezzanine={3: (2,)} if variant == "mezzanine" else None)
+    assert ov._plan.identity == (variant != "mezzanine")
+    sa, sf = _points(g, rng, 8)
+    ta, tf = _points(g, rng, 7)
+    _same_arcs(sa, sf, ta, tf, rng, 2)
+    tr = ov.turns
+    qs = [(rng.random(g.n_arcs), rng.random(tr.out_arc.size)), (rng.random(g.n_arcs) * 100, None)]
+    zero = np.zeros(tr.out_arc.size)
+    full = [(qa, zero if qt is None else qt) for qa, qt in qs]
+
+    def check(res):
+        np.testing.assert_allclose(res.cost, _oracle(ov, sa, sf, ta, tf), rtol=0, atol=1e-6)
+        assert res.stats["scale"] == mm._label_scale(ov._state)
+        for s, t in zip(*np.nonzero(np.isfinite(res.cost) & ~res.same_arc), strict=True):
+            j, k = res.src_option[s, t], res.dst_option[s, t]
+            want = _oracle_path_sums(ov, sa[s, j], sf[s, j], ta[t, k], tf[t, k], full)
+            np.testing.assert_allclose([x[s, t] for x in res.along], want, rtol=1e-9, atol=1e-6)
+
+    first = table(ov, sa, sf, ta, tf, along=qs)
+    check(first)
+    old = ov._state
+    arcs = np.unique(rng.integers(0, g.n_arcs, g.n_arcs // 2))
+    ov.update(arcs, rng.integers(1, 10**6, arcs.size))
+    second = table(ov, sa, sf, ta, tf, along=qs)
+    check(second)
+    assert not np.array_equal(second.cost, first.cost)
+    again = table(ov, sa, sf, ta, tf, along=qs, state=old)
+    np.testing.assert_array_equal(again.cost, first.cost)
+    for x, y in zip(again.along, first.along, strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
 # ------------------------------------------------------------------------------------------ hand-made cases
 def _ring():
     """A one-way ring 0 -> 1 -> 2 -> 3 -> 0 (arcs 0..3, costs 10, 20, 30, 40) and an isolated one-way arc
@@ -365,16 +402,7 @@ def test_monaco_equals_the_routes_and_follows_traffic(monaco):
 def car_lua():
     pytest.importorskip("lupa", reason="lupa (pip install 'gpuroute[lua]') runs the Lua profiles")
     pytest.importorskip("osmium")
-    fetch = ROOT / ".ci" / "fetch_osrm.sh"
-    try:
-        r = subprocess.run(["bash", str(fetch)], capture_output=True, text=True, timeout=600, cwd=ROOT)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        pytest.skip(f"OSRM's profiles are not available: {fetch.relative_to(ROOT)} did not run ({e})")
-    if r.returncode != 0:
-        pytest.skip(f"OSRM's profiles are not available: {r.stderr.strip()[-400:]}")
-    lua = (ROOT / r.stdout.strip().splitlines()[-1] / ".." / "share" / "profiles" / "car.lua").resolve()
-    if not lua.is_file():
-        pytest.skip(f"OSRM's profiles are not available: no {lua}")
+    lua = osrm_profiles_dir(osrm_bin_dir(required=False)) / "car.lua"  # skips where OSRM is absent
     from gpuroute.engine.dataset import profile_metric
     from gpuroute.io.osm import load_osm
 

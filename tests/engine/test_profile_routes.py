@@ -11,7 +11,6 @@ route's arcs read back from its node annotation (durations summed independently)
 from __future__ import annotations
 
 import math
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ import pytest
 pytest.importorskip("lupa", reason="lupa (pip install 'gpuroute[lua]') runs the Lua profiles")
 pytest.importorskip("osmium")
 
+from osrm_peer import osrm_bin_dir, osrm_profiles_dir  # noqa: E402
 from turn_oracle import phantom_cost, route_arcs  # noqa: E402
 
 from gpuroute.crp.metric import decode_turn_costs  # noqa: E402
@@ -29,23 +29,13 @@ from gpuroute.graph.turn_costs import turn_arrays  # noqa: E402
 from gpuroute.io import lua_extract  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-FETCH = ROOT / ".ci" / "fetch_osrm.sh"
 MONACO = ROOT / "src" / "gpuroute" / "datasets" / "data" / "monaco.osm.pbf"
 CELLS = (64, 1024)
 
 
 @pytest.fixture(scope="module")
 def profiles():
-    try:
-        r = subprocess.run(["bash", str(FETCH)], capture_output=True, text=True, timeout=600, cwd=ROOT)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        pytest.skip(f"OSRM's profiles are not available: {FETCH.relative_to(ROOT)} did not run ({e})")
-    if r.returncode != 0:
-        pytest.skip(f"OSRM's profiles are not available: {r.stderr.strip()[-400:]}")
-    d = (ROOT / r.stdout.strip().splitlines()[-1] / ".." / "share" / "profiles").resolve()
-    if not (d / "car.lua").is_file():
-        pytest.skip(f"OSRM's profiles are not available: no car.lua in {d}")
-    return d
+    return osrm_profiles_dir(osrm_bin_dir(required=False))  # skips with the reason where OSRM is absent
 
 
 @pytest.fixture(scope="module")
