@@ -71,16 +71,34 @@ def _gather(src, idx):
     return out
 
 
+def _arc_durations(durations, m):
+    """``durations`` as int64 (m,) deciseconds, each in [1, 2^31); None stays None. Raises ValueError."""
+    if durations is None:
+        return None
+    d = np.asarray(durations)
+    if d.shape != (m,) or (d.size and d.dtype.kind not in "iu"):
+        raise ValueError(f"durations must be integers of shape ({m},), got {d.dtype}{list(d.shape)}")
+    d = d.astype(np.int64)
+    bad = (d <= 0) | (d > np.iinfo(np.int32).max)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"durations[{i}] = {int(d[i])} must be a positive integer below 2^31 (deciseconds)")
+    return d
+
+
 class OverlayState:
     """One customized metric: everything a query reads, swapped as one reference (a query never sees
     half of a metric). ``tree`` may still be arriving from the GPU (an asynchronous copy, the seed's
     sec. 5): reading it waits for the copy."""
 
     __slots__ = ("metric", "arc_cost", "turn_cost", "clique", "_tree", "_tree_wait", "seconds", "q_arc_cost",
-                 "q_turn_cost")
+                 "q_turn_cost", "arc_duration")
 
-    def __init__(self, metric, arc_cost, turn_cost, clique, tree, seconds, qg, tree_wait=None):
+    def __init__(self, metric, arc_cost, turn_cost, clique, tree, seconds, qg, tree_wait=None, arc_duration=None):
         self.metric = metric
+        # the arcs' travel times under this metric's traffic (int64 (m,), deciseconds) where they are not
+        # the graph's (speed updates on a metric that is not a time); None: the graph's travel times
+        self.arc_duration = arc_duration
         self.arc_cost = arc_cost
         self.turn_cost = turn_cost
         self.clique = clique
@@ -239,7 +257,7 @@ class Overlay:
         self._gpu_cust.commit(run)
         self._gpu_token = self._state
 
-    def customize(self, metric=None, *, device="auto"):
+    def customize(self, metric=None, *, device="auto", durations=None):
         """Customize the overlay for ``metric``: every cell's clique, level by level, bottom-up.
 
         Parameters
@@ -248,6 +266,10 @@ class Overlay:
             Anything :meth:`gpuroute.crp.Metric.resolve` accepts (``"distance"``, ``"time"``,
             ``"time-uturn"``, a :class:`~gpuroute.crp.Profile`, per-arc costs, per-arc costs and turn
             penalties). Default: the graph's default weight, no turn penalties.
+        durations : array_like of int (m,), optional
+            The arcs' travel times (deciseconds, positive) that go with this metric when they are not the
+            graph's (saved live traffic on a metric that is not a time); carried by the state
+            (``OverlayState.arc_duration``). None: the graph's.
         device : {"auto", "cpu", "gpu"}
             ``"cpu"`` runs the numba customization (parallel over the cells of a level); ``"gpu"`` the
             GPU customization of :mod:`gpuroute.crp.customize_gpu` (Bellman-Ford per cell in shared
@@ -271,6 +293,7 @@ class Overlay:
             ``device="gpu"`` without a usable GPU.
         """
         st, info, run = self._customized(metric, device)
+        st.arc_duration = _arc_durations(durations, self.graph.n_arcs)
         self._state = st
         if run is not None:
             self._commit_gpu(run)
@@ -349,7 +372,7 @@ class Overlay:
                 d["rounds"] = rounds[q]
         return out
 
-    def update(self, arc_ids, costs, *, device="auto"):
+    def update(self, arc_ids, costs, *, device="auto", durations=None):
         """Apply new costs to some arcs (live traffic) and re-customize only the cells that hold them,
         bottom-up; exact, and atomic (queries see the old metric or the new one, never a mix).
 
@@ -361,6 +384,9 @@ class Overlay:
             New costs in the metric's unit, positive integers below 2^31.
         device : {"auto", "cpu", "gpu"}
             Where the touched cells are re-customized (as :meth:`customize`).
+        durations : array_like of int, shape (m,), optional
+            Every arc's travel time (deciseconds, positive) under the new traffic, installed with the new
+            costs in the same state (``OverlayState.arc_duration``); None keeps the current state's.
 
         Returns
         -------
@@ -401,6 +427,7 @@ class Overlay:
         elif c.size and c.dtype.kind not in "iu":
             raise TypeError(f"costs must be numbers (dtype {c.dtype})")
         c = c.astype(np.int64)
+        dur = st.arc_duration if durations is None else _arc_durations(durations, m)
         badc = (c <= 0) | (c > np.iinfo(np.int32).max)
         if badc.any():
             i = int(np.flatnonzero(badc)[0])
@@ -434,10 +461,16 @@ class Overlay:
             level_s, _ = self._run_levels(tcost, clique, tree, cells)
         total = time.perf_counter() - t0
         self._state = OverlayState(met, arc, tcost, clique, tree, total, self._qg,
-                             run.get("tree_wait") if dev == "gpu" else None)
+                             run.get("tree_wait") if dev == "gpu" else None, dur)
         if dev == "gpu":
             self._commit_gpu(run)
         return {"seconds": total, "cells": [int(x.size) for x in cells], "level_seconds": level_s, "device": dev}
+
+    def release(self):
+        """Free the GPU customizer (its device copy of the cliques, trees and buffers; made again by the next
+        GPU customization, which then starts from the current state). Queries and the current metric stay."""
+        self._gpu_cust = None
+        self._gpu_token = None
 
     @property
     def arc_cost(self):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 
 import numpy as np
@@ -226,6 +227,31 @@ class Engine:
         self._table_pristine = {}
         self._along_cache = {}
         self._excluder = None
+
+    # ------------------------------------------------------------------ lifetime
+    def close(self):
+        """Release every GPU object the engine made: the hierarchies' device copies and hub labels
+        (:meth:`gpuroute.ch.ContractionHierarchy.release`), the overlay's GPU customizer
+        (:meth:`gpuroute.crp.Overlay.release`), the isochrone drawers, then CuPy's cached blocks. The engine
+        stays usable: a later GPU query or customization makes what it needs again. Idempotent; also
+        ``with Engine.open(...) as eng:``."""
+        for ch in (self.ch, self.distance_ch):
+            if ch is not None:
+                ch.release()
+        if self.overlay is not None:
+            self.overlay.release()
+        self._iso_gpu = {}
+        cp = sys.modules.get("cupy")
+        if cp is not None:  # only where CuPy was imported: closing never starts CUDA
+            cp.get_default_memory_pool().free_all_blocks()
+            cp.get_default_pinned_memory_pool().free_all_blocks()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -487,7 +513,7 @@ class Engine:
     # ------------------------------------------------------------------ route
     def route(self, coords, *, alternatives=False, steps=False, annotations=False, geometries="polyline",
               overview="simplified", radiuses=None, bearings=None, approaches=None, continue_straight=None,
-              exclude=None):
+              exclude=None, avoid_polygons=None, avoid_ways=None):
         """OSRM ``/route/v1``: the fastest route through the coordinates in order.
 
         Parameters
@@ -513,6 +539,12 @@ class Engine:
             Classes of road the route avoids (OSRM's ``exclude``: ``"motorway"``, ``["toll"]``; one of the
             combinations the profile declares, ``graph.meta["excludable"]``): no excluded arc is entered and
             waypoints snap to arcs that are not excluded (:mod:`gpuroute.engine.exclude`; needs an overlay).
+        avoid_polygons : dict or shapely Polygon / MultiPolygon, optional
+            An area to avoid (a GeoJSON Polygon or MultiPolygon, lon/lat): every arc whose segment
+            intersects it (inside, crossing or touching) is excluded as ``exclude``'s classes are
+            (:mod:`gpuroute.engine.avoid`; with ``exclude``: the union).
+        avoid_ways : sequence of int, optional
+            OSM way ids whose arcs are excluded likewise.
 
         Returns
         -------
@@ -529,9 +561,11 @@ class Engine:
             the wrong length), ``InvalidValue`` (a bad coordinate), ``TooBig`` (too many coordinates),
             ``NoSegment`` (a coordinate with no segment to snap to), ``NoRoute`` (no route through the
             waypoints); for ``exclude``: ``InvalidValue`` (a combination the profile does not declare),
-            ``NotImplemented`` (an engine without an overlay).
+            ``NotImplemented`` (an engine without an overlay); for the avoids: ``InvalidValue`` naming
+            ``avoid_polygons`` or ``avoid_ways`` (not a valid (Multi)Polygon, over a limit, an unknown way).
         """
-        ex = resolve_exclude(self, exclude)  # before the coordinates, as osrm-routed's CheckAlgorithms
+        # before the coordinates, as osrm-routed's CheckAlgorithms
+        ex = resolve_exclude(self, exclude, avoid_polygons, avoid_ways)
         coords = self._coords(coords)
         if len(coords) < 2:
             raise EngineError("InvalidOptions", "Number of coordinates needs to be at least two.")
@@ -674,7 +708,8 @@ class Engine:
             nodes = np.ascontiguousarray(path.nodes, dtype=np.int64)
         if snap is not None:
             wcost, wf = snap.cost, snap.scale / self._w_scale
-            dcost, df = (snap.cost, snap.scale) if snap.is_time else (self._dur, 1.0)
+            dcost, df = ((snap.cost, snap.scale) if snap.is_time
+                         else (self._dur if snap.duration is None else snap.duration, 1.0))  # live durations
         else:
             wcost, wf = self._w, 1.0
             dcost, df = self._dur, 1.0
@@ -844,10 +879,10 @@ class Engine:
 
     def table(self, coords, *, sources=None, destinations=None, annotations=("duration",), radiuses=None,
               bearings=None, approaches=None, fallback_speed=None, scale_factor=None, matrices="lists",
-              exclude=None):
+              exclude=None, avoid_polygons=None, avoid_ways=None):
         """OSRM ``/table/v1``: durations (and distances) of the fastest routes between sources and
-        destinations (``exclude``: as :meth:`route`'s; each cell is then the route with that exclude, over
-        the overlay's many-to-many on the excluded customization).
+        destinations (``exclude``, ``avoid_polygons``, ``avoid_ways``: as :meth:`route`'s; each cell is then
+        the route with that exclude, over the overlay's many-to-many on the excluded customization).
 
         Parameters
         ----------
@@ -889,7 +924,7 @@ class Engine:
         when routing by distance) unpacks the chosen path of each cell (one CH query per distinct node
         pair).
         """
-        ex = resolve_exclude(self, exclude)
+        ex = resolve_exclude(self, exclude, avoid_polygons, avoid_ways)
         coords = self._coords(coords)
         k = len(coords)
         if k < 1:
@@ -1040,9 +1075,10 @@ class Engine:
     # ------------------------------------------------------------------ trip
     def trip(self, coords, *, roundtrip=True, source="any", destination="any", steps=False, annotations=False,
              geometries="polyline", overview="simplified", radiuses=None, bearings=None, approaches=None,
-             time_limit=None, exclude=None):
+             time_limit=None, exclude=None, avoid_polygons=None, avoid_ways=None):
         """OSRM ``/trip/v1``: the fastest order to visit every coordinate (a travelling salesman tour over
-        the engine's duration table), routed (``exclude``: as :meth:`route`'s, for the table and the legs).
+        the engine's duration table), routed (``exclude``, ``avoid_polygons``, ``avoid_ways``: as
+        :meth:`route`'s, for the table and the legs).
 
         Parameters
         ----------
@@ -1090,7 +1126,7 @@ class Engine:
         cost. On an engine with an overlay (a dataset directory) the legs follow the overlay's current
         metric while the order follows the hierarchy's table.
         """
-        ex = resolve_exclude(self, exclude)
+        ex = resolve_exclude(self, exclude, avoid_polygons, avoid_ways)
         coords = self._coords(coords)
         n = len(coords)
         if n < 2:
@@ -1135,7 +1171,8 @@ class Engine:
         try:
             res = self.route(pick(coords), steps=steps, annotations=annotations, geometries=geometries,
                              overview=overview, radiuses=pick(radiuses), bearings=pick(bearings),
-                             approaches=pick(approaches), continue_straight=False, exclude=exclude)
+                             approaches=pick(approaches), continue_straight=False, exclude=exclude,
+                             avoid_polygons=avoid_polygons, avoid_ways=avoid_ways)
         except EngineError as e:
             if e.code == "NoRoute":
                 raise EngineError("NoTrips", "No trip visiting all destinations possible.") from None
@@ -1319,7 +1356,8 @@ class Engine:
 
     # ------------------------------------------------------------------ isochrone
     def isochrone(self, coord, contours, *, metric="duration", polygons=True, denoise=1.0, generalize=None,
-                  colors=None, radiuses=None, bearings=None, approaches=None, coordinates="lists", exclude=None):
+                  colors=None, radiuses=None, bearings=None, approaches=None, coordinates="lists", exclude=None,
+                  avoid_polygons=None, avoid_ways=None):
         """Isochrones (OSRM issue #401): the area reachable from one coordinate within each contour, as a
         GeoJSON FeatureCollection shaped like Valhalla's and Mapbox's isochrone answers.
 
@@ -1361,6 +1399,8 @@ class Engine:
             As :meth:`route`'s: the origin snaps to an arc that is not excluded and no route of the contours
             enters an excluded arc (an engine with an overlay: its turn-aware search with every turn into an
             excluded arc forbidden, :mod:`gpuroute.engine.exclude`).
+        avoid_polygons, avoid_ways : optional
+            As :meth:`route`'s (their arcs are excluded as ``exclude``'s).
         coordinates : {"lists", "arrays"}
             ``"lists"``: each ring's positions a list of ``[lon, lat]`` lists (plain data); ``"arrays"``:
             one float64 array (k, 2) per ring where the checked fast path drew the polygons (the HTTP
@@ -1416,7 +1456,7 @@ class Engine:
         at most the band's half-width plus about a cell from a reachable road, or inside a filled hole.
         Needs shapely >= 2 (the ``serve`` extra).
         """
-        ex = resolve_exclude(self, exclude)
+        ex = resolve_exclude(self, exclude, avoid_polygons, avoid_ways)
         try:
             shapely = require("shapely", "isochrones")
         except ImportError as e:
