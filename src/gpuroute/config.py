@@ -186,6 +186,14 @@ SERVE_SEGMENT_SAMPLE_SPACING_M = 25.0
 #: current metric (least recently used dropped first; each costs one customization's memory: cliques,
 #: trees, turn costs). A /customize makes every kept one stale: it is customized again on its next use.
 SERVE_EXCLUDE_CACHE = 4
+#: avoid_polygons= / avoid_ways= (gpuroute.engine.avoid): per request, at most this many polygons, this
+#: many positions over all their rings, this many OSM way ids (over: InvalidValue naming the field; 0: no
+#: limit); and how many avoided-arc sets keep their customization and snapping index (least recently used
+#: dropped first, apart from SERVE_EXCLUDE_CACHE's combinations; 0: none kept).
+SERVE_AVOID_MAX_POLYGONS = 16
+SERVE_AVOID_MAX_VERTICES = 2000
+SERVE_AVOID_MAX_WAYS = 500
+SERVE_AVOID_CACHE = 4
 
 # ------------------------------------------------------------------------------- SERVE_ISOCHRONE_
 #: Isochrones (Engine.isochrone, GET /isochrone/v1): most contours of one request (Valhalla's and

@@ -450,15 +450,16 @@ def profile_engine(seed):
 @pytest.mark.parametrize("seed", range(2))
 def test_profile_turn_durations_and_closed_turns(seed):
     """The overlay routes by the profile's weight (not a time): duration isochrones search the graph's
-    travel times plus the profile's turn durations, its closed turns and the restrictions forbidden;
-    distance isochrones the lengths with the same turns forbidden (neither follows /customize: the
-    capability row says so). Switched to the profile's durations, duration isochrones follow the overlay."""
+    travel times (live: speed updates of /customize change them, tests/engine/test_traffic_speeds.py) plus the
+    profile's turn durations, its closed turns and the restrictions forbidden; distance isochrones the
+    lengths with the same turns forbidden. Switched to the profile's durations, duration isochrones follow
+    the overlay."""
     e, rng = profile_engine(seed)
     g, ov = e.graph, e.overlay
     tc = g.turn_costs
     assert not e._traffic.snapshot().is_time
     row = next(r for r in e.capabilities if r["service"] == "isochrone")
-    assert row["turn_aware"] is True and row["traffic_aware"] is False
+    assert row["turn_aware"] is True and row["traffic_aware"] is True
     closed = np.asarray(tc.forbidden) | (np.asarray(ov.turns.kind) == RESTRICTED)
     pen = np.where(closed, 0, tc.duration).astype(np.float64)
     in_arc = np.repeat(np.arange(g.n_arcs), np.diff(np.asarray(ov.turns.first)))

@@ -61,6 +61,7 @@ never from another cached ``njit`` function (numba issue #8578).
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -82,6 +83,18 @@ _NO_REF = np.iinfo(np.int64).min
 #: Bucket entries per target and union-tree nodes per source a first round makes room for.
 _EST_ENTRIES = 2048
 _EST_NODES = 512
+#: Overlay states (customizations) whose request-independent items (:func:`_per_state`, :func:`_along`) are
+#: kept: the current one and the few a request still in flight may read.
+_STATES_KEPT = 4
+_cache_lock = threading.Lock()
+#: ``{id(state): (state, {"scale": int, "cost": float64 (m,)})}`` (:func:`_per_state`).
+_state_items = {}
+#: ``{(id(state), id(overlay), ((id(per_arc), id(per_turn)), ...)): (state, overlay, along, items)}``
+#: (:func:`_along`; the key objects are held so that their ids cannot be reused while cached).
+_along_items = {}
+#: Per thread: ``{id(overlay): (overlay, cache)}``, the microcode trees
+#: :meth:`~gpuroute.crp.customize.CustomizationPlan.unpack_arrays` keeps (it empties them per customization).
+_unpack_local = threading.local()
 
 
 @dataclass
@@ -731,7 +744,7 @@ def _options(what_arcs, what_frac, arcs, frac, m):
     return np.ascontiguousarray(a), np.ascontiguousarray(f)
 
 
-def _along(along, m, n_turns):
+def _check_along(along, m, n_turns):
     out = []
     for i, item in enumerate(along):
         try:
@@ -754,6 +767,65 @@ def _along(along, m, n_turns):
                 k = int(np.flatnonzero(bad)[0])
                 raise ValueError(f"along[{i}] {what}[{k}] = {float(q[k])!r} is not finite")
         out.append((qa, qt))
+    return out
+
+
+def _cacheable(along):
+    return all(isinstance(x, (tuple, list)) and len(x) == 2 and isinstance(x[0], np.ndarray)
+               and (x[1] is None or isinstance(x[1], np.ndarray)) for x in along)
+
+
+def _remember(cache, key, value):
+    """``cache[key] = value`` under :data:`_cache_lock`, the oldest entries dropped past :data:`_STATES_KEPT`."""
+    with _cache_lock:
+        while len(cache) >= _STATES_KEPT:
+            cache.pop(next(iter(cache)))
+        cache[key] = value
+
+
+def _along(along, overlay, st, m, n_turns):
+    """The ``along`` quantities checked and laid out: ``()`` when none is asked, else ``(qa_g, qt_g, qa_s,
+    qt_s)``, float64 ``(nq, m)`` and ``(nq, n_turns)`` in graph arc and turn order, then the same in the
+    overlay's state and query-turn numbering (read-only).
+
+    Request-independent: kept for the last few ``(state, along arrays)`` (the engine passes the same
+    array objects for one metric snapshot; a new customization is a new state, so a new key). The arrays
+    are taken as read-only: changing one in place between two tables of one state is not seen.
+    """
+    along = tuple(along)
+    if not along:
+        return ()
+    key = None
+    if _cacheable(along):
+        key = (id(st), id(overlay), tuple((id(x[0]), id(x[1])) for x in along))
+        hit = _along_items.get(key)
+        if (hit is not None and hit[0] is st and hit[1] is overlay
+                and all(x[0] is y[0] and x[1] is y[1] for x, y in zip(hit[2], along, strict=True))):
+            return hit[3]
+    qs = _check_along(along, m, n_turns)
+    qg = overlay._qg
+    qa_g = np.ascontiguousarray(np.stack([q[0] for q in qs]))  # (nq, m) graph order
+    qt_g = np.ascontiguousarray(np.stack([q[1] for q in qs]))  # (nq, n_turns) turn ids
+    qa_s = np.ascontiguousarray(qa_g[:, qg["order"]])  # state numbering
+    qt_s = np.ascontiguousarray(qt_g[:, qg["torder"]])  # query turn positions
+    items = (qa_g, qt_g, qa_s, qt_s)
+    for x in items:
+        x.flags.writeable = False
+    if key is not None:
+        _remember(_along_items, key, (st, overlay, tuple(tuple(x) for x in along), items))
+    return items
+
+
+def _per_state(st):
+    """``(scale, cost)``: the label scale (:func:`_label_scale`) and the arc costs as float64 (m,)
+    (read-only) of the overlay state ``st``, made once per state (the last few kept)."""
+    hit = _state_items.get(id(st))
+    if hit is not None and hit[0] is st:
+        return hit[1]
+    cost = np.asarray(st.arc_cost, dtype=np.int64).astype(np.float64)
+    cost.flags.writeable = False
+    out = (_label_scale(st), cost)
+    _remember(_state_items, id(st), (st, out))
     return out
 
 
@@ -822,16 +894,16 @@ def table(overlay, src_arcs, src_frac, dst_arcs, dst_frac, *, state=None, along=
     sa, sf = _options("src_arcs", "src_frac", src_arcs, src_frac, m)
     ta, tf = _options("dst_arcs", "dst_frac", dst_arcs, dst_frac, m)
     n_turns = int(overlay.turns.out_arc.size)
-    qs = _along(along, m, n_turns)
+    qs = _along(along, overlay, st, m, n_turns)
+    nq = qs[0].shape[0] if qs else 0
     S, T = sa.shape[0], ta.shape[0]
     secs = {}
-    cost = np.asarray(st.arc_cost, dtype=np.int64).astype(np.float64)
-    scale = _label_scale(st)
+    scale, cost = _per_state(st)
     stats = {"scale": scale, "seconds": secs}
     if S == 0 or T == 0:
         z = np.zeros((S, T))
         return TableResult(z.copy(), np.full((S, T), NO_OPTION, np.int64), np.full((S, T), NO_OPTION, np.int64),
-                           np.zeros((S, T), bool), tuple(z.copy() for _ in qs), st.metric,
+                           np.zeros((S, T), bool), tuple(z.copy() for _ in range(nq)), st.metric,
                            {**stats, "bucket_entries": 0, "rounds": (0, 0)})
     qg = overlay._qg
     topo = overlay._topo
@@ -944,13 +1016,11 @@ def table(overlay, src_arcs, src_frac, dst_arcs, dst_frac, *, state=None, along=
 
 def _along_sums(overlay, st, qs, sa, sf, ta, tf, so, to, same, o_eid, o_xref, o_node, n_state, n_parent, n_ref,
                 n_src, e_state, e_parent, e_ref, stats):
-    """Each quantity summed along every cell's chosen path (see the module docstring)."""
-    qg = overlay._qg
+    """Each quantity summed along every cell's chosen path (see the module docstring); ``qs`` is
+    :func:`_along`'s."""
     S, T = so.shape
-    qa_g = np.ascontiguousarray(np.stack([q[0] for q in qs]))  # (nq, m) graph order
-    qt_g = np.ascontiguousarray(np.stack([q[1] for q in qs]))  # (nq, n_turns) turn ids
-    qa_s = np.ascontiguousarray(qa_g[:, qg["order"]])  # state numbering
-    qt_s = np.ascontiguousarray(qt_g[:, qg["torder"]])  # query turn positions
+    qa_g, qt_g, qa_s, qt_s = qs
+    nq = qa_g.shape[0]
     # union-tree nodes: parents local to their source -> global
     s_start = np.zeros(S, np.int64)
     if n_state.size:
@@ -973,10 +1043,10 @@ def _along_sums(overlay, st, qs, sa, sf, ta, tf, so, to, same, o_eid, o_xref, o_
     bq = _edge_quantities(marked & (e_parent >= 0), e_head, e_ref, pos, pos_q, qa_s, qt_s)
     accf = _accumulate(n_par, fq, n_mark)
     accb = _accumulate(e_parent, bq, marked)
-    out = np.empty((len(qs), S, T))
+    out = np.empty((nq, S, T))
     _along_cells(so, to, same, o_eid, o_xref, o_node, s_start, e_state, sa, sf, ta, tf, qa_g, qa_s, qt_s, pos, pos_q,
                  accf, accb, out)
-    return tuple(out[q] for q in range(len(qs)))
+    return tuple(out[q] for q in range(nq))
 
 
 def _unpack_positions(overlay, st, pos, qa_g, qt_g):
@@ -991,7 +1061,17 @@ def _unpack_positions(overlay, st, pos, qa_g, qt_g):
     i = (pos - cq_first[gcell]) // nx
     ent = np.asarray(topo["ent_arc"], np.int64)[topo["ent_first"][gcell] + i]
     plan = overlay._plan
-    refs, args = plan.unpack_arrays(overlay._tree_first, st.tree, st.clique, st.turn_cost, -(pos + 1), {})
+    # the microcode trees kept per thread and overlay (unpack_arrays empties them when the state changes),
+    # not allocated (graph-sized) per table
+    caches = getattr(_unpack_local, "caches", None)
+    if caches is None:
+        caches = _unpack_local.caches = {}
+    hit = caches.get(id(overlay))
+    if hit is None or hit[0] is not overlay:
+        if len(caches) >= _STATES_KEPT:
+            caches.clear()
+        hit = caches[id(overlay)] = (overlay, {})
+    refs, args = plan.unpack_arrays(overlay._tree_first, st.tree, st.clique, st.turn_cost, -(pos + 1), hit[1])
     mv, me, L = plan.unpack_buffer_sizes()
     mv, me = mv + 1, me + 1
     m = overlay.graph.n_arcs

@@ -300,8 +300,21 @@ class TargetCosts:
         states, refs = ch
         qg = q.overlay._qg
         SEARCHES.add("overlay_unpack")
-        arcs = q._unpacked(st, qg["order"][states], np.where(refs >= 0, qg["torder"][np.maximum(refs, 0)], refs))
+        arcs = q._unpacked(st, *_tree_numbering(states, refs, qg["order"], qg["torder"]))
         return arcs.astype(np.int64)
+
+
+@njit(cache=True)
+def _tree_numbering(states, refs, order, torder):
+    """A chain's states and edge references (:meth:`TargetCosts.chain`) in the numbering the unpacking reads:
+    ``(order[states], torder[refs] where refs >= 0, else refs)`` (one compiled pass)."""
+    s = np.empty(states.size, order.dtype)
+    for i in range(states.size):
+        s[i] = order[states[i]]
+    r = np.empty(refs.size, np.int64)
+    for i in range(refs.size):
+        r[i] = torder[refs[i]] if refs[i] >= 0 else refs[i]
+    return s, r
 
 
 def search(q, st, seed_arcs, seed_costs, target_arcs, target_offsets, *, every_target=True, bound=INF,
@@ -354,21 +367,124 @@ def search(q, st, seed_arcs, seed_costs, target_arcs, target_offsets, *, every_t
                          f"{dc.size} target offsets")
     if int(scale) < 1:
         raise ValueError(f"scale must be >= 1, got {scale!r}")
-    for what, a in (("seed_arcs", sa), ("target_arcs", da)):
-        bad = (a < 0) | (a >= m)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise IndexError(f"{what}[{i}] = {int(a[i])} is outside the arc range [0, {m})")
-    SEARCHES.add("overlay_search")
     qg = ov._qg
     topo = ov._topo
-    keep = np.ascontiguousarray(ov.partition.cells[:, np.concatenate([g.head[sa], g.head[da]])], dtype=np.int32)
-    perm = qg["perm"]
     hk, hv = q._h[0], q._h[1]
+    bad, keep, src, dst = _prepare(sa, da, m, g.head, ov.partition.cells, qg["perm"])
+    if bad >= 0:  # nothing searched
+        what, a, i = ("seed_arcs", sa, bad) if bad < sa.size else ("target_arcs", da, bad - sa.size)
+        raise IndexError(f"{what}[{i}] = {int(a[i])} is outside the arc range [0, {m})")
+    SEARCHES.add("overlay_search")
     tbest, tseed, cfirst, cstates, crefs, settled, overflow = _targets(
-        keep, perm[sa], sc, perm[da], dc, bool(every_target), np.int64(min(int(bound), INF)), np.int64(scale),
+        keep, src, sc, dst, dc, bool(every_target), np.int64(min(int(bound), INF)), np.int64(scale),
         qg["tfirst"], qg["tout"], st.q_turn_cost, qg["hc"], qg["entry_idx"], topo["cell_base"], topo["ex_first"],
         qg["ex_st"], topo["cq_first"], st.clique, q._R, q._touched, hk, hv)
-    reached = tbest < INF
-    cost = np.where(reached, tbest + np.where(reached, dc, 0), INF)
+    cost = np.where(tbest < INF, tbest + dc, INF)
     return TargetCosts(cost, tbest, tseed, sc, int(scale), int(settled), bool(overflow), cfirst, cstates, crefs)
+
+
+@njit(cache=True)
+def _prepare(sa, da, m, head, cells, perm):
+    """:func:`search`'s arc ids checked and laid out for :func:`_targets`, in one compiled call: ``(bad, keep,
+    src, dst)``, ``bad`` the position (seeds, then targets) of the first arc id outside ``[0, m)`` (-1: none;
+    else the rest is empty), ``keep`` int32 (levels, s + k) the cells of every seed's and target's head,
+    ``src``/``dst`` the arcs' states."""
+    ns = sa.size
+    k = da.size
+    L = cells.shape[0]
+    for i in range(ns + k):
+        x = sa[i] if i < ns else da[i - ns]
+        if x < 0 or x >= m:
+            return i, np.empty((L, 0), np.int32), np.empty(0, np.int64), np.empty(0, np.int64)
+    keep = np.empty((L, ns + k), np.int32)
+    src = np.empty(ns, np.int64)
+    dst = np.empty(k, np.int64)
+    for i in range(ns + k):
+        x = sa[i] if i < ns else da[i - ns]
+        v = head[x]
+        for lv in range(L):
+            keep[lv, i] = cells[lv, v]
+        if i < ns:
+            src[i] = perm[x]
+        else:
+            dst[i - ns] = perm[x]
+    return -1, keep, src, dst
+
+
+@njit(cache=True)
+def leg_seeds(dep, a, fa, ca, b, fb, cb, scale):
+    """A route leg's seeds, offsets and same-arc costs (:meth:`gpuroute.engine.traffic.TrafficRouter.plan`), in
+    one compiled pass: the departure options ``a`` (int64 (s,)) at fractions ``fa`` (float64 (s,)) of arcs
+    costing ``ca`` (float64 (s,), metric unit), already reached at ``dep`` (int64 (s,), ``1 / scale`` units;
+    INF: not reached), and the arrival options ``b``, ``fb``, ``cb`` (k,).
+
+    Returns ``(idx, seed_arcs, seed_costs, offsets, s_best, s_arg, bound, overflow)``: the reached departure
+    options ``idx`` (int64), their arcs and start costs ``dep + rint(scale (1 - fa) ca)`` (the seeds of
+    :func:`search`), each target's offset ``-rint(scale (1 - fb) cb)``, the least cost of each target ahead
+    of a departure point on the same arc, ``dep + rint(scale (fb - fa) ca)`` (INF: none) with the departure
+    option giving it (the first of the least; 0 when none), the least of them (``bound``), and whether a
+    start cost reaches :data:`LABEL_LIMIT` (the leg must be searched again with ``scale=1``). The values are
+    NumPy's for the same expressions, bit for bit.
+    """
+    n = a.size
+    k = b.size
+    s = float(scale)
+    m = 0
+    for i in range(n):
+        if dep[i] < INF:
+            m += 1
+    idx = np.empty(m, np.int64)
+    seed_arcs = np.empty(m, np.int64)
+    seed_costs = np.empty(m, np.int64)
+    overflow = False
+    p = 0
+    for i in range(n):
+        if dep[i] < INF:
+            c = dep[i] + np.int64(np.rint(s * (1.0 - fa[i]) * ca[i]))
+            if c >= LABEL_LIMIT:
+                overflow = True
+            idx[p] = i
+            seed_arcs[p] = a[i]
+            seed_costs[p] = c
+            p += 1
+    off = np.empty(k, np.int64)
+    s_best = np.full(k, INF, np.int64)
+    s_arg = np.zeros(k, np.int64)
+    bound = INF
+    for j in range(k):
+        off[j] = -np.int64(np.rint(s * (1.0 - fb[j]) * cb[j]))
+        for i in range(n):
+            if a[i] == b[j] and fa[i] <= fb[j] and dep[i] < INF:
+                c = dep[i] + np.int64(np.rint(s * (fb[j] - fa[i]) * ca[i]))
+                if c < s_best[j]:
+                    s_best[j] = c
+                    s_arg[j] = i
+        if s_best[j] < bound:
+            bound = s_best[j]
+    return idx, seed_arcs, seed_costs, off, s_best, s_arg, bound, overflow
+
+
+@njit(cache=True)
+def leg_choice(s_best, s_arg, idx, cost, seed):
+    """Per target of a leg, the better of its same-arc cost ``s_best`` (from departure option ``s_arg``) and
+    the search's ``cost`` (:attr:`TargetCosts.cost`, from seed ``seed``, an index into ``idx``): ``(best,
+    leaves, use_same, reached)``, ``best`` int64 (k,) the cost (INF: neither), ``leaves`` the departure
+    option, ``use_same`` whether it is the same-arc one (ties: the same-arc one), ``reached`` whether any
+    target is reached."""
+    k = s_best.size
+    best = np.empty(k, np.int64)
+    leaves = np.empty(k, np.int64)
+    use_same = np.empty(k, np.bool_)
+    reached = False
+    for j in range(k):
+        u = s_best[j] <= cost[j]
+        use_same[j] = u
+        if u:
+            best[j] = s_best[j]
+            leaves[j] = s_arg[j]
+        else:
+            best[j] = cost[j]
+            leaves[j] = idx[max(seed[j], 0)]
+        if best[j] < INF:
+            reached = True
+    return best, leaves, use_same, reached

@@ -32,16 +32,20 @@ one atomically (:func:`gpuroute.io.atomic.atomic_file`: temporary sibling, ``fsy
 :func:`load_dataset` customizes the overlay with it again, so a restart keeps the traffic. The file is
 an uncompressed NumPy ``.npz`` archive (``allow_pickle=False``):
 
-* ``header``: uint8, UTF-8 JSON: ``format`` ``"gpuroute-traffic"``, ``version`` 1, ``dataset`` (the
+* ``header``: uint8, UTF-8 JSON: ``format`` ``"gpuroute-traffic"``, ``version`` 2 (version 1 files,
+  without ``arc_duration``, are read too), ``dataset`` (the
   build it belongs to: ``graph_fingerprint``, ``partition_fingerprint``, ``turns_fingerprint``,
   ``n_arcs``, ``n_turns``), ``metric`` (``name``, ``units``), ``generation`` (customizations saved since
   the build, restarts included), ``updated`` (UTC, ISO 8601), ``arrays`` (per array: ``dtype``,
   ``shape``, ``sha256`` of its bytes), ``gpuroute_version``;
 * ``arc_cost``: int32 (m,), the metric's arc costs in its unit (``units``);
 * ``turn_penalty``: int32 (4,), its penalty per turn type (straight, left, right, U-turn);
-* ``turn_cost``: int32 (T,), its per-turn costs (only for a metric that has them: a Lua profile's).
+* ``turn_cost``: int32 (T,), its per-turn costs (only for a metric that has them: a Lua profile's);
+* ``arc_duration``: int32 (m,), every arc's travel time in deciseconds, only where speed updates on a
+  metric that is not a time (a Lua profile's weight, e.g. ``routability``) made them differ from the
+  graph's ``travel_time`` (the overlay state's ``arc_duration``; routes report these durations).
 
-Those are the whole :class:`gpuroute.crp.Metric`: the turn costs are decoded from them and the cliques
+Those are the whole :class:`gpuroute.crp.Metric` (and its travel times): the turn costs are decoded from them and the cliques
 customized from those, so the restored overlay is the saved one exactly. A file that cannot be read,
 is truncated, was edited (a hash differs), holds an invalid metric or was saved for another build (graph,
 partition or turns differ) is refused: a warning naming the file and the reason is logged (logger
@@ -97,9 +101,12 @@ OSM_ENDINGS = (".pbf", ".osm", ".osm.bz2", ".osm.gz", ".o5m")
 #: The saved traffic in a dataset directory (see the module docstring and :class:`TrafficStore`).
 TRAFFIC = "traffic.npz"
 TRAFFIC_FORMAT = "gpuroute-traffic"
-TRAFFIC_VERSION = 1
-#: The arrays of a traffic file besides its ``header`` (``turn_cost`` only for a metric that has them).
-TRAFFIC_ARRAYS = ("arc_cost", "turn_penalty", "turn_cost")
+TRAFFIC_VERSION = 2
+#: Traffic file versions this gpuroute reads (1: before ``arc_duration``; its durations are the graph's).
+TRAFFIC_READS = (1, 2)
+#: The arrays of a traffic file besides its ``header`` (``turn_cost`` only for a metric that has them,
+#: ``arc_duration`` only where speed updates changed travel times apart from the costs; version 2).
+TRAFFIC_ARRAYS = ("arc_cost", "turn_penalty", "turn_cost", "arc_duration")
 
 PARTS = {
     "graph": "the imported road graph (gpuroute.save_graph): weights, arc attributes, street names, OSM node "
@@ -689,8 +696,9 @@ class TrafficStore:
 
         Returns
         -------
-        (Metric, dict) or None
-            None when there is no traffic file.
+        (Metric, dict, ndarray or None) or None
+            The metric, the header, and the arcs' travel times (int64 (m,), deciseconds; None: the
+            graph's); None when there is no traffic file.
 
         Raises
         ------
@@ -715,19 +723,20 @@ class TrafficStore:
                 header = json.loads(np.asarray(z["header"], dtype=np.uint8).tobytes().decode("utf-8"))
                 if not isinstance(header, dict) or header.get("format") != TRAFFIC_FORMAT:
                     raise TrafficError(f"{path}: not a {TRAFFIC_FORMAT!r} file")
-                if header.get("version") != TRAFFIC_VERSION:
+                if header.get("version") not in TRAFFIC_READS:
                     raise TrafficError(f"{path}: format version {header.get('version')!r}, this gpuroute reads "
-                                       f"{TRAFFIC_VERSION}")
+                                       f"versions {', '.join(map(str, TRAFFIC_READS))}")
                 saved = header.get("dataset") if isinstance(header.get("dataset"), dict) else {}
                 for key, have in self.identity.items():
                     if saved.get(key) != have:
                         raise TrafficError(f"{path}: saved for another build of the dataset ({key} "
                                            f"{saved.get(key)!r}, this dataset {have!r})")
                 specs = header.get("arrays") if isinstance(header.get("arrays"), dict) else {}
-                unknown = sorted(set(specs) - set(TRAFFIC_ARRAYS))
+                known = TRAFFIC_ARRAYS if header.get("version") >= 2 else TRAFFIC_ARRAYS[:3]
+                unknown = sorted(set(specs) - set(known))
                 if unknown or not {"arc_cost", "turn_penalty"} <= set(specs):
                     raise TrafficError(f"{path}: the header lists arrays {sorted(specs)}; expected arc_cost, "
-                                       "turn_penalty and optionally turn_cost")
+                                       f"turn_penalty and optionally {' and '.join(known[2:])}")
                 arrays = {}
                 for name, spec in specs.items():
                     if name not in z.files:
@@ -759,7 +768,16 @@ class TrafficStore:
         if metric.n_arcs != self.identity["n_arcs"] or (metric.turn_cost is not None
                                                         and metric.turn_cost.size != self.identity["n_turns"]):
             raise TrafficError(f"{path}: {metric.n_arcs} arc costs for {self.identity['n_arcs']} arcs")
-        return metric, header
+        dur = arrays.get("arc_duration")
+        if dur is not None:
+            if dur.dtype.kind not in "iu" or dur.shape != (self.identity["n_arcs"],):
+                raise TrafficError(f"{path}: arc_duration is {dur.dtype}{list(dur.shape)}, expected integers "
+                                   f"({self.identity['n_arcs']},)")
+            if dur.size and int(dur.min()) <= 0:
+                i = int(np.argmin(dur))
+                raise TrafficError(f"{path}: arc_duration[{i}] = {int(dur[i])} is not a positive travel time")
+            dur = dur.astype(np.int64)
+        return metric, header, dur
 
     def restore(self, overlay):
         """Customize ``overlay`` with the saved traffic when there is a valid traffic file; otherwise log a
@@ -776,9 +794,9 @@ class TrafficStore:
             got = self.read()
             if got is None:
                 return False
-            metric, header = got
+            metric, header, durations = got
             try:
-                overlay.customize(metric)
+                overlay.customize(metric, durations=durations)
             except ValueError as e:
                 raise TrafficError(f"{self.path}: the saved metric does not customize this overlay ({e})") from None
         except TrafficError as e:
@@ -818,11 +836,15 @@ class TrafficStore:
         from ..io.atomic import atomic_file
 
         t0 = time.perf_counter()
-        met = overlay.metric
+        st = overlay._need_state()  # one state: its metric and its travel times
+        met = st.metric
         arrays = {"arc_cost": np.ascontiguousarray(met.arc_cost, dtype=np.int32),
                   "turn_penalty": np.ascontiguousarray(met.turn_penalty, dtype=np.int32)}
         if met.turn_cost is not None:
             arrays["turn_cost"] = np.ascontiguousarray(met.turn_cost, dtype=np.int32)
+        dur = st.arc_duration  # live travel times apart from the costs (speed updates)
+        if dur is not None:
+            arrays["arc_duration"] = np.ascontiguousarray(dur, dtype=np.int32)
         gen = self.generation + 1
         now = _now()
         header = {"format": TRAFFIC_FORMAT, "version": TRAFFIC_VERSION, "dataset": self.identity,

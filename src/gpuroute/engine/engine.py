@@ -373,11 +373,11 @@ class Engine:
             live = live_quantity(self.graph, self.overlay)
             out.append({"service": "isochrone",
                         "algorithm": "turn-aware bounded Dijkstra on arcs, lattice field, marching squares",
-                        "device": "cpu", "traffic_aware": live in ("time", "length"), "turn_aware": True,
+                        "device": "cpu", "traffic_aware": True, "turn_aware": True,
                         "note": "routes as /route drives them, turn restrictions honoured: duration on the "
-                                "overlay's current metric when it is a time (follows /customize), else the graph's "
-                                "travel times and turn durations; distance on the current metric when it is a "
-                                "length, else the graph's lengths"})
+                                "overlay's current metric when it is a time, else the live travel times (speed "
+                                f"updates of /customize) and the graph's turn durations (current metric: {live}); "
+                                "distance on the current metric when it is a length, else the graph's lengths"})
         elif callable(getattr(self, "isochrone", None)):
             iso_dev = ch_dev if str(config.SERVE_ISOCHRONE_DEVICE) != "cpu" else "cpu"
             out.append({"service": "isochrone", "algorithm": "bounded Dijkstra / PHAST, lattice field, marching squares",
@@ -1246,8 +1246,10 @@ class Engine:
             ``{"arc": id, "cost": c}`` (``c`` in the current metric's unit: deciseconds for ``"time"``,
             metres for ``"distance"``; rounded to an integer >= 1) or ``{"from": osm_node_id, "to":
             osm_node_id, "speed_kmh": v}`` (OSRM's traffic CSV semantics: the arc between two consecutive
-            OSM nodes in that direction; travel time ``length_m / v``, in deciseconds). An arc listed twice
-            takes its last cost.
+            OSM nodes in that direction; travel time ``length_m / v``, in deciseconds; on a Lua profile's
+            weight such as ``routability`` also an optional ``"rate"``, the weight set as osrm-customize's
+            ``--segment-speed-file`` does: :meth:`gpuroute.engine.traffic.TrafficRouter.parse_updates`).
+            An arc listed twice takes its last cost.
         metric : {"time", "distance", "time-uturn"}, optional
             Re-customize every cell for this metric (traffic updates made before are dropped). On a graph
             read with a Lua profile: the profile's ``weight_name`` (e.g. ``"routability"``: weights with

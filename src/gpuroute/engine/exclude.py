@@ -32,6 +32,9 @@ How gpuroute answers it
   weights and durations are those of the same route without exclude.
 * **Isochrones** search the turn graph directly (a bounded Dijkstra, no cliques): the current isochrone
   metric with the same turns forbidden (:meth:`Exclusion.isochrone_metric`), no customization needed.
+* **Avoids** (``avoid_polygons``, ``avoid_ways``: :mod:`gpuroute.engine.avoid`) are another source of
+  excluded arcs, OR-ed with the combination's (or alone: class mask 0); such an :class:`Exclusion` is keyed
+  by a hash of its arcs and kept in a cache of its own (``config.SERVE_AVOID_CACHE``), the rest as below.
 * **Snapping**: a :class:`gpuroute.geo.segments.SegmentIndex` with ``arc_mask`` = not excluded (its own
   k-d tree; built once per combination and component, kept for the engine's life: it does not depend on
   the metric). The component is the graph's (OSRM's components come from extraction too).
@@ -88,12 +91,22 @@ def excluder(engine):
     return ex
 
 
-def resolve(engine, exclude):
-    """The :class:`Exclusion` an ``exclude`` argument asks of ``engine``, or None for no exclusion (None,
-    ``""``, an empty list). See :meth:`Excluder.resolve`."""
-    if exclude is None or (isinstance(exclude, (str, list, tuple)) and len(exclude) == 0):
+def resolve(engine, exclude, avoid_polygons=None, avoid_ways=None):
+    """The :class:`Exclusion` an ``exclude`` argument (and the per-request ``avoid_polygons`` /
+    ``avoid_ways``, :mod:`gpuroute.engine.avoid`: their arcs are excluded too) asks of ``engine``, or None
+    for no exclusion (each None, ``""`` or empty; an avoid that covers no arc). See
+    :meth:`Excluder.resolve` and :func:`gpuroute.engine.avoid.avoid_mask` for the errors."""
+    none = exclude is None or (isinstance(exclude, (str, list, tuple)) and len(exclude) == 0)
+    avoid = None
+    if avoid_polygons is not None or avoid_ways is not None:
+        from .avoid import avoid_mask
+
+        avoid = avoid_mask(engine, avoid_polygons, avoid_ways)
+        if avoid is not None and not avoid.any():
+            avoid = None
+    if none and avoid is None:
         return None
-    return excluder(engine).resolve(exclude)
+    return excluder(engine).resolve(None if none else exclude, avoid=avoid)
 
 
 def excluded_metric(metric, turns, excluded):
@@ -132,14 +145,23 @@ class Exclusion:
     mask : int
         Their bits in the arc attribute ``classes``.
     excluded : ndarray bool (m,)
-        The arcs no route enters and no waypoint snaps to.
+        The arcs no route enters and no waypoint snaps to (with an avoid: the classes' arcs and the avoided).
+    key : int or tuple
+        What its cached parts are kept under: ``mask`` for a combination; ``("avoid", mask, digest)`` with
+        an avoid (a hash of ``excluded``).
     """
 
-    def __init__(self, owner, mask, names, excluded):
+    def __init__(self, owner, mask, names, excluded, key=None):
         self._owner = owner
         self.mask = int(mask)
         self.names = tuple(names)
         self.excluded = excluded
+        self.key = self.mask if key is None else key
+
+    @property
+    def avoids(self):
+        """Whether it comes with a per-request avoid (its parts go to the avoid cache)."""
+        return not isinstance(self.key, int)
 
     def segments(self, component=None):
         """The segment index of the arcs not excluded (``component`` as :class:`gpuroute.geo.segments.
@@ -203,19 +225,23 @@ class Excluder:
         self.supported = getattr(engine, "_traffic", None) is not None
         self._lock = threading.Lock()
         self._cache = OrderedDict()  # mask -> (base overlay state, Snapshot)
+        self._avoid_cache = OrderedDict()  # Exclusion.key -> (base overlay state, Snapshot), avoids only
         self._seg = {}
+        self._avoid_seg = OrderedDict()  # (Exclusion.key, component) -> SegmentIndex, avoids only
         self._iso = OrderedDict()
         self._excl = {}
         self.stats = {"customizations": 0, "hits": 0, "misses": 0, "evicted": 0}
 
     # ------------------------------------------------------------------ requests
-    def resolve(self, exclude):
+    def resolve(self, exclude, avoid=None):
         """The :class:`Exclusion` of an ``exclude`` argument.
 
         Parameters
         ----------
-        exclude : str or sequence of str
-            Class names (``"toll,motorway"`` or ``["toll", "motorway"]``).
+        exclude : str or sequence of str, or None
+            Class names (``"toll,motorway"`` or ``["toll", "motorway"]``); None: no class (with ``avoid``).
+        avoid : ndarray bool (m,), optional
+            More arcs to exclude (:func:`gpuroute.engine.avoid.avoid_mask`).
 
         Returns
         -------
@@ -228,6 +254,13 @@ class Excluder:
             the one metric it was built for), ``InvalidValue`` (:data:`UNSUPPORTED`: a name that is no class of the graph, or classes
             whose union is not one of :attr:`excludable`; also a value that is not class names).
         """
+        if exclude is None:
+            if avoid is None:
+                raise ValueError("resolve needs an exclude or an avoid")
+            if not self.supported:
+                raise EngineError("NotImplemented", "avoid_polygons/avoid_ways need a customized overlay: build a "
+                                                    "dataset with `gpuroute build GRAPH -o DIR` and serve DIR")
+            return self._avoiding(0, (), avoid)
         names = exclude.split(",") if isinstance(exclude, str) else exclude
         try:
             names = list(names)
@@ -250,7 +283,13 @@ class Excluder:
         ex = self._excl.get(mask)
         if ex is None:  # a race makes two equal ones, harmlessly
             ex = self._excl[mask] = Exclusion(self, mask, self._masks[mask], (self._arc_classes & mask) != 0)
-        return ex
+        return ex if avoid is None else self._avoiding(mask, ex.names, ex.excluded | avoid)
+
+    def _avoiding(self, mask, names, excluded):
+        import hashlib
+
+        digest = hashlib.blake2b(np.packbits(excluded).tobytes(), digest_size=16).hexdigest()
+        return Exclusion(self, mask, names, excluded, key=("avoid", mask, digest))
 
     def info(self):
         """``{"classes", "excludable", "supported", "cached", "stats"}`` (plain data, for ``/health``)."""
@@ -259,58 +298,71 @@ class Excluder:
             stats = dict(self.stats)
         return {"classes": list(self.classes), "excludable": [list(s) for s in self.excludable],
                 "supported": bool(self.supported and self.excludable and self._arc_classes is not None),
-                "cached": cached, "stats": stats}
+                "cached": cached, "avoid_cached": len(self._avoid_cache), "stats": stats}
 
     # ------------------------------------------------------------------ parts
     def _segments(self, ex, component):
-        key = (ex.mask, component)
-        idx = self._seg.get(key)
+        key = (ex.key, component)
+        seg = self._avoid_seg if ex.avoids else self._seg
+        with self._lock:
+            idx = seg.get(key)
+            if idx is not None and ex.avoids:
+                seg.move_to_end(key)
         if idx is None:
             from ..geo.segments import SegmentIndex
 
             try:
                 idx = SegmentIndex(self.engine.graph, component=component, arc_mask=~ex.excluded)
             except ValueError:  # every segment excluded
-                raise EngineError("NoSegment", f"no segment is left to snap to with exclude={','.join(ex.names)}") \
-                    from None
-            self._seg[key] = idx  # a race builds two, harmlessly
+                raise EngineError("NoSegment", f"no segment is left to snap to with exclude={','.join(ex.names)}"
+                                  f"{' and the avoids' if ex.avoids else ''}") from None
+            with self._lock:
+                seg[key] = idx  # a race builds two, harmlessly
+                if ex.avoids:
+                    keep = max(0, int(config.SERVE_AVOID_CACHE))
+                    while len(seg) > keep:
+                        seg.popitem(last=False)
         return idx
 
     def _snapshot(self, ex):
         tr = self.engine._traffic
         ov = tr.overlay
-        hit = self._lookup(ex.mask, ov._need_state())
+        cache = self._avoid_cache if ex.avoids else self._cache
+        hit = self._lookup(ex.key, ov._need_state(), cache=cache)
         if hit is not None:
             return hit
         with tr._lock:  # one customization at a time (the GPU's buffers); the overlay's state stays put
             base = ov._need_state()
-            hit = self._lookup(ex.mask, base, count=False)
+            hit = self._lookup(ex.key, base, count=False, cache=cache)
             if hit is not None:
                 return hit
             st = ov.customized_state(excluded_metric(base.metric, ov.turns, ex.excluded))
+            st.arc_duration = base.arc_duration  # the base's live travel times (speed updates) go along
             snap = tr.snapshot(st)
             with self._lock:
                 self.stats["customizations"] += 1
-                keep = max(0, int(config.SERVE_EXCLUDE_CACHE))
+                keep = max(0, int(config.SERVE_AVOID_CACHE if ex.avoids else config.SERVE_EXCLUDE_CACHE))
                 if keep:
-                    self._cache[ex.mask] = (base, snap)
-                    self._cache.move_to_end(ex.mask)
-                    while len(self._cache) > keep:
-                        self._cache.popitem(last=False)
+                    cache[ex.key] = (base, snap)
+                    cache.move_to_end(ex.key)
+                    while len(cache) > keep:
+                        cache.popitem(last=False)
                         self.stats["evicted"] += 1
         return snap
 
-    def _lookup(self, mask, base, count=True):
-        """The cached snapshot of ``mask`` derived from overlay state ``base``, or None (a miss); drops
-        the entries derived from other states."""
+    def _lookup(self, mask, base, count=True, cache=None):
+        """The cached snapshot of ``mask`` (an :attr:`Exclusion.key`) in ``cache`` (default: the
+        combinations') derived from overlay state ``base``, or None (a miss); drops the entries derived
+        from other states."""
+        cache = self._cache if cache is None else cache
         with self._lock:
-            stale = [m for m, (b, _) in self._cache.items() if b is not base]
+            stale = [m for m, (b, _) in cache.items() if b is not base]
             for m in stale:
-                del self._cache[m]
+                del cache[m]
             self.stats["evicted"] += len(stale)
-            entry = self._cache.get(mask)
+            entry = cache.get(mask)
             if entry is not None:
-                self._cache.move_to_end(mask)
+                cache.move_to_end(mask)
             if count:
                 self.stats["hits" if entry is not None else "misses"] += 1
             return None if entry is None else entry[1]
@@ -318,7 +370,7 @@ class Excluder:
     def _isochrone_metric(self, ex, met):
         from .isochrone import Metric as IsoMetric
 
-        key = (ex.mask, id(met))
+        key = (ex.key, id(met))
         with self._lock:
             hit = self._iso.get(key)
             if hit is not None and hit[0] is met:
@@ -328,6 +380,6 @@ class Excluder:
         out = IsoMetric(met.name, met.w, met.scale, turns=(first, out_arc, tcost))
         with self._lock:
             self._iso[key] = (met, out)
-            while len(self._iso) > 2 * max(1, len(self._masks)):
+            while len(self._iso) > 2 * max(1, len(self._masks)) + max(0, int(config.SERVE_AVOID_CACHE)):
                 self._iso.popitem(last=False)
         return out

@@ -194,6 +194,15 @@ class OverlayMetrics:
         if hit is not None and (not live or hit[0] is cur):
             return hit[1]  # without a copy of the costs
         if not live:
+            st = ov._need_state()
+            dur = st.arc_duration if quantity == "time" else None  # live travel times (speed updates)
+            if dur is not None:
+                hit = self._cache.get((metric, "live"))
+                if hit is not None and hit[0] is dur:
+                    return hit[1]
+                met = self._graph_metric(quantity, dur)
+                self._cache[(metric, "live")] = (dur, met)
+                return met
             met = self._graph_metric(quantity)
             self._cache[(metric, False)] = (None, met)
             return met
@@ -212,8 +221,15 @@ class OverlayMetrics:
         self._cache[(metric, True)] = (snap.metric, met)
         return met
 
-    def _graph_metric(self, quantity):
-        """The graph's travel times with its turn durations, or its lengths, with its turn rules."""
+    def _graph_metric(self, quantity, durations=None):
+        """The graph's travel times with its turn durations, or its lengths, with its turn rules;
+        ``durations`` (int64 (m,), deciseconds: an overlay state's live ``arc_duration``) replace the
+        travel times."""
+        if durations is not None:
+            w = np.asarray(durations, dtype=np.float64)
+            pen = 0.0 if self.turn_duration is None else np.maximum(self.turn_duration, 0.0)
+            tcost = np.where(self.allowed, w[self.out_arc] + pen, -1.0)
+            return Metric("travel_time", w, 0.1, turns=(self.first, self.out_arc, tcost))
         g = self.graph
         names = [k for k in g.weights if g.units[k].quantity == quantity]
         prefer = "travel_time" if quantity == "time" else "distance"

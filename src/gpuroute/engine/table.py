@@ -79,8 +79,8 @@ def _durations_along(engine, snap):
         if engine._tc is not None:
             out_arc = np.asarray(engine._traffic.overlay.turns.out_arc, dtype=np.int64)
             per_turn = np.maximum(snap.turn_cost.astype(np.float64) - snap.cost[out_arc], 0.0) * snap.scale
-    else:
-        per_arc = engine._dur
+    else:  # the state's live travel times (speed updates), else the graph's
+        per_arc = engine._dur if snap.duration is None else snap.duration
         per_turn = (None if engine._tc is None
                     else np.maximum(engine._tc.duration.astype(np.float64), 0.0) * 0.1)
     return np.ascontiguousarray(per_arc, dtype=np.float64), per_turn

@@ -24,8 +24,10 @@ snapshot`), and its searches, its unpacking and the costs it reports all read th
 chosen and the costs reported come from one metric whatever customization lands meanwhile (a snapshot
 without its state is checked against the current state and read again, at most :data:`MAX_RETRIES`
 times). Reported
-weights and durations come from that metric's arc costs (durations: only for time metrics; for
-``"distance"`` the graph's travel times), fraction-weighted as the hierarchy's; turn penalties of
+weights and durations come from that metric's arc costs (durations: only for time metrics; for another
+metric the state's live travel times where speed updates set them -- :attr:`Snapshot.duration`, OSRM's
+segment durations on a Lua profile's weight such as ``routability`` --, else the graph's travel times),
+fraction-weighted as the hierarchy's; turn penalties of
 ``"time-uturn"`` steer the route but are not added to the reported durations.
 """
 from __future__ import annotations
@@ -36,7 +38,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph.constants import INF
 from ..graph.units import parse_unit
 from .osrm import EngineError
 
@@ -50,6 +51,8 @@ MAX_RETRIES = 5
 METRICS = ("time", "distance", "time-uturn")
 #: Largest arc cost :meth:`gpuroute.crp.Overlay.update` takes.
 MAX_COST = int(np.iinfo(np.int32).max)
+#: Seconds per decisecond (the unit of travel times and of OSRM's segment durations).
+DS = 0.1
 
 
 @dataclass
@@ -70,6 +73,12 @@ class Snapshot:
         The metric is a time: its costs are also the reported durations.
     name : str
         The metric's name (``"time"``, ``"distance"``, ``"time-uturn"``, ...).
+    state : OverlayState or None
+        The customization state it was read from.
+    duration : ndarray of float64 (m,) or None
+        The arcs' current travel times (s) when the metric is not a time and speed updates changed them
+        (the state's ``arc_duration``: OSRM's segment durations under live traffic, e.g. on a
+        ``routability`` metric); None: the graph's travel times (or, for a time metric, its costs).
     """
 
     metric: object
@@ -79,6 +88,7 @@ class Snapshot:
     is_time: bool
     name: str
     state: object = None
+    duration: np.ndarray = None
 
 
 @dataclass
@@ -139,8 +149,10 @@ class TrafficRouter:
         unit = unit if unit is not None else parse_unit(sym)
         is_time = unit.quantity == "time"
         scale = float(unit.scale) if unit.scale else 1.0
+        dur = getattr(st, "arc_duration", None)  # live durations of a metric that is not a time
         snap = Snapshot(met, np.asarray(st.arc_cost, dtype=np.float64), st.turn_cost, scale, is_time,
-                        str(getattr(met, "name", "") or ""), st)
+                        str(getattr(met, "name", "") or ""), st,
+                        None if dur is None or is_time else np.asarray(dur, dtype=np.float64) * DS)
         if state is None:  # one float64 copy of the arc costs per installed metric, not one per request
             self._last_snapshot = snap
         return snap
@@ -202,39 +214,33 @@ class TrafficRouter:
 
         q = self.query()
         c = snap.cost
-        opts = [np.asarray(p.all_arcs, dtype=np.float64).reshape(-1, 2) for p in phantoms]  # ties included
-        arrived = np.zeros(opts[0].shape[0], np.int64)  # the first waypoint: leave by any option, at 0
+        opts = []  # per waypoint: its options' arcs (int64) and fractions (float64), ties included
+        for p in phantoms:
+            o = np.asarray(p.all_arcs, dtype=np.float64).reshape(-1, 2)
+            opts.append((o[:, 0].astype(np.int64), np.ascontiguousarray(o[:, 1])))
+        arrived = np.zeros(opts[0][0].size, np.int64)  # the first waypoint: leave by any option, at 0
         legs = []
         n_legs = len(phantoms) - 1
         for i in range(n_legs):
-            a, fa = opts[i][:, 0].astype(np.int64), opts[i][:, 1]
-            b, fb = opts[i + 1][:, 0].astype(np.int64), opts[i + 1][:, 1]
+            a, fa = opts[i]
+            b, fb = opts[i + 1]
             # continue_straight: leave by the arc arrived on; else (after the first leg) a U-turn is allowed
             dep = arrived if (i == 0 or continue_straight) else np.full(a.size, arrived.min())
-            ok = dep < INF
-            rest = np.rint(scale * (1.0 - fa) * c[a]).astype(np.int64)
-            seed = np.where(ok, dep, 0) + rest
-            if ok.any() and seed[ok].max() >= ps.LABEL_LIMIT:
+            # seeds, offsets and a target ahead of a departure point on the same arc ((fb - fa) c(a), without
+            # a search), in one compiled pass
+            idx, s_arcs, s_costs, off, s_best, s_arg, bound, overflow = ps.leg_seeds(dep, a, fa, c[a], b, fb, c[b],
+                                                                                     scale)
+            if overflow:
                 return None
-            off = -np.rint(scale * (1.0 - fb) * c[b]).astype(np.int64)
-            # a target ahead of a departure point on the same arc: (fb - fa) c(a), without a search
-            same = (a[:, None] == b[None, :]) & (fa[:, None] <= fb[None, :]) & ok[:, None]
-            ahead = np.where(same, np.where(ok, dep, 0)[:, None]
-                             + np.rint(scale * (fb[None, :] - fa[:, None]) * c[a][:, None]).astype(np.int64), INF)
-            s_best, s_arg = ahead.min(axis=0), ahead.argmin(axis=0)
-            idx = np.flatnonzero(ok)
             # per target exact only where the next leg leaves by the arc arrived on
             every = continue_straight and i < n_legs - 1
-            res = ps.search(q, st, a[idx], seed[idx], b, off, every_target=every, bound=int(s_best.min()),
-                            scale=scale)
+            res = ps.search(q, st, s_arcs, s_costs, b, off, every_target=every, bound=int(bound), scale=scale)
             if res.overflow:
                 return None
-            use_same = s_best <= res.cost
-            best = np.where(use_same, s_best, res.cost)
-            leaves = np.where(use_same, s_arg, idx[np.maximum(res.seed, 0)])  # the departure option per target
+            best, leaves, use_same, reached = ps.leg_choice(s_best, s_arg, idx, res.cost, res.seed)
             legs.append((arrived, res, leaves, use_same))
             arrived = best
-            if not (arrived < INF).any():
+            if not reached:
                 raise EngineError("NoRoute", "Impossible route between points")
         legs.append((arrived, None, None, None))
         return legs
@@ -256,7 +262,9 @@ class TrafficRouter:
             if not use_same[o]:
                 arcs = res.unpack(q, st, o)  # a ... b, both included
                 mid = arcs[1:-1]
-                nodes = np.concatenate([[self._head[a]], self._head[mid]]).astype(np.int64)
+                nodes = np.empty(mid.size + 1, np.int64)
+                nodes[0] = self._head[a]
+                nodes[1:] = self._head[mid]
                 cost = (1.0 - fa) * c[a] + float(res.paid(o)) - (1.0 - fb) * c[b]
                 path = LegPath(mid, nodes, cost)
             plan.append(((a, fa), (b, fb), path))
@@ -271,6 +279,8 @@ class TrafficRouter:
         leg["weight"] = raw * (snap.scale / w_scale)
         if snap.is_time:
             leg["duration"] = raw * snap.scale
+        elif snap.duration is not None:
+            leg["duration"] = leg["frac"] * snap.duration[leg["arcs"]]
         return leg
 
     # ------------------------------------------------------------------ customization
@@ -283,19 +293,38 @@ class TrafficRouter:
         return self._pairs
 
     def parse_updates(self, updates, snap):
-        """Arc ids and integer costs (int64 (k,) each) of a list of updates, every entry validated.
+        """Arc ids, integer costs and durations of a list of updates, every entry validated.
 
         Each entry is ``{"arc": id, "cost": c}`` (``c`` in the metric's unit, rounded to an integer, at
-        least 1) or ``{"from": osm_id, "to": osm_id, "speed_kmh": v}`` (OSRM's traffic CSV: the arc
-        between two consecutive OSM nodes, in that direction; its new travel time is ``length_m / v`` in
-        deciseconds, at least 1; only for a time metric in deciseconds).
+        least 1) or ``{"from": osm_id, "to": osm_id, "speed_kmh": v[, "rate": r]}`` (a line of OSRM's
+        traffic CSV ``from,to,speed[,rate]``, as ``osrm-customize --segment-speed-file`` applies it): the
+        arc between two consecutive OSM nodes, in that direction, gets
+
+        * duration ``max(1, round(10 * length_m / (v / 3.6)))`` deciseconds (OSRM's ``convertToDuration``;
+          ``round`` half away from zero as C++ ``std::round``);
+        * weight: on a time metric in deciseconds, that duration (``rate`` is refused: the weight is the
+          duration there); on a Lua profile's weight (``weight_name``, e.g. car.lua's ``routability``)
+          OSRM's ``convertToWeight``: ``max(1, round(length_m / rate * 10**weight_precision))`` with ``rate``
+          (metres per weight unit) the given one, or ``v / 3.6`` without it (OSRM's fallback to the
+          duration), and ``"rate": null`` (OSRM's empty 4th column) keeps the arc's current weight.
+
+        The turn costs stay. Speed updates on any other metric (``"distance"``) are refused. A speed or rate
+        of 0 (OSRM: the segment is closed) is refused, as is anything not a finite number > 0.
+
+        Returns
+        -------
+        (ids, costs, durations)
+            ``ids``, ``costs`` int64 (k,) (costs in the metric's unit); ``durations`` int64 (m,): every arc's
+            travel time (deciseconds) after the updates when a speed update changed durations that are not
+            the metric's costs (a Lua profile's weight), else None (the durations stay as they are).
 
         Raises
         ------
         EngineError
             ``InvalidOptions`` (not a non-empty list), ``InvalidValue`` naming the first bad entry, its field
-            and value (not an object, unknown keys, an unknown arc or node pair, a cost or speed that is
-            not a finite positive number, a cost -- given, or from a speed -- over :data:`MAX_COST`).
+            and value (not an object, unknown keys, an unknown arc or node pair, a cost, speed or rate that
+            is not a finite positive number, a cost or a duration -- given, or from a speed -- over
+            :data:`MAX_COST`, a speed update on a metric that is neither).
         """
         if not isinstance(updates, (list, tuple)) or not updates:
             raise EngineError("InvalidOptions", "updates must be a non-empty list of {\"arc\": id, \"cost\": c} or "
@@ -303,6 +332,8 @@ class TrafficRouter:
         m = self.graph.n_arcs
         ids = np.empty(len(updates), np.int64)
         costs = np.empty(len(updates), np.int64)
+        mult = self._weight_multiplier(snap)
+        durations = None
         for i, u in enumerate(updates):
             where = f"updates[{i}]"
             if not isinstance(u, dict):
@@ -317,10 +348,15 @@ class TrafficRouter:
                     raise EngineError("InvalidValue", f"{where}: cost {u['cost']!r} is over the largest cost "
                                                       f"{MAX_COST}")
                 ids[i], costs[i] = int(a), max(1, int(round(v)))
-            elif keys == {"from", "to", "speed_kmh"}:
-                if not snap.is_time or snap.scale != 0.1:
+            elif keys in ({"from", "to", "speed_kmh"}, {"from", "to", "speed_kmh", "rate"}):
+                if mult is None and not (snap.is_time and snap.scale == DS):
                     raise EngineError("InvalidValue", f"{where}: speed updates need a time metric in deciseconds "
-                                                      f"(the current metric is {snap.name!r})")
+                                                      "or the Lua profile's weight (the current metric is "
+                                                      f"{snap.name!r})")
+                if mult is None and "rate" in keys:
+                    raise EngineError("InvalidValue", f"{where}: rate {u['rate']!r} needs a metric that is not the "
+                                                      f"duration (the current metric {snap.name!r} is a time: its "
+                                                      "weight is the duration the speed gives)")
                 if self._length is None:
                     raise EngineError("InvalidValue", f"{where}: the graph has no length_m to turn speeds into "
                                                       "travel times")
@@ -333,18 +369,57 @@ class TrafficRouter:
                     raise EngineError("InvalidValue", f"{where}: no arc from OSM node {f} to OSM node {t} (they must "
                                                       "be consecutive nodes of a way, in the direction of travel)")
                 v = _positive(u["speed_kmh"], where, "speed_kmh")
-                ds = float(self._length[a]) / (v / 3.6) * 10.0  # inf for a speed near 0: checked first
+                length = float(self._length[a])
+                ds = length / (v / 3.6) * 10.0  # OSRM's convertToDuration; inf for a speed near 0: checked first
                 if not ds < MAX_COST + 0.5:
                     raise EngineError("InvalidValue", f"{where}: speed_kmh {u['speed_kmh']!r} makes the "
-                                                      f"{float(self._length[a]):.1f} m of arc {a} take {ds:.3g} ds, "
+                                                      f"{length:.1f} m of arc {a} take {ds:.3g} ds, "
                                                       f"over the largest cost {MAX_COST}")
-                ids[i], costs[i] = a, max(1, int(round(ds)))
+                ids[i] = a
+                if mult is None:  # a time metric in deciseconds: the weight is the duration
+                    costs[i] = max(1, _osrm_round(ds))
+                else:  # OSRM's convertToWeight on the profile's weight; the duration goes with the state
+                    if durations is None:
+                        durations = self._durations_of(snap)
+                    durations[a] = max(1, _osrm_round(ds))
+                    r = u.get("rate", v / 3.6)  # no rate: OSRM falls back to the duration (rate = speed in m/s)
+                    if r is None:  # OSRM's empty 4th column: the weight stays
+                        costs[i] = int(snap.cost[a])
+                    else:
+                        r = _positive(r, where, "rate")
+                        w = length / r * mult
+                        if not w < MAX_COST + 0.5:
+                            field = "rate" if "rate" in u else "speed_kmh"
+                            raise EngineError("InvalidValue", f"{where}: {field} {u[field]!r} makes the "
+                                                              f"{length:.1f} m of arc {a} weigh {w:.3g} "
+                                                              f"({snap.name}), over the largest cost {MAX_COST}")
+                        costs[i] = max(1, _osrm_round(w))
             else:
-                raise EngineError("InvalidValue", f"{where}: expected keys arc, cost or from, to, speed_kmh; got "
+                raise EngineError("InvalidValue", f"{where}: expected keys arc, cost or from, to, speed_kmh "
+                                                  "(and optionally rate); got "
                                                   f"{', '.join(sorted(map(str, keys))) or 'none'}")
             if costs[i] > MAX_COST:
                 raise EngineError("InvalidValue", f"{where}: cost {int(costs[i])} is over the largest cost {MAX_COST}")
-        return ids, costs
+        return ids, costs, durations
+
+    def _weight_multiplier(self, snap):
+        """``10**weight_precision`` when ``snap``'s metric is the Lua profile's weight (speed updates set
+        its costs by OSRM's ``convertToWeight`` and keep the durations apart), else None."""
+        tc = getattr(self.graph, "turn_costs", None)
+        if tc is None or snap.is_time or "travel_time" not in self.graph.weights:
+            return None
+        if snap.name != str(tc.meta.get("weight_name") or self.graph.meta.get("weight_name") or "weight"):
+            return None
+        p = tc.meta.get("weight_precision", self.graph.meta.get("weight_precision"))
+        return None if p is None else 10.0 ** int(p)
+
+    def _durations_of(self, snap):
+        """Every arc's current travel time (int64 (m,), deciseconds, a copy): ``snap``'s state's live ones,
+        else the graph's ``travel_time``."""
+        dur = getattr(snap.state, "arc_duration", None)
+        if dur is None:
+            dur = self.graph.weight("travel_time")
+        return np.array(dur, dtype=np.int64)
 
     def metric_names(self):
         """The metric names :meth:`customize` takes for this graph: :data:`METRICS`, or for a graph with
@@ -441,9 +516,9 @@ class TrafficRouter:
                 out = {"code": "Ok", "seconds": float(info["seconds"]), "cells": [int(x) for x in ov.n_cells],
                        "metric": metric, "arcs": int(self.graph.n_arcs)}
             else:
-                ids, costs = self.parse_updates(updates, self.snapshot())
+                ids, costs, durations = self.parse_updates(updates, self.snapshot())
                 before = ov._state
-                info = ov.update(ids, costs)
+                info = ov.update(ids, costs, durations=durations)  # costs and durations: one state
                 out = {"code": "Ok", "seconds": float(info["seconds"]), "cells": [int(x) for x in info["cells"]],
                        "metric": str(getattr(ov.metric, "name", "") or ""), "arcs": int(np.unique(ids).size)}
             out["saved"] = None
@@ -457,6 +532,12 @@ class TrafficRouter:
                     ov._state = before
                     raise
             return out
+
+
+def _osrm_round(x):
+    """``std::round`` of a finite ``x >= 0`` (half away from zero; Python's ``round`` goes half to even)."""
+    r = math.floor(x)
+    return int(r) + (1 if x - r >= 0.5 else 0)
 
 
 def _positive(v, where, what):

@@ -39,6 +39,11 @@ Every service: ``bearings`` (``value,range;...``, integers 0..360 and 0..180, em
 of every waypoint from the answer), ``exclude`` (``class,class``; refused unless the engine takes an
 ``exclude`` argument) and ``snapping`` (``default`` or ``any``; ``any`` is refused unless the engine
 takes a ``snapping`` argument). A per-coordinate option has one element per coordinate.
+``route``, ``table``, ``trip`` and ``isochrone`` also take ``avoid_polygons`` (a GeoJSON Polygon or
+MultiPolygon, lon/lat: percent-encoded JSON in the URL, a JSON object or its text in a JSON body) and
+``avoid_ways`` (OSM way ids ``id,id,...``; a JSON list in a body): the roads inside, crossing or touching
+the area and the ways' arcs are avoided as ``exclude``'s classes (:mod:`gpuroute.engine.avoid`); every
+error of theirs is ``InvalidValue`` naming the option.
 
 * ``route``: ``alternatives`` (``true``, ``false`` or a count), ``steps``, ``annotations`` (``true``,
   ``false`` or names from ``nodes,distance,duration,datasources,weight,speed``), ``geometries``
@@ -86,7 +91,9 @@ Every error is one JSON line ``{"code": ..., "message": ...}``, HTTP 400 as ``os
 * ``InvalidValue``: a well-formed value out of range: a coordinate outside [-180, 180] x [-90, 90]
   (``Invalid coordinate value.``), a bearing outside 0..360/0..180, a negative radius, ``number=0``,
   ``fallback_speed``/``scale_factor`` <= 0, an ``exclude``/``snapping`` the engine cannot do, a contour
-  <= 0, ``denoise`` outside 0..1, a negative ``generalize``, a colour that is not ``rrggbb``.
+  <= 0, ``denoise`` outside 0..1, a negative ``generalize``, a colour that is not ``rrggbb``; an
+  ``avoid_polygons`` that is not JSON, not a valid GeoJSON (Multi)Polygon or over the limits; an
+  ``avoid_ways`` entry that is not an integer or no way of the graph, or too many of them.
 * ``TooBig``: more coordinates than ``max_locations_route`` (``max_locations_trip`` for a trip); a
   table of more than
   ``max_locations_table`` cells (sources x destinations, as the engine counts them: 10,000 is
@@ -161,17 +168,18 @@ DEFAULT_LIMITS = {
 }
 
 _COMMON = frozenset({"bearings", "radiuses", "generate_hints", "hints", "approaches", "exclude", "snapping"})
+_AVOID = frozenset({"avoid_polygons", "avoid_ways"})
 
 #: The options each service takes.
 OPTIONS = {
-    "route": _COMMON | {"alternatives", "steps", "annotations", "geometries", "overview", "continue_straight",
+    "route": _COMMON | _AVOID | {"alternatives", "steps", "annotations", "geometries", "overview", "continue_straight",
                         "skip_waypoints"},
-    "table": _COMMON | {"sources", "destinations", "annotations", "fallback_speed", "fallback_coordinate",
+    "table": _COMMON | _AVOID | {"sources", "destinations", "annotations", "fallback_speed", "fallback_coordinate",
                         "scale_factor", "skip_waypoints"},
     "nearest": _COMMON | {"number"},
-    "trip": _COMMON | {"roundtrip", "source", "destination", "steps", "annotations", "geometries", "overview",
+    "trip": _COMMON | _AVOID | {"roundtrip", "source", "destination", "steps", "annotations", "geometries", "overview",
                        "skip_waypoints"},
-    "isochrone": _COMMON | {"contours_minutes", "contours_meters", "contours_colors", "polygons", "denoise",
+    "isochrone": _COMMON | _AVOID | {"contours_minutes", "contours_meters", "contours_colors", "polygons", "denoise",
                             "generalize", "skip_waypoints"},
 }
 
@@ -360,7 +368,8 @@ def parse_query(query):
 # --------------------------------------------------------------------------------------------------
 # POST bodies
 
-_COMMA_LISTS = frozenset({"annotations", "exclude", "contours_minutes", "contours_meters", "contours_colors"})
+_COMMA_LISTS = frozenset({"annotations", "exclude", "contours_minutes", "contours_meters", "contours_colors",
+                          "avoid_ways"})
 
 
 def parse_body(body, content_type):
@@ -469,6 +478,10 @@ def _json_value(key, v):
             return repr(x) if isinstance(x, float) else str(x)
         raise OSRMError("InvalidQuery", f"option {_clip(key)!r}: unexpected JSON value {_clip(x)!r}")
 
+    if key == "avoid_polygons" and isinstance(v, (dict, list)):  # GeoJSON: its JSON text, as a URL writes it
+        import orjson
+
+        return orjson.dumps(v).decode()
     if isinstance(v, list):
         sep = "," if key in _COMMA_LISTS else ";"
         return sep.join(",".join(scalar(y) for y in x) if isinstance(x, list) else scalar(x) for x in v)
@@ -635,6 +648,7 @@ def parse_request(service, profile, coordinates, options, limits=None):
     if "snapping" in o:
         if _word("snapping", o.pop("snapping"), ("default", "any")) == "any":
             kw["snapping"] = "any"
+    _avoid_options(o, kw)
 
     if service == "route":
         _route_options(o, kw, limits)
@@ -765,8 +779,35 @@ def _isochrone_options(o, kw, limits):
         kw["generalize"] = x
 
 
+def _avoid_options(o, kw):
+    """``avoid_polygons`` (JSON text -> the parsed value; the engine checks the geometry) and
+    ``avoid_ways`` (``id,id,...`` -> list of int); every error ``InvalidValue`` naming the option."""
+    if "avoid_polygons" in o:
+        v = o.pop("avoid_polygons")
+        if v.strip():
+            try:
+                obj = loads_json(v.encode())
+            except OSRMError as e:
+                raise OSRMError("InvalidValue", f"avoid_polygons: not a GeoJSON object ({e.message})") from None
+            if not isinstance(obj, dict):
+                raise OSRMError("InvalidValue", f"avoid_polygons: expected a GeoJSON Polygon or MultiPolygon object, "
+                                                f"got {_clip(v)!r}")
+            kw["avoid_polygons"] = obj
+    if "avoid_ways" in o:
+        v = o.pop("avoid_ways")
+        if v:
+            items = v.split(",")
+            bad = [x for x in items if not _INT.fullmatch(x)]
+            if bad:
+                raise OSRMError("InvalidValue", f"avoid_ways: {_clip(bad[0])!r} is not an OSM way id (expected "
+                                                "id,id,...)")
+            kw["avoid_ways"] = [int(x) for x in items]
+
+
 #: Keyword arguments that only some engines take; a request that needs one is refused by the others.
 OPTIONAL_KWARGS = {"exclude": "Exclude flag combination is not supported.",
+                   "avoid_polygons": "avoid_polygons is not supported by this engine",
+                   "avoid_ways": "avoid_ways is not supported by this engine",
                    "snapping": "snapping=any is not supported by this engine",
                    "fallback_coordinate": "fallback_coordinate=snapped is not supported by this engine"}
 
