@@ -357,6 +357,42 @@ def _metric_of(graph, weight):
     return Metric(graph.weight(weight), name=metric_name(weight), units=getattr(unit, "symbol", "") or "")
 
 
+def default_cell_sizes(graph):
+    """The partition levels of a dataset of ``graph`` when none are given: :data:`DEFAULT_CELL_SIZES`
+    below its node count (at least one level)."""
+    return [c for c in DEFAULT_CELL_SIZES if c < graph.n_nodes] or [max(2, graph.n_nodes // 4)]
+
+
+def build_overlay(graph, weight, *, cell_sizes=None, method=None, seed=0):
+    """The partition and the customized overlay of ``graph`` for ``weight``, in memory: what
+    :func:`build_dataset`'s partition and customize stages make (with a Lua profile's turn costs, the
+    profile's metric: turn-aware routes), and what :meth:`gpuroute.engine.Engine.open` builds for an OSM
+    extract read with a Lua profile.
+
+    Parameters
+    ----------
+    graph : RoadGraph
+    weight : str
+        The routing weight (:func:`routing_weight`).
+    cell_sizes : sequence of int, optional
+        Default :func:`default_cell_sizes`.
+    method, seed
+        As :meth:`gpuroute.partition.Partition.build`.
+
+    Returns
+    -------
+    (Partition, Overlay, dict)
+        The overlay customized; the dict is :meth:`gpuroute.crp.Overlay.customize`'s report.
+    """
+    from ..crp.overlay import Overlay
+    from ..partition import Partition
+
+    part = Partition.build(graph, cell_sizes=[int(c) for c in (cell_sizes or default_cell_sizes(graph))],
+                           method=method, seed=seed)
+    ov = Overlay.build(graph, part)
+    return part, ov, ov.customize(_metric_of(graph, weight))
+
+
 def check_routable(graph, source=None):
     """Refuse a graph with nothing to route on, naming the source and what it lacked.
 
@@ -470,7 +506,7 @@ def build_dataset(source, directory, *, profile=None, weight=None, cell_sizes=No
     secs["import"] = time.perf_counter() - t0
     say("import", secs["import"])
     if cell_sizes is None:
-        cell_sizes = [c for c in DEFAULT_CELL_SIZES if c < g.n_nodes] or [max(2, g.n_nodes // 4)]
+        cell_sizes = default_cell_sizes(g)
     cell_sizes = [int(c) for c in cell_sizes]
     say("contract")
     t0 = time.perf_counter()

@@ -256,7 +256,11 @@ class Engine:
     # ------------------------------------------------------------------ construction
     @classmethod
     def open(cls, spec, *, profile=None, weight=None):
-        """Load a dataset directory, or load a graph, contract it for ``weight`` and index its segments.
+        """Load a dataset directory, or load a graph, contract it for ``weight`` and index its segments; a
+        graph read with a Lua profile (turn costs: OSRM's car.lua, bicycle.lua, foot.lua or the user's) is
+        also partitioned and its overlay customized in memory
+        (:func:`gpuroute.engine.dataset.build_overlay`), so that every service pays the profile's turn
+        costs as with a dataset directory (saving nothing: ``gpuroute build`` keeps it for the next start).
 
         Parameters
         ----------
@@ -294,7 +298,14 @@ class Engine:
         """
         from ..ch.api import ContractionHierarchy
         from ..graph.road_graph import RoadGraph
-        from .dataset import check_routable, is_dataset, load_dataset, open_source, routing_weight
+        from .dataset import (
+            build_overlay,
+            check_routable,
+            is_dataset,
+            load_dataset,
+            open_source,
+            routing_weight,
+        )
 
         if not isinstance(spec, RoadGraph) and is_dataset(spec):
             ds = load_dataset(spec)
@@ -306,7 +317,10 @@ class Engine:
         weight = routing_weight(g, weight)  # KeyError naming the weights the graph has
         ch = ContractionHierarchy.build(g, weight, progress=False)
         label = g.meta.get("profile") if g.meta.get("format") == "osm" else profile
-        return cls(g, ch, profile=str(label or "car"))
+        overlay = None
+        if getattr(g, "turn_costs", None) is not None:  # a Lua profile's turn costs: the overlay, as a dataset
+            overlay = build_overlay(g, weight)[1]
+        return cls(g, ch, profile=str(label or "car"), overlay=overlay)
 
     @property
     def info(self):
