@@ -52,6 +52,10 @@ Design
   parent pointers. A clique edge's quantity comes from unpacking it once
   (:func:`gpuroute.crp.customize.unpack`, the overlay's trees), memoised per clique position across the
   table; then one pass sums every needed tree node and entry (memoised per node and entry).
+* **Per state, not per request.** What depends only on the overlay state and the ``along`` arrays (the
+  label scale, the arc costs as floats, the checked and reordered quantities) is made once per state (the
+  last few kept, keyed by the state object: a customization is a new state, so nothing goes stale), and
+  the microcode trees the unpacking fills are kept per thread (emptied when the state changes).
 * **Stopping.** Backward searches run to exhaustion; a forward search stops once every target has a
   candidate and the heap's minimum plus the least bucket label cannot improve the worst of them.
 
@@ -87,7 +91,7 @@ _EST_NODES = 512
 #: kept: the current one and the few a request still in flight may read.
 _STATES_KEPT = 4
 _cache_lock = threading.Lock()
-#: ``{id(state): (state, {"scale": int, "cost": float64 (m,)})}`` (:func:`_per_state`).
+#: ``{id(state): (state, (scale, cost))}`` (:func:`_per_state`).
 _state_items = {}
 #: ``{(id(state), id(overlay), ((id(per_arc), id(per_turn)), ...)): (state, overlay, along, items)}``
 #: (:func:`_along`; the key objects are held so that their ids cannot be reused while cached).
@@ -865,6 +869,8 @@ def table(overlay, src_arcs, src_frac, dst_arcs, dst_frac, *, state=None, along=
         Quantities to sum along each cell's chosen path: ``per_arc`` float64 (m,) in graph arc order,
         ``per_turn`` float64 (n_turns,) in the order of ``overlay.turns`` (or None: 0). The end arcs count
         as the cost does: ``(1 - fa)`` of the first, ``fb`` of the last, ``(fb - fa)`` of a one-arc leg.
+        Taken as read-only: their checked, reordered copies are kept per state and
+        array objects (changing an array in place between two tables of one state is not seen).
 
     Returns
     -------
