@@ -238,9 +238,9 @@ def avoid_mask(engine, avoid_polygons=None, avoid_ways=None):
                                      "that OSM way id)")
         out |= np.isin(way_of, ids)
     if not _empty(avoid_polygons):
-        polys = polygons_of(avoid_polygons)
-        import shapely
+        polys = polygons_of(avoid_polygons)  # NotImplemented naming the extra without shapely
+        from ..extras import require
 
-        hit = arcs.tree(shapely).query(polys, predicate="intersects")
+        hit = arcs.tree(require("shapely", "avoid_polygons")).query(polys, predicate="intersects")
         out[hit[1]] = True
     return out
