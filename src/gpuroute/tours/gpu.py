@@ -228,10 +228,6 @@ def worst_half(costs, best):
     return out[out != best].astype(np.int64)
 
 
-def _i32(x):
-    return np.int32(x)
-
-
 # ------------------------------------------------------------------------------------------ the device
 class GPUTourSearch:
     """A cost matrix on the GPU with the buffers of the local search (single tour, batched, ILS).
@@ -339,16 +335,16 @@ class GPUTourSearch:
         return p.astype(np.int32)
 
     def _args_state(self, budget_ns=0):
-        return (_i32(self.n), self.c, self.p, self.arc, self.fwd, self.bwd, _i32(self.exact), self.cost,
+        return (np.int32(self.n), self.c, self.p, self.arc, self.fwd, self.bwd, np.int32(self.exact), self.cost,
                 np.uint64(budget_ns), self.stop_at, self.timed_out)
 
     def _args_eval(self, _parity=0):
-        return (_i32(self.n), self.c, self.ct, self.p, self.arc, self.fwd, self.bwd, _i32(self.tpr), self.flags,
+        return (np.int32(self.n), self.c, self.ct, self.p, self.arc, self.fwd, self.bwd, np.int32(self.tpr), self.flags,
                 self.blk_d, self.blk_i, self.blk_r)
 
     def _args_finish(self, _parity=0):
-        return (_i32(self.n), _i32(self.grid), self.c, self.p, self.s, self.arc, self.fwd, self.bwd,
-                _i32(self.exact), self.blk_d, self.blk_i, self.blk_r, self.ctl, self.ctl_d, self.flags,
+        return (np.int32(self.n), np.int32(self.grid), self.c, self.p, self.s, self.arc, self.fwd, self.bwd,
+                np.int32(self.exact), self.blk_d, self.blk_i, self.blk_r, self.ctl, self.ctl_d, self.flags,
                 self.best_d, self.best_m, self.cost, self.stop_at, self.timed_out)
 
     def set_tour(self, p, eps=0.0, max_moves=0, apply=False, budget_s=None):
@@ -501,8 +497,8 @@ class GPUTourSearch:
         bb["P"].set(P32, stream=self.stream)
         with self.stream:
             self.k_batch((B,), (self.threads,),
-                         (_i32(self.n), _i32(B), self.c, self.ct, bb["P"], bb["S"], bb["ARC"], bb["FWD"], bb["BWD"],
-                          _i32(self.exact), np.float64(eps), _i32(max_moves), _i32(self.tpr), bb["cost"],
+                         (np.int32(self.n), np.int32(B), self.c, self.ct, bb["P"], bb["S"], bb["ARC"], bb["FWD"], bb["BWD"],
+                          np.int32(self.exact), np.float64(eps), np.int32(max_moves), np.int32(self.tpr), bb["cost"],
                           bb["moves"]))
         tours = bb["P"].get(stream=self.stream).astype(np.int64)
         costs = bb["cost"].get(stream=self.stream)
@@ -536,9 +532,9 @@ class GPUTourSearch:
             cuts_d = self.cp.asarray(np.ascontiguousarray(cuts, dtype=np.int32))
             self.k_set_stop((1,), (32,), (np.uint64(device_budget_ns(budget_s)), self.ils_stop))
             self.k_ils((B,), (self.threads,),
-                       (_i32(self.n), _i32(B), _i32(iters), self.c, self.ct, bb["CUR"], bb["cost"], bb["P"], bb["S"],
-                        bb["ARC"], bb["FWD"], bb["BWD"], cuts_d, _i32(self.exact), np.float64(eps),
-                        _i32(max_moves), _i32(self.tpr), self.ils_stop, bb["moves"], bb["improved"], bb["steps"]))
+                       (np.int32(self.n), np.int32(B), np.int32(iters), self.c, self.ct, bb["CUR"], bb["cost"], bb["P"], bb["S"],
+                        bb["ARC"], bb["FWD"], bb["BWD"], cuts_d, np.int32(self.exact), np.float64(eps),
+                        np.int32(max_moves), np.int32(self.tpr), self.ils_stop, bb["moves"], bb["improved"], bb["steps"]))
         costs = bb["cost"].get(stream=self.stream)
         self.stream.synchronize()
         return costs
@@ -548,7 +544,7 @@ class GPUTourSearch:
         bb = self._batch
         B = bb["B"]
         with self.stream:
-            self.k_broadcast(((self.n + 255) // 256, B), (256,), (_i32(self.n), _i32(B), _i32(best), bb["CUR"],
+            self.k_broadcast(((self.n + 255) // 256, B), (256,), (np.int32(self.n), np.int32(B), np.int32(best), bb["CUR"],
                                                                    bb["cost"]))
 
     def ils_copy(self, src, dst):
@@ -631,10 +627,10 @@ class GPUTourSearch:
         with self.stream:
             act_d = self.cp.asarray(np.concatenate([act, [0]]).astype(np.int32))  # never empty
             self.k_cand_batch((B,), (self.cand_threads,),
-                              (_i32(self.n), _i32(B), self.c, self.nbr, _i32(self.K), bb["P"], bb["POS"], bb["S"],
-                               bb["ARC"], bb["FWD"], bb["BWD"], bb["QUEUE"], bb["INQ"], _i32(self.exact),
-                               np.float64(eps), _i32(max_moves), _i32(1 if polish else 0), act_d,
-                               _i32(act.size), bb["cost"], bb["moves"], np.uint64(device_budget_ns(budget_s)),
+                              (np.int32(self.n), np.int32(B), self.c, self.nbr, np.int32(self.K), bb["P"], bb["POS"], bb["S"],
+                               bb["ARC"], bb["FWD"], bb["BWD"], bb["QUEUE"], bb["INQ"], np.int32(self.exact),
+                               np.float64(eps), np.int32(max_moves), np.int32(1 if polish else 0), act_d,
+                               np.int32(act.size), bb["cost"], bb["moves"], np.uint64(device_budget_ns(budget_s)),
                                bb["COMPLETE"]))
         tours = bb["P"].get(stream=self.stream).astype(np.int64)
         costs = bb["cost"].get(stream=self.stream)
@@ -658,9 +654,9 @@ class GPUTourSearch:
             cuts_d = self.cp.asarray(np.ascontiguousarray(cuts, dtype=np.int32))
             self.k_set_stop((1,), (32,), (np.uint64(device_budget_ns(budget_s)), self.ils_stop))
             self.k_cand_ils((B,), (self.cand_threads,),
-                            (_i32(self.n), _i32(B), _i32(iters), self.c, self.nbr, _i32(self.K), bb["CUR"],
+                            (np.int32(self.n), np.int32(B), np.int32(iters), self.c, self.nbr, np.int32(self.K), bb["CUR"],
                              bb["cost"], bb["P"], bb["POS"], bb["S"], bb["ARC"], bb["FWD"], bb["BWD"], bb["QUEUE"],
-                             bb["INQ"], cuts_d, _i32(self.exact), np.float64(eps), _i32(max_moves), self.ils_stop,
+                             bb["INQ"], cuts_d, np.int32(self.exact), np.float64(eps), np.int32(max_moves), self.ils_stop,
                              bb["moves"], bb["improved"], bb["steps"]))
         costs = bb["cost"].get(stream=self.stream)
         self.stream.synchronize()

@@ -46,10 +46,6 @@ _CU = "tours/vrp.cu"
 cv = importlib.import_module("gpuroute.tours.cvrp")  # the package's function cvrp shadows the module
 
 
-def _i32(x):
-    return np.int32(x)
-
-
 class GPUVRPSearch:
     """A CVRP instance on the GPU with the buffers of one whole-GPU solution and of B chains.
 
@@ -149,7 +145,7 @@ class GPUVRPSearch:
                                      "SCR"))
 
     def _dims(self):
-        return (_i32(self.n), _i32(self.N), _i32(self.R), _i32(self.W))
+        return (np.int32(self.n), np.int32(self.N), np.int32(self.R), np.int32(self.W))
 
     def _check(self, E, lens, nr):
         E = np.asarray(E)
@@ -171,7 +167,7 @@ class GPUVRPSearch:
             self.flags, self.blk_d, self.blk_r, self.blk_k)
 
     def _args_finish(self, _parity=0):
-        return self._dims() + (_i32(self.depot), _i32(self.grid), self.c, self.dem) + self._sol_args(self.one) + (
+        return self._dims() + (np.int32(self.depot), np.int32(self.grid), self.c, self.dem) + self._sol_args(self.one) + (
             self.blk_d, self.blk_r, self.blk_k, self.ctl, self.ctl_d, self.flags, self.best_d, self.best_m,
             self.cost, self.stop_at, self.timed_out)
 
@@ -295,10 +291,10 @@ class GPUVRPSearch:
             od = self.cp.asarray(orders)
             self.k_set_stop((1,), (32,), (np.uint64(device_budget_ns(budget_s)), self.chains_stop))
             self.k_ils((B,), (self.threads,),
-                       self._dims() + (_i32(self.depot), _i32(B), _i32(iters), _i32(kmax), self.c, self.dem,
+                       self._dims() + (np.int32(self.depot), np.int32(B), np.int32(iters), np.int32(kmax), self.c, self.dem,
                                        np.float64(self.cap)) + self._sol_args(ch) + (
                            ch["CE"], ch["CL"], ch["CNR"], ch["ccost"], ch["MARK"], od, np.float64(eps),
-                           _i32(max_moves), self.chains_stop, ch["moves"], ch["improved"], ch["steps"]))
+                           np.int32(max_moves), self.chains_stop, ch["moves"], ch["improved"], ch["steps"]))
         costs = ch["ccost"].get(stream=self.stream)
         self.stream.synchronize()
         return costs
