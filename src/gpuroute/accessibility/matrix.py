@@ -190,8 +190,10 @@ def isochrones(engine, origins, contours, *, metric="duration", ids=None, **opti
 
     Notes
     -----
-    The searches run one origin at a time (the engine's bounded ``within``); batching them as PHAST
-    trees (one pass for many origins) is left to a follow-up.
+    The searches run one origin at a time, each as ``Engine.isochrone`` runs it: on an engine with an
+    overlay (a dataset directory, or an extract read with a Lua profile) the turn-aware search on its
+    current metric (turn costs, restrictions, traffic), else the hierarchy's bounded ``within``; batching
+    them as PHAST trees (one pass for many origins) is left to a follow-up.
     """
     pd = require("pandas", "accessibility.isochrones")
     shapely_geometry = require("shapely.geometry", "accessibility.isochrones")
