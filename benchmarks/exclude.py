@@ -47,7 +47,8 @@ def car_lua():
 
 
 def dataset():
-    from gpuroute.engine.dataset import build_dataset, drop_traffic, is_dataset
+    from gpuroute.engine.dataset import drop_traffic, is_dataset
+    from gpuroute.pipeline import build_dataset
 
     d = OUT / "monaco-car"
     if not is_dataset(d):

@@ -24,10 +24,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+import gpuroute.engine.services.isochrone as iso  # noqa: E402
 from gpuroute import config  # noqa: E402
 from gpuroute.engine import Engine  # noqa: E402
-from gpuroute.engine import isochrone as iso  # noqa: E402
-from gpuroute.engine.dataset import build_dataset, is_dataset  # noqa: E402
+from gpuroute.engine.dataset import is_dataset  # noqa: E402
+from gpuroute.engine.services.isochrone import lattice, polygons, search  # noqa: E402
+from gpuroute.pipeline import build_dataset  # noqa: E402
 
 
 def device_name():
@@ -55,8 +57,8 @@ def run(eng, origins, device):
     """Times of one device setting; returns a dict of lists."""
     config.SERVE_ISOCHRONE_DEVICE = device
     t = {"lists": [], "arrays": [], "codes": [], "polygons": [], "fast": [], "vertices": [], "bytes": []}
-    orig_codes_cpu, orig_geoms = iso.codes_cpu, iso.geometries
-    gpu_codes = iso.IsochroneGPU.codes
+    orig_codes_cpu, orig_geoms = lattice.codes_cpu, polygons.geometries
+    gpu_codes = lattice.IsochroneGPU.codes
 
     def timed(fn, key):
         def w(*a, **k):
@@ -66,8 +68,8 @@ def run(eng, origins, device):
             return r
         return w
 
-    iso.codes_cpu = timed(orig_codes_cpu, "codes")
-    iso.IsochroneGPU.codes = timed(gpu_codes, "codes")
+    lattice.codes_cpu = timed(orig_codes_cpu, "codes")
+    lattice.IsochroneGPU.codes = timed(gpu_codes, "codes")
 
     def geoms(*a, **k):
         t0 = time.perf_counter()
@@ -76,7 +78,7 @@ def run(eng, origins, device):
         t["fast"].append(r[1])
         return r
 
-    iso.geometries = geoms
+    polygons.geometries = geoms
     import orjson
 
     try:
@@ -102,7 +104,7 @@ def run(eng, origins, device):
                 n += sum(len(ring) for p in polys for ring in p)
             t["vertices"].append(n)
     finally:
-        iso.codes_cpu, iso.geometries, iso.IsochroneGPU.codes = orig_codes_cpu, orig_geoms, gpu_codes
+        lattice.codes_cpu, polygons.geometries, lattice.IsochroneGPU.codes = orig_codes_cpu, orig_geoms, gpu_codes
     return t
 
 
@@ -128,14 +130,16 @@ def main():
              polygons=p50(t["polygons"]), fast_path=float(np.mean(t["fast"])),
              vertices_p50=int(np.median(t["vertices"])), json_bytes_p50=int(np.median(t["bytes"])))
     if has_gpu:  # the GPU's codes against the CPU twin's, every origin
-        met = eng._isochrone_metric("duration")
-        gpu = eng._isochrone_gpu(met) or iso.IsochroneGPU(eng._isochrone_arrays(), met)
+        met = iso.metric_of(eng, "duration")
+        gpu = iso.gpu_drawer(eng, met) or lattice.IsochroneGPU(iso.graph_arrays(eng), met)
         equal = 0
         t_gpu = []
         for o in origins:
-            origin, = eng._snap([tuple(o)], None, None, None)
-            req = iso.Request(met, eng._head, origin.arcs, [600 / met.scale, 300 / met.scale], origin.lon, origin.lat)
-            want, lw = iso.codes_cpu(eng._isochrone_arrays(), met, req)
+            origin = eng.segments.snap(*o)
+            own = ~origin.tie  # the nearest segment's options, as the isochrone service takes them
+            req = search.Request(met, eng._head, list(zip(origin.arc[own].tolist(), origin.fraction[own].tolist(), strict=True)),
+                              [600 / met.scale, 300 / met.scale], float(origin.lon[0]), float(origin.lat[0]))
+            want, lw = lattice.codes_cpu(iso.graph_arrays(eng), met, req)
             want = want.copy()
             t0 = time.perf_counter()
             got, lg = gpu.codes(req)

@@ -71,13 +71,16 @@ def adapter_call(server, path):
 
 
 def engine_call(engine, server, path):
-    """The engine call alone (the parsed request's arguments, as the adapter passes them)."""
+    """The engine call alone (the parsed request's record, as the adapter passes it: ``Engine.run``)."""
+    import dataclasses
+
     from gpuroute.server.app import parse_query, parse_request, split_target
 
     service, _, profile, coords, query = split_target(path)
     call = parse_request(service, profile, coords, parse_query(query), server.limits)
     extra = server.table_kwargs if service == "table" else {}
-    return lambda: getattr(engine, service)(call.coordinates, **call.kwargs, **extra)
+    params = dataclasses.replace(call.params, **extra)
+    return lambda: engine.run(params)
 
 
 def cpu_ms(fn, items, repeat=3):

@@ -6,7 +6,7 @@ orjson), with the engine's own time beside it.
 * ``GET /isochrone`` one origin, contours 300 s and 600 s (target <= 10 ms with a GPU);
 * ``POST /customize`` of the full travel-time metric (target <= 5 ms with a GPU) and of 1,000 arc updates.
 
-The NY dataset (``ny-time``: DIMACS travel times, lon/lat) is built once with ``gpuroute.engine.dataset``
+The NY dataset (``ny-time``: DIMACS travel times, lon/lat) is built once with ``gpuroute.pipeline``
 (inertial-flow partition: fast) under ``out/service_bench/``. Rows are JSON lines naming device and commit.
 
 Usage: PYTHONPATH=src python3 benchmarks/service_gpu.py [--reps 10] [--out DIR]
@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from gpuroute.engine import Engine  # noqa: E402
-from gpuroute.engine.dataset import build_dataset, is_dataset  # noqa: E402
+from gpuroute.engine.dataset import is_dataset  # noqa: E402
+from gpuroute.pipeline import build_dataset  # noqa: E402
 from gpuroute.server import create_app  # noqa: E402
 
 
@@ -102,8 +103,10 @@ def main():
     _, t_eng = timed(lambda: eng.table(pts.tolist()), args.reps)
     # where the engine's time goes: snapping, the hierarchy's node table + the phantom step, the matrix, JSON
     _, t_arr = timed(lambda: eng.table(pts.tolist(), matrices="arrays"), args.reps)
-    ph, t_snap = timed(lambda: eng._snap(eng._coords(pts.tolist()), None, None, None), 3)
-    cm, t_cm = timed(lambda: eng._cost_matrix(ph, ph), 3)
+    from gpuroute.engine.algorithms import CH
+
+    ph, t_snap = timed(lambda: eng.segments.snap_many(pts.tolist()), 3)
+    cm, t_cm = timed(lambda: CH(eng)._cost_matrix(ph, ph, "auto"), 3)
     from gpuroute.engine.osrm import matrix_array, matrix_json
 
     arr, t_fmt = timed(lambda: matrix_array(cm[0] / 10.0), 3)
@@ -111,7 +114,7 @@ def main():
     emit(rows, what="table 1000x1000", http=stats(t_http), engine_lists=stats(t_eng), engine_arrays=stats(t_arr),
          bytes=len(r.content), nulls=n_null, coords_chars=len(coords), snap=stats(t_snap),
          node_table_and_phantoms=stats(t_cm), matrix_array=stats(t_fmt), matrix_json=stats(t_json),
-         options_per_phantom=int(eng._options(ph)[0].shape[1]))
+         options_per_phantom=int(ph.padded()[0].shape[1]))
     # isochrone
     origins = lonlat[rng.choice(g.n_nodes, args.reps, replace=False)]
 

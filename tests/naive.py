@@ -405,3 +405,38 @@ def nearest_pois_oracle(dist, radius, k, fill=None):
             dd[v, q] = x
             ii[v, q] = i
     return dd, ii
+
+
+def naive_douglas_peucker(x, y, tolerance, closing=None):
+    """Douglas-Peucker by plain recursion (Douglas and Peucker 1973): the bool mask of the points of the
+    planar polyline ``x, y`` kept with ``tolerance`` (the farthest interior point from the segment of a
+    span's ends, clamped to the segment, is kept iff strictly farther than ``tolerance``; first on ties).
+    ``closing`` = (cx, cy) is appended as the last span's end (a ring closed by its start; not in the mask)."""
+    pts = list(zip(np.asarray(x, dtype=float).tolist(), np.asarray(y, dtype=float).tolist(), strict=True))
+    if closing is not None:
+        pts.append(tuple(closing))
+    keep = [False] * len(pts)
+
+    def seg_dist2(p, a, b):
+        # squared, in the kernel's arithmetic, so that exact ties (grid points) break the same way
+        (px, py), (ax, ay), (bx, by) = p, a, b
+        dx, dy = bx - ax, by - ay
+        ll = dx * dx + dy * dy
+        t = 0.0 if ll == 0 else min(1.0, max(0.0, ((px - ax) * dx + (py - ay) * dy) / ll))
+        ex, ey = (px - ax) - t * dx, (py - ay) - t * dy
+        return ex * ex + ey * ey
+
+    def rec(i, j):
+        if j - i < 2:
+            return
+        d = [seg_dist2(pts[p], pts[i], pts[j]) for p in range(i + 1, j)]
+        m = i + 1 + int(np.argmax(d))
+        if d[m - i - 1] > tolerance * tolerance:
+            keep[m] = True
+            rec(i, m)
+            rec(m, j)
+
+    if pts:
+        keep[0] = keep[-1] = True
+        rec(0, len(pts) - 1)
+    return np.array(keep[:-1] if closing is not None else keep, dtype=bool)

@@ -166,6 +166,20 @@ CRP_MICROCODE = True
 CRP_MICRO_SMEM_BYTES = 24 * 1024
 #: Microinstructions: threads per block (one instruction each per layer, strided).
 CRP_MICRO_THREADS = 256
+#: Multi-GPU customization (gpuroute.crp.customize_multi; Euro-Par 2014 sec. 5): the default split level is the
+#: highest query level with at least this many cells per part (the paper's top level where it has enough
+#: cells to balance; NY's 5 top cells split over 2 GPUs, over 4 the split moves down to its 69 level-1 cells).
+CRP_MULTI_CELLS_PER_PART = 2
+#: GPU many-to-many table (gpuroute.crp.many_to_many_gpu, one thread per search): threads per block of the
+#: search kernels (small blocks spread a table of few points over many multiprocessors).
+CRP_TABLE_GPU_THREADS = 32
+#: Hash-table slots of one search's records in an overlay's first table (a power of two, 48 bytes each; at most
+#: half of them used: a search whose table fills runs again with four times as many, up to 2 x arcs, which
+#: cannot fill; the overlay's next tables start with the room the last one ended with).
+CRP_TABLE_GPU_HASH_SLOTS = 1 << 14
+#: Most bytes of per-search scratch (hash tables, heaps, output slices) of one launch: the searches of a table
+#: run in batches that fit.
+CRP_TABLE_GPU_SCRATCH_BYTES = 2 << 30
 
 # ------------------------------------------------------------------------------------------- SERVE_
 #: The OSRM-compatible service (gpuroute.engine and its HTTP server): most coordinates of one /route
@@ -233,7 +247,7 @@ SERVE_ISOCHRONE_DIJKSTRA_MIN_NODES = 2000
 #: H100 (2026-11-23): the GPU drawer equals the CPU twin (tests/engine/test_isochrone.py, gpu marker); NY,
 #: 5 and 10 min: engine p50 11 ms on the GPU against 23.5 ms on the CPU path.
 SERVE_ISOCHRONE_DEVICE = "auto"
-#: Threads per block of the isochrone kernels (engine/isochrone.cu).
+#: Threads per block of the isochrone kernels (engine/services/isochrone/isochrone.cu).
 SERVE_ISOCHRONE_GPU_THREADS = 256
 #: Worker threads (shared by all requests) that check the contours' nesting beside their validity.
 SERVE_ISOCHRONE_CHECK_THREADS = 4
@@ -302,6 +316,9 @@ TOUR_GPU_CAND_CHAINS_PER_SM = 4
 #: the tour it has instead of starting a set-up the time limit cannot pay for (H100, pageable copies:
 #: ~15 ms for 3,038 stops).
 TOUR_GPU_SETUP_BYTES_PER_S = 4e9
+#: Candidate lists of a matrix that is already on the device (tsp on a CuPy matrix) are sorted on the device
+#: by chunks of whole rows of about this many keys; the deadline is checked between chunks. Not tuned.
+TOUR_GPU_CAND_SORT_KEYS = 1 << 22
 #: Candidate-list GPU ILS: every this many rounds the best chain is copied over the worst half (the
 #: chains run independently in between).
 TOUR_GPU_CAND_SYNC_ROUNDS = 8

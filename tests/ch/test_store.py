@@ -14,7 +14,6 @@ from naive import naive_ch, random_road_graph
 
 from gpuroute import ParseError, RoadGraph, load_dimacs, save_graph
 from gpuroute.ch import ContractionHierarchy, Hierarchy
-from gpuroute.ch import store as store_mod
 from gpuroute.ch.api import weight_fingerprint_of
 from gpuroute.ch.hierarchy import FORMAT_VERSION
 from gpuroute.ch.store import (
@@ -25,6 +24,7 @@ from gpuroute.ch.store import (
     read_manifest,
     save_hierarchy,
 )
+from gpuroute.store import manifest as write_mod
 
 
 @pytest.fixture
@@ -240,7 +240,7 @@ def test_only_a_saved_hierarchy_is_replaced(ch, graph, tmp_path):
 def test_failed_write_leaves_nothing(ch, saved, tmp_path, monkeypatch, graph):
     before = {f: (saved / f).read_bytes() for f in os.listdir(saved)}
     calls = {"n": 0}
-    real = store_mod._save_array
+    real = write_mod.write_array  # every artefact writes its arrays through the store
 
     def failing(path, a):
         calls["n"] += 1
@@ -250,7 +250,7 @@ def test_failed_write_leaves_nothing(ch, saved, tmp_path, monkeypatch, graph):
             raise OSError("disk full (simulated)")
         return real(path, a)
 
-    monkeypatch.setattr(store_mod, "_save_array", failing)
+    monkeypatch.setattr(write_mod, "write_array", failing)
     with pytest.raises(OSError, match="disk full"):
         save_hierarchy(ch, saved)
     assert {f: (saved / f).read_bytes() for f in os.listdir(saved)} == before

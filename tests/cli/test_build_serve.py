@@ -18,8 +18,10 @@ from scipy.sparse.csgraph import dijkstra
 from gpuroute.cli.common import weight_line
 from gpuroute.cli.main import main
 from gpuroute.engine import Engine, EngineError
-from gpuroute.engine.dataset import build_dataset, is_dataset, load_dataset, routing_weight
+from gpuroute.engine.dataset import is_dataset, load_dataset
 from gpuroute.graph import units as U
+from gpuroute.pipeline import build_dataset
+from gpuroute.pipeline.customize import routing_weight
 
 K = 9  # a K x K grid of streets, 0.001 degree apart (~111 m), both directions
 LON0, LAT0, STEP = 2.0, 1.0, 0.001

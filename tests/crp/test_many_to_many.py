@@ -13,6 +13,7 @@ import pytest
 from crp_oracle import with_restrictions
 from naive import random_road_graph
 from osrm_peer import osrm_bin_dir, osrm_profiles_dir
+from phantoms import from_options
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 from turn_oracle import phantom_cost, turn_graph
@@ -33,6 +34,11 @@ class _Point:
 
     def __init__(self, arcs, frac):
         self.arcs = self.all_arcs = [(int(a), float(f)) for a, f in zip(arcs, frac, strict=True) if a >= 0]
+
+
+def _leg(sa, sf, ta, tf):
+    """The two waypoints of a one-leg route as the router takes them (a PhantomSet of their options)."""
+    return from_options([_Point(sa, sf).arcs, _Point(ta, tf).arcs])
 
 
 def _points(g, rng, k, o=3):
@@ -107,7 +113,7 @@ def _route_table(router, sa, sf, ta, tf, quantities=()):
     for s in range(S):
         for t in range(T):
             try:
-                plan, snap = router.plan([_Point(sa[s], sf[s]), _Point(ta[t], tf[t])], False)
+                plan, snap = router.plan(_leg(sa[s], sf[s], ta[t], tf[t]), False)
             except gpuroute.engine.EngineError:
                 continue
             (a, fa), (b, fb), path = plan[0]
@@ -386,7 +392,7 @@ def test_monaco_equals_the_routes_and_follows_traffic(monaco):
     assert before.same_arc.any()
     old = ov._state
     # traffic: the arcs of half the routes take three times as long
-    arcs = np.unique(np.concatenate([router.plan([_Point(sa[s], sf[s]), _Point(ta[s], tf[s])], False)[0][0][2].arcs
+    arcs = np.unique(np.concatenate([router.plan(_leg(sa[s], sf[s], ta[s], tf[s]), False)[0][0][2].arcs
                                      for s in range(4, 10)]))
     ov.update(arcs, 3 * ov.arc_cost[arcs])
     after = table(ov, sa, sf, ta, tf)
@@ -403,8 +409,8 @@ def car_lua():
     pytest.importorskip("lupa", reason="lupa (pip install 'gpuroute[lua]') runs the Lua profiles")
     pytest.importorskip("osmium")
     lua = osrm_profiles_dir(osrm_bin_dir(required=False)) / "car.lua"  # skips where OSRM is absent
-    from gpuroute.engine.dataset import profile_metric
     from gpuroute.io.osm import load_osm
+    from gpuroute.pipeline.customize import profile_metric
 
     g = load_osm(ROOT / "src" / "gpuroute" / "datasets" / "data" / "monaco.osm.pbf", profile=lua, progress=False)
     ov = Overlay.build(g, Partition.build(g, cell_sizes=(64, 1024), method="inertial"))

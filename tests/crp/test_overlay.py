@@ -250,7 +250,7 @@ def test_one_name_one_layout(monaco, tmp_path, capsys):
     (before: "not a gpuroute-overlay manifest"), ``Overlay.save`` writes that same layout (so ``gpuroute
     route --overlay`` reads a Python-saved overlay), and the inner ``overlay/`` still loads as before."""
     from gpuroute.cli.main import main
-    from gpuroute.crp.stages import check_overlay
+    from gpuroute.pipeline.overlay_dir import check_overlay
 
     g, ov = monaco
     d = tmp_path / "monaco.crp"

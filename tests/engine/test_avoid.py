@@ -21,13 +21,14 @@ pytest.importorskip("lupa", reason="lupa (pip install 'gpuroute[lua]') runs OSRM
 shapely = pytest.importorskip("shapely")
 
 from osrm_peer import osrm_bin_dir, osrm_profiles_dir  # noqa: E402
+from phantoms import point  # noqa: E402
 from turn_oracle import phantom_cost, route_arcs, turn_graph  # noqa: E402
 
 from gpuroute import config  # noqa: E402
 from gpuroute.engine import Engine, EngineError  # noqa: E402
-from gpuroute.engine.dataset import build_dataset  # noqa: E402
 from gpuroute.engine.exclude import excluder  # noqa: E402
 from gpuroute.geo.segments import SegmentIndex  # noqa: E402
+from gpuroute.pipeline import build_dataset  # noqa: E402
 
 MONACO = Path(__file__).resolve().parents[2] / "src" / "gpuroute" / "datasets" / "data" / "monaco.osm.pbf"
 #: Two points across Monaco whose plain route runs through the town (the pairs below are derived from it).
@@ -72,7 +73,7 @@ def _oracle(e, pts, excluded):
     rows, cols, w, c = turn_graph(ov)
     keep = ~excluded[cols]
     index = SegmentIndex(e.graph, component=e.segments.component, arc_mask=~excluded)
-    sp = [index.snap(*p) for p in pts]
+    sp = [point(index.snap(*p)) for p in pts]
     return phantom_cost(ov, sp[0], sp[1], (rows[keep], cols[keep], w[keep], c)) * e._traffic.snapshot().scale
 
 

@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("osmium")
 
+from phantoms import point  # noqa: E402
 from turn_oracle import phantom_cost, route_arcs, turn_graph, turns_allowed  # noqa: E402
 
 from gpuroute.cli.common import STAGE_LINE  # noqa: E402
@@ -22,11 +23,11 @@ from gpuroute.engine import Engine, EngineError  # noqa: E402
 from gpuroute.engine.dataset import (  # noqa: E402
     FORMAT,
     DatasetError,
-    build_dataset,
     drop_traffic,
     is_dataset,
     load_dataset,
 )
+from gpuroute.pipeline import build_dataset  # noqa: E402
 
 CELLS = (64, 1024)
 
@@ -119,7 +120,7 @@ def test_routes_match_turn_oracle_and_ch(engines):
     for pts in _pairs(e):
         r = _route(e, pts)
         rc = _route(ech, pts)
-        sp = [e.segments.snap(*p) for p in pts]
+        sp = [point(e.segments.snap(*p)) for p in pts]
         want = phantom_cost(ov, sp[0], sp[1], tg)
         assert r["weight"] == pytest.approx(want * 0.1, abs=0.051), pts
         assert r["duration"] == pytest.approx(r["weight"], abs=0.051)
@@ -152,7 +153,7 @@ def test_customize_doubling_follows_oracle(dataset):
         res = e.customize([{"arc": int(a), "cost": int(2 * cost[a])} for a in arcs])
         assert res["code"] == "Ok" and res["seconds"] >= 0 and len(res["cells"]) == len(CELLS)
         after = _route(e, pts)
-        sp = [e.segments.snap(*p) for p in pts]
+        sp = [point(e.segments.snap(*p)) for p in pts]
         want = phantom_cost(ov, sp[0], sp[1])
         assert after["weight"] == pytest.approx(want * 0.1, abs=0.051)
         assert after["weight"] > before["weight"] - 0.051
@@ -210,7 +211,7 @@ def test_metric_switch(dataset):
     assert res["cells"] == [int(x) for x in ov.n_cells] and res["metric"] == "distance"
     d = _route(e, pts)
     assert d["weight_name"] == "distance"
-    sp = [e.segments.snap(*p) for p in pts]
+    sp = [point(e.segments.snap(*p)) for p in pts]
     assert d["weight"] == pytest.approx(phantom_cost(ov, sp[0], sp[1]), abs=0.51)
     assert d["distance"] <= t["distance"] + 0.5
     with pytest.raises(EngineError, match="time metric"):  # speeds need a time metric
@@ -246,6 +247,10 @@ def test_build_refuses_and_checks(tmp_path, dataset):
     shutil.copytree(dataset, bad)
     man = json.loads((bad / "manifest.json").read_text())
     man["parts"]["graph"]["fingerprint"] = "0" * 16
+    (bad / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(DatasetError, match="edited after saving: field 'parts' changed"):  # the store's integrity
+        Engine.open(bad)
+    man.pop("integrity")  # a manifest written before the store recorded integrity: the fingerprint refuses it
     (bad / "manifest.json").write_text(json.dumps(man))
     with pytest.raises(DatasetError, match="fingerprint"):
         Engine.open(bad)

@@ -330,8 +330,10 @@ def test_error_codes(engine, g, monkeypatch):
     monkeypatch.setitem(engine.limits, "max_locations_table", 4)
     assert codes(engine.table, [a, b, a]) == "TooBig"
     assert engine.table([a, b, a], sources=[0], destinations=[1, 2])["code"] == "Ok"
-    assert codes(engine.table, [a, b], sources=[2]) == "InvalidValue"
-    assert codes(engine.table, [a, b], destinations=[-1]) == "InvalidValue"
+    # an index outside the coordinates: InvalidOptions, as osrm-routed and the HTTP server (one check:
+    # gpuroute.engine.params)
+    assert codes(engine.table, [a, b], sources=[2]) == "InvalidOptions"
+    assert codes(engine.table, [a, b], destinations=[-1]) == "InvalidOptions"
     assert codes(engine.table, [a, b], fallback_speed=0) == "InvalidValue"
     assert codes(engine.table, [a, b], annotations=["speed"]) == "InvalidOptions"
     assert codes(engine.nearest, a, number=0) == "InvalidOptions"

@@ -22,16 +22,18 @@ pytest.importorskip("osmium")
 pytest.importorskip("lupa", reason="lupa (pip install 'gpuroute[lua]') runs OSRM's Lua profiles")
 
 from osrm_peer import osrm_bin_dir, osrm_profiles_dir  # noqa: E402
+from phantoms import point, points  # noqa: E402
 from scipy.sparse import csr_matrix  # noqa: E402
 from scipy.sparse.csgraph import dijkstra  # noqa: E402
 from turn_oracle import phantom_cost, route_arcs, turn_graph  # noqa: E402
 
 from gpuroute import config  # noqa: E402
 from gpuroute.engine import Engine, EngineError  # noqa: E402
-from gpuroute.engine.dataset import build_dataset, drop_traffic  # noqa: E402
+from gpuroute.engine.dataset import drop_traffic  # noqa: E402
 from gpuroute.engine.exclude import NO_EXCLUDE, UNSUPPORTED, Excluder, excluder  # noqa: E402
 from gpuroute.geo.segments import SegmentIndex  # noqa: E402
 from gpuroute.io.lua_profile import LuaProfile  # noqa: E402
+from gpuroute.pipeline import build_dataset  # noqa: E402
 
 MONACO = Path(__file__).resolve().parents[2] / "src" / "gpuroute" / "datasets" / "data" / "monaco.osm.pbf"
 SERVICES = ("route", "table", "trip", "nearest", "isochrone")
@@ -171,7 +173,7 @@ def test_routes_equal_the_oracle_without_the_excluded_arcs(engine, name):
     assert len(pairs) >= 4, f"too few routes over {name} arcs to test"
     routed = 0
     for c, _ in pairs:
-        sp = [index.snap(*p) for p in c]
+        sp = [point(index.snap(*p)) for p in c]
         want = phantom_cost(ov, sp[0], sp[1], tg)
         try:
             r = engine.route(c, overview="false", annotations=["nodes"], exclude=name)["routes"][0]
@@ -212,7 +214,7 @@ def test_snapping_skips_excluded_segments(engine):
             assert w["distance"] == pytest.approx(best, abs=0.05), (component, lon, lat)
             plain = engine.nearest((lon, lat))["waypoints"][0] if component == "any" else None
             assert plain is None or plain["distance"] <= best  # it lies on an excluded segment
-        ph = excluder(engine).resolve("motorway").segments(component).snap_many([tuple(x) for x in pts])
+        ph = points(excluder(engine).resolve("motorway").segments(component).snap_many([tuple(x) for x in pts]))
         assert all(not excluded[a] for p in ph for a, _ in p.all_arcs)
 
 
@@ -229,12 +231,12 @@ def test_one_excluded_direction_snaps_with_the_other():
     mask = np.ones(g.n_arcs, dtype=bool)
     mask[fwd01] = False
     idx = SegmentIndex(g, component="any", arc_mask=mask)
-    p = idx.snap(7.405, 43.7001)
+    p = point(idx.snap(7.405, 43.7001))
     assert p.all_arcs == [(rev10, pytest.approx(0.5, abs=0.01))]
-    p1, = idx.snap_many([(7.405, 43.7001), (7.405, 43.7001)])[:1]  # the batched path agrees
+    p1 = point(idx.snap_many([(7.405, 43.7001), (7.405, 43.7001)]))  # the batched path agrees
     assert p1.all_arcs == p.all_arcs
     mask[rev10] = False
-    p2 = SegmentIndex(g, component="any", arc_mask=mask).snap(7.405, 43.7001)
+    p2 = point(SegmentIndex(g, component="any", arc_mask=mask).snap(7.405, 43.7001))
     assert {int(g.tail[a]) + int(g.head[a]) for a, _ in p2.all_arcs} == {2}  # the 0-2 segment
     with pytest.raises(ValueError, match="arc_mask"):
         SegmentIndex(g, arc_mask=np.ones(3, dtype=bool))
@@ -288,7 +290,8 @@ def test_isochrone_pieces_avoid_the_excluded_class(engine):
     """The pieces an isochrone draws with exclude=motorway are the oracle's on the turn graph without the
     motorway (scipy Dijkstra from the snapped origin's arcs), and none lies on a motorway arc."""
     shapely = pytest.importorskip("shapely")
-    import gpuroute.engine.isochrone as iso
+    import gpuroute.engine.services.isochrone as iso
+    from gpuroute.engine.services.isochrone import lattice, search
 
     assert shapely
     excluded = _excluded(engine, "motorway")
@@ -297,12 +300,12 @@ def test_isochrone_pieces_avoid_the_excluded_class(engine):
     m = g.n_arcs
     mot = np.flatnonzero(excluded)
     coord = tuple(g.coords[g.tail[mot[len(mot) // 2]]].tolist())  # where a motorway starts
-    base = engine._isochrone_metric("duration")
+    base = iso.metric_of(engine, "duration")
     met = ex.isochrone_metric(base)
-    origin, = engine._snap([coord], None, None, None, ex.segments())
+    origin = point(ex.segments().snap(*coord))
     cus = [300.0 / met.scale, 120.0 / met.scale]
-    req = iso.Request(met, engine._head, origin.arcs, cus, origin.lon, origin.lat)
-    q, arc, lo, hi = iso.pieces_cpu(engine._isochrone_arrays(), met, req)
+    req = search.Request(met, engine._head, origin.arcs, cus, origin.lon, origin.lat)
+    q, arc, lo, hi = lattice.pieces_cpu(iso.graph_arrays(engine), met, req)
     assert arc.size and not excluded[arc].any()
     # oracle: the base metric's allowed turns less those into motorways; labels from a spare state m
     # joined to the successors of the origin's arcs
@@ -367,7 +370,7 @@ def test_excluded_routes_follow_traffic_and_are_cached_per_metric(fresh):
     r2 = e.route(c, overview="false", annotations=["nodes"], exclude="motorway")["routes"][0]
     assert xr.stats["customizations"] == 2
     index = xr.resolve("motorway").segments()
-    sp = [index.snap(*p) for p in c]
+    sp = [point(index.snap(*p)) for p in c]
     want = phantom_cost(e.overlay, sp[0], sp[1], _reduced(e.overlay, excluded))
     assert r2["weight"] == pytest.approx(want * e._traffic.snapshot().scale, abs=0.051)
     assert r2["weight"] > r1["weight"]

@@ -18,21 +18,23 @@ import polyline
 import pytest
 from crp_oracle import with_restrictions
 from naive import random_road_graph
+from phantoms import points as phantom_points
 
 from gpuroute import ContractionHierarchy, Overlay, Partition, RoadGraph, Unit, config
 from gpuroute.engine import Engine, EngineError
+from gpuroute.engine.algorithms import CH
 from gpuroute.engine.legs import _npsum_range, npsum, round_floats
 from gpuroute.engine.osrm import (
     encode_geometries,
     encode_geometry,
     encode_polyline,
+    make_hint,
     modifier,
     round1,
     simplify,
     turn_delta,
-    waypoint,
 )
-from gpuroute.geo.segments import SNAP_TIE_M, Phantom, local_xy
+from gpuroute.geo.segments import SNAP_TIE_M, PhantomSet, local_xy
 
 
 # ------------------------------------------------------------------------------------ sums and rounding
@@ -105,7 +107,7 @@ def _graph(seed, turn_costs, weight_scale=0.1):
 @pytest.fixture(scope="module", params=["overlay-weight", "overlay-time", "overlay-distance", "hierarchy-turns",
                                         "hierarchy"])
 def engine(request):
-    from gpuroute.engine.dataset import profile_metric
+    from gpuroute.pipeline.customize import profile_metric
 
     kind = request.param
     g = _graph(11, turn_costs=kind != "hierarchy", weight_scale=0.01 if kind == "overlay-distance" else 0.1)
@@ -139,9 +141,28 @@ def _points(e, rng, k):
 
 
 # ------------------------------------------------------------------------- the reference route builder
+def _point_of(p, arc):
+    """The snapped (lon, lat) of the segment (the point's own or a tie's) one of whose options is ``arc``."""
+    for q in (p, *p.ties):
+        if any(a == arc for a, _ in q.arcs):
+            return q.lon, q.lat
+    raise KeyError(arc)
+
+
+def _ref_name(e, arc):
+    k = int(e._name_id[arc])
+    return e._names[k] if 0 <= k < len(e._names) else ""
+
+
+def _ref_waypoint(e, p):
+    """An OSRM waypoint written out: hint, distance, name and location rounded by Python's ``round``."""
+    return {"hint": make_hint(p.segment, p.fraction, e._fingerprint), "distance": round(p.distance, 6),
+            "name": e.segments.name_of(p.name_id), "location": [round(p.lon, 6), round(p.lat, 6)]}
+
+
 def _ref_leg(e, pa, pb, dep, arr, path, snap):
     (a, fa), (b, fb) = dep, arr
-    start, end = pa.point_of(a), pb.point_of(b)
+    start, end = _point_of(pa, a), _point_of(pb, b)
     if path is None:
         arcs, frac, pts = np.array([a], dtype=np.int64), np.array([fb - fa]), np.array([start, end])
     else:
@@ -255,7 +276,7 @@ def _ref_steps(e, leg, end, geometries):
         if mod is not None:
             man["modifier"] = mod
         steps.append({"geometry": _ref_geometry(pts[j0:j1 + 1], geometries), "maneuver": man, "mode": "driving",
-                      "driving_side": "right", "name": e._name(arcs[j0]), "intersections": inter,
+                      "driving_side": "right", "name": _ref_name(e, arcs[j0]), "intersections": inter,
                       "weight": round1(leg["weight"][j0:j1].sum() * e._w_scale),
                       "duration": None if leg["duration"] is None else round1(leg["duration"][j0:j1].sum()),
                       "distance": round1(leg["distance"][j0:j1].sum())})
@@ -267,7 +288,7 @@ def _ref_steps(e, leg, end, geometries):
     steps.append({"geometry": _ref_geometry(pts[-1:].repeat(2, axis=0), geometries),
                   "maneuver": {"bearing_after": 0, "bearing_before": bb, "location": loc[-1], "type": "arrive",
                                "modifier": amod},
-                  "mode": "driving", "driving_side": "right", "name": e._name(arcs[-1]),
+                  "mode": "driving", "driving_side": "right", "name": _ref_name(e, arcs[-1]),
                   "intersections": [{"location": loc[-1], "bearings": [(bb + 180) % 360], "entry": [True], "in": 0}],
                   "weight": 0.0, "duration": None if leg["duration"] is None else 0.0, "distance": 0.0})
     return steps
@@ -300,11 +321,12 @@ def _ref_leg_json(e, leg, end, steps, ann, geometries):
 
 
 def _ref_route(e, coords, *, steps, annotations, geometries, overview, continue_straight=True):
-    phantoms = e._snap(coords, None, None, None)
+    ps = e.segments.snap_many(coords)
     if e._traffic is not None:
-        plan, snap = e._traffic.plan(phantoms, continue_straight)
+        plan, snap = e._traffic.plan(ps, continue_straight)
     else:
-        plan, snap = e._plan(phantoms, continue_straight), None
+        plan, snap = CH(e).route(ps, continue_straight=continue_straight)
+    phantoms = phantom_points(ps)
     legs, points = [], []
     tot_w = tot_d = tot_l = 0.0
     for i, (dep, arr, path) in enumerate(plan):
@@ -324,7 +346,7 @@ def _ref_route(e, coords, *, steps, annotations, geometries, overview, continue_
     weight_name = e.weight_name if snap is None or snap.name == "time" else snap.name
     route.update(legs=legs, weight_name=weight_name, weight=round1(tot_w * e._w_scale),
                  duration=None if tot_d is None else round1(tot_d), distance=round1(tot_l))
-    return {"code": "Ok", "routes": [route], "waypoints": [waypoint(p, e._fingerprint) for p in phantoms]}
+    return {"code": "Ok", "routes": [route], "waypoints": [_ref_waypoint(e, p) for p in phantoms]}
 
 
 OPTIONS = [dict(steps=False, annotations=False, geometries="polyline", overview="full"),
@@ -377,15 +399,13 @@ def test_summary_names_the_two_longest_streets():
 
 
 # ------------------------------------------------------------------------------ snapping and options
-def _assert_same_phantom(got, want, where):
-    assert isinstance(got, Phantom) and isinstance(want, Phantom), where
-    for name in ("segment", "u", "v", "forward_arc", "reverse_arc", "fraction", "lon", "lat", "distance", "name",
-                 "name_id", "index", "input_lon", "input_lat"):
+def _assert_same_phantoms(got, want):
+    """Two PhantomSets with the same arrays, bit for bit."""
+    assert isinstance(got, PhantomSet) and isinstance(want, PhantomSet)
+    for name in ("point_start", "arc", "fraction", "segment", "segment_fraction", "lon", "lat", "distance",
+                 "name_id", "tie", "input_lon", "input_lat"):
         g, w = getattr(got, name), getattr(want, name)
-        assert type(g) is type(w) and g == w, f"{where}: {name} is {g!r}, snap gives {w!r}"
-    assert len(got.ties) == len(want.ties), where
-    for t, u in zip(got.ties, want.ties, strict=True):
-        _assert_same_phantom(t, u, f"{where} tie")
+        assert g.dtype == w.dtype and g.tobytes() == w.tobytes(), name
 
 
 def test_batch_snapping_both_steps_equal_one_at_a_time(engine, monkeypatch):
@@ -411,7 +431,7 @@ def test_batch_snapping_both_steps_equal_one_at_a_time(engine, monkeypatch):
         except Exception as err:  # a coordinate with no segment within its radius: the same one as snap's
             got = err
         want = []
-        for i, (x, y) in enumerate(pts.tolist()):
+        for i, (x, y) in enumerate(pts.tolist()):  # the oracle: one coordinate at a time
             try:
                 want.append(s.snap(x, y, radius=None if radiuses is None else radiuses[i], index=i, tie=SNAP_TIE_M))
             except Exception as err:
@@ -420,17 +440,17 @@ def test_batch_snapping_both_steps_equal_one_at_a_time(engine, monkeypatch):
         if isinstance(want, Exception):
             assert type(got) is type(want) and got.index == want.index
             continue
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            _assert_same_phantom(g, w, f"coordinate {i}")
+        _assert_same_phantoms(got, PhantomSet.concat(want))
     assert len(steps) >= 2 and steps[1] < steps[0]  # both steps ran: the far coordinates took the second
 
 
 def test_options_are_every_phantoms_arcs(engine):
-    """The padded option arrays of a table (own arcs, then the ties'), as ``Phantom.all_arcs`` lists them."""
+    """The padded option arrays of a table (own arcs, then the ties'), as each point's options list them."""
     rng = np.random.default_rng(8)
-    ph = engine._snap(_points(engine, rng, 80), None, None, None)
+    ps = engine.segments.snap_many(_points(engine, rng, 80))
+    ph = phantom_points(ps, engine.segments)
     assert any(p.ties for p in ph) and any(p.reverse_arc < 0 for p in ph)
-    arcs, frac = engine._options(ph)
+    arcs, frac = ps.padded()
     assert arcs.shape[1] == max([2] + [len(p.all_arcs) for p in ph])
     for i, p in enumerate(ph):
         o = p.all_arcs

@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("osmium")
 shapely = pytest.importorskip("shapely")
 
+from phantoms import point  # noqa: E402
 from scipy.sparse.csgraph import dijkstra  # noqa: E402
 from shapely.geometry import shape  # noqa: E402
 
@@ -48,7 +49,7 @@ def oracle(engine, coord, weight="travel_time"):
     """Cost of every node (weight units, inf unreached) from the snapped coordinate, by scipy Dijkstra from
     each usable arc's head plus the rest of that arc; and the phantom."""
     g = engine.graph
-    p = engine.segments.snap(*coord)
+    p = point(engine.segments.snap(*coord))
     w = g.weight(weight).astype(np.float64)
     heads = [int(g.head[a]) for a, _ in p.arcs]
     d = dijkstra(g.to_scipy(weight), indices=heads)
@@ -181,31 +182,32 @@ def test_errors(engine, kwargs, code):
 
 
 # ----------------------------------------------------------------------------------- the pipeline's parts
-# (gpuroute.engine.isochrone: search, lattice and field, rings, checks, the GEOS path, the GPU twin)
-import gpuroute.engine.isochrone as iso  # noqa: E402
+# (gpuroute.engine.services.isochrone: search, lattice and field, rings, checks, the GEOS path, the GPU twin)
+import gpuroute.engine.services.isochrone as iso  # noqa: E402
 from gpuroute.backend import gpu_available  # noqa: E402
+from gpuroute.engine.services.isochrone import lattice, polygons, search  # noqa: E402
 
 
 def request(engine, coord, contours_s, metric="duration"):
     """The engine's metric and the Request of an isochrone (contours in seconds, largest first)."""
-    met = engine._isochrone_metric(metric)
-    origin, = engine._snap([coord], None, None, None)
+    met = iso.metric_of(engine, metric)
+    origin = point(engine.segments.snap(*coord))
     cus = sorted((c / met.scale for c in contours_s), reverse=True)
-    return met, iso.Request(met, engine._head, origin.arcs, cus, origin.lon, origin.lat), origin
+    return met, search.Request(met, engine._head, origin.arcs, cus, origin.lon, origin.lat), origin
 
 
 def lattice_and_marks(engine, met, req):
     """What codes_cpu computes, with the marks kept: (codes, marked, lattice)."""
-    fo, head, tail, lon, lat = engine._isochrone_arrays()
-    nodes, dist = iso.search_cpu(met, req)
+    fo, head, tail, lon, lat = iso.graph_arrays(engine)
+    nodes, dist = search.search_cpu(met, req)
     args = (nodes, dist, fo, head, lon, lat, met.w, req.o_arc, req.o_frac, tail[req.o_arc], head[req.o_arc], req.cus,
             req.lon0, req.lat0, req.kx, req.ky)
     K = req.cus.size
-    L = iso.lattice(iso.extent_cpu(args, K))
+    L = lattice.lattice(lattice.extent_cpu(args, K))
     marked = np.zeros((K, L.H, L.W), dtype=np.uint8)
-    iso.mark_cpu(args, L, marked)
+    lattice.mark_cpu(args, L, marked)
     codes = np.empty_like(marked)
-    iso.field_cpu(marked, L, codes)
+    lattice.field_cpu(marked, L, codes)
     return codes, marked, L
 
 
@@ -218,7 +220,7 @@ def test_search_bounded_dijkstra_and_phast_fallback(engine, bounded, monkeypatch
     g = engine.graph
     for coord, c in zip(ORIGINS, (60, 200, 400, 900), strict=True):
         met, req, _ = request(engine, coord, [c])
-        nodes, cost = iso.search_cpu(met, req)
+        nodes, cost = search.search_cpu(met, req)
         want = {}
         for s, b, off in zip(req.heads, req.bounds, req.offs, strict=True):
             d = dijkstra(g.to_scipy(met.name), indices=s)
@@ -241,10 +243,10 @@ def test_field_codes_are_the_distance_transform_of_the_marks(engine):
         prev = None
         for q in range(req.cus.size):
             x0, y0, x1, y1 = L.windows[q]
-            want = np.full((L.H, L.W), iso.FAR, dtype=np.int64)
+            want = np.full((L.H, L.W), lattice.FAR, dtype=np.int64)
             d = distance_transform_edt(marked[q, y0:y1, x0:x1] == 0)
             d2 = np.rint(d * d).astype(np.int64)
-            want[y0:y1, x0:x1] = np.where(np.sqrt(d2) * L.cell <= L.reach, d2, iso.FAR)
+            want[y0:y1, x0:x1] = np.where(np.sqrt(d2) * L.cell <= L.reach, d2, lattice.FAR)
             if prev is not None:
                 want = np.maximum(want, prev)
             np.testing.assert_array_equal(codes[q], want)
@@ -266,7 +268,7 @@ def test_rings_hold_exactly_the_inside_lattice_points(engine, monkeypatch):
     for coord in ORIGINS[:3]:
         met, req, origin = request(engine, coord, [90, 300])
         codes, _, L = lattice_and_marks(engine, met, req)
-        layers = iso.rings_of(codes, L, req.cus.size, 0.0, 0.0, origin.lon, origin.lat)
+        layers = polygons.rings_of(codes, L, req.cus.size, 0.0, 0.0, origin.lon, origin.lat)
         for q, (xy, idx, rpoly) in enumerate(layers.metres):
             polys = shapely.polygons(shapely.linearrings(xy, indices=idx), indices=rpoly)
             geom = shapely.multipolygons(polys)
@@ -285,11 +287,11 @@ def test_holes_filled_parts_dropped_vertices_within_tolerance(engine):
         met, req, origin = request(engine, coord, [120, 300])
         codes, _, L = lattice_and_marks(engine, met, req)
         gen = float(config.SERVE_ISOCHRONE_GENERALIZE_M)
-        layers = iso.rings_of(codes, L, 2, 1.0, gen, origin.lon, origin.lat)
-        assert layers.ok, iso.CHECKS[layers.why]
+        layers = polygons.rings_of(codes, L, 2, 1.0, gen, origin.lon, origin.lat)
+        assert layers.ok, polygons.CHECKS[layers.why]
         for q, (xy, _, rpoly) in enumerate(layers.metres):
             assert rpoly.max() == 0  # one polygon
-            poly = polygon_m({"geometry": iso.geojson_fast(layers, q, True)}, origin.lon, origin.lat)
+            poly = polygon_m({"geometry": polygons.geojson_fast(layers, q, True)}, origin.lon, origin.lat)
             assert poly.geom_type == "Polygon" and poly.is_valid
             assert all(shapely.Polygon(h).area >= config.SERVE_ISOCHRONE_MAX_HOLE_M2 * 0.9 for h in poly.interiors)
             d = shapely.distance(poly.boundary, shapely.points(xy))
@@ -359,7 +361,7 @@ def test_check_is_sound_on_random_polygons():
             geoms.append(shapely.MultiPolygon([(p[0], p[1:]) for p in polys]) if polys else None)
         invalid += any(g is not None and not shapely.is_valid(g) for g in geoms)
         for mode in (1, 2):
-            code = iso._check(*arrs, mode, 1e-12, fails)
+            code = polygons._check(*arrs, mode, 1e-12, fails)
             if code % 16 != 0:
                 refused[mode] += 1
                 continue
@@ -376,7 +378,7 @@ def test_geos_path_when_the_check_refuses(engine, monkeypatch):
     reached node inside, about the same area as the fast path's."""
     coord = ORIGINS[0]
     fast = engine.isochrone(coord, [120, 300])
-    monkeypatch.setattr(iso, "_check", lambda *a: 8)  # "a ring not inside the rings it should be"
+    monkeypatch.setattr(polygons, "_check", lambda *a: 8)  # "a ring not inside the rings it should be"
     slow = engine.isochrone(coord, [120, 300])
     best, p, _ = oracle(engine, coord)
     g = engine.graph
@@ -414,9 +416,9 @@ def test_lattice_coarsens_with_the_contour_size(monkeypatch):
     about that size."""
     monkeypatch.setattr(config, "SERVE_ISOCHRONE_MAX_CELLS", 40000)
     r = float(config.SERVE_ISOCHRONE_BUFFER_M)
-    small = iso.lattice(np.array([[-300.0, -200.0, 400.0, 250.0]]))
+    small = lattice.lattice(np.array([[-300.0, -200.0, 400.0, 250.0]]))
     assert small.cell == 0.5 * r and small.r == r
-    big = iso.lattice(np.array([[-9000.0, -7000.0, 8000.0, 6000.0], [-100.0, -100.0, 100.0, 100.0]]))
+    big = lattice.lattice(np.array([[-9000.0, -7000.0, 8000.0, 6000.0], [-100.0, -100.0, 100.0, 100.0]]))
     assert big.cell > 0.5 * r and big.r == max(r, big.cell)
     assert big.W * big.H <= 1.15 * 40000  # (plus the band around the largest contour)
     assert big.windows[1, 2] - big.windows[1, 0] < big.W / 10  # the small contour's window is its own
@@ -431,11 +433,11 @@ def test_gpu_codes_equal_the_cpu_twin(engine, cells, monkeypatch):
     numba twin's bit for bit, for 1 to 4 contours, coarse lattices and small blocks included."""
     monkeypatch.setattr(config, "SERVE_ISOCHRONE_MAX_CELLS", cells)
     monkeypatch.setattr(config, "SERVE_ISOCHRONE_GPU_THREADS", 64)
-    met = engine._isochrone_metric("duration")
-    gpu = iso.IsochroneGPU(engine._isochrone_arrays(), met)
+    met = iso.metric_of(engine, "duration")
+    gpu = lattice.IsochroneGPU(iso.graph_arrays(engine), met)
     for coord, contours in zip(ORIGINS, ([300], [60, 600], [30, 120, 300], [60, 180, 420, 900]), strict=True):
         _, req, _ = request(engine, coord, contours)
-        want, lw = iso.codes_cpu(engine._isochrone_arrays(), met, req)
+        want, lw = lattice.codes_cpu(iso.graph_arrays(engine), met, req)
         want = want.copy()
         got, lg = gpu.codes(req)
         assert (lg.cell, lg.i0, lg.j0, lg.W, lg.H) == (lw.cell, lw.i0, lw.j0, lw.W, lw.H)

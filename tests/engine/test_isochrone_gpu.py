@@ -1,4 +1,4 @@
-"""Isochrones on the GPU (gpuroute.engine.isochrone.IsochroneGPU, kernels in engine/isochrone.cu) against
+"""Isochrones on the GPU (gpuroute.engine.services.isochrone.lattice.IsochroneGPU, kernels in its isochrone.cu) against
 their numba twin: the lattice and field codes bit for bit (PHAST rows on the device, the pieces' extent,
 the marks, the two passes), and whole answers of Engine.isochrone equal, on random road graphs (both
 metrics, one to four contours, coarse lattices, small blocks)."""
@@ -7,12 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from naive import random_road_graph
+from phantoms import point  # noqa: E402
 
+import gpuroute.engine.services.isochrone as iso
 from gpuroute import config
 from gpuroute.backend import gpu_available
 from gpuroute.ch import ContractionHierarchy
 from gpuroute.engine import Engine
-from gpuroute.engine import isochrone as iso
+from gpuroute.engine.services.isochrone import lattice, search
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a CUDA GPU")]
 pytest.importorskip("shapely")
@@ -28,18 +30,18 @@ def engine(request):
 
 def _requests(engine, metric, k_contours, rng):
     """A few requests from random nodes, contours from the node costs' quantiles (largest first)."""
-    met = engine._isochrone_metric(metric)
+    met = iso.metric_of(engine, metric)
     g = engine.graph
     out = []
     for v in rng.choice(g.n_nodes, 4, replace=False):
-        origin, = engine._snap([tuple(g.coords[v])], None, None, None)
+        origin = point(engine.segments.snap(*g.coords[v]))
         d = engine.graph.to_scipy(met.name)
         from scipy.sparse.csgraph import dijkstra
 
         cost = dijkstra(d, indices=int(engine._head[origin.arcs[0][0]]))
         cost = cost[np.isfinite(cost)]
         cus = sorted(np.quantile(cost, np.linspace(0.1, 0.6, k_contours)) + 1.0, reverse=True)
-        out.append((met, iso.Request(met, engine._head, origin.arcs, cus, origin.lon, origin.lat)))
+        out.append((met, search.Request(met, engine._head, origin.arcs, cus, origin.lon, origin.lat)))
     return out
 
 
@@ -52,8 +54,8 @@ def test_gpu_codes_equal_the_cpu_twin(engine, metric, cells, monkeypatch):
     gpu = None
     for k in (1, 2, 4):
         for met, req in _requests(engine, metric, k, rng):
-            gpu = gpu or iso.IsochroneGPU(engine._isochrone_arrays(), met)
-            want, lw = iso.codes_cpu(engine._isochrone_arrays(), met, req)
+            gpu = gpu or lattice.IsochroneGPU(iso.graph_arrays(engine), met)
+            want, lw = lattice.codes_cpu(iso.graph_arrays(engine), met, req)
             want = want.copy()
             got, lg = gpu.codes(req)
             assert (lg.cell, lg.i0, lg.j0, lg.W, lg.H) == (lw.cell, lw.i0, lw.j0, lw.W, lw.H)
@@ -68,7 +70,7 @@ def test_gpu_isochrone_equals_cpu(engine, kw, monkeypatch):
     """Engine.isochrone with the lattice drawn on the GPU answers exactly as with the CPU twin."""
     rng = np.random.default_rng(5)
     for _, req in _requests(engine, kw.get("metric", "duration"), 2, rng)[:2]:
-        met = engine._isochrone_metric(kw.get("metric", "duration"))
+        met = iso.metric_of(engine, kw.get("metric", "duration"))
         contours = [c * met.scale for c in req.cus]
         coord = (req.lon0, req.lat0)
         monkeypatch.setattr(config, "SERVE_ISOCHRONE_DEVICE", "cpu")

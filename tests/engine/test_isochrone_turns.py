@@ -1,4 +1,4 @@
-"""Isochrones on engines with an overlay (:mod:`gpuroute.engine.isochrone_turns`): the reachable pieces of
+"""Isochrones on engines with an overlay (:func:`gpuroute.engine.services.isochrone.search.search_turns`): the reachable pieces of
 road are those of routes as ``/route`` drives them, turn costs paid and turn restrictions honoured, on the
 overlay's current metric (``/customize``).
 
@@ -7,7 +7,7 @@ cost: penalty + cost of the out-arc) from a spare state joined to the successors
 snapped origin (at the rest of that arc plus the turn): every arc's ENTRY cost (its label less its own
 cost). Within contour ``C`` the reachable pieces are every arc ``b`` with ``entry(b) <= C`` from its tail
 to ``min(1, (C - entry(b)) / c(b))`` and, on the origin's arcs, the piece from the origin on; the
-pipeline's pieces (:func:`gpuroute.engine.isochrone.pieces_cpu`, the ones it marks on the lattice) must be
+pipeline's pieces (:func:`gpuroute.engine.services.isochrone.lattice.pieces_cpu`, the ones it marks on the lattice) must be
 exactly these. Random graphs with per-turn costs, closed turns and restrictions; a forbidden turn that
 cuts a street off; the shipped Monaco dataset before and after a traffic update, at a restricted turn,
 and after a metric switch."""
@@ -22,16 +22,18 @@ shapely = pytest.importorskip("shapely")
 
 from crp_oracle import with_restrictions  # noqa: E402
 from naive import random_road_graph  # noqa: E402
+from phantoms import point  # noqa: E402
 from scipy.sparse import csr_matrix  # noqa: E402
 from scipy.sparse.csgraph import dijkstra  # noqa: E402
 from shapely.geometry import Point, shape  # noqa: E402
 from turn_oracle import turn_graph  # noqa: E402
 
-import gpuroute.engine.isochrone as iso  # noqa: E402
+import gpuroute.engine.services.isochrone as iso  # noqa: E402
 from gpuroute import ContractionHierarchy, Overlay, Partition, RoadGraph, TurnRestrictions, config  # noqa: E402
 from gpuroute.crp import FORBIDDEN  # noqa: E402
 from gpuroute.crp.metric import RESTRICTED, Metric  # noqa: E402
 from gpuroute.engine import Engine  # noqa: E402
+from gpuroute.engine.services.isochrone import lattice, search  # noqa: E402
 from gpuroute.geo import EARTH_RADIUS_M  # noqa: E402
 
 #: Place du Casino, Port Hercule (lon, lat).
@@ -93,11 +95,11 @@ def assert_same_pieces(got, want):
 def drawn(engine, coord, contours, metric="duration"):
     """The pieces the engine draws for an isochrone (contours in s or m): ``(pieces, origin, Request,
     Metric)``."""
-    met = engine._isochrone_metric(metric)
-    origin, = engine._snap([coord], None, None, None)
+    met = iso.metric_of(engine, metric)
+    origin = point(engine.segments.snap(*coord))
     cus = sorted((c / met.scale for c in contours), reverse=True)
-    req = iso.Request(met, engine._head, origin.arcs, cus, origin.lon, origin.lat)
-    return iso.pieces_cpu(engine._isochrone_arrays(), met, req), origin, req, met
+    req = search.Request(met, engine._head, origin.arcs, cus, origin.lon, origin.lat)
+    return lattice.pieces_cpu(iso.graph_arrays(engine), met, req), origin, req, met
 
 
 def expected(ov, origin, cus, *, cost=None, tcost_of=None):
@@ -164,13 +166,13 @@ def test_random_graphs_pieces_equal_the_turn_aware_oracle(seed):
 
 def test_search_grows_a_full_heap():
     """A heap too small for the search (one entry) is grown and the search run again: the same pieces."""
-    import gpuroute.engine.isochrone_turns as it
+    from gpuroute.engine.services.isochrone import search as it
 
     e, rng = random_engine(11)
     g = e.graph
     coord = tuple(g.coords[3])
     want, origin, req, _ = drawn(e, coord, [45.0, 20.0])
-    st = it._scratch  # this thread's buffers, sized for this graph by the search above
+    st = it._turn_scratch  # this thread's buffers, sized for this graph by the search above
     st.hd, st.hn = np.empty(1), np.empty(1, dtype=np.int64)
     got, *_ = drawn(e, coord, [45.0, 20.0])
     assert st.hd.shape[0] > 1 and (st.label == np.inf).all()
@@ -267,7 +269,7 @@ def test_a_forbidden_turn_cuts_the_street_off(metric, contour):
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     pytest.importorskip("osmium")
-    from gpuroute.engine.dataset import build_dataset
+    from gpuroute.pipeline import build_dataset
 
     d = tmp_path_factory.mktemp("ds") / "monaco"
     build_dataset("monaco", d, cell_sizes=(64, 1024))
@@ -373,7 +375,7 @@ def test_monaco_restricted_turn(monaco):
         if g.tail[a] == g.head[b] or c[a] < 20:  # a U-turn; a short in-arc
             continue
         p = g.coords[g.tail[a]] + 0.8 * (g.coords[g.head[a]] - g.coords[g.tail[a]])
-        origin, = e._snap([tuple(p)], None, None, None)
+        origin = point(e.segments.snap(*p))
         if not any(x == a for x, _ in origin.arcs):
             continue
         fa = dict(origin.arcs)[a]
@@ -427,8 +429,8 @@ def profile_engine(seed):
     time, turn weights, turn durations in deciseconds, closed turns) and restrictions, its overlay
     customized for the profile's weight (as ``gpuroute build --profile`` does)."""
     from gpuroute import Unit
-    from gpuroute.engine.dataset import profile_metric
     from gpuroute.graph.turn_costs import TurnCosts, n_turns_of
+    from gpuroute.pipeline.customize import profile_metric
 
     rng = np.random.default_rng(seed)
     g0, _ = random_road_graph(rng, 80, one_way=0.3)
@@ -491,3 +493,21 @@ def test_profile_turn_durations_and_closed_turns(seed):
         assert_same_pieces(got, want)
         want, _ = expected(ov, origin, req.cus, cost=tt, tcost_of=rules)  # ... which are the profile's durations
         assert_same_pieces(got, want)
+
+
+def test_hierarchy_and_turn_searches_keep_their_own_buffers(monkeypatch):
+    """One thread answers isochrones of a hierarchy engine and of an overlay engine on another graph in
+    turn: each search keeps its own per-thread buffers, so the hierarchy's pieces after a turn search are
+    those before it (the two searches once shared one buffer object, and the bounded Dijkstra then wrote
+    into the turn search's smaller arrays). The Dijkstra gives up early here, for the hierarchy's PHAST."""
+    from gpuroute import config
+
+    monkeypatch.setattr(config, "SERVE_ISOCHRONE_DIJKSTRA_MIN_NODES", 1)
+    monkeypatch.setattr(config, "SERVE_ISOCHRONE_DIJKSTRA_FRACTION", 0.01)
+    small, _ = random_engine(3, n=20)
+    big, _ = random_engine(4, n=300)
+    plain = Engine(big.graph, big.ch)  # no overlay: the bounded Dijkstra of the hierarchy, then PHAST
+    coord = tuple(big.graph.coords[7])
+    before = drawn(plain, coord, [600.0, 300.0])[0]
+    drawn(small, tuple(small.graph.coords[5]), [45.0, 20.0])  # the turn-aware search, on a smaller graph
+    assert_same_pieces(drawn(plain, coord, [600.0, 300.0])[0], before)

@@ -20,13 +20,15 @@ pytest.importorskip("lupa", reason="lupa (pip install 'gpuroute[lua]') runs the 
 pytest.importorskip("osmium")
 
 from osrm_peer import osrm_bin_dir, osrm_profiles_dir  # noqa: E402
+from phantoms import point, points  # noqa: E402
 from turn_oracle import phantom_cost, route_arcs  # noqa: E402
 
 from gpuroute.crp.metric import decode_turn_costs  # noqa: E402
 from gpuroute.engine import Engine  # noqa: E402
-from gpuroute.engine.dataset import build_dataset, load_dataset  # noqa: E402
+from gpuroute.engine.dataset import load_dataset  # noqa: E402
 from gpuroute.graph.turn_costs import turn_arrays  # noqa: E402
 from gpuroute.io import lua_extract  # noqa: E402
+from gpuroute.pipeline import build_dataset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 MONACO = ROOT / "src" / "gpuroute" / "datasets" / "data" / "monaco.osm.pbf"
@@ -118,7 +120,7 @@ def test_routes_equal_the_turn_aware_oracle(engine):
     for pts in _points(engine, 20, 7):
         r = engine.route(pts, overview="false", annotations=["nodes", "duration"])["routes"][0]
         assert r["weight_name"] == "routability"
-        sp = [engine.segments.snap(*p) for p in pts]
+        sp = [point(engine.segments.snap(*p)) for p in pts]
         want = phantom_cost(_Arcs(g), sp[0], sp[1], tg) * 0.1
         assert r["weight"] == pytest.approx(want, abs=0.051), pts
         arcs = route_arcs(engine, r)
@@ -194,7 +196,7 @@ def test_snapping_follows_is_startpoint(town):
     w = town.route([(7.4080, 43.6980), (7.4110, 43.6960)], overview="false")["waypoints"]
     ids = list(g.node_ids)
     ferry = {(ids.index(4), ids.index(6)), (ids.index(6), ids.index(4))}
-    for p in town.segments.snap_many([(7.4080, 43.6980)]):
+    for p in points(town.segments.snap_many([(7.4080, 43.6980)])):
         assert all((int(g.tail[a]), int(g.head[a])) not in ferry for a, _ in p.all_arcs)
     assert w[0]["distance"] > 10  # the nearest startpoint segment is off the ferry line
     assert math.isfinite(w[1]["distance"])

@@ -8,12 +8,12 @@ per request."""
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from crp_oracle import PEN, with_restrictions
 from naive import random_road_graph
+from phantoms import from_options, point
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 from turn_oracle import turn_graph
@@ -139,7 +139,7 @@ def _waypoints(rng, g, k):
 
 
 def _stubs(opts):
-    return [SimpleNamespace(all_arcs=list(o)) for o in opts]
+    return from_options(opts)
 
 
 # ------------------------------------------------------------------------------------------ overlay
@@ -342,7 +342,7 @@ def test_one_table_and_one_unpacking_per_leg_hierarchy(engines, monkeypatch, k):
             assert calls == {"table": k - 1, "route": k - 1}
             assert n["ch_table"] == k - 1 and n["ch_unpack"] == k - 1
             # the oracle: every pair by its own CH distance (the old plan), the same dynamic program
-            opts = [ech.segments.snap(*p).all_arcs for p in pts]
+            opts = [point(ech.segments.snap(*p)).all_arcs for p in pts]
             best = np.zeros(len(opts[0]))
             for i in range(k - 1):
                 c = np.full((len(opts[i]), len(opts[i + 1])), math.inf)

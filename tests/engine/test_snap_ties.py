@@ -1,5 +1,5 @@
 """Snapping ties at junctions (found by tests/server/test_osrm_differential.py): a coordinate on a node
-where several segments meet snaps to all of them (``Phantom.ties``), and routes and tables leave from /
+where several segments meet snaps to all of them (the PhantomSet's tie options), and routes and tables leave from /
 arrive on whichever is best, as OSRM >= 5.26 does."""
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 
 pytest.importorskip("osmium")
 
+from phantoms import point  # noqa: E402
 from scipy.sparse import csr_matrix  # noqa: E402
 from scipy.sparse.csgraph import dijkstra  # noqa: E402
 
@@ -41,15 +42,17 @@ def _oracle_s(g, s, t):
 def test_junction_coordinate_snaps_to_every_segment_there(engine):
     g = engine.graph
     n = _node(g, A[0])
-    p = engine.segments.snap(*A[1])
+    ps = engine.segments.snap(*A[1])
+    p = point(ps, 0, engine.segments)
     cands = (p, *p.ties)
     assert len(cands) >= 2
     for c in cands:
         assert n in (c.u, c.v)
         assert abs(c.distance - p.distance) <= SNAP_TIE_M
     assert len(p.all_arcs) == sum(len(c.arcs) for c in cands)
-    assert engine.segments.snap(*A[1], tie=None).ties == ()
-    mid = engine.segments.snap(7.4310, 43.7400)  # an ordinary point: one segment
+    assert ps.tie.tolist() == [False] * len(p.arcs) + [True] * (len(p.all_arcs) - len(p.arcs))
+    assert not engine.segments.snap(*A[1], tie=None).tie.any()
+    mid = point(engine.segments.snap(7.4310, 43.7400))  # an ordinary point: one segment
     assert len(mid.all_arcs) == len(mid.arcs)
 
 

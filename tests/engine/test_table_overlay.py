@@ -12,12 +12,13 @@ import pytest
 
 pytest.importorskip("osmium")
 
+from phantoms import point  # noqa: E402
 from turn_oracle import phantom_cost, turn_graph  # noqa: E402
 
 from gpuroute.cli.main import main  # noqa: E402
 from gpuroute.engine import Engine  # noqa: E402
+from gpuroute.engine.algorithms import CRP, table_search  # noqa: E402
 from gpuroute.engine.dataset import drop_traffic  # noqa: E402
-from gpuroute.engine.table import overlay_snapshot  # noqa: E402
 from gpuroute.geo.snap import largest_scc_mask  # noqa: E402
 
 CELLS = (64, 1024)
@@ -63,7 +64,7 @@ def _cells_equal_routes(e, pts, tb, k=20):
 def test_table_cells_equal_routes_before_and_after_traffic(engine):
     e = engine
     pts = _points(e, 12, 1)
-    assert overlay_snapshot(e) is not None  # Monaco's turn restrictions: the overlay answers tables
+    assert isinstance(table_search(e), CRP)  # Monaco's turn restrictions: the overlay answers tables
     before = e.table(pts, annotations=["duration", "distance"])
     _cells_equal_routes(e, pts, before)
     # traffic: every arc within ~400 m of the first point is 20x slower
@@ -86,13 +87,13 @@ def test_table_cells_equal_the_turn_aware_oracle(engine):
     e.customize(metric="time-uturn")  # a U-turn penalty: the hierarchy could not answer this
     ov = e.overlay
     tg = turn_graph(ov)
-    ph = e._snap(pts, None, None, None)
+    ps = e.segments.snap_many(pts)
     tb = e.table(pts, annotations=["duration"])
-    snap = overlay_snapshot(e)
-    assert snap is not None
-    from gpuroute.engine.table import overlay_matrices
-
-    cost, _, _ = overlay_matrices(e, snap, ph, ph)
+    search = table_search(e)
+    assert isinstance(search, CRP)
+    snap = search.snap
+    cost = search.many_to_many(ps, ps).cost
+    ph = [point(ps, i) for i in range(len(pts))]
     for i, j in itertools.product(range(len(pts)), repeat=2):
         want = phantom_cost(ov, ph[i], ph[j], tg)
         assert cost[i, j] * e._w_scale / snap.scale == pytest.approx(want, rel=1e-9, abs=1e-6), (i, j)

@@ -20,7 +20,8 @@ pytest.importorskip("osmium")
 from gpuroute.cli.main import main  # noqa: E402
 from gpuroute.crp.metric import Metric  # noqa: E402
 from gpuroute.engine import Engine, EngineError  # noqa: E402
-from gpuroute.engine.dataset import TRAFFIC, build_dataset, drop_traffic, load_dataset  # noqa: E402
+from gpuroute.engine.dataset import TRAFFIC, drop_traffic, load_dataset  # noqa: E402
+from gpuroute.pipeline import build_dataset  # noqa: E402
 
 CELLS = (64, 1024)
 
@@ -267,7 +268,7 @@ def test_failed_http_customize_writes_nothing(dataset):
 def test_a_failed_save_keeps_the_previous_file_and_metric(dataset, monkeypatch):
     """The rename of the new file fails: the previous file is intact, no temporary is left, and the
     engine keeps the previous metric (memory and disk agree)."""
-    import gpuroute.io.atomic as atomic
+    import gpuroute.store.atomic as atomic
 
     e = Engine.open(dataset)
     path = dataset / TRAFFIC

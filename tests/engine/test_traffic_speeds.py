@@ -24,11 +24,14 @@ import pytest
 pytest.importorskip("lupa", reason="lupa (pip install 'gpuroute[lua]') runs the Lua profiles")
 pytest.importorskip("osmium", reason="osmium reads the OSM extract")
 
+from phantoms import point  # noqa: E402
 from turn_oracle import phantom_cost, route_arcs  # noqa: E402
 
 from gpuroute.engine import Engine, EngineError  # noqa: E402
-from gpuroute.engine.dataset import TRAFFIC, build_dataset  # noqa: E402
+from gpuroute.engine.dataset import TRAFFIC  # noqa: E402
+from gpuroute.engine.services import isochrone as iso  # noqa: E402
 from gpuroute.graph.turn_costs import turn_arrays  # noqa: E402
+from gpuroute.pipeline import build_dataset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FETCH = ROOT / ".ci" / "fetch_osrm.sh"
@@ -113,7 +116,7 @@ def _turn_durations_ds(g, arcs):
 
 def _expected_duration(e, pts, arcs, dur_ds):
     """Fraction-weighted arc durations (s) at the ends, whole ones between, plus the turns' durations."""
-    sp = [e.segments.snap(*p) for p in pts]
+    sp = [point(e.segments.snap(*p)) for p in pts]
     fa = dict(sp[0].arcs)[arcs[0]]
     fb = dict(sp[1].arcs)[arcs[-1]]
     d = (1.0 - fa) * dur_ds[arcs[0]] + dur_ds[arcs[1:-1]].sum() + fb * dur_ds[arcs[-1]]
@@ -132,7 +135,7 @@ def _oracle_weight(e, pts, w):
     class _Arcs:
         graph = g
 
-    sp = [e.segments.snap(*p) for p in pts]
+    sp = [point(e.segments.snap(*p)) for p in pts]
     return phantom_cost(_Arcs(), sp[0], sp[1], tg) * 0.1
 
 
@@ -166,7 +169,7 @@ def test_speed_update_sets_osrm_duration_and_weight(dataset):
     t = e.table(pts, sources=[0], destinations=[1], annotations=("duration",))
     assert t["durations"][0][0] == pytest.approx(after["duration"], abs=0.15)
     # the isochrone searches the live travel times (deciseconds, turn durations added)
-    met = e._isochrone_metric("duration")
+    met = iso.metric_of(e, "duration")
     np.testing.assert_array_equal(np.asarray(met.w, dtype=np.int64), dur)
 
 

@@ -18,6 +18,8 @@ import gpuroute.tours  # noqa: E402
 import gpuroute.tours.api  # noqa: E402
 from gpuroute import config  # noqa: E402
 from gpuroute.engine import Engine, EngineError  # noqa: E402
+from gpuroute.engine.algorithms import CH  # noqa: E402
+from gpuroute.engine.services.trip import tour  # noqa: E402
 from gpuroute.geo.snap import largest_scc_mask  # noqa: E402
 
 
@@ -61,14 +63,14 @@ def no_search(monkeypatch):
 def matrices(monkeypatch):
     """Every cost matrix the engine orders a trip on (its routing-weight table of the snapped stops)."""
     seen = []
-    orig = Engine._cost_matrix
+    orig = CH._cost_matrix
 
-    def spy(self, sp, tp):
-        out = orig(self, sp, tp)
-        seen.append(np.array(out[0], dtype=np.float64))
+    def spy(self, sp, tp, *a, **kw):
+        out = orig(self, sp, tp, *a, **kw)
+        seen.append(np.array(out[0].get() if hasattr(out[0], "get") else out[0], dtype=np.float64))
         return out
 
-    monkeypatch.setattr(Engine, "_cost_matrix", spy)
+    monkeypatch.setattr(CH, "_cost_matrix", spy)
     return seen
 
 
@@ -167,7 +169,7 @@ def test_time_limit_still_checked_on_exact_trips(engine, no_search):
 
 
 def test_unreachable_legs(no_search):
-    """Engine._tour on hand-made matrices: an open trip takes the one order without an unreachable leg;
+    """The trip service's tour on hand-made matrices: an open trip takes the one order without an unreachable leg;
     a roundtrip needs every pair reachable (as before); no order at all: NoTrips."""
     inf = np.inf
     m = np.array([[0, 1, 9, inf, inf],
@@ -175,12 +177,12 @@ def test_unreachable_legs(no_search):
                   [inf, inf, 0, inf, 1],
                   [inf, inf, 1, 0, inf],
                   [inf, inf, inf, inf, 0]], dtype=np.float64)
-    assert Engine._tour(m, False, True, True) == [0, 1, 3, 2, 4]
+    assert tour(m, False, True, True) == [0, 1, 3, 2, 4]
     for roundtrip, start, end in ((True, False, False), (True, True, True), (True, False, True)):
         with pytest.raises(EngineError) as ei:
-            Engine._tour(m, roundtrip, start, end)
+            tour(m, roundtrip, start, end)
         assert ei.value.code == "NoTrips"
     m[3, 2] = inf  # 0 -> 1 -> 3 is a dead end now
     with pytest.raises(EngineError) as ei:
-        Engine._tour(m, False, True, True)
+        tour(m, False, True, True)
     assert ei.value.code == "NoTrips"

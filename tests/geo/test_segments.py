@@ -7,6 +7,9 @@ import pytest
 
 pytest.importorskip("osmium")
 
+from phantoms import point  # noqa: E402
+from phantoms import points as phantom_points  # noqa: E402
+
 from gpuroute import datasets  # noqa: E402
 from gpuroute.geo import EARTH_RADIUS_M, haversine_m  # noqa: E402
 from gpuroute.geo.segments import NoSegment, SegmentIndex  # noqa: E402
@@ -77,7 +80,7 @@ def test_nearest_segment_equals_brute_force(monaco, index):
     g = monaco
     arcs = scc_arcs(g)
     for lon, lat in points(g, 150, 1):
-        p = index.snap(lon, lat)
+        p = point(index.snap(lon, lat), 0, index)
         d, t, _, _ = brute(g, lon, lat, arcs)
         best = d.min()
         assert p.distance == pytest.approx(best, abs=1e-3, rel=1e-4)  # great circle vs the local frame
@@ -91,14 +94,14 @@ def test_nearest_segment_equals_brute_force(monaco, index):
         cu, cv = g.coords[p.u], g.coords[p.v]
         assert (p.lon, p.lat) == pytest.approx(tuple(cu + p.fraction * (cv - cu)), abs=1e-12)
         assert p.distance == pytest.approx(float(haversine_m(lon, lat, p.lon, p.lat)), rel=1e-12)
-        assert p.name == (index.names[p.name_id] if p.name_id >= 0 else "")
+        assert p.name_id == index.name_id[p.segment]
 
 
 def test_nearest_k_equals_brute_force(monaco, index):
     g = monaco
     arcs = index.forward_arc
     for lon, lat in points(g, 20, 2):
-        got = index.nearest(lon, lat, 6)
+        got = phantom_points(index.nearest(lon, lat, 6))
         d, _, _, _ = brute(g, lon, lat, arcs)  # one entry per segment
         want = np.sort(d)[:6]
         assert [p.distance for p in got] == pytest.approx(list(want), abs=1e-3)
@@ -107,14 +110,14 @@ def test_nearest_k_equals_brute_force(monaco, index):
 
 def test_radius(monaco, index):
     lon, lat = 7.4246, 43.7270  # at sea, south of the port: over 100 m from any road
-    p = index.snap(lon, lat)
+    p = point(index.snap(lon, lat))
     assert p.distance > 100
-    assert index.snap(lon, lat, radius=p.distance + 1).segment == p.segment
+    assert point(index.snap(lon, lat, radius=p.distance + 1)).segment == p.segment
     with pytest.raises(NoSegment, match="coordinate 3") as ei:
         index.snap(lon, lat, radius=50, index=3)
     assert ei.value.index == 3 and ei.value.code == "NoSegment" and isinstance(ei.value, SnapError)
     assert index.nearest(lon, lat, 50, radius=p.distance + 30)  # fewer than asked is fine
-    assert all(q.distance <= p.distance + 30 for q in index.nearest(lon, lat, 50, radius=p.distance + 30))
+    assert (index.nearest(lon, lat, 50, radius=p.distance + 30).distance <= p.distance + 30).all()
 
 
 def test_bearing_filter_equals_brute_force(monaco, index):
@@ -123,7 +126,7 @@ def test_bearing_filter_equals_brute_force(monaco, index):
     rng = np.random.default_rng(3)
     for (lon, lat), value in zip(points(g, 40, 4), rng.uniform(0, 360, 40), strict=True):
         rng_deg = 30.0
-        p = index.snap(lon, lat, bearing=(value, rng_deg))
+        p = point(index.snap(lon, lat, bearing=(value, rng_deg)))
         d, _, b, _ = brute(g, lon, lat, arcs)
         diff = np.abs((b - value + 180) % 360 - 180)
         assert p.distance == pytest.approx(d[diff <= rng_deg].min(), abs=1e-3)
@@ -137,8 +140,8 @@ def test_curb_keeps_the_direction_with_the_point_on_its_right(monaco, index):
     g = monaco
     n_two = 0
     for lon, lat in points(g, 80, 5):
-        free = index.snap(lon, lat)
-        p = index.snap(lon, lat, approach="curb")
+        free = point(index.snap(lon, lat), 0, index)
+        p = point(index.snap(lon, lat, approach="curb"), 0, index)
         assert p.segment == free.segment  # the approach restricts directions, not the segment
         if index.reverse_arc[p.segment] < 0:
             assert (p.forward_arc, p.reverse_arc) == (free.forward_arc, -1)  # one-way: unchanged
@@ -171,7 +174,7 @@ def test_bad_input(index, kw, match):
 
 def test_snap_many_names_the_index(index):
     got = index.snap_many([(7.42, 43.735), (7.425, 43.74)], radiuses=[None, 500], approaches=["curb", None])
-    assert [p.index for p in got] == [0, 1]
+    assert got.n_points == 2 and list(got.input_lon) == [7.42, 7.425]
     with pytest.raises(ValueError, match="radiuses has 1 entries for 2"):
         index.snap_many([(7.42, 43.735), (7.425, 43.74)], radiuses=[5])
     with pytest.raises(NoSegment, match="coordinate 1") as ei:

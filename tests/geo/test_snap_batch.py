@@ -1,6 +1,6 @@
 """Batch snapping (``SegmentIndex.snap_batch``, ``snap_many`` and the engine's ``_snap``) against the oracle
-of snapping one coordinate after the other with ``SegmentIndex.snap``: the same phantoms, field by field
-(ties included), and the same first error, on Monaco and on New York."""
+of snapping one coordinate after the other with ``SegmentIndex.snap``: the same PhantomSet, array by array
+and bit for bit (ties included), and the same first error, on Monaco and on New York."""
 import math
 
 import numpy as np
@@ -8,9 +8,11 @@ import pytest
 
 pytest.importorskip("osmium")
 
+from phantoms import point, points  # noqa: E402
+
 from gpuroute import datasets  # noqa: E402
 from gpuroute.engine import Engine, EngineError  # noqa: E402
-from gpuroute.geo.segments import SNAP_TIE_M, NoSegment, Phantom, SegmentIndex  # noqa: E402
+from gpuroute.geo.segments import SNAP_TIE_M, NoSegment, PhantomSet, SegmentIndex  # noqa: E402
 
 #: The Mediterranean 40 km south of Monaco (farther than the batch's 5 km: snapped one at a time), and
 #: 1.5 km off the coast (in the batch).
@@ -29,7 +31,7 @@ def ny():
 
 
 def one_by_one(index, lons, lats, radiuses=None, bearings=None, approaches=None, tie=SNAP_TIE_M):
-    """The oracle: ``snap`` of each coordinate in order; the list of phantoms, or the first error."""
+    """The oracle: ``snap`` of each coordinate in order; their PhantomSet, or the first error."""
     out = []
     for i in range(len(lons)):
         try:
@@ -38,19 +40,19 @@ def one_by_one(index, lons, lats, radiuses=None, bearings=None, approaches=None,
                                   approach=None if approaches is None else approaches[i], index=i, tie=tie))
         except ValueError as e:  # NoSegment too
             return e
-    return out
+    return PhantomSet.concat(out)
 
 
-def assert_same_phantom(got, want, where):
-    assert isinstance(got, Phantom), where
-    for f in ("segment", "u", "v", "forward_arc", "reverse_arc", "fraction", "lon", "lat", "distance", "name",
-              "name_id", "index", "input_lon", "input_lat"):
+def assert_same_phantoms(got, want, where=""):
+    """Two PhantomSets with equal arrays (dtypes, shapes and values, bit for bit)."""
+    assert isinstance(got, PhantomSet), where
+    for f in ("point_start", "arc", "fraction", "segment", "segment_fraction", "lon", "lat", "distance", "name_id",
+              "tie", "input_lon", "input_lat"):
         g, w = getattr(got, f), getattr(want, f)
-        assert type(g) is type(w) and g == w, f"{where}: {f} is {g!r}, snap gives {w!r}"
-    assert len(got.ties) == len(want.ties), f"{where}: {len(got.ties)} ties, snap gives {len(want.ties)}"
-    for j, (g, w) in enumerate(zip(got.ties, want.ties, strict=True)):
-        assert_same_phantom(g, w, f"{where}, tie {j}")
-    assert got == want, where
+        assert g.dtype == w.dtype and g.shape == w.shape, f"{where}: {f} is {g.dtype} {g.shape}, snap: {w.dtype} {w.shape}"
+        bits = (lambda x: x.view(np.int64)) if g.dtype == np.float64 else (lambda x: x)
+        bad = np.flatnonzero(bits(g) != bits(w))
+        assert bad.size == 0, f"{where}: {f}[{bad[:5]}] is {g[bad[:5]]}, snap gives {w[bad[:5]]}"
 
 
 def assert_same_snaps(got, want):
@@ -62,9 +64,7 @@ def assert_same_snaps(got, want):
             assert (got.index, got.distance) == (want.index, want.distance)
         return
     assert not isinstance(got, Exception), f"the batch raised {got!r}"
-    assert len(got) == len(want)
-    for i, (g, w) in enumerate(zip(got, want, strict=True)):
-        assert_same_phantom(g, w, f"coordinate {i}")
+    assert_same_phantoms(got, want)
 
 
 def batch(index, lons, lats, **kw):
@@ -94,21 +94,22 @@ def mixed_points(index, k, seed):
 def test_batch_equals_one_by_one_on_monaco(monaco, tie, monkeypatch):
     pts = np.concatenate([mixed_points(monaco, 300, 1), [SEA_FAR, SEA_NEAR]])
     alone = []
-    snap = monaco.snap
-    monkeypatch.setattr(monaco, "snap", lambda *a, **kw: alone.append(kw["index"]) or snap(*a, **kw))
+    one = monaco._candidates
+    monkeypatch.setattr(monaco, "_candidates", lambda *a: alone.append(a[6]) or one(*a))
     got = monaco.snap_batch(pts[:, 0], pts[:, 1], tie=tie)
     assert alone == [len(pts) - 2]  # only the coordinate 40 km out at sea, one at a time
     want = one_by_one(monaco, pts[:, 0], pts[:, 1], tie=tie)
     assert_same_snaps(got, want)
-    assert got[-2].distance > 5000 and 1000 < got[-1].distance < 5000
+    assert point(got, len(pts) - 2).distance > 5000 and 1000 < point(got, len(pts) - 1).distance < 5000
+    want = points(want)
     if tie == SNAP_TIE_M:
-        assert sum(len(p.ties) for p in got) > 20  # the junction nodes tie
+        assert int(got.tie.sum()) > 20  # the junction nodes tie
     if tie == 2.0:
         # radiuses between the nearest segment and its farthest tie: the ties beyond the radius drop out
         far_tie = [max((t.distance for t in p.ties), default=0.0) for p in want]
         r = [0.5 * (p.distance + f) if f > p.distance + 0.5 else None for p, f in zip(want, far_tie, strict=True)]
         want_r = one_by_one(monaco, pts[:, 0], pts[:, 1], radiuses=r, tie=tie)
-        assert sum(len(p.ties) for p in want_r) < sum(len(p.ties) for p in want)
+        assert sum(len(p.ties) for p in points(want_r)) < sum(len(p.ties) for p in want)
         assert_same_snaps(monaco.snap_batch(pts[:, 0], pts[:, 1], radiuses=r, tie=tie), want_r)
 
 
@@ -116,20 +117,20 @@ def test_batch_equals_one_by_one_on_ny(ny):
     pts = mixed_points(ny, 600, 2)
     got = ny.snap_batch(pts[:, 0], pts[:, 1])
     assert_same_snaps(got, one_by_one(ny, pts[:, 0], pts[:, 1]))
-    assert sum(len(p.ties) for p in got) > 50
+    assert len(np.unique(got.segment[got.tie])) > 50
 
 
 def test_radiuses_and_the_first_error(monaco):
     pts = np.concatenate([mixed_points(monaco, 60, 3), [SEA_NEAR, SEA_FAR, SEA_FAR]])
     lons, lats = pts[:, 0], pts[:, 1]
-    free = one_by_one(monaco, lons, lats)
+    free = points(one_by_one(monaco, lons, lats))
     rng = np.random.default_rng(4)
     # every coordinate snaps: radius 1 mm or 2 m on the network (junctions: ties at distance ~0), else wider
     radiuses = [float(rng.choice([1e-3, 2.0])) if p.distance < 1e-6 else (None if rng.uniform() < 0.5 else 300.0)
                 for p in free]
     radiuses[-3:] = [2000.0, 50_000.0, None]
     want = one_by_one(monaco, lons, lats, radiuses=radiuses)
-    assert not isinstance(want, Exception) and sum(len(p.ties) for p in want) > 5
+    assert not isinstance(want, Exception) and sum(len(p.ties) for p in points(want)) > 5
     assert_same_snaps(batch(monaco, lons, lats, radiuses=radiuses), want)
     # a radius leaving nothing: NoSegment naming the first such coordinate, near or far from the network
     for j, r_j in ((-3, 1000.0), (-2, 1000.0), (-2, 6000.0), (5, 0.0), (-1, 0.0)):
@@ -192,7 +193,8 @@ def test_bearings_and_curb_take_the_one_by_one_path(monaco):
 def test_snap_many_and_shapes(monaco):
     pts = mixed_points(monaco, 20, 8)
     assert_same_snaps(monaco.snap_many(pts.tolist()), one_by_one(monaco, pts[:, 0], pts[:, 1]))
-    assert monaco.snap_batch([], []) == [] and monaco.snap_many([]) == []
+    assert monaco.snap_batch([], []).n_points == 0 and monaco.snap_many([]).n_points == 0
+    assert monaco.snap_batch([], []).point_start.tolist() == [0]
     with pytest.raises(ValueError, match="one length"):
         monaco.snap_batch(pts[:3, 0], pts[:2, 1])
     with pytest.raises(ValueError, match="radiuses has 2 entries for 3"):
@@ -204,18 +206,23 @@ def test_snap_many_and_shapes(monaco):
         monaco.snap_many([(7.42, 43.73), (7.42,)])
 
 
-def test_engine_snap_errors_in_coordinate_order():
+def test_engine_snaps_the_batch_and_checks_options_first():
+    """The engine's snapping (a checked record, ``Engine._snap``) is the batch's, bit for bit; options are
+    checked before anything is snapped (OSRM's order): a bad option is InvalidOptions even after a
+    coordinate without a segment, and with good options the first coordinate without one is NoSegment."""
+    from gpuroute.engine.params import RouteParams
+
     eng = Engine.open("monaco")
     pts = mixed_points(eng.segments, 9, 9).tolist()
-    assert_same_snaps(eng._snap(pts, None, None, None), one_by_one(eng.segments, *np.asarray(pts).T))
+    assert_same_snaps(eng._snap(RouteParams.from_kwargs(pts)), one_by_one(eng.segments, *np.asarray(pts).T))
     pts[2] = list(SEA_NEAR)
     radiuses = [None] * 9
     radiuses[2] = 100
-    radiuses[6] = "far"  # a bad option after the coordinate with no segment: NoSegment comes first
-    with pytest.raises(EngineError, match="coordinate 2") as ei:
-        eng._snap(pts, radiuses, None, None)
-    assert ei.value.code == "NoSegment"
-    radiuses[2] = None
+    radiuses[6] = "far"
     with pytest.raises(EngineError, match="radius of coordinate 6") as ei:
-        eng._snap(pts, radiuses, None, None)
+        eng.route(pts, radiuses=radiuses)
     assert ei.value.code == "InvalidOptions"
+    radiuses[6] = None
+    with pytest.raises(EngineError, match="coordinate 2") as ei:
+        eng.route(pts, radiuses=radiuses)
+    assert ei.value.code == "NoSegment"

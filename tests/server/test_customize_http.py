@@ -18,10 +18,12 @@ pytest.importorskip("httpx")
 with warnings.catch_warnings():  # starlette's note about httpx2
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
+from phantoms import point  # noqa: E402
 from turn_oracle import phantom_cost, route_arcs  # noqa: E402
 
 from gpuroute.engine import Engine  # noqa: E402
-from gpuroute.engine.dataset import build_dataset, drop_traffic  # noqa: E402
+from gpuroute.engine.dataset import drop_traffic  # noqa: E402
+from gpuroute.pipeline import build_dataset  # noqa: E402
 from gpuroute.server import create_app  # noqa: E402
 
 
@@ -92,7 +94,7 @@ def test_doubled_costs_reroute_as_oracle_says(served):
         body = r.json()
         assert body["code"] == "Ok" and body["seconds"] >= 0 and len(body["cells"]) == 2 and body["arcs"] >= 1
         after = _route(client, pts)
-        sp = [e.segments.snap(*p) for p in pts]
+        sp = [point(e.segments.snap(*p)) for p in pts]
         assert after["weight"] == pytest.approx(phantom_cost(ov, sp[0], sp[1]) * 0.1, abs=0.051)
         if route_arcs(e, after) != arcs:
             changed += 1
@@ -155,7 +157,7 @@ def test_metric_switch(served):
     assert r.status_code == 200 and r.json()["cells"] == [int(x) for x in e.overlay.n_cells]
     d = _route(client, pts)
     assert d["weight_name"] == "distance" and d["distance"] <= t["distance"] + 0.5
-    sp = [e.segments.snap(*p) for p in pts]
+    sp = [point(e.segments.snap(*p)) for p in pts]
     assert d["weight"] == pytest.approx(phantom_cost(e.overlay, sp[0], sp[1]), abs=0.51)
     assert client.post("/customize", json={"metric": "time"}).status_code == 200
     assert _route(client, pts)["weight"] == t["weight"]

@@ -79,8 +79,8 @@ def test_waypoints_and_health(client):
     ("?contours_minutes=-5", "InvalidValue"),
     ("?contours_minutes=abc", "InvalidQuery"),
     ("?contours_minutes=5&polygons=maybe", "InvalidQuery"),
-    ("?contours_minutes=5&denoise=1.5", "InvalidValue"),
-    ("?contours_minutes=5&contours_colors=red", "InvalidValue"),
+    ("?contours_minutes=5&denoise=1.5", "InvalidOptions"),  # as the Python API (gpuroute.engine.params)
+    ("?contours_minutes=5&contours_colors=red", "InvalidOptions"),
     ("?contours_minutes=5,6&contours_colors=ff0000", "InvalidOptions"),
     ("?contours_minutes=5&exclude=motorway", "InvalidValue"),
 ])

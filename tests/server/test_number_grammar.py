@@ -15,10 +15,10 @@ def test_same_language_as_the_reference():
     alpha = "0123456789.+-eEx"
     for _ in range(50_000):
         t = "".join(rng.choice(alpha) for _ in range(rng.randint(0, 9)))
-        assert bool(REFERENCE.fullmatch(t)) == bool(app._FLOAT.fullmatch(t)), t
+        assert bool(REFERENCE.fullmatch(t)) == bool(app.FLOAT.fullmatch(t)), t
 
 
 def test_no_ambiguous_digit_runs():
     """No ``[0-9]+`` directly followed (through an optional part) by another unbounded ``[0-9]`` run."""
-    assert r"[0-9]+\.?[0-9]*" not in app._FLOAT.pattern
-    assert app._FLOAT.fullmatch("1" * 5000 + "x") is None and app._FLOAT.fullmatch("1" * 5000 + ".5e-3")
+    assert r"[0-9]+\.?[0-9]*" not in app.FLOAT.pattern
+    assert app.FLOAT.fullmatch("1" * 5000 + "x") is None and app.FLOAT.fullmatch("1" * 5000 + ".5e-3")

@@ -189,8 +189,11 @@ def test_route_defaults_pass_nothing(client, fake):
                    "continue_straight=default&overview=false")
     assert r.status_code == 200
     kw = fake.calls[-1][2]
+    from gpuroute.engine.osrm import ROUTE_ANNOTATIONS
+
+    # the record's values (gpuroute.engine.params): annotations=true is every annotation's name
     assert (kw["alternatives"], kw["annotations"], kw["continue_straight"], kw["overview"]) == (
-        False, True, None, "false")
+        False, list(ROUTE_ANNOTATIONS), None, "false")
 
 
 @pytest.mark.parametrize("precision", [5, 6])
@@ -327,21 +330,23 @@ ERRORS = [
     ("InvalidOptions", f"/nearest/v1/driving/{_coords(CASINO, PORT)}"),
     ("InvalidOptions", f"/table/v1/driving/{_coords(CASINO, PORT)}?sources=0;2"),
     ("InvalidOptions", f"/table/v1/driving/{_coords(CASINO, PORT)}?steps=true"),
+    # a value the option does not take: InvalidOptions, the same code as the Python API's (one check,
+    # gpuroute.engine.params; osrm-routed's IsValid answers these InvalidOptions too)
+    ("InvalidOptions", f"/route/v1/driving/{_coords(CASINO, PORT)}?bearings=400,20;"),
+    ("InvalidOptions", f"/route/v1/driving/{_coords(CASINO, PORT)}?bearings=90,200;"),
+    ("InvalidOptions", f"/route/v1/driving/{_coords(CASINO, PORT)}?radiuses=-1;5"),
+    ("InvalidOptions", f"/route/v1/driving/{_coords(CASINO, PORT)}?approaches=left;curb"),
+    ("InvalidOptions", f"/route/v1/driving/{_coords(CASINO, PORT)}?geometries=wkt"),
+    ("InvalidOptions", f"/route/v1/driving/{_coords(CASINO, PORT)}?overview=some"),
+    ("InvalidOptions", f"/route/v1/driving/{_coords(CASINO, PORT)}?annotations=duration,colour"),
+    ("InvalidOptions", f"/route/v1/driving/{_coords(CASINO, PORT)}?snapping=nearest"),
+    ("InvalidOptions", f"/nearest/v1/driving/{_coords(CASINO)}?number=0"),
+    ("InvalidOptions", f"/table/v1/driving/{_coords(CASINO, PORT)}?annotations=true"),
     ("InvalidValue", "/route/v1/driving/7.4282,43.7396;7.4233,95"),
     ("InvalidValue", "/route/v1/driving/43.7396,7.4282;181,43.7"),
-    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?bearings=400,20;"),
-    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?bearings=90,200;"),
-    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?radiuses=-1;5"),
-    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?approaches=left;curb"),
-    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?geometries=wkt"),
-    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?overview=some"),
-    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?annotations=duration,colour"),
     ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?exclude=motorway"),
     ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?snapping=any"),
-    ("InvalidValue", f"/route/v1/driving/{_coords(CASINO, PORT)}?snapping=nearest"),
-    ("InvalidValue", f"/nearest/v1/driving/{_coords(CASINO)}?number=0"),
     ("InvalidValue", f"/table/v1/driving/{_coords(CASINO, PORT)}?fallback_speed=0"),
-    ("InvalidValue", f"/table/v1/driving/{_coords(CASINO, PORT)}?annotations=true"),
     ("TooBig", "/route/v1/driving/" + _coords(*[CASINO] * 11)),
     ("TooBig", "/table/v1/driving/" + _coords(*[CASINO] * 5)),
     ("TooBig", f"/nearest/v1/driving/{_coords(CASINO)}?number=6"),

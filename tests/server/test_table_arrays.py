@@ -115,14 +115,14 @@ def test_matrix_json_writes_orjson_bytes(shape, monkeypatch):
 
 def test_http_table_is_byte_for_byte_the_lists_json(engine, points, monkeypatch):
     asked = []
-    table = engine.table
+    table, run = engine.table, engine.run
 
-    @functools.wraps(table)
-    def spy(*a, **kw):
-        asked.append(kw.get("matrices"))
-        return table(*a, **kw)
+    @functools.wraps(run)
+    def spy(p):  # the server hands the engine the checked record (gpuroute.engine.params.TableParams)
+        asked.append(p.matrices)
+        return run(p)
 
-    monkeypatch.setattr(engine, "table", spy)
+    monkeypatch.setattr(engine, "run", spy)
     client = TestClient(create_app(engine))
     for kw, body in (({}, {}),
                      ({"annotations": ("duration", "distance"), "sources": [0, 3, 29], "destinations": [1, 2, 28]},

@@ -98,7 +98,7 @@ def test_errors(client, engine):
     _error(client.get(_url(STOPS, "roundtrip=false")), "NotImplemented")
     _error(client.get(_url(STOPS, "roundtrip=false&source=first")), "NotImplemented")
     _error(client.get(_url(STOPS, "roundtrip=false&destination=last")), "NotImplemented")
-    _error(client.get(_url(STOPS, "source=middle")), "InvalidValue")
+    _error(client.get(_url(STOPS, "source=middle")), "InvalidOptions")  # as engine.trip's
     _error(client.get(_url(STOPS, "roundtrip=maybe")), "InvalidQuery")
     _error(client.get(_url(STOPS, "alternatives=true")), "InvalidOptions")
     _error(client.get(_url(STOPS, "number=2")), "InvalidOptions")

@@ -31,7 +31,7 @@ with warnings.catch_warnings():  # newer Starlette asks for httpx2; httpx works 
     from starlette.testclient import TestClient
 
 from gpuroute.engine import Engine  # noqa: E402
-from gpuroute.engine.dataset import build_dataset  # noqa: E402
+from gpuroute.pipeline import build_dataset  # noqa: E402
 from gpuroute.server import create_app, web  # noqa: E402
 
 #: Debian's Chromium (.ci/install_chromium.sh); playwright downloads no browser of its own.

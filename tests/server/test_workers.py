@@ -37,7 +37,8 @@ with warnings.catch_warnings():  # starlette's note about httpx2
     from starlette.testclient import TestClient
 
 from gpuroute.engine import Engine  # noqa: E402
-from gpuroute.engine.dataset import build_dataset, traffic_store  # noqa: E402
+from gpuroute.engine.dataset import traffic_store  # noqa: E402
+from gpuroute.pipeline import build_dataset  # noqa: E402
 from gpuroute.server import create_app  # noqa: E402
 from gpuroute.server import workers as W  # noqa: E402
 

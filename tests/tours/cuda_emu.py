@@ -188,25 +188,60 @@ def build(cu_path):
 
 
 # --------------------------------------------------------------------------------------- a CuPy on NumPy
+# NumPy's conversions as they were at import (a test may wrap numpy's to log implicit device-to-host copies)
+_NP_ARRAY, _NP_ASARRAY, _NP_ASCONTIGUOUSARRAY = np.array, np.asarray, np.ascontiguousarray
+
 class FakeArray(np.ndarray):
-    """A NumPy array with CuPy's ``get`` / ``set``; indexing one element gives a 0-d array, as CuPy's."""
+    """A NumPy array with CuPy's ``get`` / ``set``; indexing one element gives a 0-d array, as CuPy's. Its
+    type claims the module ``cupy`` so that gpuroute.backend.is_cupy_array takes it for a device array.
+    :class:`Transfers` counts what its ``get`` copies to the host."""
 
     def __getitem__(self, key):
         r = super().__getitem__(key)
-        return r if isinstance(r, np.ndarray) else np.asarray(r).view(FakeArray)
+        return r if isinstance(r, np.ndarray) else _NP_ASARRAY(r).view(FakeArray)
 
     def get(self, stream=None, out=None):
+        Transfers.log("get", self)
         if out is not None:
             out[...] = self
             return out
-        return np.array(self)
+        return _NP_ARRAY(self)
 
     def set(self, a, stream=None):
         self[...] = a
 
 
+FakeArray.__module__ = "cupy"
+
+
+class Transfers:
+    """Copies between the host and the emulated device, as ``(kind, shape, dtype)``: "get" (device to
+    host), "asnumpy", "upload" (``cupy.asarray`` of a host array); tests add "implicit" (NumPy's
+    asarray / array / ascontiguousarray on a device array, which real CuPy refuses). ``events`` is None
+    unless a test starts a log (``Transfers.log_to([])``)."""
+
+    events = None
+
+    @classmethod
+    def log_to(cls, events):
+        cls.events = events
+
+    @classmethod
+    def log(cls, kind, a):
+        if cls.events is not None:
+            a = a if hasattr(a, "shape") else _NP_ASARRAY(a)
+            cls.events.append((kind, tuple(a.shape), str(a.dtype)))
+
+
 def _fa(a):
-    return np.ascontiguousarray(a).view(FakeArray)
+    return _NP_ASCONTIGUOUSARRAY(a).view(FakeArray)
+
+
+def _wrap(fn):
+    def f(*a, **k):
+        r = fn(*a, **k)
+        return r.view(FakeArray) if isinstance(r, np.ndarray) else r
+    return f
 
 
 class _Capture:
@@ -299,14 +334,32 @@ def fake_cupy():
     def asarray(a, dtype=None):
         if isinstance(a, FakeArray) and (dtype is None or a.dtype == dtype):
             return a
-        return _fa(np.array(a, dtype=dtype, copy=True))
+        if not isinstance(a, FakeArray):
+            Transfers.log("upload", a)
+        return _fa(_NP_ARRAY(a, dtype=dtype, copy=True))
+
+    def asnumpy(a):
+        Transfers.log("asnumpy", a)
+        return _NP_ARRAY(a)
 
     cp.asarray = asarray
-    cp.ascontiguousarray = lambda a, dtype=None: _fa(np.ascontiguousarray(a, dtype=dtype))
+    cp.asnumpy = asnumpy
+    cp.inf = np.inf
+    cp.empty = lambda shape, dtype=float: _fa(np.empty(shape, dtype))
+    cp.arange = _wrap(np.arange)
+    cp.minimum = _wrap(np.minimum)
+    cp.isfinite = _wrap(np.isfinite)
+    cp.argwhere = _wrap(np.argwhere)
+    cp.roll = _wrap(np.roll)
+    cp.where = _wrap(np.where)
+    cp.fill_diagonal = np.fill_diagonal  # in place
+    cp.argsort = _wrap(lambda a, axis=-1: np.argsort(a, axis=axis, kind="stable"))  # CuPy's sort is stable
+    cp.ascontiguousarray = lambda a, dtype=None: _fa(_NP_ASCONTIGUOUSARRAY(a, dtype=dtype))
     cp.zeros = lambda shape, dtype=float: _fa(np.zeros(shape, dtype))
     cp.full = lambda shape, v, dtype=None: _fa(np.full(shape, v, dtype))
     cuda = types.SimpleNamespace()
     cuda.Stream = FakeStream
+    cuda.get_current_stream = FakeStream
 
     class Device:
         mem_info = (8 << 30, 16 << 30)

@@ -10,9 +10,11 @@ warm_up(), a search compiles nothing (checked in a fresh process)."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -399,3 +401,119 @@ def test_time_limit_must_be_positive(bad):
         tsp(c, time_limit=bad)
     with pytest.raises(ValueError, match="time_limit must be a finite number of seconds > 0"):
         cvrp(c, [0, 1, 1, 1, 1], 5, time_limit=bad)
+
+
+# ---------------------------------------------------------------------------- a matrix on the device
+def _emulator():
+    spec = importlib.util.spec_from_file_location("_tl_cuda_emu", Path(__file__).with_name("cuda_emu.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class FakeDeviceMatrixSearch(FakeTourSearch):
+    """FakeTourSearch on a (fake) CuPy matrix: the real GPUTourSearch.candidates_paced (its chunks of rows
+    sorted with the fake CuPy, the deadline read between them) and a nearest-neighbour launch with a
+    device-clock budget."""
+
+    candidates_paced = gpu.GPUTourSearch.candidates_paced
+    _check_K = gpu.GPUTourSearch._check_K
+
+    def __init__(self, C, host, cp, clk, events, end):
+        super().__init__(host, clk, events, end)
+        self.cp, self.c, self.ct = cp, C, cp.ascontiguousarray(C.T)
+        self.stream = cp.cuda.Stream()
+        self.nbr = None
+
+    def nearest_neighbour(self, first, last, budget_s=None):
+        self.run("nearest_neighbour", budget_s, spend=0.01)
+        return ls.nearest_neighbour_tour(self.C, first, last), True
+
+
+@pytest.mark.parametrize("limit", [0.25, 0.004])
+def test_gpu_tsp_on_a_device_matrix_checks_its_deadline(limit, monkeypatch):
+    """gpu.search on a CuPy matrix (issue 23, item 3): the candidate lists sorted on the device by chunks
+    of at most TOUR_GPU_CAND_SORT_KEYS keys with a deadline check between chunks, the start launched with
+    the time left, every later launch as on the host path; 0.004 s stops inside the lists and still
+    returns a tour."""
+    emu = _emulator()
+    emu.install(monkeypatch)
+    cp = emu.fake_cupy()
+    monkeypatch.setattr(config, "TOUR_CHECK_WORK", 20_000)
+    n = 300
+    monkeypatch.setattr(config, "TOUR_GPU_CAND_SORT_KEYS", 20 * n)
+    events = []
+    clk = instrument(monkeypatch, events, "tsp")
+    real_rows = gpu.candidate_rows_xp
+
+    def rows(xp, c, ct, K, lo, hi):
+        out = real_rows(xp, c, ct, K, lo, hi)
+        events.append(("work", "candidate_rows_xp", (hi - lo) * c.shape[0]))
+        return out
+
+    monkeypatch.setattr(gpu, "candidate_rows_xp", rows)
+    dl = budget.Deadline(limit)
+    end = dl.end
+    host = np.random.default_rng(n).integers(1, 100, (n, n)).astype(np.float64)
+    C = cp.asarray(host)
+    monkeypatch.setattr(gpu, "GPUTourSearch", lambda M: FakeDeviceMatrixSearch(M, host, cp, clk, events, end))
+    tour, cost, trace, stats = gpu.search(C, 0, -1, deadline=dl, rng=np.random.default_rng(0), eps=0.5,
+                                          max_moves=1000, window=0, neighbourhood="candidates")
+    assert sorted(tour.tolist()) == list(range(n)) and cost == ls.tour_cost(host, tour)
+    check_launches(events, end)
+    worst = check_events([e for e in events if e[0] != "launch"], end, 20 * n + 23 * 10 * n + 3 * n)
+    assert worst > 0 and clk.t <= end + 5 * TICK
+    names = [e[1] for e in events if e[0] == "launch"]
+    if limit > 0.1:
+        assert names[0] == "nearest_neighbour" and stats["rounds"] > 0
+    else:
+        assert "nearest_neighbour" not in names and stats["starts"] == 0
+
+
+def test_gpu_cvrp_checks_its_deadline_between_bounded_work(monkeypatch):
+    """cvrp(device="gpu") end to end with a fake device: the host's start (near lists, savings) reads the
+    clock between bounded work as on the CPU, and every launch gets at most the time left."""
+    import gpuroute.backend as backend
+    from gpuroute.tours import warmup
+
+    emu = _emulator()
+    monkeypatch.setattr(backend, "probe_gpu", lambda: (True, ""))
+    monkeypatch.setattr(warmup, "_done", set(warmup._done) | {("cvrp", "gpu")})  # no device to compile on
+    cap_work = 20_000
+    monkeypatch.setattr(config, "TOUR_CHECK_WORK", cap_work)
+    events = []
+    clk = instrument(monkeypatch, events, "cvrp")
+    limit = 0.2
+    ends = []
+    made = []
+
+    class Recorded(budget.Deadline):
+        def __init__(self, *a):
+            super().__init__(*a)
+            made.append(self)
+
+    monkeypatch.setattr(cv, "Deadline", Recorded)
+
+    def fake(*a):
+        ends.append(made[0].end)  # the deadline, first-call compilation excluded
+        g = FakeVRPSearch(*a, clk, events, made[0].end)
+        g.cp = emu.fake_cupy()  # the device's free memory (vrp_gpu._chains)
+        return g
+
+    fake.chain_bytes = vg.GPUVRPSearch.chain_bytes
+    monkeypatch.setattr(vg, "GPUVRPSearch", fake)
+    n = 120
+    rng = np.random.default_rng(n)
+    xy = rng.random((n, 2)) * 1000
+    c = np.rint(np.hypot(*(xy[:, None] - xy[None]).transpose(2, 0, 1))).astype(np.int64)
+    dem = rng.integers(1, 10, n)
+    dem[0] = 0
+    r = cvrp(c, dem, 40, time_limit=limit, seed=0, device="gpu")
+    assert r.device == "gpu" and ends, "the device search did not run"
+    flat = np.sort(np.concatenate(r.routes))
+    assert flat.tolist() == list(range(1, n)) and all(dem[x].sum() <= 40 for x in r.routes)
+    end = made[0].end
+    check_launches(events, end)
+    N = n - 1
+    check_events([e for e in events if e[0] != "launch"], end, cap_work + cv.vrp_eval_work(N, N + 1) + 4 * N * 40)
+    assert clk.t <= end + 5 * TICK and r.stats["rounds"] > 0

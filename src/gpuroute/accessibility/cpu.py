@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..graph.constants import INF
-from ..sssp.dijkstra import heap_pop, heap_push
+from ..graph.heap import heap_pop, heap_push
 
 _INF = INF
 #: Accumulator modes, in the order of :data:`gpuroute.accessibility.TYPES`.

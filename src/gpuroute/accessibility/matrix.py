@@ -150,7 +150,7 @@ def travel_time_matrix(index, origins, destinations=None, *, weight=None, device
         if not frames:
             return pd.DataFrame({"from_id": [], "to_id": [], "travel_time": np.zeros(0)})
         return pd.concat(frames, ignore_index=True)
-    from ..io.atomic import atomic_file
+    from ..store.atomic import atomic_file
 
     os.makedirs(out, exist_ok=True)
     paths = []

@@ -14,7 +14,7 @@ def _pyplot():
 
 
 def _save(fig, path):
-    from ..io.atomic import atomic_file
+    from ..store.atomic import atomic_file
 
     path = str(path)
     with atomic_file(path, "wb") as f:

@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..graph.constants import DIST_DTYPE, INDEX_DTYPE, INF
-from ..sssp.dijkstra import heap_pop, heap_push
+from ..graph.heap import heap_pop, heap_push
 from .query import id_array, prepared, uidx
 
 __all__ = ["tree_cpu", "within_cpu", "table_cpu", "INF"]

@@ -53,7 +53,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..graph.constants import DIST_DTYPE, INDEX_DTYPE, INF
-from ..sssp.dijkstra import heap_pop, heap_push
+from ..graph.heap import ah_pop, ah_update, heap_pop, heap_push
 
 __all__ = ["CHQuery", "distances_cpu", "prepared", "Prepared", "hub_labels", "built_hub_labels", "HubLabels", "INF"]
 
@@ -284,69 +284,18 @@ def uidx(i):
     return np.uint64(i)
 
 
-@njit(cache=True, inline="always")
-def _q_up(qk, qn, qpos, side, i, d, v):
-    """Sift ``(d, v)`` up from slot ``i`` of a 4-ary heap, keeping ``qpos[2x + side]`` = slot of ``x``."""
-    while i > 0:
-        p = (i - 1) >> 2
-        kp = qk[uidx(p)]
-        if kp <= d:
-            break
-        qk[uidx(i)] = kp
-        x = qn[uidx(p)]
-        qn[uidx(i)] = x
-        qpos[uidx(2 * x + side)] = i
-        i = p
-    qk[uidx(i)] = d
-    qn[uidx(i)] = v
-    qpos[uidx(2 * v + side)] = i
-
-
+# The two queues: 4-ary addressable heaps of :mod:`gpuroute.graph.heap`, the slot of node ``x`` of
+# direction ``side`` in ``qpos[2x + side]`` (checked against the heap, never reset; -1 once popped).
 @njit(cache=True, inline="always")
 def _q_push(qk, qn, size, qpos, side, d, v):
     """Insert ``v`` with key ``d``, or decrease its key if it is in the heap; returns the new size."""
-    p = qpos[uidx(2 * v + side)]
-    if p >= 0 and p < size and qn[uidx(p)] == v:
-        _q_up(qk, qn, qpos, side, p, d, v)
-        return size
-    _q_up(qk, qn, qpos, side, size, d, v)
-    return size + 1
+    return ah_update(qk, qn, size, qpos, 2, side, d, v, 2)
 
 
 @njit(cache=True, inline="always")
 def _q_pop(qk, qn, size, qpos, side):
     """Remove the minimum: returns ``(key, node, new size)``."""
-    d = qk[0]
-    v = qn[0]
-    size -= 1
-    if size > 0:
-        kd = qk[uidx(size)]
-        kv = qn[uidx(size)]
-        i = 0
-        while True:
-            c = 4 * i + 1
-            if c >= size:
-                break
-            b = c
-            bk = qk[uidx(c)]
-            e = min(c + 4, size)
-            for q in range(c + 1, e):
-                k = qk[uidx(q)]
-                if k < bk:
-                    bk = k
-                    b = q
-            if bk >= kd:
-                break
-            qk[uidx(i)] = bk
-            x = qn[uidx(b)]
-            qn[uidx(i)] = x
-            qpos[uidx(2 * x + side)] = i
-            i = b
-        qk[uidx(i)] = kd
-        qn[uidx(i)] = kv
-        qpos[uidx(2 * kv + side)] = i
-    qpos[uidx(2 * v + side)] = -1
-    return d, v, size
+    return ah_pop(qk, qn, size, qpos, 2, side, -1, 2)
 
 
 @njit(cache=True, inline="always")

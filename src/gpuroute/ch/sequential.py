@@ -41,6 +41,7 @@ from numba import njit
 
 from .. import config
 from ..graph.constants import INF
+from ..graph.heap import ah_pop, ah_update
 from .hierarchy import Hierarchy
 
 log = logging.getLogger(__name__)
@@ -56,79 +57,25 @@ _N_STATE = 7
 
 
 # ----------------------------------------------------------------------------------------- indexed heap
-# The node queue: a binary min-heap of nodes, keys ``hk`` and nodes ``hn`` by slot, the slot of node ``x``
-# in ``pos[x]`` (the witness search has its own heap, written out in :func:`_witness`).
-@njit(cache=True)
-def _sift_up(hk, hn, pos, i):
-    k = hk[i]
-    x = hn[i]
-    while i > 0:
-        p = (i - 1) >> 1
-        if hk[p] <= k:
-            break
-        hk[i] = hk[p]
-        hn[i] = hn[p]
-        pos[hn[i]] = i
-        i = p
-    hk[i] = k
-    hn[i] = x
-    pos[x] = i
-
-
-@njit(cache=True)
-def _sift_down(hk, hn, pos, size, i):
-    k = hk[i]
-    x = hn[i]
-    while True:
-        c = 2 * i + 1
-        if c >= size:
-            break
-        if c + 1 < size and hk[c + 1] < hk[c]:
-            c += 1
-        if hk[c] >= k:
-            break
-        hk[i] = hk[c]
-        hn[i] = hn[c]
-        pos[hn[i]] = i
-        i = c
-    hk[i] = k
-    hn[i] = x
-    pos[x] = i
-
-
-@njit(cache=True)
+# The node queue: the binary addressable heap of :mod:`gpuroute.graph.heap`, keys ``hk`` and nodes ``hn``
+# by slot, the slot of node ``x`` in ``pos[x]`` (the witness search has its own heap, written out in
+# :func:`_witness`).
+@njit(cache=True, inline="always")
 def _heap_push(hk, hn, pos, size, key, x):
     """Insert node ``x`` with ``key``; returns the new size."""
-    hk[size] = key
-    hn[size] = x
-    _sift_up(hk, hn, pos, size)
-    return size + 1
+    return ah_update(hk, hn, size, pos, 1, 0, key, x, 1)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _heap_pop(hk, hn, pos, size):
     """Remove the minimum; returns ``(key, node, new size)`` (the node's slot becomes ``_ABSENT``)."""
-    key = hk[0]
-    x = hn[0]
-    pos[x] = _ABSENT
-    size -= 1
-    if size > 0:
-        hk[0] = hk[size]
-        hn[0] = hn[size]
-        _sift_down(hk, hn, pos, size, 0)
-    return key, x, size
+    return ah_pop(hk, hn, size, pos, 1, 0, _ABSENT, 1)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _heap_set(hk, hn, pos, size, x, key):
     """Change the key of node ``x`` (in the heap) to ``key``."""
-    i = pos[x]
-    old = hk[i]
-    hk[i] = key
-    if key < old:
-        _sift_up(hk, hn, pos, i)
-    elif key > old:
-        _sift_down(hk, hn, pos, size, i)
+    ah_update(hk, hn, size, pos, 1, 0, key, x, 1)
 
 
 # ----------------------------------------------------------------------------------- adjacency pool
@@ -301,7 +248,9 @@ def _witness(src, excl, base, n_targets, stamp, t_first, t_end, settle_limit, ho
     relaxation that could have mattered.
 
     The heap (keys ``hk``, nodes ``hn``, slots in ``W[:, _SLOT]``) is written out here rather than
-    called: numba-inlined helpers taking arrays pay an atomic reference count per call.
+    called: numba-inlined helpers taking arrays pay an atomic reference count per call (the same search on
+    :func:`gpuroute.graph.heap.ah_update` / ``ah_pop`` over ``W.reshape(-1)`` contracted NY 7-8 % slower,
+    issue 19).
     """
     top = t_end - 1  # the farthest undecided target is the last one still marked at or before top
     refresh = True

@@ -10,14 +10,14 @@ Layout (format ``"gpuroute-ch"``, version :data:`gpuroute.ch.hierarchy.FORMAT_VE
                             shape, sha256 of each), created, gpuroute_version, integrity
         rank.npy ...        one file per array of Hierarchy.ARRAYS (see :mod:`gpuroute.ch.hierarchy`)
 
-Integrity, as for a saved graph (:mod:`gpuroute.io.store`): ``manifest["integrity"]`` holds the SHA-256 of
+Integrity, as for every saved artefact (:mod:`gpuroute.store`, which writes and checks it): ``manifest["integrity"]`` holds the SHA-256 of
 every other manifest field and ``files`` the SHA-256 of every array file, so the hashes cover every byte
 of the saved hierarchy. :func:`load_hierarchy` recomputes all of them before it builds anything and
 raises :class:`~gpuroute.graph.errors.ParseError` naming what differs (a missing, added or changed file,
 an edited manifest field). They detect accidental or careless edits; they are not a signature.
 
 Permissions follow the umask (directory ``0o777 & ~umask``, files ``0o666 & ~umask``); see
-:mod:`gpuroute.io.atomic`.
+:mod:`gpuroute.store.atomic`.
 
 Public API
 ----------
@@ -30,28 +30,24 @@ check_replaceable(directory)             raise unless ``directory`` may be writt
 """
 from __future__ import annotations
 
-import datetime
-import hashlib
-import json
 import os
 
 import numpy as np
 
+from .. import store
 from ..graph.constants import INDEX_DTYPE
 from ..graph.errors import ParseError
-from ..io.atomic import atomic_directory
-from ..io.store import FORMAT as GRAPH_FORMAT
-from ..io.store import manifest_integrity
+from ..store.graph import FORMAT as GRAPH_FORMAT
 from .hierarchy import FORMAT_VERSION, Hierarchy
 
 __all__ = ["save_hierarchy", "load_hierarchy", "open_hierarchy", "read_manifest", "graph_spec", "check_replaceable",
            "FORMAT", "MANIFEST", "FORMAT_VERSION"]
 
 FORMAT = "gpuroute-ch"
-MANIFEST = "manifest.json"
-#: Manifest key holding the hashes of every other manifest field.
-INTEGRITY = "integrity"
-HASH_ALGORITHM = "sha256"
+MANIFEST = store.MANIFEST
+INTEGRITY = store.INTEGRITY
+#: Other formats, named in messages.
+_OTHER = {GRAPH_FORMAT: "a saved graph"}
 
 #: dtype of every array (the arc arrays' lengths come from the CSR offsets, the core's from ``core``).
 DTYPES = {name: np.dtype(np.int64) if name in ("core_dist", "up_weight", "down_weight") else np.dtype(INDEX_DTYPE)
@@ -62,43 +58,9 @@ def _file(name):
     return f"{name}.npy"
 
 
-def _json_default(o):
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.bool_):
-        return bool(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, (set, frozenset, tuple)):
-        return list(o)
-    return str(o)
-
-
 def _plain(value, what):
-    """``value`` as the plain JSON values a reader gets back (numpy scalars and arrays become numbers and
-    lists). Raises TypeError naming ``what`` when JSON cannot hold it (e.g. tuple keys)."""
-    try:
-        return json.loads(json.dumps(value, default=_json_default))
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"the hierarchy's {what} cannot be saved as JSON: {e}") from None
-
-
-def _sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _save_array(path, a):
-    """Write one array into the (private, not yet visible) temporary directory and fsync it."""
-    with open(path, "wb") as f:
-        np.save(f, np.ascontiguousarray(a), allow_pickle=False)
-        f.flush()
-        os.fsync(f.fileno())
+    """``value`` as plain JSON values; TypeError naming the hierarchy's ``what`` when JSON cannot hold it."""
+    return store.plain(value, f"hierarchy's {what}")
 
 
 def _graph_entry(graph):
@@ -126,31 +88,14 @@ def check_replaceable(directory):
         graph, or anything without a ``gpuroute-ch`` manifest): it is not replaced, so that no unrelated
         data is deleted.
     """
-    directory = os.path.abspath(os.fspath(directory)).rstrip(os.sep)
-    if not os.path.lexists(directory):
-        return directory
-    if os.path.islink(directory) or not os.path.isdir(directory):
-        raise FileExistsError(f"{directory}: exists and is not a directory; not replacing it")
-    if not os.listdir(directory):
-        return directory
-    fmt = None
-    try:
-        with open(os.path.join(directory, MANIFEST), encoding="utf-8") as f:
-            m = json.load(f)
-        fmt = m.get("format") if isinstance(m, dict) else None
-    except (OSError, ValueError):
-        pass
-    if fmt != FORMAT:
-        what = "a saved graph" if fmt == GRAPH_FORMAT else f"not a saved hierarchy (no {FORMAT!r} {MANIFEST})"
-        raise FileExistsError(f"{directory}: a non-empty directory that is {what}; not replacing it")
-    return directory
+    return store.check_replaceable(directory, (FORMAT,), "a saved hierarchy", names=_OTHER)
 
 
 def save_hierarchy(ch, directory):
     """Write a :class:`~gpuroute.ch.api.ContractionHierarchy` to ``directory`` atomically.
 
     Everything is written into a temporary sibling directory, then renamed into place
-    (:func:`gpuroute.io.atomic.atomic_directory`): an error at any point leaves ``directory`` as it was
+    (:func:`gpuroute.store.atomic_directory`): an error at any point leaves ``directory`` as it was
     and no temporary behind. An existing saved hierarchy there is replaced; anything else is refused.
 
     Parameters
@@ -180,13 +125,8 @@ def save_hierarchy(ch, directory):
     h = ch.h
     params = _plain(ch.params, "params")
     stats = _plain(ch.stats, "stats")
-    with atomic_directory(directory) as tmp:
-        files = {}
-        for name, a in h.arrays().items():
-            fname = _file(name)
-            p = os.path.join(tmp, fname)
-            _save_array(p, a)
-            files[fname] = {"dtype": str(np.asarray(a).dtype), "shape": list(np.shape(a)), "sha256": _sha256_file(p)}
+    with store.atomic_directory(directory) as tmp:
+        files = store.write_arrays(tmp, {_file(name): a for name, a in h.arrays().items()})
         manifest = {
             "format": FORMAT,
             "version": FORMAT_VERSION,
@@ -199,39 +139,11 @@ def save_hierarchy(ch, directory):
             "weight_fingerprint": ch.weight_fingerprint,
             "graph": _graph_entry(ch.graph),
             "files": files,
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "created": store.manifest.now(),
             "gpuroute_version": __version__,
         }
-        manifest = _plain(manifest, "manifest")
-        manifest[INTEGRITY] = manifest_integrity(manifest)
-        with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=1)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
+        store.write_manifest(tmp, manifest, what="hierarchy's manifest")
     return directory
-
-
-def _verify_fields(manifest, mpath):
-    rec = manifest.get(INTEGRITY)
-    if (not isinstance(rec, dict) or rec.get("algorithm") != HASH_ALGORITHM
-            or not isinstance(rec.get("fields"), dict)):
-        raise ParseError(mpath, None, f"malformed {INTEGRITY!r} entry (expected algorithm {HASH_ALGORITHM!r} "
-                                      "and the hash of every field)")
-    now = manifest_integrity(manifest)
-    want, got = rec["fields"], now["fields"]
-    problems = []
-    for kind, keys in (("changed", sorted(k for k in got if k in want and got[k] != want[k])),
-                       ("added", sorted(k for k in got if k not in want)),
-                       ("removed", sorted(k for k in want if k not in got))):
-        if keys:
-            problems.append(f"field{'s' if len(keys) > 1 else ''} {', '.join(map(repr, keys))} {kind}")
-    if problems:
-        raise ParseError(mpath, None, f"edited after saving: {'; '.join(problems)} (the SHA-256 recorded under "
-                                      f"{INTEGRITY!r} differs); rebuild the hierarchy instead of editing it")
-    if rec.get("content") != now["content"]:
-        raise ParseError(mpath, None, f"the {INTEGRITY!r} entry was edited after saving (its content hash "
-                                      "does not match its field hashes)")
 
 
 def read_manifest(directory):
@@ -250,33 +162,12 @@ def read_manifest(directory):
         Naming the manifest: missing, not JSON (with its line), not a saved hierarchy (a saved graph is
         named as such), another format version, a required entry missing, a field edited after saving.
     """
-    directory = os.fspath(directory)
-    if not os.path.isdir(directory):
-        raise FileNotFoundError(f"{directory}: no such directory")
-    mpath = os.path.join(directory, MANIFEST)
-    if not os.path.exists(mpath):
-        raise ParseError(mpath, None, f"missing: {directory} is not a saved contraction hierarchy")
-    try:
-        with open(mpath, encoding="utf-8") as f:
-            manifest = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ParseError(mpath, e.lineno, f"invalid JSON ({e.msg})") from None
-    except UnicodeDecodeError:
-        raise ParseError(mpath, None, "not UTF-8 text") from None
-    fmt = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
-    if fmt != FORMAT:
-        hint = " (a saved graph, not a contraction hierarchy)" if fmt == GRAPH_FORMAT else ""
-        raise ParseError(mpath, None, f"format is {fmt!r}, expected {FORMAT!r}{hint}")
-    version = manifest.get("version")
-    if isinstance(version, bool) or version != FORMAT_VERSION:
-        raise ParseError(mpath, None, f"format version {version!r}: this gpuroute reads version {FORMAT_VERSION} "
-                                      "only; rebuild the hierarchy (gpuroute contract)")
-    for key in ("n_nodes", "weight", "graph_fingerprint", "weight_fingerprint", "files", INTEGRITY):
-        if key not in manifest:
-            raise ParseError(mpath, None, f"no {key!r} entry")
-    _verify_fields(manifest, mpath)
-    if not isinstance(manifest["files"], dict) or not all(isinstance(v, dict) for v in manifest["files"].values()):
-        raise ParseError(mpath, None, "malformed 'files' entry (expected a mapping file name -> dtype, shape, sha256)")
+    manifest = store.read_manifest(directory, format=FORMAT, versions=(FORMAT_VERSION,),
+                                   required=("n_nodes", "weight", "graph_fingerprint", "weight_fingerprint", "files"),
+                                   what="saved contraction hierarchy",
+                                   names={GRAPH_FORMAT: "a saved graph, not a contraction hierarchy"},
+                                   remedy="rebuild the hierarchy (gpuroute contract)")
+    mpath = os.path.join(os.fspath(directory), MANIFEST)
     n = manifest["n_nodes"]
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ParseError(mpath, None, f"malformed 'n_nodes' entry {n!r}")
@@ -367,11 +258,7 @@ def load_hierarchy(directory, graph=None):
                                       "added after saving; remove it or rebuild the hierarchy")
     # hashes first: a damaged file is reported as changed, not as whatever np.load makes of it
     for fname in sorted(expected):
-        got, want = _sha256_file(os.path.join(directory, fname)), files[fname].get("sha256")
-        if got != want:
-            raise ParseError(mpath, None, f"checksum of {fname} does not match: the file hashes to sha256 "
-                                          f"{got[:16]}..., the manifest records {str(want)[:16]}... (the file was "
-                                          "changed or damaged after saving)")
+        store.check_file(directory, fname, manifest)
     arrays = {}
     for name in Hierarchy.ARRAYS:
         p = os.path.join(directory, _file(name))

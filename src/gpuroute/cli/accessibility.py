@@ -137,7 +137,7 @@ def run(args):
 
 
 def _save(out, graph, args, agg, near):
-    from ..io.atomic import atomic_file, write_npy_atomic
+    from ..store.atomic import atomic_file, write_npy_atomic
 
     if out.lower().endswith(".npy"):
         write_npy_atomic(out, agg)

@@ -1,7 +1,7 @@
 """``gpuroute build``: every stage of the routing engine into one dataset directory -- import (the graph
 with names, attributes and turn restrictions), contract (the hierarchy for the routing weight), partition
 and customize (the overlay for the same weight, no turn penalties) -- written atomically with a manifest
-(:func:`gpuroute.engine.dataset.build_dataset`), for ``gpuroute serve DIR`` and
+(:mod:`gpuroute.pipeline`: one stage per step, :func:`gpuroute.pipeline.build_dataset`), for ``gpuroute serve DIR`` and
 :meth:`gpuroute.engine.Engine.open`. One stderr line per stage start and end with its time (as OSRM logs
 its stages) and one naming the routing weight; a summary on stdout (or ``--json``).
 
@@ -44,7 +44,7 @@ def _stage_printer():
 
 
 def run(args):
-    from ..engine.dataset import build_dataset
+    from ..pipeline.build import build_dataset
 
     spec = args.graph
     s = build_dataset(spec, args.output, profile=args.profile, weight=args.weight, cell_sizes=args.cell_sizes,

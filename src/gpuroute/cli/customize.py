@@ -1,6 +1,6 @@
 """``gpuroute customize``: the second stage of Customizable Route Planning -- customize the overlay of a
 directory made by ``gpuroute partition`` for a metric, optionally apply traffic (a CSV of ``arc_id,cost``
-rows), and save it for ``gpuroute route --overlay`` (:func:`gpuroute.crp.stages.run_customize`); a
+rows), and save it for ``gpuroute route --overlay`` (:func:`gpuroute.pipeline.overlay_dir.run_customize`); a
 summary with the customization time per level on stdout (or ``--json``); one stderr line per stage (load,
 customize) start and end with its time.
 
@@ -50,14 +50,8 @@ def reset(args):
 
 def run(args):
     from .. import datasets
-    from ..crp.stages import (
-        graph_spec,
-        metric_weight,
-        read_manifest,
-        read_traffic,
-        resolve_metric_spec,
-        run_customize,
-    )
+    from ..pipeline.customize import metric_weight, read_traffic, resolve_metric_spec
+    from ..pipeline.overlay_dir import graph_spec, read_manifest, run_customize
 
     if args.reset:
         return reset(args)

@@ -3,7 +3,7 @@
 ``serve``, ``trip``, ``accessibility``) that parses its arguments, calls one stage or service of the library
 and formats the answer.
 
-Customizable Route Planning runs as stages on one overlay directory (:mod:`gpuroute.crp.stages`):
+Customizable Route Planning runs as stages on one overlay directory (:mod:`gpuroute.pipeline.overlay_dir`):
 ``gpuroute partition GRAPH -o DIR``, ``gpuroute customize DIR --metric M [--traffic CSV]``, then
 ``gpuroute route --overlay DIR``; a customization made from another partition is refused.
 

@@ -1,5 +1,5 @@
 """``gpuroute partition``: the first stage of Customizable Route Planning -- a nested multi-level
-partition of a graph saved as an overlay directory (:func:`gpuroute.crp.stages.run_partition`), for
+partition of a graph saved as an overlay directory (:func:`gpuroute.pipeline.overlay_dir.run_partition`), for
 ``gpuroute customize`` and ``gpuroute route --overlay``; one stderr line per stage (load, partition)
 start and end with its time, a summary on stdout (or ``--json``)."""
 from __future__ import annotations
@@ -41,7 +41,7 @@ def parse_cell_sizes(text):
 
 
 def run(args):
-    from ..crp.stages import check_replaceable, run_partition
+    from ..pipeline.overlay_dir import check_replaceable, run_partition
 
     out = check_replaceable(args.output)  # before any work: never write over something else
     with stage(PROG, f"loading {args.graph}"):

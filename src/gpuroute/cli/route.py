@@ -164,7 +164,7 @@ def run(args):
 def _open_overlay(args):
     """``(Overlay, graph, metric name, Unit, load seconds)`` for ``--overlay DIR`` (refusing options that
     do not apply and a customization of another partition)."""
-    from ..crp.stages import check_overlay, open_overlay
+    from ..pipeline.overlay_dir import check_overlay, open_overlay
 
     if args.method is not None:
         raise CLIError(f"--method {args.method} does not apply with --overlay (the route is a CRP query)")

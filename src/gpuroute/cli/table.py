@@ -189,7 +189,7 @@ def run(args):
     rows.append(("time", f"table {fmt_ms(t_table)} (load {fmt_ms(t_load)}, read and snap {fmt_ms(t_read)}; the "
                          "first call in a process includes kernel compilation)"))
     if out:
-        from ..io.atomic import write_npy_atomic
+        from ..store.atomic import write_npy_atomic
 
         write_npy_atomic(out, d)
         rows.append(("saved", f"{out} (int64 ({d.shape[0]}, {d.shape[1]}); INF = {INF} where unreachable)"))

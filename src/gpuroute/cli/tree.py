@@ -83,7 +83,7 @@ def run(args):
         rows.append(("distance", "no node other than the source is reachable"))
         rows.append(("eccentricity", "0"))
     if out:
-        from ..io.atomic import write_npy_atomic
+        from ..store.atomic import write_npy_atomic
 
         write_npy_atomic(out, dist)
         rows.append(("saved", f"{out} (int64, {fmt_int(n)} values; INF = {INF} where unreachable)"))

@@ -72,20 +72,32 @@ def _units(vf, ent_first, smem_items, max_group):
     return cell.astype(np.int32), i0.astype(np.int32), gg.astype(np.int32), scr, total
 
 
+def _distinct(a):
+    """``np.unique(a)`` of an int64 array by a sort (NumPy 2.4's hash-based ``np.unique`` took 7.7 s for 2M ints
+    on the development machine, the sort 0.09 s: it made most of the GPU set-up of a large overlay)."""
+    if a.size == 0:
+        return a
+    x = np.sort(a)
+    keep = np.empty(x.size, bool)
+    keep[0] = True
+    np.not_equal(x[1:], x[:-1], out=keep[1:])
+    return x[keep]
+
+
 def _hop_order(vf, e_first, e_to, starts):
     """Vertices of every cell ordered by hops from the cell's entry points (breadth-first over the
     level's search graph, all cells at once), ties by id; unreached vertices last. Returns ``old`` int64
     (V,): the level-local vertex at each new position (cells keep their ranges)."""
     V = vf[-1]
     hop = np.full(V, np.iinfo(np.int64).max, np.int64)
-    frontier = np.unique(starts.astype(np.int64))
+    frontier = _distinct(starts.astype(np.int64))
     hop[frontier] = 0
     h = 0
     while frontier.size:
         h += 1
         deg = e_first[frontier + 1] - e_first[frontier]
         idx = np.repeat(e_first[frontier] - np.cumsum(deg) + deg, deg) + np.arange(int(deg.sum()))
-        nxt = np.unique(e_to[idx].astype(np.int64))
+        nxt = _distinct(e_to[idx].astype(np.int64))
         nxt = nxt[hop[nxt] > h]
         hop[nxt] = h
         frontier = nxt

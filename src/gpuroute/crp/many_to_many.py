@@ -858,7 +858,7 @@ def table(overlay, src_arcs, src_frac, dst_arcs, dst_frac, *, state=None, along=
     overlay : Overlay
         Customized.
     src_arcs : array_like of int, shape (S, o)
-        Each source's options: graph arc ids, -1 for unused slots (:meth:`Engine._options`' layout).
+        Each source's options: graph arc ids, -1 for unused slots (:meth:`gpuroute.geo.segments.PhantomSet.padded`).
     src_frac : array_like of float, shape (S, o)
         Fraction of the arc (0 at its tail, 1 at its head) where the source lies.
     dst_arcs, dst_frac : array_like, shape (T, o')

@@ -10,7 +10,6 @@ sec. 2-4, and Delling, Goldberg, Pajor, Werneck, "Customizable Route Planning in
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -18,11 +17,11 @@ import time
 import numba
 import numpy as np
 
+from .. import store
 from ..backend import resolve_device
 from ..ch.query import id_array
 from ..graph.constants import INF
 from ..graph.units import Unit, parse_unit
-from ..io.atomic import atomic_directory
 from ..partition import Partition
 from ..partition.multilevel import topology_fingerprint
 from ..query.p2p import PathResult
@@ -36,7 +35,7 @@ __all__ = ["Overlay", "OverlayQuery", "OverlayState", "FORMAT", "FORMAT_VERSION"
 FORMAT = "gpuroute-overlay"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
-#: Manifest formats :meth:`Overlay.load` also reads: an overlay directory (:mod:`gpuroute.crp.stages`) and a
+#: Manifest formats :meth:`Overlay.load` also reads: an overlay directory (:mod:`gpuroute.pipeline.overlay_dir`) and a
 #: dataset directory (:mod:`gpuroute.engine.dataset`), each holding an ``overlay/`` of :data:`FORMAT`.
 _STAGES_FORMAT = "gpuroute-crp-stages"
 _DATASET_FORMAT = "gpuroute-dataset"
@@ -71,7 +70,7 @@ def _gather(src, idx):
     return out
 
 
-def _arc_durations(durations, m):
+def arc_durations(durations, m):
     """``durations`` as int64 (m,) deciseconds, each in [1, 2^31); None stays None. Raises ValueError."""
     if durations is None:
         return None
@@ -257,7 +256,7 @@ class Overlay:
         self._gpu_cust.commit(run)
         self._gpu_token = self._state
 
-    def customize(self, metric=None, *, device="auto", durations=None):
+    def customize(self, metric=None, *, device="auto", durations=None, devices=None):
         """Customize the overlay for ``metric``: every cell's clique, level by level, bottom-up.
 
         Parameters
@@ -274,6 +273,13 @@ class Overlay:
             ``"cpu"`` runs the numba customization (parallel over the cells of a level); ``"gpu"`` the
             GPU customization of :mod:`gpuroute.crp.customize_gpu` (Bellman-Ford per cell in shared
             memory, sec. 3 of the paper; the same cliques); ``"auto"`` the GPU where one is usable.
+        devices : sequence of int, optional
+            Customize on several devices (:func:`gpuroute.crp.customize_multi.customize_multi`, the seed's
+            sec. 5: subtrees of cells split across GPUs, the upper levels on ``devices[0]``; the same cliques
+            and trees bit for bit). With ``device="cpu"`` they are virtual devices (a CPU customizer per
+            part: the split and the merge, emulated). The returned dict is then ``seconds``,
+            ``decode_seconds``, ``device``, ``devices`` and ``multi`` (per-device busy time, the split,
+            bytes exchanged: :class:`gpuroute.crp.customize_multi.MultiStats`).
 
         Returns
         -------
@@ -292,8 +298,13 @@ class Overlay:
         GPUUnavailableError
             ``device="gpu"`` without a usable GPU.
         """
+        if devices is not None:
+            from .customize_multi import customize_multi
+
+            kind = "cpu" if resolve_device(device) == "cpu" else "gpu"
+            return customize_multi(self, metric, devices=devices, device_kind=kind, durations=durations)[1]
         st, info, run = self._customized(metric, device)
-        st.arc_duration = _arc_durations(durations, self.graph.n_arcs)
+        st.arc_duration = arc_durations(durations, self.graph.n_arcs)
         self._state = st
         if run is not None:
             self._commit_gpu(run)
@@ -427,7 +438,7 @@ class Overlay:
         elif c.size and c.dtype.kind not in "iu":
             raise TypeError(f"costs must be numbers (dtype {c.dtype})")
         c = c.astype(np.int64)
-        dur = st.arc_duration if durations is None else _arc_durations(durations, m)
+        dur = st.arc_duration if durations is None else arc_durations(durations, m)
         badc = (c <= 0) | (c > np.iinfo(np.int32).max)
         if badc.any():
             i = int(np.flatnonzero(badc)[0])
@@ -471,6 +482,7 @@ class Overlay:
         GPU customization, which then starts from the current state). Queries and the current metric stay."""
         self._gpu_cust = None
         self._gpu_token = None
+        self._multi_cust = None  # the multi-device customizer's parts (gpuroute.crp.customize_multi)
 
     @property
     def arc_cost(self):
@@ -550,7 +562,7 @@ class Overlay:
     def save(self, directory, *, spec=None):
         """Write the partition and the current customization (atomically) to ``directory``, in the layout
         of an overlay directory of ``gpuroute partition`` / ``gpuroute customize``
-        (:func:`gpuroute.crp.stages.save_overlay`): ``manifest.json``, ``partition/`` and ``overlay/``.
+        (:func:`gpuroute.pipeline.overlay_dir.save_overlay`): ``manifest.json``, ``partition/`` and ``overlay/``.
         One name, one layout: :meth:`load`, ``gpuroute customize DIR`` and ``gpuroute route --overlay
         DIR`` read it.
 
@@ -575,7 +587,7 @@ class Overlay:
         FileExistsError
             ``directory`` holds something else (nothing is written).
         """
-        from .stages import save_overlay
+        from ..pipeline.overlay_dir import save_overlay
 
         self._need_state()
         return save_overlay(self, directory, spec=spec)
@@ -607,18 +619,11 @@ class Overlay:
                        "fingerprint": arrays_sha(st.arc_cost, st.turn_cost)},
             "files": {},
         }
-        with atomic_directory(directory) as tmp:
-            for name, a in arrays.items():
-                path = os.path.join(tmp, name + ".npy")
-                with open(path, "wb") as f:
-                    np.save(f, np.ascontiguousarray(a), allow_pickle=False)
-                    f.flush()
-                    os.fsync(f.fileno())
-                manifest["files"][name] = {"sha256": _sha_file(path), "shape": list(a.shape), "dtype": str(a.dtype)}
-            with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
-                json.dump(manifest, f, indent=1)
-                f.flush()
-                os.fsync(f.fileno())
+        with store.atomic_directory(directory) as tmp:
+            # files keyed by array name (not file name), as overlays have always been saved
+            manifest["files"] = {name: store.write_array(os.path.join(tmp, name + ".npy"), a)
+                                 for name, a in arrays.items()}
+            store.write_manifest(tmp, manifest, what="overlay's manifest")
         return os.fspath(directory)
 
     @classmethod
@@ -629,7 +634,7 @@ class Overlay:
         ----------
         directory : str or path-like
             An overlay directory (:meth:`save`, or ``gpuroute partition`` + ``gpuroute customize``: its
-            customization is checked to come from its partition, :func:`gpuroute.crp.stages.
+            customization is checked to come from its partition, :func:`gpuroute.pipeline.overlay_dir.
             open_overlay`), its inner ``overlay/`` directory, or a dataset directory (``gpuroute
             build``: its ``overlay/``).
         graph : RoadGraph, optional
@@ -644,7 +649,7 @@ class Overlay:
             The directory is not a saved overlay, its format version differs, it was built for another
             graph (node/arc counts or fingerprint differ: named), or a file was changed or truncated (its
             SHA-256 differs: named); an overlay directory not customized yet or customized from another
-            partition (:class:`gpuroute.crp.stages.StageError`). Nothing is returned half-read.
+            partition (:class:`gpuroute.pipeline.overlay_dir.StageError`). Nothing is returned half-read.
         """
         directory = os.fspath(directory)
         mpath = os.path.join(directory, MANIFEST)
@@ -655,7 +660,7 @@ class Overlay:
             raise ValueError(f"{directory}: not a saved overlay ({e})") from None
         fmt = man.get("format") if isinstance(man, dict) else None
         if fmt == _STAGES_FORMAT:  # the layout save() and the CLI write: check, then read its overlay/
-            from .stages import open_overlay
+            from ..pipeline.overlay_dir import open_overlay
 
             return open_overlay(directory, graph)[0]
         if fmt == _DATASET_FORMAT:
@@ -668,6 +673,8 @@ class Overlay:
             raise ValueError(f"{mpath}: not a {FORMAT} manifest")
         if man.get("version") != FORMAT_VERSION:
             raise ValueError(f"{mpath}: format version {man.get('version')}, this gpuroute reads {FORMAT_VERSION}")
+        if store.INTEGRITY in man:  # overlays saved before the store recorded it open without
+            store.verify_integrity(man, mpath, remedy="customize and save the overlay again")
         if graph is None:
             graph = _reopen(directory, man)
         for key, have in (("n_nodes", graph.n_nodes), ("n_arcs", graph.n_arcs), ("graph_fingerprint", graph.fingerprint())):
@@ -679,7 +686,7 @@ class Overlay:
             entry = man.get("files", {}).get(name)
             if entry is None or not os.path.exists(path):
                 raise ValueError(f"{directory}: {name}.npy is missing")
-            if _sha_file(path) != entry["sha256"]:
+            if store.sha256_file(path) != entry["sha256"]:
                 raise ValueError(f"{path}: changed or truncated since it was saved (SHA-256 differs)")
             arrays[name] = np.load(path, allow_pickle=False)
         part = Partition(arrays["cells"].astype(np.int32), tuple(man["cell_sizes"]), man["partition_method"],
@@ -791,21 +798,7 @@ def _reopen(directory, manifest):
 
 def arrays_sha(*arrays):
     """SHA-256 (hex) of arrays' dtypes, shapes and bytes, in order: the fingerprint of an overlay's parts."""
-    h = hashlib.sha256()
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(str(a.dtype).encode())
-        h.update(str(a.shape).encode())
-        h.update(a.tobytes())
-    return h.hexdigest()[:32]
-
-
-def _sha_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return store.sha256_arrays(*arrays, layout=True)[:32]
 
 
 class OverlayQuery:

@@ -2,7 +2,7 @@
 start cost, every arrival option of the next waypoint a target with its offset, and the best cost to EACH
 target (OSRM's phantom-node plugin model; RoutingKit's many-source query with start distances).
 
-A waypoint snapped onto a segment (:class:`gpuroute.geo.segments.Phantom`) may leave or arrive by any of its
+A waypoint snapped onto a segment (a point of a :class:`gpuroute.geo.segments.PhantomSet`) may leave or arrive by any of its
 options (the segment's usable arcs, and those of the segments tied with it at a junction). A route's
 dynamic program (``continue_straight``, :meth:`gpuroute.engine.traffic.TrafficRouter.plan`) needs, per leg,
 the cost of arriving on every arrival option ``b`` given the cost of having left by each departure option
@@ -54,7 +54,7 @@ LABEL_LIMIT = 1 << 61
 class SearchCounter:
     """Searches run by the calling thread, by kind (a thread-local :class:`collections.Counter`): the route
     paths add ``"overlay_search"`` (:func:`search`), ``"overlay_unpack"`` (:meth:`TargetCosts.unpack`),
-    ``"ch_table"`` and ``"ch_unpack"`` (:meth:`gpuroute.engine.Engine._plan`)."""
+    ``"ch_table"`` and ``"ch_unpack"`` (:meth:`gpuroute.engine.algorithms.CH.route`)."""
 
     def __init__(self):
         self._local = threading.local()

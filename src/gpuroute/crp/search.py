@@ -20,6 +20,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..graph.constants import INF
+from ..graph.heap import ah_pop, ah_update
 
 
 @njit(cache=True, inline="always")
@@ -43,50 +44,14 @@ def state_level(a, hc, keep):
 def ih_update(hk, hv, R, off, size, k, v):
     """Insert ``v`` with key ``k`` into an indexed binary min-heap, or lower its key; the heap slot of
     ``v`` lives in its search record at ``R[8v + off]`` (-1 never queued, -2 settled). Returns the new
-    size."""
-    i = R[8 * v + off]
-    if i < 0:
-        i = size
-        size += 1
-    while i > 0:
-        p = (i - 1) >> 1
-        if hk[p] <= k:
-            break
-        hk[i] = hk[p]
-        hv[i] = hv[p]
-        R[8 * hv[i] + off] = i
-        i = p
-    hk[i] = k
-    hv[i] = v
-    R[8 * v + off] = i
-    return size
+    size. The addressable heap of :mod:`gpuroute.graph.heap`."""
+    return ah_update(hk, hv, size, R, 8, off, k, v, 1)
 
 
 @njit(cache=True, inline="always")
 def ih_pop(hk, hv, R, off, size):
     """Remove the minimum (read ``hk[0]``, ``hv[0]`` first) and mark it settled; returns the new size."""
-    R[8 * hv[0] + off] = -2
-    size -= 1
-    if size == 0:
-        return 0
-    k = hk[size]
-    v = hv[size]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= size:
-            break
-        if c + 1 < size and hk[c + 1] < hk[c]:
-            c += 1
-        if hk[c] >= k:
-            break
-        hk[i] = hk[c]
-        hv[i] = hv[c]
-        R[8 * hv[i] + off] = i
-        i = c
-    hk[i] = k
-    hv[i] = v
-    R[8 * v + off] = i
+    _, _, size = ah_pop(hk, hv, size, R, 8, off, -2, 1)
     return size
 
 

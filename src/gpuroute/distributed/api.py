@@ -11,7 +11,6 @@ accumulators (sums in block order, so within float64 rounding of a local run; co
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import uuid
 import weakref
@@ -130,12 +129,12 @@ def _blocks(k, block):
 
 
 def _write_manifest(out, kind, items, extra):
-    from ..io.atomic import atomic_file
+    """``out/manifest.json`` listing the blocks (each with its file's SHA-256), with the store's
+    ``integrity`` entry, replaced atomically (:func:`gpuroute.store.write_manifest`)."""
+    from .. import store
 
-    path = os.path.join(out, "manifest.json")
-    with atomic_file(path, "w", encoding="utf-8") as f:
-        json.dump({"kind": kind, "blocks": items, **extra}, f, indent=1)
-    return path
+    store.write_manifest(out, {"kind": kind, "blocks": items, **extra}, atomic=True, what="table manifest")
+    return os.path.join(out, store.MANIFEST)
 
 
 # ---------------------------------------------------------------------------------------------- table
@@ -147,7 +146,7 @@ def _table_task(shipped, targets, sources, device, dtype, out, fmt, lo):
     d = np.asarray(d)
     if out is None:
         return d
-    from ..io.atomic import atomic_file, write_npy_atomic
+    from ..store import atomic_file, sha256_file, write_npy_atomic
 
     if fmt == "npy":
         path = write_npy_atomic(os.path.join(out, f"table_{lo:09d}.npy"), d)
@@ -164,7 +163,7 @@ def _table_task(shipped, targets, sources, device, dtype, out, fmt, lo):
         path = os.path.join(out, f"table_{lo:09d}.parquet")
         with atomic_file(path, "wb") as f:
             df.to_parquet(f, index=False)
-    return {"path": path, "rows": [int(lo), int(lo + sources.size)], "device": dev}
+    return {"path": path, "rows": [int(lo), int(lo + sources.size)], "device": dev, "sha256": sha256_file(path)}
 
 
 def table(client, ch, sources, targets, *, block=None, device="auto", dtype="int64", out=None, fmt="npy",
@@ -187,7 +186,8 @@ def table(client, ch, sources, targets, *, block=None, device="auto", dtype="int
         A directory: each worker writes its block there instead of sending it back -- ``fmt="npy"``:
         ``table_<first row>.npy`` (rows x |T|, ``dtype``), ``fmt="parquet"``: ``table_<first row>.parquet``
         (long: ``from_id``, ``to_id``, ``distance`` float64 with NaN where unreachable); plus
-        ``manifest.json`` listing the blocks. The directory must be reachable by every worker.
+        ``manifest.json`` listing the blocks (with each file's SHA-256 and the store's ``integrity``
+        entry, :mod:`gpuroute.store`). The directory must be reachable by every worker.
     fmt : {"npy", "parquet"}
     gather : bool, default True
         False (without ``out``): leave the blocks in the workers' memory and return them as Dask futures,
@@ -197,7 +197,7 @@ def table(client, ch, sources, targets, *, block=None, device="auto", dtype="int
     -------
     ndarray, shape (|S|, |T|)
         ``INF`` (``INF_U32``) where unreachable; or, with ``out``, the list of block records
-        (``path``, ``rows`` [first, end), ``device``); or, with ``gather=False``, a list of ``(first row,
+        (``path``, ``rows`` [first, end), ``device``, ``sha256`` of the file); or, with ``gather=False``, a list of ``(first row,
         future)`` pairs in row order, each future a (rows, |T|) block.
 
     Raises

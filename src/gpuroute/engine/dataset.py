@@ -1,6 +1,8 @@
-"""Dataset directories: every stage of the routing engine built once, into one directory that
-:meth:`gpuroute.engine.Engine.open` loads without building anything (``gpuroute build`` writes it,
-``gpuroute serve DIR`` serves it).
+"""Dataset directories, the opening side: the :class:`Dataset` the engine reads, every part checked
+against the manifest, and the traffic a served engine saves there. The build side -- every stage run
+once into the directory (``gpuroute build``) -- is :mod:`gpuroute.pipeline.build`;
+:meth:`gpuroute.engine.Engine.open` loads the directory without building anything and ``gpuroute serve
+DIR`` serves it.
 
 Layout::
 
@@ -16,19 +18,19 @@ Layout::
                         was built (:class:`TrafficStore`; absent: the built metric)
 
 The routing weight is the graph's ``travel_time`` when it has one (an OSM extract, ``ny-time``), else
-its first weight (``distance`` of a DIMACS ``-d`` graph such as ``ny``; see :func:`routing_weight`), or
-the one asked for. The hierarchy and the overlay share it with no turn penalties (for ``travel_time``
-the overlay's metric ``"time"``, not ``"time-uturn"``; for another weight a metric of that weight's
-costs, named after it), so that before any traffic update a route over the overlay and one over the
-hierarchy cost the same wherever no turn restriction binds. The whole directory is written into a
-temporary sibling and renamed into place: an interrupted build leaves nothing half-written, and a
-directory that is not a dataset is never replaced. A source with no road to route on (an OSM extract
-without a way the profile may use) is refused before anything is written.
+its first weight (``distance`` of a DIMACS ``-d`` graph such as ``ny``; see
+:func:`gpuroute.pipeline.customize.routing_weight`), or the one asked for. The hierarchy and the
+overlay share it with no turn penalties (for ``travel_time`` the overlay's metric ``"time"``, not
+``"time-uturn"``; for another weight a metric of that weight's costs, named after it), so that before
+any traffic update a route over the overlay and one over the hierarchy cost the same wherever no turn
+restriction binds. :mod:`gpuroute.pipeline.build` writes the whole directory into a temporary sibling
+and renames it into place: a failing stage leaves nothing half-built, and a directory that is not a
+dataset is never replaced.
 
 Saved traffic. An engine opened from a dataset directory (:func:`load_dataset`, ``Engine.open(DIR)``,
 ``gpuroute serve DIR``) saves its overlay's metric after every successful customization
 (``POST /customize``: traffic updates or a named metric) to ``DIR/traffic.npz``, replacing the previous
-one atomically (:func:`gpuroute.io.atomic.atomic_file`: temporary sibling, ``fsync``, rename); the next
+one atomically (:func:`gpuroute.store.atomic_file`: temporary sibling, ``fsync``, rename); the next
 :func:`load_dataset` customizes the overlay with it again, so a restart keeps the traffic. The file is
 an uncompressed NumPy ``.npz`` archive (``allow_pickle=False``):
 
@@ -54,10 +56,11 @@ replaces the file. Delete the file (``gpuroute customize DIR --reset``, :func:`d
 from the built metric again; ``gpuroute build`` replacing the directory drops it too. A directory the
 process cannot write to is served with in-memory traffic only (as before this file existed).
 
+Manifests written since the store (:mod:`gpuroute.store`) carry its ``integrity`` entry, checked on load;
+directories built before open without it.
+
 Public API
 ----------
-build_dataset(source, directory, ...)   run every stage, write the directory, return a summary
-routing_weight(graph, weight=None)      the weight a dataset or an engine routes by
 load_dataset(directory)                 the parts of a dataset directory, every fingerprint checked
 is_dataset(path)                        whether ``path`` is a dataset directory
 read_manifest(directory)                its manifest, format and version checked
@@ -67,8 +70,6 @@ drop_traffic(directory)                 delete the saved traffic (the next load 
 """
 from __future__ import annotations
 
-import datetime
-import hashlib
 import json
 import logging
 import os
@@ -79,25 +80,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "METRIC", "WEIGHT", "DatasetError", "Dataset", "build_dataset",
-           "load_dataset", "is_dataset", "read_manifest", "open_source", "routing_weight", "metric_name",
-           "check_routable", "profile_metric", "TRAFFIC", "TRAFFIC_FORMAT", "TRAFFIC_VERSION", "TrafficError",
-           "TrafficSaveError", "TrafficStore", "traffic_store", "drop_traffic"]
+from .. import store
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "PARTS", "DatasetError", "Dataset", "load_dataset", "is_dataset",
+           "read_manifest", "TRAFFIC", "TRAFFIC_FORMAT", "TRAFFIC_VERSION", "TrafficError", "TrafficSaveError",
+           "TrafficStore", "traffic_store", "drop_traffic"]
 
 log = logging.getLogger(__name__)
 
 FORMAT = "gpuroute-dataset"
 FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-#: The routing weight when the graph has it (else the graph's first weight, see :func:`routing_weight`).
-WEIGHT = "travel_time"
-#: The overlay metric customized at build time for :data:`WEIGHT` (the same travel times, no turn
-#: penalties); another routing weight gets a metric named after it (:func:`metric_name`).
-METRIC = "time"
-#: Cell sizes of the partition when none are given (finest level first).
-DEFAULT_CELL_SIZES = (256, 4096, 65536)
-#: File endings read as OpenStreetMap (they take the profile).
-OSM_ENDINGS = (".pbf", ".osm", ".osm.bz2", ".osm.gz", ".o5m")
+MANIFEST = store.MANIFEST
 #: The saved traffic in a dataset directory (see the module docstring and :class:`TrafficStore`).
 TRAFFIC = "traffic.npz"
 TRAFFIC_FORMAT = "gpuroute-traffic"
@@ -153,26 +146,11 @@ class Dataset:
     traffic: object = None
 
 
-def _now():
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def _sha_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _read_json(path):
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        raise DatasetError(f"{path}: unreadable ({' '.join(str(e).split())})") from None
+        return store.read_json(path)
+    except ValueError as e:  # ParseError naming the file (and line)
+        raise DatasetError(f"unreadable: {e}") from None
 
 
 def is_dataset(path):
@@ -211,379 +189,12 @@ def read_manifest(directory):
     if m.get("version") != FORMAT_VERSION:
         raise DatasetError(f"{path}: format version {m.get('version')!r}, this gpuroute reads {FORMAT_VERSION}; run "
                            "gpuroute build again")
+    if store.INTEGRITY in m:  # datasets built before the store recorded it open without
+        try:
+            store.verify_integrity(m, path, remedy="run gpuroute build again")
+        except ValueError as e:
+            raise DatasetError(str(e)) from None
     return m
-
-
-def open_source(spec, profile=None):
-    """The graph a build starts from: a RoadGraph as it is, a shipped dataset name, an OSM extract read
-    with ``profile``, or any other graph file or saved graph (:func:`gpuroute.open_graph`).
-
-    Parameters
-    ----------
-    spec : str, path-like or RoadGraph
-    profile : str, path-like or None
-        For an OSM extract: ``"car"`` (default; OSRM's car.lua), ``"bicycle"``, ``"foot"``, a ``.lua``
-        path, or ``"car-basic"`` (see :func:`gpuroute.io.load_osm`). For a shipped OSM dataset name
-        (``"monaco"``): None gives the shipped graph (``car-basic``), a profile reads its OSM file with it.
-
-    Raises
-    ------
-    FileNotFoundError
-        Neither a file, a directory nor a dataset name.
-    ValueError
-        A profile for a source that is not OpenStreetMap (a DIMACS graph, a saved graph, a RoadGraph).
-    """
-    from .. import datasets
-    from ..graph.road_graph import RoadGraph
-    from ..io.osm import load_osm
-    from ..opener import open_graph
-
-    if isinstance(spec, RoadGraph):
-        if profile is not None:
-            raise ValueError(f"profile {profile!r} applies to OpenStreetMap files; graph {spec.name!r} is already "
-                             "built")
-        return spec
-    path = os.fspath(spec)
-    if not os.path.exists(path) and path in datasets.names():
-        if profile is None:
-            return open_graph(path)
-        if datasets.DATASETS[path][0] != "osm":
-            raise ValueError(f"shipped dataset {path!r} is not OpenStreetMap; profile {profile!r} needs an OSM file")
-        g = load_osm(datasets.path_of(path), profile=profile, progress=False)
-        g.name = path
-        return g
-    if path.lower().endswith(OSM_ENDINGS):
-        return open_graph(path, profile="car" if profile is None else profile)
-    if profile is not None:
-        raise ValueError(f"{path}: profile {profile!r} applies to OpenStreetMap files (.osm.pbf, .osm, ...), "
-                         "not to this graph")
-    return open_graph(path)
-
-
-def profile_metric(graph, which="weight", *, turns=None):
-    """The overlay metric of a graph extracted with a Lua profile: arc costs and per-turn costs.
-
-    Parameters
-    ----------
-    graph : RoadGraph
-        With ``turn_costs`` (:func:`gpuroute.io.load_osm` with a Lua profile).
-    which : {"weight", "duration"}
-        ``"weight"``: the profile's weight (``graph.weights["weight"]`` + ``turn_costs.weight``, named after
-        ``weight_name``, e.g. ``"routability"``); ``"duration"``: travel times in deciseconds + turn
-        durations (named ``"duration"``).
-    turns : TurnTable, optional
-        Checked against the costs' length when given.
-
-    Returns
-    -------
-    Metric
-
-    Raises
-    ------
-    ValueError
-        A graph without turn costs, or an unknown ``which``.
-    """
-    from ..crp.metric import Metric
-
-    tc = getattr(graph, "turn_costs", None)
-    if tc is None:
-        raise ValueError(f"graph {graph.name!r} has no turn costs (extract it with a Lua profile)")
-    if which == "weight":
-        arc, tcost = graph.weight("weight"), tc.weight
-        name = str(tc.meta.get("weight_name") or graph.meta.get("weight_name") or "weight")
-        units = graph.units["weight"].symbol
-    elif which == "duration":
-        arc, tcost, name, units = graph.weight("travel_time"), tc.duration, "duration", "ds"
-    else:
-        raise ValueError(f"which must be 'weight' or 'duration', got {which!r}")
-    if turns is not None and turns.n_turns != len(tc):
-        raise ValueError(f"graph {graph.name!r}: {len(tc)} turn costs for {turns.n_turns} turns")
-    return Metric(arc, turn_cost=tcost, name=name, units=units)
-
-
-def routing_weight(graph, weight=None):
-    """The weight a dataset (and an :class:`~gpuroute.engine.Engine`) routes by.
-
-    Parameters
-    ----------
-    graph : RoadGraph
-    weight : str, optional
-        Asked for; default: ``weight`` for a graph extracted with a Lua profile (the profile's
-        ``weight_name``, e.g. car.lua's ``routability``, with its turn costs), else ``travel_time`` when
-        the graph has it, else the graph's first weight (``distance`` on a DIMACS ``-d`` graph such as ``ny``,
-        ``free_flow_time`` on a TNTP network).
-
-    Returns
-    -------
-    str
-
-    Raises
-    ------
-    KeyError
-        ``weight`` is not a weight of the graph (the message lists those it has), or the graph has none.
-    """
-    if weight is None:
-        if getattr(graph, "turn_costs", None) is not None and "weight" in graph.weights:
-            return "weight"  # a Lua profile's graph: its weight_name (e.g. routability), turn costs with it
-        if WEIGHT in graph.weights:
-            return WEIGHT
-        if not graph.weight_names:
-            raise KeyError(f"graph {graph.name!r} has no weight to route by")
-        return graph.weight_names[0]
-    if weight not in graph.weights:
-        raise KeyError(f"graph {graph.name!r} has no weight {weight!r}; it has {graph.weight_names}")
-    return weight
-
-
-def metric_name(weight, graph=None):
-    """The name of the overlay metric a dataset customizes for ``weight``: ``"time"`` for
-    ``travel_time`` (as :meth:`gpuroute.crp.Metric.resolve` names it), the profile's ``weight_name`` for
-    the ``weight`` of a graph with turn costs, else the weight's name."""
-    if graph is not None and getattr(graph, "turn_costs", None) is not None and weight == "weight":
-        return str(graph.turn_costs.meta.get("weight_name") or graph.meta.get("weight_name") or "weight")
-    return METRIC if weight == WEIGHT else str(weight)
-
-
-def _metric_of(graph, weight):
-    """The overlay metric of ``weight``: the profile's metric (arc and turn costs) for the ``weight`` of
-    a graph with turn costs, the named ``"time"`` for ``travel_time``, else its arc costs."""
-    if getattr(graph, "turn_costs", None) is not None and weight in ("weight", "travel_time"):
-        return profile_metric(graph, "weight" if weight == "weight" else "duration")
-    if weight == WEIGHT:
-        return METRIC
-    from ..crp.metric import Metric
-
-    unit = graph.units.get(weight)
-    return Metric(graph.weight(weight), name=metric_name(weight), units=getattr(unit, "symbol", "") or "")
-
-
-def default_cell_sizes(graph):
-    """The partition levels of a dataset of ``graph`` when none are given: :data:`DEFAULT_CELL_SIZES`
-    below its node count (at least one level)."""
-    return [c for c in DEFAULT_CELL_SIZES if c < graph.n_nodes] or [max(2, graph.n_nodes // 4)]
-
-
-def build_overlay(graph, weight, *, cell_sizes=None, method=None, seed=0):
-    """The partition and the customized overlay of ``graph`` for ``weight``, in memory: what
-    :func:`build_dataset`'s partition and customize stages make (with a Lua profile's turn costs, the
-    profile's metric: turn-aware routes), and what :meth:`gpuroute.engine.Engine.open` builds for an OSM
-    extract read with a Lua profile.
-
-    Parameters
-    ----------
-    graph : RoadGraph
-    weight : str
-        The routing weight (:func:`routing_weight`).
-    cell_sizes : sequence of int, optional
-        Default :func:`default_cell_sizes`.
-    method, seed
-        As :meth:`gpuroute.partition.Partition.build`.
-
-    Returns
-    -------
-    (Partition, Overlay, dict)
-        The overlay customized; the dict is :meth:`gpuroute.crp.Overlay.customize`'s report.
-    """
-    from ..crp.overlay import Overlay
-    from ..partition import Partition
-
-    part = Partition.build(graph, cell_sizes=[int(c) for c in (cell_sizes or default_cell_sizes(graph))],
-                           method=method, seed=seed)
-    ov = Overlay.build(graph, part)
-    return part, ov, ov.customize(_metric_of(graph, weight))
-
-
-def check_routable(graph, source=None):
-    """Refuse a graph with nothing to route on, naming the source and what it lacked.
-
-    Raises
-    ------
-    ValueError
-        ``graph`` has no arc: ``"<source>: nothing to route on: no way the 'car' profile may use (12
-        highway=* ways, 0 routable)"`` for an OSM extract (also counting the ways with nodes missing
-        from the file), ``"... no arcs (n nodes)"`` otherwise.
-    """
-    if graph.n_arcs > 0:
-        return
-    where = source if isinstance(source, str) else f"graph {graph.name!r}"
-    meta = graph.meta or {}
-    if meta.get("format") == "osm":
-        what = (f"no way the {meta.get('profile', 'car')!r} profile may use ({meta.get('highway_ways', 0):,} "
-                f"highway=* ways, {meta.get('routable_ways', 0):,} routable")
-        missing = int(meta.get("ways_missing_nodes", 0) or 0)
-        if missing:
-            what += f", {missing:,} of them with nodes missing from the file"
-        what += ")"
-    else:
-        what = f"no arcs ({graph.n_nodes:,} nodes)"
-    raise ValueError(f"{where}: nothing to route on: {what}")
-
-
-def _check_target(directory):
-    """Refuse to replace anything but a dataset directory (or an empty one)."""
-    if not os.path.lexists(directory):
-        return
-    if os.path.islink(directory) or not os.path.isdir(directory):
-        raise FileExistsError(f"{directory}: exists and is not a directory; not writing a dataset there")
-    if os.listdir(directory) and not is_dataset(directory):
-        raise FileExistsError(f"{directory}: a non-empty directory that is not a dataset directory (no {FORMAT!r} "
-                              f"{MANIFEST}); not replacing it")
-
-
-def build_dataset(source, directory, *, profile=None, weight=None, cell_sizes=None, method=None, seed=0,
-                  progress=None):
-    """Run every stage -- import, contract, partition, customize -- into one dataset directory.
-
-    Parameters
-    ----------
-    source : str, path-like or RoadGraph
-        See :func:`open_source`. The graph needs lon/lat coordinates and at least one arc.
-    directory : str or path-like
-        New, empty, or a dataset directory (replaced only when the build succeeds).
-    profile : str, path-like or None
-        Routing profile of an OSM extract (see :func:`open_source`; recorded in the manifest, the engine
-        reports it): OSRM's ``car`` (default), ``bicycle``, ``foot``, a ``.lua`` file, or ``car-basic``.
-        A graph extracted with a Lua profile routes by the profile's weight with its turn costs: the
-        overlay is customized with them (turn-aware routes), the hierarchy has the arc weights only.
-    weight : str, optional
-        The routing weight (the hierarchy's and the overlay's); default :func:`routing_weight`:
-        ``travel_time`` when the graph has it, else its first weight.
-    cell_sizes : sequence of int, optional
-        Largest cell size of each partition level, finest first (default :data:`DEFAULT_CELL_SIZES`, cut
-        to the levels smaller than the graph).
-    method, seed
-        See :meth:`gpuroute.Partition.build`.
-    progress : callable, optional
-        ``progress(stage, None)`` when each stage (``import``, ``contract``, ``partition``,
-        ``customize``, ``save``) starts and ``progress(stage, seconds)`` when it ends (the CLI prints
-        one line each, as OSRM logs its stages).
-
-    Returns
-    -------
-    dict
-        ``directory``, ``graph`` (name, nodes, arcs, fingerprint; for an OSM extract also
-        ``ways_missing_nodes`` and ``segments_missing_location``, ways cut short because the file lacks
-        some of their nodes), ``weight`` and ``unit`` (its :class:`~gpuroute.graph.units.Unit` as a dict),
-        ``weights`` (every weight of the graph -> its unit as a dict), ``metric``, ``cell_sizes``, ``n_cells``, ``seconds`` per stage (``import``, ``contract``,
-        ``partition``, ``customize``, ``save``) and ``total_seconds``.
-
-    Raises
-    ------
-    FileExistsError
-        ``directory`` holds something that is not a dataset (checked before any work).
-    KeyError
-        ``weight`` is not a weight of the graph (the message lists those it has).
-    ValueError
-        A graph without coordinates, or with no arc to route on (an OSM extract without a way the
-        profile may use: the message names the file and counts the ways); nothing is written.
-    FileNotFoundError
-        See :func:`open_source`, :meth:`gpuroute.Partition.build`.
-    """
-    from ..ch.api import ContractionHierarchy
-    from ..crp.overlay import Overlay
-    from ..io.atomic import atomic_directory
-    from ..io.store import save_graph
-    from ..partition import Partition
-
-    directory = os.path.abspath(os.fspath(directory))
-    _check_target(directory)
-    say = _stage_reporter(progress)
-    secs = {}
-    t_all = time.perf_counter()
-    say("import")
-    t0 = time.perf_counter()
-    g = open_source(source, profile)
-    if g.coords is None:
-        raise ValueError(f"graph {g.name!r} has no coordinates: a dataset needs lon/lat nodes")
-    try:
-        check_routable(g, None if hasattr(source, "n_nodes") else os.fspath(source))
-    except ValueError as e:
-        raise ValueError(f"{e}; no dataset written") from None
-    weight = routing_weight(g, weight)  # KeyError naming the weights there are
-    metric = metric_name(weight, g)
-    prof_name = str(g.meta.get("profile") or profile or "car-basic") if g.meta.get("format") == "osm" else \
-        (None if profile is None else str(profile))
-    secs["import"] = time.perf_counter() - t0
-    say("import", secs["import"])
-    if cell_sizes is None:
-        cell_sizes = default_cell_sizes(g)
-    cell_sizes = [int(c) for c in cell_sizes]
-    say("contract")
-    t0 = time.perf_counter()
-    ch = ContractionHierarchy.build(g, weight, progress=False)
-    secs["contract"] = time.perf_counter() - t0
-    say("contract", secs["contract"])
-    say("partition")
-    t0 = time.perf_counter()
-    part = Partition.build(g, cell_sizes=cell_sizes, method=method, seed=seed)
-    secs["partition"] = time.perf_counter() - t0
-    say("partition", secs["partition"])
-    say("customize")
-    t0 = time.perf_counter()
-    ov = Overlay.build(g, part)
-    info = ov.customize(_metric_of(g, weight))
-    secs["customize"] = time.perf_counter() - t0
-    say("customize", secs["customize"])
-    say("save")
-    t0 = time.perf_counter()
-    spec = None
-    if not hasattr(source, "n_nodes"):
-        spec = os.fspath(source)
-        spec = os.path.abspath(spec) if os.path.exists(spec) else spec
-    with atomic_directory(directory) as tmp:
-        save_graph(g, os.path.join(tmp, "graph"))
-        ch.save(os.path.join(tmp, "ch"))
-        part.save(os.path.join(tmp, "partition"))
-        ov._save_files(os.path.join(tmp, "overlay"))
-        om = _read_json(os.path.join(tmp, "overlay", MANIFEST)) or {}
-        pman = _read_json(os.path.join(tmp, "partition", MANIFEST)) or {}
-        manifest = {
-            "format": FORMAT, "version": FORMAT_VERSION, "created": _now(),
-            "source": spec, "profile": prof_name, "metric": metric, "weight": weight,
-            "parts": {
-                "graph": {"directory": "graph", "what": PARTS["graph"], "name": g.name,
-                          "nodes": int(g.n_nodes), "arcs": int(g.n_arcs), "fingerprint": g.fingerprint()},
-                "ch": {"directory": "ch", "what": PARTS["ch"].format(weight=weight), "weight": weight,
-                       "method": ch.method,
-                       "graph_fingerprint": ch.graph_fingerprint, "weight_fingerprint": ch.weight_fingerprint},
-                "partition": {"directory": "partition", "what": PARTS["partition"], "method": part.method,
-                              "seed": int(seed), "cell_sizes": list(part.cell_sizes),
-                              "n_cells": [int(x) for x in part.n_cells],
-                              "cells_sha256": _sha_file(os.path.join(tmp, "partition", "cells.npy")),
-                              "fingerprint": (pman.get("fingerprint") if isinstance(pman, dict) else None)},
-                "overlay": {"directory": "overlay", "what": PARTS["overlay"].format(weight=weight, metric=metric),
-                            "metric": metric,
-                            "units": ov.metric.units, "cells_sha256": _sha_file(os.path.join(tmp, "overlay",
-                                                                                             "cells.npy")),
-                            "metric_fingerprint": (om.get("metric") or {}).get("fingerprint"),
-                            "partition_fingerprint": om.get("partition_fingerprint"),
-                            "customize_seconds": info["seconds"]},
-            },
-            "seconds": secs,
-        }
-        with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=1)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-    secs["save"] = time.perf_counter() - t0
-    say("save", secs["save"])
-    gsum = {"name": g.name, "nodes": int(g.n_nodes), "arcs": int(g.n_arcs), "fingerprint": g.fingerprint()}
-    for key in ("ways_missing_nodes", "segments_missing_location"):
-        if key in (g.meta or {}):
-            gsum[key] = int(g.meta[key])
-    unit = g.units[weight]
-    return {"directory": directory, "graph": gsum, "weight": weight, "metric": metric, "unit": unit.to_json(),
-            "weights": {w: g.units[w].to_json() for w in g.weight_names},
-            "cell_sizes": list(part.cell_sizes), "n_cells": [int(x) for x in part.n_cells], "seconds": secs,
-            "total_seconds": time.perf_counter() - t_all}
-
-
-def _stage_reporter(progress):
-    """``say(stage, seconds=None)`` calling ``progress(stage, seconds)`` (None: no progress)."""
-    if progress is None:
-        return lambda stage, seconds=None: None
-    return lambda stage, seconds=None: progress(stage, seconds)
 
 
 def load_dataset(directory):
@@ -612,7 +223,7 @@ def load_dataset(directory):
     """
     from ..ch.api import ContractionHierarchy
     from ..crp.overlay import Overlay
-    from ..io.store import load_graph
+    from ..store import load_graph
 
     directory = os.path.abspath(os.fspath(directory))
     man = read_manifest(directory)
@@ -633,17 +244,17 @@ def load_dataset(directory):
     t0 = time.perf_counter()
     pcells = os.path.join(directory, parts["partition"]["directory"], "cells.npy")
     ocells = os.path.join(directory, parts["overlay"]["directory"], "cells.npy")
-    if not (os.path.isfile(pcells) and os.path.isfile(ocells)) or _sha_file(pcells) != _sha_file(ocells):
+    if not (os.path.isfile(pcells) and os.path.isfile(ocells)) or store.sha256_file(pcells) != store.sha256_file(ocells):
         raise DatasetError(f"{directory}: overlay/ was not customized from partition/ (cells differ)")
     ov = Overlay.load(os.path.join(directory, parts["overlay"]["directory"]), graph=g)
     secs["overlay"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    store = TrafficStore(directory, ov, parts["graph"]["fingerprint"])
-    store.restore(ov)  # the saved traffic, if any and valid (else a warning; the built metric stays)
-    _STORES[ov] = store
+    saved = TrafficStore(directory, ov, parts["graph"]["fingerprint"])
+    saved.restore(ov)  # the saved traffic, if any and valid (else a warning; the built metric stays)
+    _STORES[ov] = saved
     secs["traffic"] = time.perf_counter() - t0
     return Dataset(directory, g, ch, ov, man, profile=str(man.get("profile") or "car-basic"), seconds=secs,
-                   traffic=store)
+                   traffic=saved)
 
 
 # ---------------------------------------------------------------------------------------------- traffic
@@ -670,7 +281,7 @@ def traffic_store(overlay):
 
 
 def _array_sha(a):
-    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+    return store.sha256_arrays(a)
 
 
 class TrafficStore:
@@ -850,7 +461,7 @@ class TrafficStore:
     # ------------------------------------------------------------------ write
     def save(self, overlay):
         """Save ``overlay``'s current metric as the directory's traffic, replacing the previous file
-        atomically (:func:`gpuroute.io.atomic.atomic_file`: a crash leaves the previous file or, where there
+        atomically (:func:`gpuroute.store.atomic_file`: a crash leaves the previous file or, where there
         was none, no file; never a part of one). Called by :meth:`gpuroute.engine.traffic.TrafficRouter.
         customize` under its lock, after the new metric is in place.
 
@@ -869,7 +480,6 @@ class TrafficStore:
         if not self.persist:
             return None
         from .. import __version__
-        from ..io.atomic import atomic_file
 
         t0 = time.perf_counter()
         st = overlay._need_state()  # one state: its metric and its travel times
@@ -882,7 +492,7 @@ class TrafficStore:
         if dur is not None:
             arrays["arc_duration"] = np.ascontiguousarray(dur, dtype=np.int32)
         gen = self.generation + 1
-        now = _now()
+        now = store.manifest.now()
         header = {"format": TRAFFIC_FORMAT, "version": TRAFFIC_VERSION, "dataset": self.identity,
                   "metric": {"name": str(met.name), "units": str(met.units)}, "generation": gen, "updated": now,
                   "arrays": {k: {"dtype": str(a.dtype), "shape": list(a.shape), "sha256": _array_sha(a)}
@@ -890,7 +500,7 @@ class TrafficStore:
                   "gpuroute_version": __version__}
         raw = np.frombuffer(json.dumps(header, sort_keys=True).encode("utf-8"), dtype=np.uint8)
         try:
-            with atomic_file(self.path, "wb") as f:
+            with store.atomic_file(self.path, "wb") as f:
                 np.savez(f, header=raw, **arrays)
         except OSError as e:
             raise TrafficSaveError(f"{self.path}: could not save the traffic ({' '.join(str(e).split())}); the "
@@ -914,13 +524,11 @@ def drop_traffic(directory):
     FileNotFoundError, DatasetError
         Not a dataset directory (see :func:`read_manifest`).
     """
-    from ..io.atomic import fsync_directory
-
     directory = os.path.abspath(os.fspath(directory))
     read_manifest(directory)
     try:
         os.unlink(os.path.join(directory, TRAFFIC))
     except FileNotFoundError:
         return False
-    fsync_directory(directory)
+    store.fsync_directory(directory)
     return True

@@ -27,8 +27,8 @@ How gpuroute answers it
   into cliques as a finite detour and into the search's label range). That customization goes into a
   separate state (:meth:`gpuroute.crp.Overlay.customized_state`): the overlay's own metric, its traffic
   updates and every request without exclude are untouched. Routes (:meth:`gpuroute.engine.traffic.
-  TrafficRouter.plan` with the state's snapshot), tables and trips (:func:`gpuroute.engine.table.
-  overlay_matrices` on it) read only that state; the arc costs are the current metric's, so reported
+  TrafficRouter.plan` with the state's snapshot), tables and trips (:meth:`gpuroute.engine.algorithms.
+  CRP.many_to_many` on it) read only that state; the arc costs are the current metric's, so reported
   weights and durations are those of the same route without exclude.
 * **Isochrones** search the turn graph directly (a bounded Dijkstra, no cliques): the current isochrone
   metric with the same turns forbidden (:meth:`Exclusion.isochrone_metric`), no customization needed.
@@ -176,7 +176,7 @@ class Exclusion:
         return self._owner._snapshot(self)
 
     def isochrone_metric(self, met):
-        """An isochrone :class:`gpuroute.engine.isochrone.Metric` with turns (an overlay engine's) with every
+        """An isochrone :class:`gpuroute.engine.services.isochrone.search.Metric` with turns (an overlay engine's) with every
         turn into an excluded arc forbidden (cached per metric object)."""
         return self._owner._isochrone_metric(self, met)
 
@@ -368,7 +368,7 @@ class Excluder:
             return None if entry is None else entry[1]
 
     def _isochrone_metric(self, ex, met):
-        from .isochrone import Metric as IsoMetric
+        from .services.isochrone.search import Metric as IsoMetric
 
         key = (ex.key, id(met))
         with self._lock:

@@ -14,7 +14,7 @@ import numba
 import numpy as np
 from numba import njit
 
-from ..geo.segments import local_xy
+from ..geo.simplify import douglas_peucker_keep, simplify_lonlat
 
 #: The error codes of OSRM v5 responses (``docs/http.md``, "Responses"); an HTTP server answers each with
 #: status 400 and ``{"code": code, "message": message}``.
@@ -160,76 +160,9 @@ def _polyline_bytes(pts, factor, buf):
     return p
 
 
-def simplify(lonlat, tolerance_m):
-    """Douglas-Peucker simplification of a lon/lat line (Douglas and Peucker, "Algorithms for the
-    reduction of the number of points required to represent a digitized line or its caricature",
-    Cartographica 10(2), 1973), in a local equirectangular frame (metres).
-
-    Parameters
-    ----------
-    lonlat : ndarray float64, shape (k, 2)
-    tolerance_m : float
-        Points within this distance (metres) of the simplified line are dropped.
-
-    Returns
-    -------
-    ndarray float64 (j, 2)
-        The kept points, first and last always; consecutive duplicates dropped.
-    """
-    pts = np.asarray(lonlat, dtype=np.float64).reshape(-1, 2)
-    if pts.shape[0] <= 2:
-        return pts
-    lon0, lat0 = float(pts[0, 0]), float(pts[0, 1])
-    x, y = local_xy(pts[:, 0], pts[:, 1], lon0, lat0)
-    out = pts[douglas_peucker_keep(np.ascontiguousarray(x), np.ascontiguousarray(y), float(tolerance_m))]
-    new = np.ones(out.shape[0], dtype=bool)
-    new[1:] = np.any(out[1:] != out[:-1], axis=1)
-    return out[new] if new.sum() >= 2 else out[[0, -1]]
-
-
-@njit(cache=True)
-def douglas_peucker_keep(x, y, tolerance):
-    """Douglas-Peucker on planar points (k,): the boolean (k,) mask of the points kept (an explicit
-    stack; first and last always kept)."""
-    k = x.size
-    keep = np.zeros(k, dtype=np.bool_)
-    if k == 0:
-        return keep
-    keep[0] = True
-    keep[k - 1] = True
-    stack = np.empty((k + 1, 2), dtype=np.int64)
-    top = 0
-    stack[0, 0] = 0
-    stack[0, 1] = k - 1
-    top = 1
-    while top > 0:
-        top -= 1
-        i = stack[top, 0]
-        j = stack[top, 1]
-        if j <= i + 1:
-            continue
-        ax, ay = x[i], y[i]
-        dx, dy = x[j] - ax, y[j] - ay
-        ll = dx * dx + dy * dy
-        best, m = -1.0, -1
-        for p in range(i + 1, j):
-            px, py = x[p] - ax, y[p] - ay
-            if ll > 0:
-                t = (px * dx + py * dy) / ll
-                t = min(max(t, 0.0), 1.0)
-                px -= t * dx
-                py -= t * dy
-            d = px * px + py * py
-            if d > best:
-                best, m = d, p
-        if best > tolerance * tolerance:
-            keep[m] = True
-            stack[top, 0] = i
-            stack[top, 1] = m
-            stack[top + 1, 0] = m
-            stack[top + 1, 1] = j
-            top += 2
-    return keep
+#: Douglas-Peucker on lon/lat lines (metres) and on planar points: the one implementation, in
+#: :mod:`gpuroute.geo.simplify` (issue 19).
+simplify = simplify_lonlat
 
 
 # ---------------------------------------------------------------------------------- maneuvers
@@ -264,18 +197,6 @@ def make_hint(segment, fraction, fingerprint):
     return base64.urlsafe_b64encode(raw).decode("ascii")
 
 
-def waypoint(phantom, fingerprint, *, nodes=None):
-    """The OSRM waypoint object of a phantom: ``hint``, ``distance`` (metres from the input), ``name``,
-    ``location`` ``[lon, lat]`` (snapped, 6 decimals); with ``nodes`` (``/nearest``) the segment's two
-    node ids."""
-    wp = {"hint": make_hint(phantom.segment, phantom.fraction, fingerprint),
-          "distance": round(float(phantom.distance), 6), "name": phantom.name,
-          "location": [round(float(phantom.lon), 6), round(float(phantom.lat), 6)]}
-    if nodes is not None:
-        wp["nodes"] = [int(nodes[0]), int(nodes[1])]
-    return wp
-
-
 _HINT = struct.Struct("<id")
 _FP_BYTES = {}
 
@@ -287,20 +208,48 @@ def _fingerprint_bytes(fingerprint):
     return b
 
 
-def waypoints(phantoms, fingerprint):
-    """``[waypoint(p, fingerprint) for p in phantoms]`` (the same objects), with the distances and locations
-    of all of them rounded at once (:func:`gpuroute.engine.legs.round_floats`) and the hints packed with one
-    precompiled struct."""
+def waypoints(phantoms, fingerprint, names, points=None, *, nodes=None):
+    """The OSRM waypoint objects of some points of a :class:`gpuroute.geo.segments.PhantomSet` (each its
+    nearest segment's, :attr:`~gpuroute.geo.segments.PhantomSet.first`): ``hint`` (base64url of the segment
+    id, the fraction along it and the fingerprint, :func:`make_hint`), ``distance`` (metres from the input),
+    ``name``, ``location`` ``[lon, lat]`` (snapped), the floats rounded to 6 decimals all at once
+    (:func:`gpuroute.engine.legs.round_floats`, as ``round``).
+
+    Parameters
+    ----------
+    phantoms : PhantomSet
+    fingerprint : str
+        The graph's fingerprint (hex).
+    names : sequence of str
+        Street names by name id (``graph.meta["way_names"]``).
+    points : int array (k,), optional
+        Point indices (default: every point, in order).
+    nodes : int array (k, 2), optional
+        ``/nearest``: each waypoint's segment's two OSM node ids (``"nodes"``).
+
+    Returns
+    -------
+    list of dict, length k
+    """
     from .legs import round_floats
 
-    k = len(phantoms)
+    rows = phantoms.first if points is None else phantoms.first[np.asarray(points, dtype=np.int64)]
+    k = int(rows.size)
     if k == 0:
         return []
-    vals = round_floats([v for p in phantoms for v in (p.distance, p.lon, p.lat)], 6)
+    vals = round_floats([v for t in zip(phantoms.distance[rows].tolist(), phantoms.lon[rows].tolist(),
+                                         phantoms.lat[rows].tolist(), strict=True) for v in t], 6)
     fp = _fingerprint_bytes(fingerprint)
     pack, b64 = _HINT.pack, base64.urlsafe_b64encode
-    return [{"hint": b64(pack(int(p.segment), float(p.fraction)) + fp).decode("ascii"), "distance": vals[3 * i],
-             "name": p.name, "location": [vals[3 * i + 1], vals[3 * i + 2]]} for i, p in enumerate(phantoms)]
+    n_names = len(names)
+    out = [{"hint": b64(pack(s, f) + fp).decode("ascii"), "distance": vals[3 * i],
+            "name": names[n] if 0 <= n < n_names else "", "location": [vals[3 * i + 1], vals[3 * i + 2]]}
+           for i, (s, f, n) in enumerate(zip(phantoms.segment[rows].tolist(), phantoms.segment_fraction[rows].tolist(),
+                                             phantoms.name_id[rows].tolist(), strict=True))]
+    if nodes is not None:
+        for w, (u, v) in zip(out, np.asarray(nodes, dtype=np.int64).tolist(), strict=True):
+            w["nodes"] = [u, v]
+    return out
 
 
 def round1(x):
@@ -462,5 +411,5 @@ def finite_or_none(x, digits=1):
 
 __all__ = ["EngineError", "ERROR_CODES", "GEOMETRIES", "OVERVIEWS", "ROUTE_ANNOTATIONS", "TABLE_ANNOTATIONS",
            "encode_geometry", "encode_geometries", "simplify", "douglas_peucker_keep", "turn_delta",
-           "modifier", "make_hint", "waypoint", "waypoints", "round1", "finite_or_none", "matrix_or_none",
+           "modifier", "make_hint", "waypoints", "round1", "finite_or_none", "matrix_or_none",
            "matrix_array", "matrix_json"]

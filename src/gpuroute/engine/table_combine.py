@@ -50,7 +50,7 @@ def _combine_cpu(d, si, ti, sc, tc, sa, ta, sf, tf, ws, best, so, to, same_won):
             same_won[i, j] = bs
 
 
-def combine(d, si, ti, sc, tc, sa, ta, sf, tf, ws):
+def combine(d, si, ti, sc, tc, sa, ta, sf, tf, ws, *, to_host=True):
     """Phantom-to-phantom costs from a node table.
 
     Parameters
@@ -68,10 +68,16 @@ def combine(d, si, ti, sc, tc, sa, ta, sf, tf, ws):
         The phantoms' positions on the options' arcs (fractions 0..1).
     ws : float64 (S, ko)
         The cost of each source option's arc (for the same-arc case).
+    to_host : bool
+        With a CuPy ``d``: True (default) copies the results to the host; False leaves them on the device
+        as CuPy arrays, no host copy (the trip's tour search takes the costs there: issue 23), after a
+        synchronisation of the current stream (``d`` may be reused once it returns). No effect on a NumPy
+        ``d`` (the results are on the host already).
 
     Returns
     -------
-    (best float64 (S, T), so int64 (S, T), to int64 (S, T), same_won bool (S, T)) as NumPy arrays.
+    (best float64 (S, T), so int64 (S, T), to int64 (S, T), same_won bool (S, T))
+        NumPy arrays; CuPy arrays for a CuPy ``d`` with ``to_host=False``.
     """
     S, T = sa.shape[0], ta.shape[0]
     if type(d).__module__.startswith("cupy"):
@@ -87,6 +93,10 @@ def combine(d, si, ti, sc, tc, sa, ta, sf, tf, ws):
             args = [cp.asarray(np.ascontiguousarray(x)) for x in (si, ti, sc, tc, sa, ta, sf, tf, ws)]
             k(((n + 255) // 256,), (256,), (np.int32(S), np.int32(T), np.int32(sa.shape[1]), np.int32(ta.shape[1]),
                                             np.int32(d.shape[1]), cp.ascontiguousarray(d), *args, best, so, to, sw))
+        if not to_host:  # synchronised: once this returns, ``d`` (the engine's table buffers) may be reused
+            sw = sw.astype(bool)
+            cp.cuda.get_current_stream().synchronize()
+            return best, so, to, sw
         return best.get(), so.get(), to.get(), sw.get().astype(bool)
     best = np.empty((S, T), np.float64)
     so = np.empty((S, T), np.int64)

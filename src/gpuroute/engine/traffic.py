@@ -165,7 +165,8 @@ class TrafficRouter:
 
     # ------------------------------------------------------------------ routes
     def plan(self, phantoms, continue_straight, snap=None):
-        """The legs of a route over the overlay: ``(plan, snapshot)``, ``plan`` a list of
+        """The legs of a route over the overlay through the points of ``phantoms`` (a
+        :class:`gpuroute.geo.segments.PhantomSet`): ``(plan, snapshot)``, ``plan`` a list of
         ``((arc, fraction), (arc, fraction), path)`` per leg as the engine's hierarchy plan (``path`` a
         :class:`LegPath`, or None when the leg stays on one arc).
 
@@ -214,13 +215,11 @@ class TrafficRouter:
 
         q = self.query()
         c = snap.cost
-        opts = []  # per waypoint: its options' arcs (int64) and fractions (float64), ties included
-        for p in phantoms:
-            o = np.asarray(p.all_arcs, dtype=np.float64).reshape(-1, 2)
-            opts.append((o[:, 0].astype(np.int64), np.ascontiguousarray(o[:, 1])))
+        # per waypoint: its options' arcs (int64) and fractions (float64), ties included
+        opts = [phantoms.options(i) for i in range(phantoms.n_points)]
         arrived = np.zeros(opts[0][0].size, np.int64)  # the first waypoint: leave by any option, at 0
         legs = []
-        n_legs = len(phantoms) - 1
+        n_legs = phantoms.n_points - 1
         for i in range(n_legs):
             a, fa = opts[i]
             b, fb = opts[i + 1]
@@ -251,13 +250,14 @@ class TrafficRouter:
         c = snap.cost
         q = self.query()
         free = not continue_straight
-        opts = [p.all_arcs for p in phantoms]
+        opts = [phantoms.options(i) for i in range(phantoms.n_points)]
         plan = []
         o = int(np.argmin(legs[-1][0]))  # the option the last leg arrives by
         for i in range(len(legs) - 2, -1, -1):
             arrived, res, leaves, use_same = legs[i]
             d = int(leaves[o])
-            (a, fa), (b, fb) = opts[i][d], opts[i + 1][o]
+            a, fa = int(opts[i][0][d]), float(opts[i][1][d])
+            b, fb = int(opts[i + 1][0][o]), float(opts[i + 1][1][o])
             path = None
             if not use_same[o]:
                 arcs = res.unpack(q, st, o)  # a ... b, both included
@@ -434,7 +434,7 @@ class TrafficRouter:
         tc = getattr(self.graph, "turn_costs", None)
         if tc is None or name == "distance":
             return name
-        from .dataset import profile_metric
+        from ..pipeline.customize import profile_metric
 
         return profile_metric(self.graph, "duration" if name == "duration" else "weight", turns=self.overlay.turns)
 

@@ -2,7 +2,8 @@
 
 Every great-circle length in gpuroute (OSM arc lengths, A* potentials, snap distances, tiling) uses
 :data:`EARTH_RADIUS_M` through :func:`haversine_m` (NumPy) or its numba twin
-:func:`gpuroute.geo.kernels.gc_metres`.
+:func:`gpuroute.geo.kernels.gc_metres` (``gc_metres_pairs`` for arrays). Every line simplification uses
+the one Douglas-Peucker of :mod:`gpuroute.geo.simplify` (tolerance in metres).
 
 Public API
 ----------

@@ -8,18 +8,41 @@ from numba import njit
 
 from . import EARTH_RADIUS_M
 
+_DEG = math.pi / 180.0
+
 
 @njit(cache=True)
 def gc_metres(lon1, lat1, lon2, lat2):
-    """Great-circle distance in metres between two lon/lat points in degrees (haversine formula)."""
-    p1 = math.radians(lat1)
-    p2 = math.radians(lat2)
-    dp = p2 - p1
-    dl = math.radians(lon2 - lon1)
-    a = math.sin(0.5 * dp) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(0.5 * dl) ** 2
-    if a > 1.0:
-        a = 1.0
-    return 2.0 * EARTH_RADIUS_M * math.asin(math.sqrt(a))
+    """Great-circle distance in metres between two lon/lat points in degrees (haversine formula,
+    :data:`gpuroute.geo.EARTH_RADIUS_M`): the numba twin of :func:`gpuroute.geo.haversine_m`, and the one
+    compiled haversine in gpuroute (the same bits from Python, from :func:`gc_metres_pairs` and inside any
+    kernel).
+
+    Parameters
+    ----------
+    lon1, lat1, lon2, lat2 : float
+        Degrees (WGS84).
+
+    Returns
+    -------
+    float
+        Metres.
+    """
+    p1 = lat1 * _DEG
+    p2 = lat2 * _DEG
+    s1 = math.sin(0.5 * (p2 - p1))
+    s2 = math.sin(0.5 * (lon2 - lon1) * _DEG)
+    a = s1 * s1 + math.cos(p1) * math.cos(p2) * (s2 * s2)
+    return 2.0 * EARTH_RADIUS_M * math.asin(math.sqrt(min(a, 1.0)))
+
+
+@njit(cache=True)
+def gc_metres_pairs(lon1, lat1, lon2, lat2):
+    """:func:`gc_metres` of every pair ``i`` of four float64 (c,) arrays (degrees): float64 (c,) metres."""
+    out = np.empty(lon1.size)
+    for i in range(lon1.size):
+        out[i] = gc_metres(lon1[i], lat1[i], lon2[i], lat2[i])
+    return out
 
 
 @njit(cache=True, inline="always")

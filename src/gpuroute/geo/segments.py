@@ -4,9 +4,13 @@
 A *segment* is one straight piece of road between two graph nodes ``u`` and ``v``: the arcs ``u -> v``
 and ``v -> u`` of a two-way street are ONE segment with a forward and a reverse arc, a one-way street's
 segment has a forward arc only. A coordinate is projected onto the nearest segment (of the graph's
-largest strongly connected component by default, as OSRM's default snapping), and the result is a
-:class:`Phantom`: the segment, the fraction along it, the snapped location, the distance and the street
-name. A route may then start or end in the middle of an arc (OSRM's phantom nodes).
+largest strongly connected component by default, as OSRM's default snapping), and the coordinates of a
+request come back as one :class:`PhantomSet` of arrays: per snapping option (a usable arc of the nearest
+segment or of a tie) the arc, the fraction along it, the segment, the snapped location, the distance and
+the street name. A route may then start or end in the middle of an arc (OSRM's phantom nodes).
+:meth:`SegmentIndex.snap_checked` takes coordinates and options already validated (the engine's
+parameter records) and checks nothing again; :meth:`SegmentIndex.snap_batch`, :meth:`~SegmentIndex.snap`
+and :meth:`~SegmentIndex.nearest` validate theirs first (library callers).
 
 Candidates come from a k-d tree over sample points placed along every segment (both ends, and every
 ``config.SERVE_SEGMENT_SAMPLE_SPACING_M`` metres between): every segment within distance ``r`` of the
@@ -30,7 +34,7 @@ Options, as OSRM defines them (``docs/http.md``, "General options"):
 
 Ties: :meth:`SegmentIndex.snap` keeps, besides the nearest segment, every usable segment whose distance is
 within :data:`SNAP_TIE_M` of the nearest one and whose snapped point is within :data:`SNAP_TIE_M` of the
-nearest one's, i.e. the segments meeting at a junction the point sits on (:attr:`Phantom.ties`), and a route or table leaves from
+nearest one's, i.e. the segments meeting at a junction the point sits on (:attr:`PhantomSet.tie`), and a route or table leaves from
 (arrives on) whichever of them is best, as OSRM >= 5.26 does with equidistant segments: a coordinate on a
 junction node may leave along any street meeting there. The tolerance is not 1e-6 m because OSRM sees
 coordinates on its 1e-6 degree grid: a node given at 6 decimals (its OSM position has 7) lies up to ~7 cm
@@ -41,13 +45,14 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
 from .. import config
 from . import EARTH_RADIUS_M, haversine_m, unit_vectors
+from .kernels import gc_metres, gc_metres_pairs
 from .snap import SnapError, largest_scc_mask
 
 #: Accepted values of ``approach``.
@@ -88,91 +93,249 @@ class NoSegment(SnapError):
         super().__init__(message, index, distance)
 
 
-@dataclass(frozen=True)
-class Phantom:
-    """A coordinate snapped onto a segment (OSRM's phantom node).
+@dataclass(frozen=True, eq=False)
+class PhantomSet:
+    """Coordinates snapped onto segments (OSRM's phantom nodes), as arrays: one row per *snapping option*.
+
+    A coordinate may leave (or arrive) by every usable arc of the segment it snapped to (the forward arc
+    ``u -> v`` at the snapped fraction, the reverse arc at ``1 -`` it), and by those of the segments tied
+    with it at a junction (:data:`SNAP_TIE_M`). The options of point ``i`` are the rows
+    ``point_start[i]:point_start[i + 1]`` (a CSR, as a graph's ``first_out``): its nearest segment's arcs
+    first (forward before reverse), then its ties' in order of distance. Every point has at least one.
 
     Attributes
     ----------
-    segment : int
-        Segment id in the :class:`SegmentIndex`.
-    u, v : int
-        The segment's end nodes; ``fraction`` is measured from ``u`` towards ``v``.
-    forward_arc : int
-        Arc ``u -> v`` usable from this point, or -1 (absent, or excluded by a bearing or approach).
-    reverse_arc : int
-        Arc ``v -> u`` usable from this point, or -1. At least one of the two arcs is >= 0.
-    fraction : float
-        Position of the snapped point along ``u -> v``, in ``[0, 1]``.
-    lon, lat : float
-        The snapped location (degrees).
-    distance : float
-        Great-circle distance in metres from the input coordinate to the snapped location.
-    name : str
-        Street name of the segment's way (``""`` when unnamed or the graph has no names).
-    name_id : int
-        Index into ``graph.meta["way_names"]``, -1 when unnamed.
-    index : int
-        Position of the coordinate in the query.
-    input_lon, input_lat : float
-        The coordinate as given.
-    ties : tuple of Phantom
-        Other segments as near as this one (within :data:`SNAP_TIE_M`, :meth:`SegmentIndex.snap`), each a
-        phantom without ties; their arcs are part of :attr:`all_arcs`.
+    point_start : ndarray int64 (n + 1,)
+        Rows of each point.
+    arc : ndarray int32 (r,)
+        Graph arc id of each option.
+    fraction : ndarray float64 (r,)
+        Position of the snapped point along ``arc``, from its tail, in ``[0, 1]``.
+    segment : ndarray int32 (r,)
+        Segment id (in the :class:`SegmentIndex`) of each option.
+    segment_fraction : ndarray float64 (r,)
+        Position along the segment's ``u -> v`` (OSRM's hint carries it).
+    lon, lat : ndarray float64 (r,)
+        The snapped location on the option's segment (degrees).
+    distance : ndarray float64 (r,)
+        Great-circle metres from the input coordinate to ``(lon, lat)``.
+    name_id : ndarray int32 (r,)
+        Street name of the segment's way (index into ``graph.meta["way_names"]``; -1 unnamed).
+    tie : ndarray bool (r,)
+        The option belongs to a segment tied with the nearest one (not the nearest itself).
+    input_lon, input_lat : ndarray float64 (n,)
+        The coordinates as given.
+
+    Notes
+    -----
+    Forward and backward offsets depend on the metric, which a customization changes after snapping:
+    :meth:`offsets` gives them for an arc-cost array. The point's waypoint (OSRM's ``location``,
+    ``distance``, ``name``, ``hint``) is its first row's (:attr:`first`).
     """
 
-    segment: int
-    u: int
-    v: int
-    forward_arc: int
-    reverse_arc: int
-    fraction: float
-    lon: float
-    lat: float
-    distance: float
-    name: str
-    name_id: int
-    index: int
-    input_lon: float
-    input_lat: float
-    ties: tuple = ()
-
-    @classmethod
-    def _of(cls, values):
-        """A phantom from its field values in order (batches: without ``__init__``'s one
-        ``object.__setattr__`` per field of a frozen dataclass)."""
-        p = object.__new__(cls)
-        p.__dict__.update(zip(_PHANTOM_FIELDS, values, strict=True))
-        return p
+    point_start: np.ndarray
+    arc: np.ndarray
+    fraction: np.ndarray
+    segment: np.ndarray
+    segment_fraction: np.ndarray
+    lon: np.ndarray
+    lat: np.ndarray
+    distance: np.ndarray
+    name_id: np.ndarray
+    tie: np.ndarray
+    input_lon: np.ndarray
+    input_lat: np.ndarray
 
     @property
-    def arcs(self):
-        """The usable arcs as ``(arc, fraction along the arc)`` pairs: ``(forward_arc, fraction)`` and
-        ``(reverse_arc, 1 - fraction)``, those >= 0 only (this segment's; :attr:`all_arcs` adds the ties')."""
-        out = []
-        if self.forward_arc >= 0:
-            out.append((self.forward_arc, self.fraction))
-        if self.reverse_arc >= 0:
-            out.append((self.reverse_arc, 1.0 - self.fraction))
-        return out
+    def n_points(self):
+        return int(self.point_start.size - 1)
+
+    def __len__(self):
+        return self.n_points
 
     @property
-    def all_arcs(self):
-        """:attr:`arcs`, then those of the :attr:`ties`: every arc a route may leave or arrive by."""
-        out = self.arcs
-        for t in self.ties:
-            out.extend(t.arcs)
-        return out
+    def first(self):
+        """int64 (n,): the row of each point's nearest segment's first option (its waypoint)."""
+        return self.point_start[:-1]
 
-    def point_of(self, arc):
-        """The snapped ``(lon, lat)`` on the segment of one of :attr:`all_arcs` (this phantom's or a tie's)."""
-        for p in (self, *self.ties):
-            if arc == p.forward_arc or arc == p.reverse_arc:
-                return p.lon, p.lat
-        raise KeyError(f"arc {arc} is not one of the phantom's")
+    @property
+    def counts(self):
+        """int64 (n,): options per point."""
+        return np.diff(self.point_start)
+
+    def rows(self, i):
+        """The rows (a slice) of point ``i``."""
+        return slice(int(self.point_start[i]), int(self.point_start[i + 1]))
+
+    def options(self, i):
+        """``(arc int64 (o,), fraction float64 (o,))`` of point ``i``'s options, in order."""
+        r = self.rows(i)
+        return self.arc[r].astype(np.int64), self.fraction[r]
+
+    def offsets(self, cost):
+        """Forward and backward offsets of every option under arc costs ``cost`` (array (m,), the metric's
+        unit): ``(forward, backward)`` float64 (r,), ``forward = (1 - fraction) cost[arc]`` (from the point
+        to the arc's head: a source's start cost) and ``backward = fraction cost[arc]`` (from the arc's
+        tail to the point: a target's end cost)."""
+        c = np.asarray(cost)[self.arc]
+        return (1.0 - self.fraction) * c, self.fraction * c
+
+    def padded(self, points=None, width=2):
+        """Options of some points as padded arrays, for the many-to-many kernels: ``(arcs int64 (k, o),
+        fraction float64 (k, o))``, point ``points[j]``'s options in row ``j`` in order, unused slots
+        ``-1`` and ``0.0``; ``o`` the most options of any of them (at least ``width``).
+
+        ``points``: int array (k,) of point indices (repeats allowed; default all)."""
+        ps = self.point_start
+        p = np.arange(self.n_points, dtype=np.int64) if points is None else np.asarray(points, dtype=np.int64)
+        cnt = ps[p + 1] - ps[p]
+        k = p.size
+        o = max(int(width), int(cnt.max()) if k else 0)
+        arcs = np.full((k, o), -1, dtype=np.int64)
+        frac = np.zeros((k, o))
+        if k:
+            row_of = np.repeat(np.arange(k, dtype=np.int64), cnt)
+            pos = np.arange(row_of.size, dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+            src = np.repeat(ps[p], cnt) + pos
+            arcs[row_of, pos] = self.arc[src]
+            frac[row_of, pos] = self.fraction[src]
+        return arcs, frac
+
+    def take(self, points):
+        """The phantoms of some points (int array (k,), repeats allowed), in that order: a PhantomSet."""
+        p = np.asarray(points, dtype=np.int64)
+        ps = self.point_start
+        cnt = ps[p + 1] - ps[p]
+        start = np.zeros(p.size + 1, dtype=np.int64)
+        np.cumsum(cnt, out=start[1:])
+        src = np.repeat(ps[p] - start[:-1], cnt) + np.arange(int(start[-1]), dtype=np.int64)
+        return PhantomSet(start, *(getattr(self, f)[src] for f in _ROW_FIELDS), self.input_lon[p], self.input_lat[p])
+
+    @staticmethod
+    def concat(sets):
+        """One PhantomSet of the points of ``sets`` in order."""
+        sets = list(sets)
+        if not sets:
+            return _from_candidates(_no_candidates(), 0, np.zeros(0), np.zeros(0))
+        starts = [np.zeros(1, dtype=np.int64)]
+        off = 0
+        for s in sets:
+            starts.append(s.point_start[1:] + off)
+            off += int(s.point_start[-1])
+        return PhantomSet(np.concatenate(starts), *(np.concatenate([getattr(s, f) for s in sets]) for f in _ROW_FIELDS),
+                          np.concatenate([s.input_lon for s in sets]), np.concatenate([s.input_lat for s in sets]))
+
+    def __repr__(self):
+        return f"PhantomSet(points={self.n_points}, options={int(self.arc.size)})"
 
 
-_PHANTOM_FIELDS = tuple(f.name for f in fields(Phantom))
+_ROW_FIELDS = ("arc", "fraction", "segment", "segment_fraction", "lon", "lat", "distance", "name_id", "tie")
+#: Per-candidate-segment fields (:func:`_from_candidates`): the point (its position among the coordinates),
+#: segment, forward and reverse arc (-1: not usable), fraction along u -> v, snapped lon/lat, distance from
+#: the input (m), name id, tie.
+_CAND_FIELDS = ("point", "segment", "fwd", "rev", "frac", "lon", "lat", "distance", "name_id", "tie")
+
+
+def _no_candidates():
+    z = np.zeros(0, dtype=np.int64)
+    f = np.zeros(0)
+    return {"point": z, "segment": z, "fwd": z, "rev": z, "frac": f, "lon": f, "lat": f, "distance": f,
+            "name_id": z, "tie": np.zeros(0, dtype=bool)}
+
+
+def _concat_candidates(parts):
+    parts = [p for p in parts if p["point"].size]
+    if len(parts) <= 1:
+        return parts[0] if parts else _no_candidates()
+    return {f: np.concatenate([p[f] for p in parts]) for f in _CAND_FIELDS}
+
+
+def _from_candidates(c, n, input_lon, input_lat):
+    """The PhantomSet of ``n`` points from their candidate segments (``c``: arrays of :data:`_CAND_FIELDS`,
+    each point's candidates in order, nearest first, points in any order): every candidate's usable arcs,
+    forward (at ``frac``) before reverse (at ``1 - frac``), one row each (:func:`_expand`, one compiled
+    pass)."""
+    out = _expand(np.int64(n), *(np.ascontiguousarray(c[f]) for f in _CAND_FIELDS))
+    return PhantomSet(*out, np.asarray(input_lon, dtype=np.float64), np.asarray(input_lat, dtype=np.float64))
+
+
+@njit(cache=True)
+def _expand(n, point, segment, fwd, rev, frac, lon, lat, distance, name_id, tie):
+    """:func:`_from_candidates`' rows: a stable counting sort of the candidates by point, then one row per
+    usable arc. Returns the PhantomSet's row arrays (``point_start`` first, :data:`_ROW_FIELDS` order)."""
+    k = point.size
+    start = np.zeros(n + 1, np.int64)
+    for j in range(k):
+        start[point[j] + 1] += (fwd[j] >= 0) + (rev[j] >= 0)
+    for i in range(n):
+        start[i + 1] += start[i]
+    r = start[n]
+    arc = np.empty(r, np.int32)
+    fr = np.empty(r, np.float64)
+    sg = np.empty(r, np.int32)
+    sf = np.empty(r, np.float64)
+    lo = np.empty(r, np.float64)
+    la = np.empty(r, np.float64)
+    di = np.empty(r, np.float64)
+    ni = np.empty(r, np.int32)
+    ti = np.empty(r, np.bool_)
+    pos = start[:n].copy()
+    for j in range(k):
+        for d in range(2):
+            a = fwd[j] if d == 0 else rev[j]
+            if a < 0:
+                continue
+            q = pos[point[j]]
+            pos[point[j]] += 1
+            arc[q] = a
+            fr[q] = frac[j] if d == 0 else 1.0 - frac[j]
+            sg[q] = segment[j]
+            sf[q] = frac[j]
+            lo[q] = lon[j]
+            la[q] = lat[j]
+            di[q] = distance[j]
+            ni[q] = name_id[j]
+            ti[q] = tie[j]
+    return start, arc, fr, sg, sf, lo, la, di, ni, ti
+
+
+@njit(cache=True)
+def _settled(ints, floats, best, done, tie_first, tie_rows, index):
+    """:func:`_snap_kernel`'s rows of the points it settled with a segment, as candidate arrays
+    (:data:`_CAND_FIELDS`, ``point`` from ``index``): each point's nearest segment, then its ties."""
+    m = best.size
+    c = 0
+    for o in range(m):
+        if done[o] and best[o] >= 0:
+            c += 1 + tie_first[o + 1] - tie_first[o]
+    point = np.empty(c, np.int64)
+    segment = np.empty(c, np.int64)
+    fwd = np.empty(c, np.int64)
+    rev = np.empty(c, np.int64)
+    frac = np.empty(c, np.float64)
+    lon = np.empty(c, np.float64)
+    lat = np.empty(c, np.float64)
+    dist = np.empty(c, np.float64)
+    nid = np.empty(c, np.int64)
+    tie = np.empty(c, np.bool_)
+    c = 0
+    for o in range(m):
+        if not (done[o] and best[o] >= 0):
+            continue
+        for q in range(-1, tie_first[o + 1] - tie_first[o]):
+            r = best[o] if q < 0 else tie_rows[tie_first[o] + q]
+            point[c] = index[o]
+            segment[c] = ints[r, 0]
+            fwd[c] = ints[r, 3]
+            rev[c] = ints[r, 4]
+            frac[c] = floats[r, 0]
+            lon[c] = floats[r, 1]
+            lat[c] = floats[r, 2]
+            dist[c] = floats[r, 3]
+            nid[c] = ints[r, 5]
+            tie[c] = q >= 0
+            c += 1
+    return point, segment, fwd, rev, frac, lon, lat, dist, nid, tie
 
 
 def check_bearing(bearing, index=0):
@@ -219,24 +382,11 @@ def bearing_deg(dx, dy):
     return np.mod(np.degrees(np.arctan2(dx, dy)), 360.0)
 
 
-@njit(cache=True)
-def _haversine1(lon1, lat1, lon2, lat2):
-    """:func:`gpuroute.geo.haversine_m` of one pair of points, on floats (compiled: the same bits from
-    Python, from :func:`_haversine_pairs` and in any batch)."""
-    p1, p2 = lat1 * _DEG, lat2 * _DEG
-    s1 = math.sin(0.5 * (p2 - p1))
-    s2 = math.sin(0.5 * (lon2 - lon1) * _DEG)
-    a = s1 * s1 + math.cos(p1) * math.cos(p2) * (s2 * s2)
-    return 2.0 * EARTH_RADIUS_M * math.asin(math.sqrt(min(a, 1.0)))
-
-
-@njit(cache=True)
-def _haversine_pairs(lon1, lat1, lon2, lat2):
-    """:func:`_haversine1` of every pair ``i`` of four float64 (c,) arrays: float64 (c,) metres."""
-    out = np.empty(lon1.size)
-    for i in range(lon1.size):
-        out[i] = _haversine1(lon1[i], lat1[i], lon2[i], lat2[i])
-    return out
+#: :func:`gpuroute.geo.haversine_m` of one pair of points, compiled (the one numba haversine, issue 19:
+#: the same bits from Python, from :func:`_haversine_pairs` and in any batch).
+_haversine1 = gc_metres
+#: :func:`_haversine1` of every pair ``i`` of four float64 (c,) arrays: float64 (c,) metres.
+_haversine_pairs = gc_metres_pairs
 
 
 @njit(cache=True)
@@ -614,21 +764,22 @@ class SegmentIndex:
                 return segs[sel], {k: v[sel] for k, v in p.items()}, fo[sel], ro[sel], rejected
             r = max(2.0 * r, r + 50.0)
 
-    def _phantom(self, seg, p, i, fo, ro, index, lon, lat):
-        s = int(seg)
-        nid = int(self.name_id[s])
-        slon, slat = float(p["lon"][i]), float(p["lat"][i])
-        return Phantom(segment=s, u=int(self.u[s]), v=int(self.v[s]),
-                       forward_arc=int(self.forward_arc[s]) if fo[i] else -1,
-                       reverse_arc=int(self.reverse_arc[s]) if ro[i] else -1,
-                       fraction=float(p["fraction"][i]), lon=slon, lat=slat,
-                       distance=_haversine1(lon, lat, slon, slat), name=self.name_of(nid), name_id=nid,
-                       index=int(index), input_lon=float(lon), input_lat=float(lat))
+    def _candidates(self, lon, lat, number, radius, bearing, approach, index, tie, point):
+        """The candidate segments (:data:`_CAND_FIELDS` arrays, nearest first, the first not a tie) of one
+        checked coordinate (:meth:`_search`); ``point`` fills the ``point`` field. NoSegment when none."""
+        segs, p, fo, ro, rejected = self._search(lon, lat, number, radius, bearing, approach, tie)
+        if segs.size == 0:
+            raise self._no_segment(lon, lat, radius, bearing, approach, index, rejected)
+        c = segs.size
+        return {"point": np.full(c, point, dtype=np.int64), "segment": segs.astype(np.int64),
+                "fwd": np.where(fo, self.forward_arc[segs], -1), "rev": np.where(ro, self.reverse_arc[segs], -1),
+                "frac": p["fraction"], "lon": p["lon"], "lat": p["lat"],
+                "distance": _haversine_pairs(np.full(c, lon), np.full(c, lat), p["lon"], p["lat"]),
+                "name_id": self.name_id[segs].astype(np.int64), "tie": np.arange(c) > 0}
 
-    def nearest(self, lon, lat, number=1, *, radius=None, bearing=None, approach="unrestricted", index=0,
-                tie=None):
+    def nearest(self, lon, lat, number=1, *, radius=None, bearing=None, approach="unrestricted", index=0):
         """The ``number`` nearest usable segments of one coordinate (OSRM's ``/nearest``), nearest first
-        (ties: the smaller segment id).
+        (ties: the smaller segment id), each as a point of its own.
 
         Parameters
         ----------
@@ -643,14 +794,12 @@ class SegmentIndex:
         approach : {"unrestricted", "curb"} or None
         index : int
             The coordinate's position in the query (named in errors).
-        tie : float, optional
-            Metres: also every usable segment at most this much farther than the nearest (beyond
-            ``number``).
 
         Returns
         -------
-        list of Phantom
-            At least one; fewer than ``number`` when the radius or the component holds fewer.
+        PhantomSet
+            One point per segment found (at least one; fewer than ``number`` when the radius or the
+            component holds fewer), each with that segment's usable arcs and no ties.
 
         Raises
         ------
@@ -665,10 +814,17 @@ class SegmentIndex:
         if number < 1:
             raise ValueError(f"number must be >= 1, got {number}")
         radius, bearing, approach = self._check_options(radius, bearing, approach, index)
-        segs, p, fo, ro, rejected = self._search(lon, lat, number, radius, bearing, approach, tie)
-        if segs.size == 0:
-            raise self._no_segment(lon, lat, radius, bearing, approach, index, rejected)
-        return [self._phantom(s, p, i, fo, ro, index, lon, lat) for i, s in enumerate(segs)]
+        return self.nearest_checked(lon, lat, number, radius=radius, bearing=bearing, approach=approach, index=index)
+
+    def nearest_checked(self, lon, lat, number, *, radius=None, bearing=None, approach="unrestricted", index=0):
+        """:meth:`nearest` of a coordinate and options already validated (``lon``/``lat`` finite floats in
+        range, ``number >= 1``, ``radius`` float >= 0 or None, ``bearing`` a checked pair or None,
+        ``approach`` one of :data:`APPROACHES`): nothing is checked again. Raises NoSegment."""
+        c = self._candidates(float(lon), float(lat), number, radius, bearing, approach, index, None, 0)
+        k = c["point"].size
+        c["point"] = np.arange(k, dtype=np.int64)
+        c["tie"] = np.zeros(k, dtype=bool)
+        return _from_candidates(c, k, np.full(k, float(lon)), np.full(k, float(lat)))
 
     @staticmethod
     def _check_options(radius, bearing, approach, index):
@@ -698,15 +854,17 @@ class SegmentIndex:
                          + (": none " + ", ".join(why) if why else ""), index, rejected)
 
     def snap(self, lon, lat, *, radius=None, bearing=None, approach="unrestricted", index=0, tie=SNAP_TIE_M):
-        """The nearest usable segment of one coordinate: a :class:`Phantom` (see :meth:`nearest`), with
-        every other usable segment within ``tie`` metres of it as its :attr:`Phantom.ties` (``tie=None``:
-        none)."""
-        found = self.nearest(lon, lat, 1, radius=radius, bearing=bearing, approach=approach, index=index, tie=tie)
-        return found[0] if len(found) == 1 else replace(found[0], ties=tuple(found[1:]))
+        """The nearest usable segment of one coordinate, with every other usable segment within ``tie``
+        metres of it as ties (``tie=None``: none): a PhantomSet of one point (options and errors as
+        :meth:`nearest`)."""
+        lon, lat = self._check_point(lon, lat, index)
+        radius, bearing, approach = self._check_options(radius, bearing, approach, index)
+        c = self._candidates(lon, lat, 1, radius, bearing, approach, index, tie, 0)
+        return _from_candidates(c, 1, np.array([lon]), np.array([lat]))
 
     def snap_many(self, coords, *, radiuses=None, bearings=None, approaches=None):
         """Snap a list of coordinates, each with its own options (OSRM's per-coordinate lists): the
-        phantoms of :meth:`snap_batch`.
+        PhantomSet of :meth:`snap_batch`.
 
         Parameters
         ----------
@@ -717,7 +875,7 @@ class SegmentIndex:
 
         Returns
         -------
-        list of Phantom, length k
+        PhantomSet of k points
 
         Raises
         ------
@@ -727,39 +885,18 @@ class SegmentIndex:
             The first coordinate with no usable segment (``.index``).
         """
         k = len(coords)
-        for what, lst in (("radiuses", radiuses), ("bearings", bearings), ("approaches", approaches)):
-            if lst is not None and len(lst) != k:
-                raise ValueError(f"{what} has {len(lst)} entries for {k} coordinates")
-        try:
-            c = np.asarray(coords)
-        except (TypeError, ValueError):  # ragged
-            c = None
-        if k and c is not None and c.ndim == 2 and c.shape[1] == 2 and c.dtype.kind in "biuf":
-            return self.snap_batch(c[:, 0], c[:, 1], radiuses=radiuses, bearings=bearings, approaches=approaches)
-        out = []  # something that is not k pairs of numbers: one at a time, naming the first bad one
+        lons, lats = np.zeros(k), np.zeros(k)
         for i, c in enumerate(coords):
             try:
                 lon, lat = c
             except (TypeError, ValueError):
                 raise ValueError(f"coordinate {i} must be a (lon, lat) pair, got {c!r}") from None
-            out.append(self.snap(lon, lat, radius=None if radiuses is None else radiuses[i],
-                                 bearing=None if bearings is None else bearings[i],
-                                 approach=None if approaches is None else approaches[i], index=i))
-        return out
+            lons[i], lats[i] = self._check_point(lon, lat, i)
+        return self.snap_batch(lons, lats, radiuses=radiuses, bearings=bearings, approaches=approaches)
 
     def snap_batch(self, lons, lats, *, radiuses=None, bearings=None, approaches=None, tie=SNAP_TIE_M):
-        """:meth:`snap` of many coordinates at once: the same phantoms (segments, fractions, arcs, ties,
-        distances, names) and the same errors as ``[snap(lon, lat, ..., index=i) for i ...]``, computed
-        for all coordinates together.
-
-        Coordinates without a bearing and with an unrestricted approach (the plain case; a radius is fine)
-        take one nearest-sample query and one ball query of the k-d tree for all of them (scipy's, on every
-        core), then one compiled pass of exact projections over every (coordinate, candidate segment) pair
-        picks the nearest segment and its ties. The ball of a coordinate holds every segment within the
-        projection distance ``D0`` to the segment of its nearest sample (an upper bound of the nearest
-        segment's distance), plus ``tie``, capped by its radius: the guarantee of :meth:`_search`'s
-        growing balls, reached in one step. Coordinates with a bearing or a curb approach, and the rare
-        ones farther than 5 km from every road, are snapped one at a time by :meth:`snap`.
+        """:meth:`snap` of many coordinates at once: the same options and the same errors as snapping one
+        after the other, validated here, then snapped by :meth:`snap_checked`.
 
         Parameters
         ----------
@@ -774,8 +911,7 @@ class SegmentIndex:
 
         Returns
         -------
-        list of Phantom, length k
-            ``Phantom.index`` is the coordinate's position.
+        PhantomSet of k points
 
         Raises
         ------
@@ -792,69 +928,106 @@ class SegmentIndex:
         for what, lst in (("radiuses", radiuses), ("bearings", bearings), ("approaches", approaches)):
             if lst is not None and len(lst) != k:
                 raise ValueError(f"{what} has {len(lst)} entries for {k} coordinates")
-        if lon.dtype.kind not in "biuf" or lat.dtype.kind not in "biuf":  # strings, None, objects
-            return [self.snap(x, y, radius=None if radiuses is None else radiuses[i],
-                              bearing=None if bearings is None else bearings[i],
-                              approach=None if approaches is None else approaches[i], index=i, tie=tie)
-                    for i, (x, y) in enumerate(zip(lons, lats, strict=True))]
-        lon = lon.astype(np.float64)
-        lat = lat.astype(np.float64)
         # the first bad coordinate or option, raised after the coordinates before it are snapped
         stop, err = k, None
-        bad = np.flatnonzero(~(np.isfinite(lon) & np.isfinite(lat) & (np.abs(lon) <= 180.0) & (np.abs(lat) <= 90.0)))
-        if bad.size:
-            stop = int(bad[0])
-            try:
-                self._check_point(lon[stop], lat[stop], stop)
-            except ValueError as e:
-                err = e
         limit = np.full(k, np.inf)
-        has_radius = np.zeros(k, dtype=bool)
-        plain = np.ones(k, dtype=bool)
-        if radiuses is not None or bearings is not None or approaches is not None:
-            for i in range(stop):
-                try:
+        brg = np.full((k, 2), np.nan)
+        curb = np.zeros(k, dtype=bool)
+        lon_f, lat_f = np.zeros(k), np.zeros(k)
+        for i in range(k):
+            try:
+                lon_f[i], lat_f[i] = self._check_point(lon[i], lat[i], i)
+                if radiuses is not None or bearings is not None or approaches is not None:
                     r, b, a = self._check_options(None if radiuses is None else radiuses[i],
                                                   None if bearings is None else bearings[i],
                                                   None if approaches is None else approaches[i], i)
-                except ValueError as e:
-                    stop, err = i, e
-                    break
-                if r is not None:
-                    limit[i], has_radius[i] = r, True
-                plain[i] = b is None and a == "unrestricted"
-        if stop == k and err is None and plain.all():  # every coordinate plain (the common request)
-            found, far = self._snap_plain(lon, lat, limit, np.arange(k, dtype=np.int64), tie)
-            if not far.any() and None not in found:
-                return found
-            fast = np.arange(k, dtype=np.int64)
-        else:
-            fast = np.flatnonzero(plain[:stop])
-            found, far = self._snap_plain(lon[fast], lat[fast], limit[fast], fast, tie)
-        out = [None] * stop
-        first_none = stop
-        for i, p, f in zip(fast.tolist(), found, far.tolist(), strict=True):
-            if p is None and not f:
-                first_none = i
+                    if r is not None:
+                        limit[i] = r
+                    if b is not None:
+                        brg[i] = b
+                    curb[i] = a == "curb"
+            except ValueError as e:
+                stop, err = i, e
                 break
-            out[i] = p
-        one_by_one = np.sort(np.concatenate([np.flatnonzero(~plain[:stop]), fast[far]]))
-        for i in one_by_one[one_by_one < first_none].tolist():  # raises the first NoSegment among them
-            out[i] = self.snap(lon[i], lat[i], radius=limit[i] if has_radius[i] else None,
-                               bearing=None if bearings is None else bearings[i],
-                               approach=None if approaches is None else approaches[i], index=i, tie=tie)
-        if first_none < stop:
-            i = first_none
-            raise self._no_segment(float(lon[i]), float(lat[i]), float(limit[i]) if has_radius[i] else None,
-                                   None, "unrestricted", i, math.inf)
+        out = self.snap_checked(lon_f[:stop], lat_f[:stop], radius=limit[:stop], bearing=brg[:stop], curb=curb[:stop],
+                                tie=tie)
         if err is not None:
             raise err
         return out
 
+    def snap_checked(self, lon, lat, *, radius=None, bearing=None, curb=None, tie=SNAP_TIE_M):
+        """Snap validated coordinates (nothing is checked again): the PhantomSet of their nearest usable
+        segments and ties, and the first coordinate without one raised.
+
+        Coordinates without a bearing and with an unrestricted approach (the plain case; a radius is fine)
+        take one nearest-sample query and one ball query of the k-d tree for all of them (scipy's, on every
+        core), then one compiled pass of exact projections over every (coordinate, candidate segment) pair
+        picks the nearest segment and its ties. The ball of a coordinate holds every segment within the
+        projection distance ``D0`` to the segment of its nearest sample (an upper bound of the nearest
+        segment's distance), plus ``tie``, capped by its radius: the guarantee of :meth:`_search`'s
+        growing balls, reached in one step. Coordinates with a bearing or a curb approach, and the rare
+        ones farther than 5 km from every road, are snapped one at a time by :meth:`_search`.
+
+        Parameters
+        ----------
+        lon, lat : ndarray float64 (k,)
+            Finite degrees in range.
+        radius : ndarray float64 (k,), optional
+            Metres >= 0; ``inf``: unlimited (default: all unlimited).
+        bearing : ndarray float64 (k, 2), optional
+            ``(value, range)`` degrees per coordinate, checked (:func:`check_bearing`); NaN rows: none.
+        curb : ndarray bool (k,), optional
+            The coordinate's approach is ``"curb"``.
+        tie : float or None
+            Metres (:meth:`snap`).
+
+        Returns
+        -------
+        PhantomSet of k points
+
+        Raises
+        ------
+        NoSegment
+            The first coordinate with no usable segment (``.index``: its position).
+        """
+        # contiguous float64 (a record's coordinate columns are strided views): one compiled kernel layout
+        lon = np.ascontiguousarray(lon, dtype=np.float64)
+        lat = np.ascontiguousarray(lat, dtype=np.float64)
+        k = lon.size
+        limit = np.full(k, np.inf) if radius is None else np.ascontiguousarray(radius, dtype=np.float64)
+        has_b = np.zeros(k, dtype=bool) if bearing is None else ~np.isnan(np.asarray(bearing)[:, 0])
+        curb = np.zeros(k, dtype=bool) if curb is None else np.asarray(curb, dtype=bool)
+        special = has_b | curb  # snapped one at a time
+        if not special.any():  # every coordinate plain (the common request): no gathers
+            fast = np.arange(k, dtype=np.int64)
+            cands, found, far = self._snap_plain(lon, lat, limit, fast, tie)
+            if found.all():
+                return _from_candidates(cands, k, lon, lat)
+        else:
+            fast = np.flatnonzero(~special)
+            cands, found, far = self._snap_plain(lon[fast], lat[fast], limit[fast], fast, tie)
+        first_none = k
+        miss = np.flatnonzero(~found & ~far)
+        if miss.size:
+            first_none = int(fast[miss[0]])
+        parts = [cands]
+        one_by_one = np.sort(np.concatenate([np.flatnonzero(special), fast[far]]))
+        for i in one_by_one[one_by_one < first_none].tolist():  # raises the first NoSegment among them
+            r = None if math.isinf(limit[i]) else float(limit[i])
+            b = (float(bearing[i, 0]), float(bearing[i, 1])) if has_b[i] else None
+            parts.append(self._candidates(float(lon[i]), float(lat[i]), 1, r, b, "curb" if curb[i] else "unrestricted",
+                                          i, tie, i))
+        if first_none < k:
+            i = first_none
+            raise self._no_segment(float(lon[i]), float(lat[i]), None if math.isinf(limit[i]) else float(limit[i]),
+                                   None, "unrestricted", i, math.inf)
+        return _from_candidates(_concat_candidates(parts), k, lon, lat)
+
     def _snap_plain(self, lon, lat, limit, index, tie):
-        """:meth:`snap_batch` of coordinates without bearing or approach: ``(phantoms, far)``, a list (k,)
-        of Phantom (None: no segment within the radius) and a bool (k,) mask of the coordinates left to
-        :meth:`snap` (farther than :data:`_BATCH_MAX_M` from every road; their entries are None).
+        """:meth:`snap_checked` of coordinates without bearing or approach: ``(candidates, found, far)``,
+        the candidate arrays (:data:`_CAND_FIELDS`, ``point`` from ``index``) of the coordinates settled,
+        a bool (k,) mask of those settled, and a bool (k,) mask of the coordinates left to :meth:`_search`
+        (farther than :data:`_BATCH_MAX_M` from every road).
 
         Two steps, each a ball query of the k-d tree for all coordinates at once and one compiled pass
         (:func:`_snap_kernel`): first balls of ``spacing`` metres (or the radius when smaller), where most
@@ -862,20 +1035,21 @@ class SegmentIndex:
         then take the nearest sample's segment's distance ``D0`` as their reach (the guarantee of
         :meth:`_search`'s growing balls, reached in one step)."""
         k = lon.size
-        if k == 0:
-            return [], np.zeros(0, dtype=bool)
-        found = [None] * k
+        found = np.zeros(k, dtype=bool)
         far = np.zeros(k, dtype=bool)
+        if k == 0:
+            return _no_candidates(), found, far
         q = unit_vectors(lon, lat) * EARTH_RADIUS_M
         # threads pay off for big batches only (scipy starts them on every call: ~4 per request)
         workers = -1 if k >= _PARALLEL_QUERY_MIN else 1
         tie_m = -1.0 if tie is None else float(tie)
         # most coordinates lie within `spacing` of a road: one ball each settles them
         reach = np.minimum(self.spacing, limit)
-        done = self._snap_balls(q, lon, lat, limit, reach, index, tie_m, workers, found)
+        c1, done, ok = self._snap_balls(q, lon, lat, limit, reach, index, tie_m, workers)
+        found[:] = ok
         rest = np.flatnonzero(~done)
         if rest.size == 0:
-            return found, far
+            return c1, found, far
         # the others: D0, the projection distance to the segment of the nearest sample, bounds the nearest
         # segment's
         lon, lat, limit, index, q = lon[rest], lat[rest], limit[rest], index[rest], q[rest]
@@ -888,17 +1062,18 @@ class SegmentIndex:
         reach = np.minimum(floats[best, 4] + max(tie_m, 0.0), limit)
         far[rest] = ~(reach <= _BATCH_MAX_M)
         sub = np.flatnonzero(~far[rest])
+        c2 = _no_candidates()
         if sub.size:
-            part = [None] * sub.size
-            self._snap_balls(q[sub], lon[sub], lat[sub], limit[sub], reach[sub], index[sub], tie_m, workers, part)
-            for i, p in zip(rest[sub].tolist(), part, strict=True):
-                found[i] = p
-        return found, far
+            c2, _, ok2 = self._snap_balls(q[sub], lon[sub], lat[sub], limit[sub], reach[sub], index[sub], tie_m,
+                                          workers)
+            found[rest[sub]] = ok2
+        return _concat_candidates([c1, c2]), found, far
 
-    def _snap_balls(self, q, lon, lat, limit, reach, index, tie, workers, found):
+    def _snap_balls(self, q, lon, lat, limit, reach, index, tie, workers):
         """One step of :meth:`_snap_plain`: balls holding every segment within ``reach`` metres of each
-        point (chord <= arc; the frame's scale error), the exact step (:func:`_snap_kernel`), and the
-        phantoms of the points it settles written into ``found``; the bool mask of those points."""
+        point (chord <= arc; the frame's scale error), the exact step (:func:`_snap_kernel`): ``(candidates,
+        done, found)``, the candidate arrays of the points it settles with a segment, and two bool masks:
+        settled, and settled with a segment."""
         balls = self.tree.query_ball_point(q, reach * (1.01 + 5.0 * reach / EARTH_RADIUS_M) + self._slack,
                                            return_sorted=False, workers=workers)
         m = reach.size
@@ -907,21 +1082,8 @@ class SegmentIndex:
         ints, floats, best, done, tie_first, tie_rows = _snap_kernel(
             lon, lat, limit, reach, float(tie), lens, samples, self.sample_segment, self.lon_u, self.lat_u,
             self.lon_v, self.lat_v, self.u, self.v, self._phantom_fwd, self._phantom_rev, self.name_id)
-        rows = self._phantom_rows(ints, floats, index, lon, lat)
-        tf, tr = tie_first.tolist(), tie_rows.tolist()
-        for o, r, d in zip(range(m), best.tolist(), done.tolist(), strict=True):
-            if d and r >= 0:
-                ties = tuple(Phantom._of(rows[t] + ((),)) for t in tr[tf[o]:tf[o + 1]]) if tf[o + 1] > tf[o] else ()
-                found[o] = Phantom._of(rows[r] + (ties,))
-        return done
-
-    def _phantom_rows(self, ints, floats, index, lon, lat):
-        """The field values (without ``ties``) of the phantoms of :func:`_snap_kernel`'s rows, both directions
-        usable (but those ``arc_mask`` excludes), as :meth:`_phantom` sets them."""
-        idx, lo, la = index.tolist(), lon.tolist(), lat.tolist()
-        name = self.name_of
-        return [(s, u, v, fw, rv, fr, x, y, d, name(nid), nid, idx[o], lo[o], la[o])
-                for (s, u, v, fw, rv, nid, o), (fr, x, y, d, _) in zip(ints.tolist(), floats.tolist(), strict=True)]
+        c = dict(zip(_CAND_FIELDS, _settled(ints, floats, best, done, tie_first, tie_rows, index), strict=True))
+        return c, done, done & (best >= 0)
 
     @staticmethod
     def _check_point(lon, lat, index):
@@ -938,5 +1100,5 @@ class SegmentIndex:
                 f"samples={self.sample_segment.size:,})")
 
 
-__all__ = ["SegmentIndex", "Phantom", "NoSegment", "APPROACHES", "COMPONENTS", "check_bearing",
+__all__ = ["SegmentIndex", "PhantomSet", "NoSegment", "APPROACHES", "COMPONENTS", "check_bearing",
            "angle_difference", "local_xy", "bearing_deg"]

@@ -437,7 +437,7 @@ class RoadGraph:
     def fingerprint(self) -> str:
         """SHA-256 (hex, first 16 chars) over the CSR arrays, weights and turn costs (where the graph has
         them): identifies the routing content
-        (:func:`gpuroute.io.save_graph` records a second hash over every array and manifest field)."""
+        (:func:`gpuroute.store.save_graph` records a second hash over every array and manifest field)."""
         h = hashlib.sha256()
         for a in (self.first_out, self.head, *[self.weights[k] for k in sorted(self.weights)]):
             h.update(np.ascontiguousarray(a).tobytes())

@@ -11,7 +11,8 @@ load_osm             OpenStreetMap ``.osm.pbf`` with a routing profile: OSRM's L
 from_edgelist, from_dataframe, read_csv, from_scipy, from_networkx
                      edge lists in memory or in a CSV file
 save_graph, load_graph
-                     a directory of ``.npy`` arrays + ``manifest.json`` (memory-mapped on load)
+                     a directory of ``.npy`` arrays + ``manifest.json`` (memory-mapped on load; the code is
+                     :mod:`gpuroute.store.graph`, exported here beside the other readers)
 open_graph           any of the above, chosen from the path (an existing file or store directory)
 
 This package reads files only: it does not know the shipped datasets (``gpuroute.datasets`` builds on
@@ -21,11 +22,11 @@ from __future__ import annotations
 
 import os
 
+from ..store.graph import MANIFEST, load_graph, read_manifest, save_graph
 from .dimacs import load_dimacs, matching_co_path, read_dimacs_co, read_dimacs_gr
 from .edgelist import from_dataframe, from_edgelist, from_networkx, from_scipy, read_csv
 from .metis import load_metis, read_metis, read_xyz
 from .osm import PROFILES, Profile, load_osm
-from .store import MANIFEST, load_graph, read_manifest, save_graph
 from .tntp import load_tntp, read_tntp_net, read_tntp_nodes
 
 __all__ = ["load_dimacs", "read_dimacs_gr", "read_dimacs_co", "matching_co_path",

@@ -520,7 +520,7 @@ def load_osm(path, *, profile="car", name=None, progress=True):
         ``meta`` also holds ``road_classes``, ``way_names``, ``source``, ``profile``, ``highway_ways``
         (``highway=*`` ways read), ``routable_ways`` (those the profile may use), ``segments`` and the
         cleaning counts of :meth:`RoadGraph.from_arcs`. A file without a routable way gives a graph
-        with no arcs (:func:`gpuroute.engine.dataset.build_dataset` refuses it, naming the counts).
+        with no arcs (:func:`gpuroute.pipeline.build_dataset` refuses it, naming the counts).
 
     Raises
     ------

@@ -30,7 +30,7 @@ level-``(l-1)`` cells of a level-``l`` cell have consecutive ids, in the order o
 
 Saved as a directory (format ``"gpuroute-crp-partition"``) of ``cells.npy`` plus ``manifest.json`` with
 the file's SHA-256, the topology fingerprint of the graph and the SHA-256 of every manifest field
-(:func:`gpuroute.io.store.manifest_integrity`), written atomically (:mod:`gpuroute.io.atomic`).
+(:mod:`gpuroute.store`: written atomically, checked on load like every saved artefact).
 
 The partition depends on the topology only (CRP's metric independence): its :attr:`Partition.fingerprint`
 hashes the CSR arrays ``first_out`` and ``head``, not the weights, so one partition serves every metric
@@ -38,9 +38,6 @@ of a graph (e.g. ``ny`` and ``ny-time``).
 """
 from __future__ import annotations
 
-import datetime
-import hashlib
-import json
 import logging
 import math
 import numbers
@@ -52,10 +49,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
-from .. import config
+from .. import config, store
 from ..graph.errors import ParseError
-from ..io.atomic import atomic_directory
-from ..io.store import manifest_integrity
 
 __all__ = ["Partition", "METHODS", "KAHIP_MODES", "FORMAT", "FORMAT_VERSION", "INERTIAL_FRACTION",
            "topology_fingerprint", "symmetric_adjacency"]
@@ -72,26 +67,13 @@ FORMAT = "gpuroute-crp-partition"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 CELLS_FILE = "cells.npy"
-INTEGRITY = "integrity"
-HASH_ALGORITHM = "sha256"
 #: Inertial flow's four projection directions (x, y, x + y, x - y).
 DIRECTIONS = ((1.0, 0.0), (0.0, 1.0), (1.0, 1.0), (1.0, -1.0))
 
 
 # --------------------------------------------------------------------------------------------- helpers
 def _sha256_bytes(*arrays):
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.ascontiguousarray(a).tobytes())
-    return h.hexdigest()
-
-
-def _sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return store.sha256_arrays(*arrays)
 
 
 def topology_fingerprint(graph):
@@ -651,7 +633,7 @@ class Partition:
     def save(self, directory):
         """Write the partition to ``directory`` atomically (``cells.npy`` + ``manifest.json``).
 
-        Written into a temporary sibling, then renamed into place (:func:`gpuroute.io.atomic.atomic_directory`):
+        Written into a temporary sibling, then renamed into place (:func:`gpuroute.store.atomic_directory`):
         an error leaves ``directory`` as it was. An existing saved partition there is replaced; a
         non-empty directory holding anything else is refused.
 
@@ -673,14 +655,10 @@ class Partition:
         """
         from .. import __version__
 
-        directory = _check_replaceable(directory)
-        with atomic_directory(directory) as tmp:
-            path = os.path.join(tmp, CELLS_FILE)
-            with open(path, "wb") as f:
-                np.save(f, self.cells, allow_pickle=False)
-                f.flush()
-                os.fsync(f.fileno())
-            manifest = {
+        directory = store.check_replaceable(directory, (FORMAT,), "a saved partition")
+        with store.atomic_directory(directory) as tmp:
+            files = store.write_arrays(tmp, {CELLS_FILE: self.cells})
+            store.write_manifest(tmp, {
                 "format": FORMAT,
                 "version": FORMAT_VERSION,
                 "n_nodes": int(self.n_nodes),
@@ -688,18 +666,11 @@ class Partition:
                 "n_cells": list(self.n_cells),
                 "method": self.method,
                 "fingerprint": self.fingerprint,
-                "meta": json.loads(json.dumps(self.meta, default=_json_default)),
-                "files": {CELLS_FILE: {"dtype": str(self.cells.dtype), "shape": list(self.cells.shape),
-                                       "sha256": _sha256_file(path)}},
-                "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "meta": self.meta,
+                "files": files,
+                "created": store.manifest.now(),
                 "gpuroute_version": __version__,
-            }
-            manifest[INTEGRITY] = manifest_integrity(manifest)
-            with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
-                json.dump(manifest, f, indent=1)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
+            }, what="partition's manifest")
         return directory
 
     @classmethod
@@ -733,8 +704,6 @@ class Partition:
             ``graph`` is another graph; the message names what differs (nodes, arcs, arc arrays).
         """
         directory = os.fspath(directory)
-        if not os.path.isdir(directory):
-            raise FileNotFoundError(f"{directory}: no such directory")
         mpath = os.path.join(directory, MANIFEST)
         manifest = _read_manifest(directory, mpath)
         present = set(os.listdir(directory)) - {MANIFEST}
@@ -743,14 +712,9 @@ class Partition:
             raise ParseError(mpath, None, f"files differ from a saved partition's: missing {missing or 'none'}, "
                                           f"not listed {extra or 'none'}")
         cpath = os.path.join(directory, CELLS_FILE)
-        rec = manifest["files"].get(CELLS_FILE) if isinstance(manifest["files"], dict) else None
-        if not isinstance(rec, dict):
+        if not isinstance(manifest["files"].get(CELLS_FILE), dict):
             raise ParseError(mpath, None, f"'files' does not describe {CELLS_FILE}")
-        got = _sha256_file(cpath)
-        if got != rec.get("sha256"):
-            raise ParseError(cpath, None, f"checksum does not match: the file hashes to sha256 {got[:16]}..., the "
-                                          f"manifest records {str(rec.get('sha256'))[:16]}... (changed, truncated or "
-                                          "damaged after saving)")
+        store.check_file(directory, CELLS_FILE, manifest, blame=cpath)
         try:
             cells = np.load(cpath, allow_pickle=False)
         except (ValueError, OSError, EOFError) as e:
@@ -793,69 +757,10 @@ class Partition:
             raise ValueError(f"{where}: built for another graph than {graph.name!r}: {'; '.join(problems)}")
 
 
-def _json_default(o):
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, (set, frozenset, tuple)):
-        return list(o)
-    return str(o)
-
-
-def _check_replaceable(directory):
-    directory = os.path.abspath(os.fspath(directory)).rstrip(os.sep)
-    if not os.path.lexists(directory):
-        return directory
-    if os.path.islink(directory) or not os.path.isdir(directory):
-        raise FileExistsError(f"{directory}: exists and is not a directory; not replacing it")
-    if not os.listdir(directory):
-        return directory
-    fmt = None
-    try:
-        with open(os.path.join(directory, MANIFEST), encoding="utf-8") as f:
-            m = json.load(f)
-        fmt = m.get("format") if isinstance(m, dict) else None
-    except (OSError, ValueError):
-        pass
-    if fmt != FORMAT:
-        raise FileExistsError(f"{directory}: a non-empty directory that is not a saved partition (no {FORMAT!r} "
-                              f"{MANIFEST}); not replacing it")
-    return directory
-
-
 def _read_manifest(directory, mpath):
-    if not os.path.exists(mpath):
-        raise ParseError(mpath, None, f"missing: {directory} is not a saved partition")
-    try:
-        with open(mpath, encoding="utf-8") as f:
-            manifest = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ParseError(mpath, e.lineno, f"invalid JSON ({e.msg})") from None
-    except UnicodeDecodeError:
-        raise ParseError(mpath, None, "not UTF-8 text") from None
-    fmt = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
-    if fmt != FORMAT:
-        raise ParseError(mpath, None, f"format is {fmt!r}, expected {FORMAT!r}")
-    version = manifest.get("version")
-    if isinstance(version, bool) or version != FORMAT_VERSION:
-        raise ParseError(mpath, None, f"format version {version!r}: this gpuroute reads version {FORMAT_VERSION} "
-                                      "only; rebuild the partition")
-    for key in ("n_nodes", "cell_sizes", "n_cells", "method", "fingerprint", "files", INTEGRITY):
-        if key not in manifest:
-            raise ParseError(mpath, None, f"no {key!r} entry")
-    rec = manifest[INTEGRITY]
-    if not isinstance(rec, dict) or rec.get("algorithm") != HASH_ALGORITHM or not isinstance(rec.get("fields"), dict):
-        raise ParseError(mpath, None, f"malformed {INTEGRITY!r} entry")
-    now = manifest_integrity(manifest)
-    changed = sorted(k for k in set(now["fields"]) | set(rec["fields"]) if now["fields"].get(k) != rec["fields"].get(k))
-    if changed:
-        raise ParseError(mpath, None, f"edited after saving: field(s) {', '.join(map(repr, changed))} differ from "
-                                      f"the SHA-256 recorded under {INTEGRITY!r}; rebuild the partition")
-    if rec.get("content") != now["content"]:
-        raise ParseError(mpath, None, f"the {INTEGRITY!r} entry was edited after saving")
+    manifest = store.read_manifest(directory, format=FORMAT, versions=(FORMAT_VERSION,),
+                                   required=("n_nodes", "cell_sizes", "n_cells", "method", "fingerprint", "files"),
+                                   what="saved partition", remedy="rebuild the partition")
     n = manifest["n_nodes"]
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ParseError(mpath, None, f"malformed 'n_nodes' entry {n!r}")

@@ -5,7 +5,7 @@ Every search takes plain CSR arrays (``first_out`` int32 (n+1,), ``head`` int32 
 (``-1`` = none) into caller-allocated arrays, and returns statistics. Paths are traced from those arc
 ids, so the arcs of a returned path sum exactly to its distance.
 
-The binary heap (lazy deletion) is the one of :mod:`gpuroute.sssp.dijkstra`; here it grows by doubling,
+The binary heap (lazy deletion) is the one of :mod:`gpuroute.graph.heap`; here it grows by doubling,
 so a query on a graph of tens of millions of arcs does not allocate ``m`` heap slots up front.
 """
 from __future__ import annotations
@@ -17,24 +17,14 @@ from numba import njit
 
 from ..geo.kernels import point_distance
 from ..graph.constants import INF
-from ..sssp.dijkstra import heap_pop, heap_push
+from ..graph.heap import heap_pop, heap_push_grow
 
 _INF = INF
 _HEAP_START = 1024
 
 
-@njit(cache=True, inline="always")
-def _push(hd, hn, size, d, v):
-    """Push onto a heap that doubles its arrays when full; returns (hd, hn, size)."""
-    if size == hd.shape[0]:
-        hd2 = np.empty(2 * size, dtype=hd.dtype)
-        hn2 = np.empty(2 * size, dtype=hn.dtype)
-        hd2[:size] = hd
-        hn2[:size] = hn
-        hd = hd2
-        hn = hn2
-    size = heap_push(hd, hn, size, d, v)
-    return hd, hn, size
+#: Push onto a heap that doubles its arrays when full: ``(hd, hn, size) = _push(hd, hn, size, d, v)``.
+_push = heap_push_grow
 
 
 @njit(cache=True, inline="always")

@@ -1,8 +1,10 @@
 """An OSRM v5-compatible HTTP API over :class:`gpuroute.engine.Engine` (Starlette; JSON by orjson).
 
-This module is the HTTP layer only: it parses the URL and the options, checks the limits, calls the
-engine in a worker thread and encodes its answer. Routing, snapping and the shapes of the answers are
-the engine's. ``GET /`` is a web page over this API (an offline map drawn from ``GET /network``,
+This module is the HTTP layer only: :mod:`gpuroute.server.parse` turns the URL and the options into a
+typed parameter record (:mod:`gpuroute.engine.params`: the one place where values, limits and OSRM's
+vocabulary are checked, for HTTP and Python callers alike), this module hands the record to the engine
+(:meth:`gpuroute.engine.Engine.run`, which checks nothing again) in a worker thread and encodes its answer.
+Routing, snapping and the shapes of the answers are the engine's. ``GET /`` is a web page over this API (an offline map drawn from ``GET /network``,
 routes through leaflet-routing-machine's OSRM client, isochrones, a traffic slider on ``POST
 /customize``): :mod:`gpuroute.server.web`.
 
@@ -86,14 +88,16 @@ Every error is one JSON line ``{"code": ..., "message": ...}``, HTTP 400 as ``os
   that is not a JSON object or a form (``NaN`` and ``Infinity`` are no JSON: named with their place).
 * ``InvalidOptions``: an unknown option (for this service), a per-coordinate option whose element
   count differs from the number of coordinates, too few coordinates (route: 2, nearest: exactly 1),
-  a ``sources``/``destinations`` index out of range (as OSRM), an isochrone without contours or with
-  both ``contours_minutes`` and ``contours_meters``.
-* ``InvalidValue``: a well-formed value out of range: a coordinate outside [-180, 180] x [-90, 90]
-  (``Invalid coordinate value.``), a bearing outside 0..360/0..180, a negative radius, ``number=0``,
-  ``fallback_speed``/``scale_factor`` <= 0, an ``exclude``/``snapping`` the engine cannot do, a contour
-  <= 0, ``denoise`` outside 0..1, a negative ``generalize``, a colour that is not ``rrggbb``; an
-  ``avoid_polygons`` that is not JSON, not a valid GeoJSON (Multi)Polygon or over the limits; an
-  ``avoid_ways`` entry that is not an integer or no way of the graph, or too many of them.
+  an isochrone without contours or with both ``contours_minutes`` and ``contours_meters``; and a value
+  the option does not take (as osrm-routed's ``IsValid`` and the Python API: the same check,
+  :mod:`gpuroute.engine.params`): a word outside the option's vocabulary (``geometries=wkt``,
+  ``approaches=left``, ``snapping=nearest``, ...), a bearing outside 0..360/0..180, a negative radius,
+  ``number=0``, a ``sources``/``destinations`` index out of range, ``denoise`` outside 0..1, a negative
+  ``generalize``, a colour that is not ``rrggbb``.
+* ``InvalidValue``: a coordinate outside [-180, 180] x [-90, 90] (``Invalid coordinate value``, naming
+  its index), ``fallback_speed``/``scale_factor`` <= 0, a contour <= 0, an ``exclude``/``snapping`` the
+  engine cannot do; an ``avoid_polygons`` that is not JSON, not a valid GeoJSON (Multi)Polygon or over
+  the limits; an ``avoid_ways`` entry that is not an integer or no way of the graph, or too many of them.
 * ``TooBig``: more coordinates than ``max_locations_route`` (``max_locations_trip`` for a trip); a
   table of more than
   ``max_locations_table`` cells (sources x destinations, as the engine counts them: 10,000 is
@@ -114,8 +118,9 @@ Limits and safety
 -----------------
 The limits are the engine's ``limits`` mapping, then :data:`DEFAULT_LIMITS` for the keys it lacks,
 then the ``limits`` argument of :func:`create_app` (``None`` or a value <= 0 means no limit for a
-count). The adapter checks them before calling the engine; the engine checks its own ``limits`` too, so
-raising a limit above the engine's takes raising the engine's (``gpuroute serve`` does both).
+count). The request's record applies them (:mod:`gpuroute.engine.params`) and the engine, handed the
+record, does not check again (a Python caller's record gets the engine's own ``limits``; ``gpuroute
+serve`` sets both alike).
 ``default_radius`` (metres; ``None``: unlimited, OSRM's default, as ``osrm-routed --default-radius``)
 is the snapping radius of every coordinate whose ``radiuses`` element is empty or missing; an explicit
 ``unlimited`` stays unlimited. With it, a coordinate far from any road is answered ``NoSegment``. Nothing in a request names a file: the profile is ignored and every option is a number, a
@@ -123,8 +128,10 @@ flag or a word from a fixed list. The engine runs in worker threads (at most ``w
 an ``anyio.CapacityLimiter``), each request bounded by ``timeout_s``: past it the client gets 504 and
 the thread is abandoned, finishing its query in the background (a running query cannot be stopped).
 When the engine has a ``query_for_thread()`` method, each worker thread calls it once and keeps the
-object it returns (the engine's per-thread query state), then calls ``route``/``table``/``nearest``
-on that object; otherwise it calls the engine's methods directly. The JSON encoding also runs in the
+object it returns (the engine's per-thread query state) and calls it; otherwise it calls the engine.
+An engine (or query object) with a ``run`` method (gpuroute's) gets the request's record; any other gets
+its ``route``/``table``/... method called with the record's values as keywords
+(:meth:`gpuroute.engine.params.Waypoints.kwargs`). The JSON encoding also runs in the
 worker thread. A table comes back from an engine whose ``table`` takes ``matrices`` as NumPy arrays
 (``matrices="arrays"``), written to JSON without nested lists (the same bytes: ``null`` where no
 route). Reads carry ``Access-Control-Allow-Origin: *``, as ``osrm-routed``'s do; a write
@@ -137,671 +144,44 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-import math
 import os
 import re
 import threading
-from urllib.parse import parse_qsl, unquote
+
+from ..engine.params import default_limits
+from .parse import (  # noqa: F401  (the URL grammar; FLOAT: tests/server/test_number_grammar.py)
+    FLOAT,
+    OPTIONS,
+    VERSION,
+    OSRMError,
+    ServiceCall,
+    clip,
+    limit_of,
+    loads_json,
+    parse_body,
+    parse_coordinates,
+    parse_query,
+    parse_request,
+    split_target,
+)
 
 log = logging.getLogger("gpuroute.server")
 
 #: The services served, each under ``/{service}/v1/...``.
 SERVICES = ("route", "table", "nearest", "isochrone", "trip")
 
-#: The one protocol version.
-VERSION = "v1"
-
-#: Limits used where the engine's ``limits`` has no value (see the module documentation).
+#: Limits used where the engine's ``limits`` has no value (see the module documentation): the
+#: ``config.SERVE_*`` ones of :func:`gpuroute.engine.params.default_limits`, and the server's own.
 DEFAULT_LIMITS = {
-    "max_locations_route": 500,
-    "max_locations_table": 10000,
-    "max_locations_nearest": 100,
-    "max_locations_trip": 100,
+    **default_limits(),
     "max_alternatives": 3,
-    "max_isochrone_contours": 4,
-    "max_isochrone_duration_s": 7200.0,
-    "max_isochrone_distance_m": 100000.0,
     "default_radius": None,
     "max_body_bytes": 1 << 20,
     "timeout_s": 30.0,
     "workers": min(8, os.cpu_count() or 1),
 }
 
-_COMMON = frozenset({"bearings", "radiuses", "generate_hints", "hints", "approaches", "exclude", "snapping"})
-_AVOID = frozenset({"avoid_polygons", "avoid_ways"})
-
-#: The options each service takes.
-OPTIONS = {
-    "route": _COMMON | _AVOID | {"alternatives", "steps", "annotations", "geometries", "overview", "continue_straight",
-                        "skip_waypoints"},
-    "table": _COMMON | _AVOID | {"sources", "destinations", "annotations", "fallback_speed", "fallback_coordinate",
-                        "scale_factor", "skip_waypoints"},
-    "nearest": _COMMON | {"number"},
-    "trip": _COMMON | _AVOID | {"roundtrip", "source", "destination", "steps", "annotations", "geometries", "overview",
-                       "skip_waypoints"},
-    "isochrone": _COMMON | _AVOID | {"contours_minutes", "contours_meters", "contours_colors", "polygons", "denoise",
-                            "generalize", "skip_waypoints"},
-}
-
-ROUTE_ANNOTATIONS = ("nodes", "distance", "duration", "datasources", "weight", "speed")
-TABLE_ANNOTATIONS = ("duration", "distance")
-GEOMETRIES = ("polyline", "polyline6", "geojson")
-OVERVIEWS = ("simplified", "full", "false")
-APPROACHES = ("curb", "unrestricted")
-
-_PROFILE = re.compile(r"[A-Za-z0-9_.\-]+")
-# ASCII digits only (``\d`` would take other scripts' digits, which float() reads): OSRM's grammar, written
-# so that a number can end at one place only (``[0-9]+\.?[0-9]*`` backtracked quadratically on a long run of
-# digits that does not match: a 64 KiB URL cost tens of seconds of CPU)
-_NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
-_FLOAT = re.compile(_NUMBER)
-_INT = re.compile(r"[+-]?[0-9]+")
-#: A whole ``lon,lat;lon,lat;...`` list (one match instead of two per coordinate), of :data:`_NUMBER`.
-_COORDS = re.compile(rf"{_NUMBER},{_NUMBER}(?:;{_NUMBER},{_NUMBER})*")
-_NAME = re.compile(r"[A-Za-z0-9_\-]+")
-_FORMAT = re.compile(r"(?P<body>.*?)(?:\.(?P<fmt>[A-Za-z][A-Za-z0-9]*))?", re.S)
 _CODE = re.compile(r"[A-Z][A-Za-z]+")
-
-
-class OSRMError(Exception):
-    """A request answered with an OSRM error: ``{"code": code, "message": message}``, HTTP ``status``.
-
-    Parameters
-    ----------
-    code : str
-        The OSRM code (``InvalidUrl``, ``InvalidQuery``, ``InvalidOptions``, ``InvalidValue``, ``TooBig``,
-        ...).
-    message : str
-        One line for people.
-    status : int, default 400
-        The HTTP status.
-    """
-
-    def __init__(self, code, message, status=400):
-        super().__init__(message)
-        self.code = code
-        self.message = " ".join(str(message).split())
-        self.status = status
-
-
-@dataclasses.dataclass
-class ServiceCall:
-    """A parsed request: the engine method to call and its arguments.
-
-    Attributes
-    ----------
-    service : str
-        ``route``, ``table`` or ``nearest`` (the engine method of that name).
-    profile : str
-        The profile named in the URL (ignored).
-    coordinates : list of (float, float)
-        ``(lon, lat)`` in degrees.
-    kwargs : dict
-        Keyword arguments for the engine method (only the options the request gave).
-    generate_hints : bool
-        False: drop ``hint`` from the answer's waypoints.
-    skip_waypoints : bool
-        True: drop the answer's ``waypoints`` (``sources``/``destinations`` for a table).
-    """
-
-    service: str
-    profile: str
-    coordinates: list
-    kwargs: dict
-    generate_hints: bool = True
-    skip_waypoints: bool = False
-
-
-# --------------------------------------------------------------------------------------------------
-# URL and coordinates
-
-
-def split_target(target):
-    """Split a request target (``/service/version/profile/coordinates[.fmt][?query]``, not yet
-    percent-decoded) into ``(service, version, profile, coordinates_or_None, query)``.
-
-    The coordinates are percent-decoded and their ``.fmt`` suffix checked (only ``json``); the query is
-    returned raw. A ``?`` inside ``polyline(...)`` does not start the query.
-
-    Raises
-    ------
-    OSRMError
-        ``InvalidUrl``.
-    """
-    path, sep, query = target.partition("?")
-    segs = path.split("/", 4)
-    if len(segs) < 4 or segs[0] != "" or not all(segs[1:4]):
-        raise OSRMError("InvalidUrl", f"URL {_clip(target)!r} is not /{{service}}/{{version}}/{{profile}}/"
-                                      "{coordinates}")
-    service, version, profile = (unquote(s) for s in segs[1:4])
-    if len(segs) == 4:
-        return service, version, profile, None, query
-    rest = unquote(segs[4])
-    if rest.startswith(("polyline(", "polyline6(")) and ")" not in rest and sep and ")" in query:
-        head, _, tail = query.partition(")")  # a bare '?' of the polyline alphabet split the target
-        fmt, _, query = tail.partition("?")
-        rest = rest + "?" + unquote(head) + ")" + unquote(fmt)
-    m = _FORMAT.fullmatch(rest)
-    rest, fmt = m["body"], m["fmt"]
-    if fmt is not None and fmt != "json":
-        raise OSRMError("InvalidUrl", f"format {fmt!r} is not supported (only json)")
-    if not rest:
-        return service, version, profile, None, query
-    return service, version, profile, rest, query
-
-
-def parse_coordinates(text):
-    """``[(lon, lat), ...]`` from ``lon,lat;lon,lat`` or ``polyline(...)``/``polyline6(...)``.
-
-    Raises
-    ------
-    OSRMError
-        ``InvalidQuery`` (malformed) or ``InvalidValue`` (a position outside [-180, 180] x [-90, 90]).
-    """
-    for prefix, precision in (("polyline(", 5), ("polyline6(", 6)):
-        if text.startswith(prefix):
-            if not text.endswith(")") or len(text) == len(prefix) + 1:
-                raise OSRMError("InvalidQuery", f"malformed {prefix[:-1]}(...) coordinates")
-            coords = _decode_polyline(text[len(prefix):-1], precision)
-            break
-    else:
-        if _COORDS.fullmatch(text):  # well-formed: numbers in pairs (else the loop names the bad item)
-            v = list(map(float, text.replace(";", ",").split(",")))
-            coords = list(zip(v[0::2], v[1::2], strict=True))
-        else:
-            coords = None
-    if coords is None:
-        coords = []
-        pos = 0
-        for item in text.split(";"):
-            parts = item.split(",")
-            if len(parts) != 2 or not all(_FLOAT.fullmatch(p) for p in parts):
-                raise OSRMError("InvalidQuery", f"coordinates malformed close to position {pos}: expected "
-                                                f"lon,lat;lon,lat..., got {_clip(item)!r}")
-            coords.append((float(parts[0]), float(parts[1])))
-            pos += len(item) + 1
-    for lon, lat in coords:
-        if not (math.isfinite(lon) and math.isfinite(lat) and -180 <= lon <= 180 and -90 <= lat <= 90):
-            raise OSRMError("InvalidValue", f"Invalid coordinate value. ({lon:g},{lat:g}: longitude must be in "
-                                            "[-180, 180] and latitude in [-90, 90], in that order)")
-    return coords
-
-
-def _decode_polyline(text, precision):
-    import polyline
-
-    if not text or any(not 63 <= ord(c) <= 126 for c in text):
-        raise OSRMError("InvalidQuery", "malformed polyline: characters outside the polyline alphabet")
-    try:
-        pts = polyline.decode(text, precision)
-    except Exception:  # the package raises IndexError/ValueError on a truncated string
-        raise OSRMError("InvalidQuery", "malformed polyline: the encoding ends inside a number (truncated or "
-                                        "not a polyline)") from None
-    if not pts:
-        raise OSRMError("InvalidQuery", "malformed polyline: no coordinates")
-    return [(float(lon), float(lat)) for lat, lon in pts]
-
-
-def parse_query(query):
-    """``{option: value}`` from a raw query string (``&``-separated ``option=value``, percent-decoded;
-    ``+`` stays ``+``).
-
-    Raises
-    ------
-    OSRMError
-        ``InvalidQuery``: a pair without ``=``, an option given twice.
-    """
-    out = {}
-    for pair in query.split("&"):
-        if not pair:
-            continue
-        key, eq, value = pair.partition("=")
-        key = unquote(key)
-        if not eq:
-            raise OSRMError("InvalidQuery", f"query string malformed: {_clip(key)!r} has no '=value'")
-        if key in out:
-            raise OSRMError("InvalidQuery", f"option {_clip(key)!r} given twice")
-        out[key] = unquote(value)
-    return out
-
-
-# --------------------------------------------------------------------------------------------------
-# POST bodies
-
-_COMMA_LISTS = frozenset({"annotations", "exclude", "contours_minutes", "contours_meters", "contours_colors",
-                          "avoid_ways"})
-
-
-def parse_body(body, content_type):
-    """``{option: value}`` (values as the query string writes them) from a POST body.
-
-    Parameters
-    ----------
-    body : bytes
-    content_type : str
-        ``application/json`` or ``application/x-www-form-urlencoded``; anything else is read as JSON when
-        the body starts with ``{``, as a form otherwise.
-
-    Raises
-    ------
-    OSRMError
-        ``InvalidQuery``: not UTF-8, not a JSON object, a value of no meaning, an option given twice.
-    """
-    ctype = (content_type or "").split(";")[0].strip().lower()
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise OSRMError("InvalidQuery", "the body is not UTF-8") from None
-    if not text.strip():
-        return {}
-    if ctype == "application/json" or (ctype != "application/x-www-form-urlencoded"
-                                       and text.lstrip().startswith("{")):
-        obj = loads_json(body)
-        if not isinstance(obj, dict):
-            raise OSRMError("InvalidQuery", "the JSON body must be an object of options")
-        return {str(k): _json_value(k, v) for k, v in obj.items() if v is not None}
-    out = {}
-    try:
-        pairs = parse_qsl(text, keep_blank_values=True, strict_parsing=True)
-    except ValueError:
-        raise OSRMError("InvalidQuery", "the body is not a form (option=value&...)") from None
-    for k, v in pairs:
-        if k in out:
-            raise OSRMError("InvalidQuery", f"option {_clip(k)!r} given twice")
-        out[k] = v
-    return out
-
-
-class _NotFinite(str):
-    """A JSON number token that is no finite double (``NaN``, ``Infinity``, ``1e400``), as written."""
-
-
-def loads_json(raw):
-    """The JSON value of ``raw`` (bytes or str; orjson), an out-of-range number named with where it is.
-
-    Raises
-    ------
-    OSRMError
-        ``InvalidQuery``: not JSON, or ``NaN``/``Infinity`` (not JSON numbers); ``InvalidValue``: a number
-        past the double range (``1e400``). The message names the value and its place
-        (``updates[0].cost``).
-    """
-    import orjson
-
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        err = e
-    # orjson refuses NaN, Infinity and 1e400 alike: the standard parser says which value, and where
-    import json
-
-    def number(token):
-        x = float(token)
-        return x if math.isfinite(x) else _NotFinite(token)
-
-    try:
-        obj = json.loads(raw, parse_constant=_NotFinite, parse_float=number)
-    except (ValueError, RecursionError):
-        raise OSRMError("InvalidQuery", f"the body is not JSON: {err}") from None
-    found = _not_finite(obj, "")
-    if found is None:  # taken by the standard parser (integers past 64 bits): its reading stands
-        return obj
-    where, token = found
-    where = f"{where}: " if where else ""
-    if token.lstrip("+-") in ("NaN", "Infinity"):
-        raise OSRMError("InvalidQuery", f"{where}{token} is not a JSON number (numbers must be finite)")
-    raise OSRMError("InvalidValue", f"{where}{_clip(token)} is out of the range of a number (a finite double)")
-
-
-def _not_finite(obj, where):
-    """``(place, token)`` of the first :class:`_NotFinite` in a parsed JSON value, else None."""
-    stack = [(obj, where)]
-    while stack:
-        v, at = stack.pop()
-        if isinstance(v, _NotFinite):
-            return at, str(v)
-        if isinstance(v, dict):
-            stack.extend((x, f"{at}.{k}" if at else str(k)) for k, x in reversed(list(v.items())))
-        elif isinstance(v, list):
-            stack.extend((x, f"{at}[{i}]") for i, x in reversed(list(enumerate(v))))
-    return None
-
-
-def _json_value(key, v):
-    """A JSON option value written as the query string writes it."""
-    def scalar(x):
-        if x is None:
-            return ""
-        if isinstance(x, bool):
-            return "true" if x else "false"
-        if isinstance(x, (int, float, str)):
-            return repr(x) if isinstance(x, float) else str(x)
-        raise OSRMError("InvalidQuery", f"option {_clip(key)!r}: unexpected JSON value {_clip(x)!r}")
-
-    if key == "avoid_polygons" and isinstance(v, (dict, list)):  # GeoJSON: its JSON text, as a URL writes it
-        import orjson
-
-        return orjson.dumps(v).decode()
-    if isinstance(v, list):
-        sep = "," if key in _COMMA_LISTS else ";"
-        return sep.join(",".join(scalar(y) for y in x) if isinstance(x, list) else scalar(x) for x in v)
-    return scalar(v)
-
-
-# --------------------------------------------------------------------------------------------------
-# Options
-
-
-def _bool(name, v):
-    if v == "true":
-        return True
-    if v == "false":
-        return False
-    raise OSRMError("InvalidQuery", f"{name}={_clip(v)!r}: expected true or false")
-
-
-def _float(name, v):
-    if not _FLOAT.fullmatch(v):
-        raise OSRMError("InvalidQuery", f"{name}: {_clip(v)!r} is not a number")
-    return float(v)
-
-
-def _int(name, v):
-    if not _INT.fullmatch(v):
-        raise OSRMError("InvalidQuery", f"{name}: {_clip(v)!r} is not an integer")
-    return int(v)
-
-
-def _word(name, v, allowed):
-    if v not in allowed:
-        raise OSRMError("InvalidValue", f"{name}={_clip(v)!r}: expected one of {', '.join(allowed)}")
-    return v
-
-
-def _per_coordinate(name, v, n, parse):
-    items = v.split(";")
-    if len(items) != n:
-        raise OSRMError("InvalidOptions", f"Number of elements in {name} size {len(items)} does not match "
-                                          f"coordinate size {n}")
-    return [None if x == "" else parse(x) for x in items]
-
-
-def _radius(x):
-    if x == "unlimited":
-        return math.inf  # None is left for an empty element: the default radius
-    r = _float("radiuses", x)
-    if r < 0 or not math.isfinite(r):
-        raise OSRMError("InvalidValue", f"radiuses: {x!r} is not a radius in metres >= 0 (or unlimited)")
-    return r
-
-
-def _bearing(x):
-    parts = x.split(",")
-    if len(parts) != 2:
-        raise OSRMError("InvalidQuery", f"bearings: {_clip(x)!r} is not value,range")
-    value, rng = (_float("bearings", p) for p in parts)
-    if not (0 <= value <= 360 and 0 <= rng <= 180):
-        raise OSRMError("InvalidValue", f"bearings: {x!r} out of range (value 0..360, range 0..180)")
-    return tuple(int(b) if b == int(b) else b for b in (value, rng))
-
-
-def _approach(x):
-    return _word("approaches", x, APPROACHES)
-
-
-def _indices(name, v, n):
-    if v == "all":
-        return None
-    out = []
-    for x in v.split(";"):
-        i = _int(name, x)
-        if not 0 <= i < n:
-            raise OSRMError("InvalidOptions", f"{name}: index {i} is out of range (0 <= index < {n}, the "
-                                              "number of coordinates)")
-        out.append(i)
-    return out
-
-
-def _names(name, v, allowed):
-    items = v.split(",")
-    for x in items:
-        if x not in allowed:
-            raise OSRMError("InvalidValue", f"{name}: {_clip(x)!r} is not one of {', '.join(allowed)}")
-    return items
-
-
-def _limit(limits, key):
-    v = limits.get(key)
-    return None if v is None or v <= 0 else v
-
-
-def parse_request(service, profile, coordinates, options, limits=None):
-    """Check one request and turn it into a :class:`ServiceCall`.
-
-    Parameters
-    ----------
-    service, profile : str
-        From the URL (service and version already checked).
-    coordinates : str
-        As the URL writes them (``lon,lat;...`` or ``polyline(...)``).
-    options : dict of str to str
-        Option name to value, as the query string writes them.
-    limits : dict, optional
-        :data:`DEFAULT_LIMITS`' keys (missing keys take those values).
-
-    Returns
-    -------
-    ServiceCall
-
-    Raises
-    ------
-    OSRMError
-        See the module documentation for the codes.
-    """
-    limits = {**DEFAULT_LIMITS, **(limits or {})}
-    if not _PROFILE.fullmatch(profile):
-        raise OSRMError("InvalidUrl", f"profile {_clip(profile)!r}: letters, digits, '_', '-' and '.' only")
-    unknown = sorted(set(options) - OPTIONS[service])
-    if unknown:
-        raise OSRMError("InvalidOptions", f"unknown option{'s' if len(unknown) > 1 else ''} "
-                                          f"{', '.join(map(repr, map(_clip, unknown)))} for service {service} "
-                                          f"(options: {', '.join(sorted(OPTIONS[service]))})")
-    coords = parse_coordinates(coordinates)
-    n = len(coords)
-    if service in ("route", "trip") and n < 2:
-        raise OSRMError("InvalidOptions", "Number of coordinates needs to be at least two.")
-    if service == "trip" and _limit(limits, "max_locations_trip") and n > limits["max_locations_trip"]:
-        raise OSRMError("TooBig", f"Number of entries {n} is higher than current maximum "
-                                  f"({limits['max_locations_trip']})")
-    if service in ("nearest", "isochrone") and n != 1:
-        raise OSRMError("InvalidOptions", "Only one input coordinate is supported")
-    if service == "route" and _limit(limits, "max_locations_route") and n > limits["max_locations_route"]:
-        raise OSRMError("TooBig", f"Number of entries {n} is higher than current maximum "
-                                  f"({limits['max_locations_route']})")
-
-    kw = {}
-    call = ServiceCall(service, profile, coords, kw)
-    o = dict(options)
-    radiuses = _per_coordinate("radiuses", o.pop("radiuses"), n, _radius) if "radiuses" in o else None
-    default_radius = _limit(limits, "default_radius")
-    if default_radius and radiuses is None:
-        radiuses = [None] * n
-    if radiuses is not None:
-        kw["radiuses"] = [None if r == math.inf else default_radius if r is None else r for r in radiuses]
-    if "bearings" in o:
-        kw["bearings"] = _per_coordinate("bearings", o.pop("bearings"), n, _bearing)
-    if "approaches" in o:
-        kw["approaches"] = _per_coordinate("approaches", o.pop("approaches"), n, _approach)
-    if "hints" in o:  # accepted and ignored (the count is checked, as OSRM does)
-        _per_coordinate("hints", o.pop("hints"), n, str)
-    if "generate_hints" in o:
-        call.generate_hints = _bool("generate_hints", o.pop("generate_hints"))
-    if "skip_waypoints" in o:
-        call.skip_waypoints = _bool("skip_waypoints", o.pop("skip_waypoints"))
-    if "exclude" in o:
-        v = o.pop("exclude")
-        if v:
-            items = v.split(",")
-            if not all(_NAME.fullmatch(x) for x in items):
-                raise OSRMError("InvalidQuery", f"exclude={_clip(v)!r}: expected class,class,...")
-            kw["exclude"] = items
-    if "snapping" in o:
-        if _word("snapping", o.pop("snapping"), ("default", "any")) == "any":
-            kw["snapping"] = "any"
-    _avoid_options(o, kw)
-
-    if service == "route":
-        _route_options(o, kw, limits)
-    elif service == "table":
-        _table_options(o, kw, n, limits)
-    elif service == "isochrone":
-        _isochrone_options(o, kw, limits)
-    elif service == "trip":
-        _trip_options(o, kw, limits)
-    else:
-        if "number" in o:
-            number = _int("number", o.pop("number"))
-            if number < 1:
-                raise OSRMError("InvalidValue", f"number={number}: must be >= 1")
-            top = _limit(limits, "max_locations_nearest")
-            if top and number > top:
-                raise OSRMError("TooBig", f"Number of results {number} is higher than current maximum ({top})")
-            kw["number"] = number
-    assert not o, o
-    return call
-
-
-def _route_options(o, kw, limits):
-    if "alternatives" in o:
-        v = o.pop("alternatives")
-        alt = _bool("alternatives", v) if v in ("true", "false") else _int("alternatives", v)
-        if alt is not True and alt is not False:
-            if alt < 0:
-                raise OSRMError("InvalidValue", f"alternatives={alt}: must be true, false or a count >= 0")
-            top = _limit(limits, "max_alternatives")
-            if top and alt > top:
-                raise OSRMError("TooBig", f"Requested number of alternatives {alt} is higher than current "
-                                          f"maximum ({top})")
-            alt = alt if alt > 0 else False
-        kw["alternatives"] = alt
-    if "steps" in o:
-        kw["steps"] = _bool("steps", o.pop("steps"))
-    if "annotations" in o:
-        v = o.pop("annotations")
-        kw["annotations"] = _bool("annotations", v) if v in ("true", "false") else _names(
-            "annotations", v, ROUTE_ANNOTATIONS)
-    if "geometries" in o:
-        kw["geometries"] = _word("geometries", o.pop("geometries"), GEOMETRIES)
-    if "overview" in o:
-        kw["overview"] = _word("overview", o.pop("overview"), OVERVIEWS)
-    if "continue_straight" in o:
-        v = o.pop("continue_straight")
-        kw["continue_straight"] = None if v == "default" else _bool("continue_straight", v)
-
-
-def _trip_options(o, kw, limits):
-    """``/trip``: ``roundtrip``, ``source`` (any, first), ``destination`` (any, last) and the route options
-    that apply (``steps``, ``annotations``, ``geometries``, ``overview``); the combination itself is the
-    engine's to judge (``NotImplemented``)."""
-    if "roundtrip" in o:
-        kw["roundtrip"] = _bool("roundtrip", o.pop("roundtrip"))
-    if "source" in o:
-        kw["source"] = _word("source", o.pop("source"), ("any", "first"))
-    if "destination" in o:
-        kw["destination"] = _word("destination", o.pop("destination"), ("any", "last"))
-    _route_options(o, kw, limits)
-
-
-def _table_options(o, kw, n, limits):
-    if "sources" in o:
-        kw["sources"] = _indices("sources", o.pop("sources"), n)
-    if "destinations" in o:
-        kw["destinations"] = _indices("destinations", o.pop("destinations"), n)
-    if "annotations" in o:
-        kw["annotations"] = tuple(_names("annotations", o.pop("annotations"), TABLE_ANNOTATIONS))
-    for name in ("fallback_speed", "scale_factor"):
-        if name in o:
-            x = _float(name, o.pop(name))
-            if not (x > 0 and math.isfinite(x)):
-                raise OSRMError("InvalidValue", f"{name} must be > 0")
-            kw[name] = x
-    if "fallback_coordinate" in o:
-        if _word("fallback_coordinate", o.pop("fallback_coordinate"), ("input", "snapped")) == "snapped":
-            kw["fallback_coordinate"] = "snapped"
-    top = _limit(limits, "max_locations_table")
-    n_src = n if kw.get("sources") is None else len(kw["sources"])
-    n_dst = n if kw.get("destinations") is None else len(kw["destinations"])
-    if top and n_src * n_dst > top:
-        raise OSRMError("TooBig", f"Too many table coordinates ({n_src} x {n_dst} = {n_src * n_dst} cells; at "
-                                  f"most {top})")
-
-
-def _isochrone_options(o, kw, limits):
-    given = [k for k in ("contours_minutes", "contours_meters") if k in o]
-    if len(given) != 1:
-        raise OSRMError("InvalidOptions", "isochrone needs exactly one of contours_minutes and contours_meters"
-                        + (" (both given)" if given else ""))
-    name = given[0]
-    values = [_float(name, x) for x in o.pop(name).split(",")]
-    top = _limit(limits, "max_isochrone_contours")
-    if top and len(values) > top:
-        raise OSRMError("TooBig", f"Number of contours {len(values)} is higher than current maximum ({top})")
-    minutes = name == "contours_minutes"
-    scale, unit = (60.0, "s") if minutes else (1.0, "m")
-    top = _limit(limits, "max_isochrone_duration_s" if minutes else "max_isochrone_distance_m")
-    for x in values:
-        if not (x > 0 and math.isfinite(x)):
-            raise OSRMError("InvalidValue", f"{name}: {x:g} is not a contour > 0")
-        if top and x * scale > top:
-            raise OSRMError("TooBig", f"{name}: {x:g} ({x * scale:g} {unit}) is higher than current maximum "
-                                      f"({top:g} {unit})")
-    kw["contours"] = [x * scale for x in values]
-    kw["metric"] = "duration" if minutes else "distance"
-    if "contours_colors" in o:
-        colors = o.pop("contours_colors").split(",")
-        if len(colors) != len(values):
-            raise OSRMError("InvalidOptions", f"contours_colors has {len(colors)} colours for {len(values)} "
-                                              "contours")
-        if not all(re.fullmatch(r"#?[0-9A-Fa-f]{6}", c) for c in colors):
-            raise OSRMError("InvalidValue", f"contours_colors={_clip(','.join(colors))!r}: expected rrggbb,...")
-        kw["colors"] = colors
-    if "polygons" in o:
-        kw["polygons"] = _bool("polygons", o.pop("polygons"))
-    if "denoise" in o:
-        x = _float("denoise", o.pop("denoise"))
-        if not 0 <= x <= 1:
-            raise OSRMError("InvalidValue", f"denoise={x:g}: must be in [0, 1]")
-        kw["denoise"] = x
-    if "generalize" in o:
-        x = _float("generalize", o.pop("generalize"))
-        if not (x >= 0 and math.isfinite(x)):
-            raise OSRMError("InvalidValue", f"generalize={x:g}: must be a number of metres >= 0")
-        kw["generalize"] = x
-
-
-def _avoid_options(o, kw):
-    """``avoid_polygons`` (JSON text -> the parsed value; the engine checks the geometry) and
-    ``avoid_ways`` (``id,id,...`` -> list of int); every error ``InvalidValue`` naming the option."""
-    if "avoid_polygons" in o:
-        v = o.pop("avoid_polygons")
-        if v.strip():
-            try:
-                obj = loads_json(v.encode())
-            except OSRMError as e:
-                raise OSRMError("InvalidValue", f"avoid_polygons: not a GeoJSON object ({e.message})") from None
-            if not isinstance(obj, dict):
-                raise OSRMError("InvalidValue", f"avoid_polygons: expected a GeoJSON Polygon or MultiPolygon object, "
-                                                f"got {_clip(v)!r}")
-            kw["avoid_polygons"] = obj
-    if "avoid_ways" in o:
-        v = o.pop("avoid_ways")
-        if v:
-            items = v.split(",")
-            bad = [x for x in items if not _INT.fullmatch(x)]
-            if bad:
-                raise OSRMError("InvalidValue", f"avoid_ways: {_clip(bad[0])!r} is not an OSM way id (expected "
-                                                "id,id,...)")
-            kw["avoid_ways"] = [int(x) for x in items]
 
 
 #: Keyword arguments that only some engines take; a request that needs one is refused by the others.
@@ -810,11 +190,6 @@ OPTIONAL_KWARGS = {"exclude": "Exclude flag combination is not supported.",
                    "avoid_ways": "avoid_ways is not supported by this engine",
                    "snapping": "snapping=any is not supported by this engine",
                    "fallback_coordinate": "fallback_coordinate=snapped is not supported by this engine"}
-
-
-def _clip(s, n=60):
-    s = str(s)
-    return s if len(s) <= n else s[:n] + "..."
 
 
 # --------------------------------------------------------------------------------------------------
@@ -898,7 +273,7 @@ def create_app(engine, *, limits=None, allow_customize=False, web_assets=None, a
     ----------
     engine : gpuroute.engine.Engine
         Anything with ``route``, ``table`` and ``nearest`` methods as :class:`gpuroute.engine.Engine`'s
-        (and optionally ``limits`` and ``query_for_thread()``).
+        (and optionally ``limits``, ``query_for_thread()`` and ``run(record)``).
     limits : dict, optional
         Overrides of the engine's ``limits`` and of :data:`DEFAULT_LIMITS` (``max_locations_route``,
         ``max_locations_table``, ``max_locations_nearest``, ``max_alternatives``, ``max_body_bytes``,
@@ -1115,7 +490,7 @@ def _write_refusal(request, allowed):
     hint = ("gpuroute serve --allow-origin URL allows another site's pages to write; reads (route, table, ...) "
             "are open to every origin")
     if got is None or got != own:
-        return OSRMError("Forbidden", f"cross-origin write refused: Origin {_clip(origin)!r} is not this server's "
+        return OSRMError("Forbidden", f"cross-origin write refused: Origin {clip(origin)!r} is not this server's "
                                       f"own ({own or 'unknown: no Host header'}) ({hint})", status=403)
     server = request.scope.get("server") or ()
     name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
@@ -1130,7 +505,7 @@ def _write_refusal(request, allowed):
         except ValueError:
             pass
         return OSRMError("Forbidden", f"write refused: this server listens on loopback but the page came as "
-                                      f"{_clip(host)!r} (a name re-pointed at this machine?); use "
+                                      f"{clip(host)!r} (a name re-pointed at this machine?); use "
                                       f"http://localhost or http://127.0.0.1, or {hint}", status=403)
     return None
 
@@ -1140,7 +515,7 @@ def _require_json(request):
     ctype = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
     if ctype != "application/json":
         raise OSRMError("UnsupportedMediaType", f"a write needs Content-Type: application/json (got "
-                                                f"{_clip(ctype) or 'none'!r})", status=415)
+                                                f"{clip(ctype) or 'none'!r})", status=415)
 
 
 def _can_customize(engine):
@@ -1209,16 +584,16 @@ class _Server:
             target += "?" + scope["query_string"].decode("latin-1")
         service, version, profile, coords, query = split_target(target)
         if service not in self.services:
-            raise OSRMError("InvalidService", f"Service {_clip(service)} not found! (services: "
+            raise OSRMError("InvalidService", f"Service {clip(service)} not found! (services: "
                                               f"{', '.join(self.services)})")
         if version != VERSION:
-            raise OSRMError("InvalidVersion", f"Service {service} has no version {_clip(version)} (only {VERSION})")
+            raise OSRMError("InvalidVersion", f"Service {service} has no version {clip(version)} (only {VERSION})")
         options = parse_query(query)
         if request.method == "POST":
             body = parse_body(await self.read_body(request), request.headers.get("content-type"))
             twice = sorted(set(body) & set(options))
             if twice:
-                raise OSRMError("InvalidQuery", f"option {_clip(twice[0])!r} given in both the URL and the body")
+                raise OSRMError("InvalidQuery", f"option {clip(twice[0])!r} given in both the URL and the body")
             if "coordinates" in body:
                 if coords is not None:
                     raise OSRMError("InvalidQuery", "coordinates given in both the URL and the body")
@@ -1227,17 +602,26 @@ class _Server:
         if not coords:
             raise OSRMError("InvalidUrl", "no coordinates: /{service}/v1/{profile}/{lon,lat;lon,lat...}")
         call = parse_request(service, profile, coords, options, self.limits)
-        accepted = self.accepted[service]
-        for name, message in OPTIONAL_KWARGS.items():
-            if name in call.kwargs and accepted is not None and name not in accepted:
-                raise OSRMError("InvalidValue", message)
+        self.refuse_unsupported(call)
         return await self.run(call)
 
+    def refuse_unsupported(self, call):
+        """``InvalidValue`` for a request that needs a keyword the engine's method does not take
+        (:data:`OPTIONAL_KWARGS`: an ``exclude``, ``snapping=any``, ...): what this engine can do, not
+        whether the request is well-formed (the record said that)."""
+        accepted = self.accepted[call.service]
+        if accepted is None:
+            return
+        p = call.params
+        for f in dataclasses.fields(p):
+            if f.name in OPTIONAL_KWARGS and f.name not in accepted and getattr(p, f.name) != f.default:
+                raise OSRMError("InvalidValue", OPTIONAL_KWARGS[f.name])
+
     async def read_body(self, request):
-        top = _limit(self.limits, "max_body_bytes")
+        top = limit_of(self.limits, "max_body_bytes")
         size = request.headers.get("content-length")
         if top and size is not None and (not (size.isascii() and size.isdigit()) or int(size) > top):
-            raise OSRMError("TooBig", f"request body of {_clip(size)} bytes is over the limit of {top}")
+            raise OSRMError("TooBig", f"request body of {clip(size)} bytes is over the limit of {top}")
         buf = bytearray()
         async for chunk in request.stream():
             buf += chunk
@@ -1248,7 +632,7 @@ class _Server:
     async def run(self, call):
         import anyio
 
-        timeout = _limit(self.limits, "timeout_s")
+        timeout = limit_of(self.limits, "timeout_s")
         try:
             with anyio.fail_after(timeout):
                 return await anyio.to_thread.run_sync(self.work, call, limiter=self.limiter(), **_ABANDON)
@@ -1267,7 +651,7 @@ class _Server:
             raise OSRMError("InvalidQuery", 'the body must be a JSON object: {"updates": [...]} or {"metric": ...}')
         extra = sorted(set(body) - {"updates", "metric"})
         if extra:
-            raise OSRMError("InvalidOptions", f"unknown option {_clip(extra[0])!r} (customize takes updates or metric)")
+            raise OSRMError("InvalidOptions", f"unknown option {clip(extra[0])!r} (customize takes updates or metric)")
         fn = self.customizer or getattr(self.engine, "customize", None)
         if not callable(fn):
             raise OSRMError("NotImplemented", "this engine cannot be customized")
@@ -1284,7 +668,7 @@ class _Server:
                 return 400, encode({"code": err[0], "message": " ".join(str(err[1]).split())})
             return 200, encode(res)
 
-        timeout = _limit(self.limits, "timeout_s")
+        timeout = limit_of(self.limits, "timeout_s")
         try:
             with anyio.fail_after(timeout):
                 return await anyio.to_thread.run_sync(call, limiter=self.limiter(), **_ABANDON)
@@ -1301,12 +685,15 @@ class _Server:
             target = getattr(self.local, "query", None)
             if target is None:
                 target = self.local.query = self.engine.query_for_thread()
-        fn = getattr(target, call.service)
-        arg = call.coordinates[0] if call.service in ("nearest", "isochrone") else call.coordinates
         extra = {"table": self.table_kwargs, "isochrone": self.isochrone_kwargs}.get(call.service, {})
-        kwargs = call.kwargs | extra
         try:
-            res = fn(arg, **kwargs)
+            if callable(getattr(target, "run", None)):  # gpuroute's Engine: the checked record, checked once
+                res = target.run(dataclasses.replace(call.params, **extra) if extra else call.params)
+            else:  # another engine: its method, by keyword (the record's values)
+                kwargs = call.params.kwargs()
+                coords = kwargs.pop("coords")
+                arg = coords[0] if call.service in ("nearest", "isochrone") else coords
+                res = getattr(target, call.service)(arg, **(kwargs | extra))
         except Exception as e:
             err = _engine_error(e)
             if err is None:

@@ -30,7 +30,7 @@ Memory
 ------
 What the parent loaded is shared by the workers copy-on-write: a page no worker writes stays one physical
 page, whatever the number of workers (the graph's arrays are moreover memory-mapped from the dataset
-directory, :func:`gpuroute.io.store.load_graph`, so they are shared with the page cache). NumPy arrays are
+directory, :func:`gpuroute.store.load_graph`, so they are shared with the page cache). NumPy arrays are
 never written by a query; what does get copied per worker is the Python heap that reference counting
 touches, per-thread query state and per-worker caches. :func:`memory_report` tells per array how much of
 it a process shares (``/proc/self/pagemap``): a worker writes it on ``SIGUSR1`` when

@@ -16,46 +16,10 @@ import numpy as np
 from numba import njit, prange
 
 from ..graph.constants import INF, NO_PREDECESSOR
+from ..graph.heap import heap_pop, heap_push  # the one lazy heap (issue 19); also re-exported here
 from .common import Spec
 
 _INF = INF
-
-
-@njit(cache=True, inline="always")
-def heap_push(hd, hn, size, d, v):
-    i = size
-    hd[i] = d
-    hn[i] = v
-    while i > 0:
-        p = (i - 1) >> 1
-        if hd[p] <= hd[i]:
-            break
-        hd[p], hd[i] = hd[i], hd[p]
-        hn[p], hn[i] = hn[i], hn[p]
-        i = p
-    return size + 1
-
-
-@njit(cache=True, inline="always")
-def heap_pop(hd, hn, size):
-    d = hd[0]
-    v = hn[0]
-    size -= 1
-    hd[0] = hd[size]
-    hn[0] = hn[size]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= size:
-            break
-        if c + 1 < size and hd[c + 1] < hd[c]:
-            c += 1
-        if hd[i] <= hd[c]:
-            break
-        hd[c], hd[i] = hd[i], hd[c]
-        hn[c], hn[i] = hn[i], hn[c]
-        i = c
-    return d, v, size
 
 
 @njit(cache=True)

@@ -9,12 +9,13 @@ the same moves, deltas and tie-breaking, with many ILS chains at once (``device=
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import config
-from ..backend import resolve_device
+from ..backend import get_array_module, is_cupy_array, resolve_device
 from . import budget
 from . import local_search as ls
 from .budget import Deadline, Pacer, check_time_limit
@@ -69,12 +70,15 @@ class TourResult:
 
 
 def tour_cost(costs, tour, closed=True):
-    """Cost of visiting ``tour`` (int (m,)) over ``costs`` ((n, n)); ``closed`` adds the return arc.
+    """Cost of visiting ``tour`` (int (m,)) over ``costs`` ((n, n), NumPy or CuPy); ``closed`` adds the
+    return arc.
 
-    Summed in the matrix's dtype (exact for integer matrices); returns a Python int or float.
+    Summed in the matrix's dtype (exact for integer matrices); returns a Python int or float. A CuPy
+    matrix is gathered and summed on the device (the tour goes up, one scalar comes back).
     """
-    costs = np.asarray(costs)
-    t = np.asarray(tour, dtype=np.int64)
+    xp = get_array_module(costs)
+    costs = xp.asarray(costs)
+    t = xp.asarray(np.asarray(tour.get() if is_cupy_array(tour) else tour, dtype=np.int64))
     if t.size == 0:
         return 0
     s = costs[t[:-1], t[1:]].sum()
@@ -83,7 +87,32 @@ def tour_cost(costs, tour, closed=True):
     return s.item()
 
 
+def _validate_device(c):
+    """:func:`_validate` of a CuPy matrix on the device: a few reductions, scalars back (two indices and a
+    value when an entry is bad), never the matrix."""
+    import cupy as cp
+
+    if c.ndim != 2 or c.shape[0] != c.shape[1]:
+        raise ValueError(f"costs must be a square (n, n) matrix, got shape {c.shape}")
+    if c.shape[0] < 1:
+        raise ValueError("costs must have at least one stop (n >= 1)")
+    if not (np.issubdtype(c.dtype, np.integer) or np.issubdtype(c.dtype, np.floating)):
+        raise TypeError(f"costs must be an integer or float matrix, got dtype {c.dtype}")
+
+    def first(mask, what):
+        i, j = (int(v) for v in cp.argwhere(mask)[0].get())
+        return f"costs must be {what}; costs[{i}, {j}] = {c[i, j].item()}"
+
+    if np.issubdtype(c.dtype, np.floating) and not math.isfinite(float(abs(c).max())):  # NaN or inf when one is
+        raise ValueError(first(~cp.isfinite(c), "finite") + " (an unreachable stop?)")
+    if c.min().item() < 0:
+        raise ValueError(first(c < 0, "non-negative"))
+    return c
+
+
 def _validate(costs):
+    if is_cupy_array(costs):
+        return _validate_device(costs)
     c = np.asarray(costs)
     if c.ndim != 2 or c.shape[0] != c.shape[1]:
         raise ValueError(f"costs must be a square (n, n) matrix, got shape {c.shape}")
@@ -114,7 +143,8 @@ def check_stop_id(name, v, n):
 
 
 def _reduce_to_closed(c, start, end):
-    """Closed-tour matrix and mode for the requested closed tour / open path (float64 copy)."""
+    """Closed-tour matrix and mode for the requested closed tour / open path (float64 copy, in ``c``'s
+    array module: a CuPy matrix stays on the device)."""
     C = c.astype(np.float64, copy=True)
     n = C.shape[0]
     if start is None and end is None:
@@ -172,9 +202,14 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
 
     Parameters
     ----------
-    costs : array_like, (n, n), integer or float
+    costs : array_like or cupy.ndarray, (n, n), integer or float
         ``costs[u, v]`` is the cost (seconds, metres, ...) of going from stop u to stop v; finite and
-        non-negative; the diagonal is ignored. Need not be symmetric.
+        non-negative; the diagonal is ignored. Need not be symmetric. A CuPy matrix (e.g. the
+        hierarchy's GPU table, ``gpuroute.engine.algorithms.CH.many_to_many(..., on_device=True)``, as
+        the trip service passes it) is checked and searched on the device and never copied to the host
+        when the search runs on the GPU (issue 23: only tours, costs and counts come back); with
+        ``device="cpu"``, with ``"auto"`` below ``config.TOUR_GPU_AUTO_MIN_N`` stops, or up to 3 stops it
+        is copied to the host once, after the checks. ``device="auto"`` decides as for a host matrix.
     start, end : int or None
         None/None: closed tour (roundtrip), rotated to start at stop 0. ``start=s``: open path from s,
         ending anywhere. ``end=e``: open path ending at e. ``start=s, end=e``, s != e: open path s -> e;
@@ -207,6 +242,20 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
         raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {device!r}")
     time_limit = check_time_limit(time_limit)
     dl = Deadline(time_limit)
+    from .warmup import warm_up_tsp
+
+    warm = 0.0
+    if is_cupy_array(costs) and costs.ndim == 2 and costs.shape[0] == costs.shape[1]:
+        tw = budget.clock()
+        n = costs.shape[0]
+        if resolve_device(device, gpu_implemented=n >= config.TOUR_GPU_AUTO_MIN_N) == "gpu" and n > 3:
+            # CuPy compiles the kernels of the checks on the device at their first use: before them,
+            # outside the budget (the warm-up call below is then free)
+            warm_up_tsp("gpu", device_matrix=costs.dtype)
+        else:  # the CPU search (or the enumeration of up to 3 stops) reads the host matrix: one copy
+            costs = costs.get()
+        warm = budget.clock() - tw
+        dl.extend(warm)
     c = _validate(costs)
     n = c.shape[0]
     start = check_stop_id("start", start, n)
@@ -216,17 +265,17 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
     # first-call costs (CuPy import and CUDA context in resolve_device, compilation): outside the budget
     tw = budget.clock()
     dev = resolve_device(device, gpu_implemented=n >= config.TOUR_GPU_AUTO_MIN_N)
-    from .warmup import warm_up_tsp
-
-    warm_up_tsp(dev if n > 3 else "cpu")
-    warm = budget.clock() - tw
-    dl.extend(warm)
+    on_device = is_cupy_array(c) and dev == "gpu" and n > 3
+    warm_up_tsp(dev if n > 3 else "cpu", device_matrix=c.dtype if on_device else None)
+    w = budget.clock() - tw
+    dl.extend(w)
+    warm += w
     C, mode, first, last = _reduce_to_closed(c, start, end)
     if n <= 3:
         return _tiny(c, C, mode, first, last, closed, dl, warm)
 
     rng = np.random.default_rng(seed)
-    eps = 0.5 if integral else 1e-9 * max(1.0, float(np.abs(c).max())) * n
+    eps = 0.5 if integral else 1e-9 * max(1.0, float(abs(c).max())) * n
     max_moves = 50 * n + 1000
     if dev == "gpu":
         from . import gpu

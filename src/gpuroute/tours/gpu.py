@@ -51,14 +51,14 @@ import math
 import numpy as np
 
 from .. import config
-from ..backend import resolve_device
+from ..backend import is_cupy_array, resolve_device
 from ..backend.flags import N_FLAGS
 from . import local_search as ls
 from .budget import device_budget_ns
 
 __all__ = ["GPUTourSearch", "move_rank", "move_from_rank", "exact_sums", "threads_per_row",
            "double_bridge_cuts", "apply_double_bridge", "candidate_slot", "CAND_SLOTS", "worst_half", "search",
-           "NEIGHBOURHOODS", "warm_up"]
+           "NEIGHBOURHOODS", "warm_up", "candidate_rows_xp", "closed_cost"]
 
 #: neighbourhoods of the GPU search: the seed's full best-improvement scan, or candidate lists
 NEIGHBOURHOODS = ("candidates", "full")
@@ -124,6 +124,30 @@ def _device_checks(cp, c):
     if not math.isfinite(m):
         return False, False
     return True, bool((c == c.round()).all()) and 4.0 * c.shape[0] * m < 2.0 ** 53
+
+
+def candidate_rows_xp(xp, c, ct, K, lo, hi):
+    """Rows ``lo..hi-1`` of the candidate lists of :func:`~.local_search.candidate_lists` with array module
+    ``xp`` (NumPy or CuPy, where ``c`` lives): the K stops v != u nearest to each stop u by ``min(c[u, v],
+    c[v, u])``, ties to the lower stop index (a stable sort of each row; ``+ 0.0`` makes -0.0 and 0.0 one
+    key, as the CPU's comparisons do). ``ct`` is ``c`` transposed (C-contiguous). int32 (hi - lo, K) in
+    ``xp``; a sort of ``(hi - lo) * n`` keys on the device, nothing copied to the host."""
+    key = xp.minimum(c[lo:hi], ct[lo:hi]) + 0.0
+    r = xp.arange(hi - lo)
+    key[r, r + lo] = xp.inf  # never u itself (K <= n - 1 and every other key is finite)
+    order = xp.argsort(key, axis=1) if xp is not np else np.argsort(key, axis=1, kind="stable")
+    return order[:, :K].astype(xp.int32)
+
+
+def closed_cost(C, p):
+    """Closed-tour cost of ``p`` (int (n,)) over ``C`` (NumPy: summed left to right as
+    :func:`~.local_search.tour_cost`; CuPy: gathered and summed on the device, one scalar back)."""
+    if not is_cupy_array(C):
+        return float(ls.tour_cost(C, np.asarray(p, np.int64)))
+    import cupy as cp
+
+    q = cp.asarray(np.asarray(p, np.int64))
+    return float(C[q, cp.roll(q, -1)].sum())
 
 
 def threads_per_row(n, threads):
@@ -234,9 +258,13 @@ class GPUTourSearch:
 
     Parameters
     ----------
-    costs : array_like, float64 (n, n)
-        ``costs[u, v]`` is the cost of the arc u -> v (asymmetric allowed), finite, n >= 3. Uploaded as
-        float64 with its transpose (2 * 8 n^2 bytes of device memory).
+    costs : array_like or cupy.ndarray, float64 (n, n)
+        ``costs[u, v]`` is the cost of the arc u -> v (asymmetric allowed), finite, n >= 3. A host matrix
+        is uploaded as float64; a CuPy matrix stays where it is (used in place when it is C-contiguous
+        float64, never written, never copied to the host: issue 23's matrix straight from the GPU table).
+        Plus its transpose on the device (2 * 8 n^2 bytes of device memory in all). The candidate lists
+        and the nearest-neighbour start of a CuPy matrix are made on the device too
+        (:meth:`candidates_paced`, :meth:`nearest_neighbour`).
     threads : int, optional
         Threads per block (default ``config.TOUR_GPU_THREADS``): a power of two, 64..1024.
     cand_threads : int, optional
@@ -257,7 +285,8 @@ class GPUTourSearch:
 
         from ..backend.kernels import load_module, multiprocessors
 
-        C = np.ascontiguousarray(costs, dtype=np.float64)
+        on_device = is_cupy_array(costs)
+        C = costs if on_device else np.ascontiguousarray(costs, dtype=np.float64)
         if C.ndim != 2 or C.shape[0] != C.shape[1]:
             raise ValueError(f"costs must be a square (n, n) matrix, got shape {C.shape}")
         n = C.shape[0]
@@ -269,7 +298,9 @@ class GPUTourSearch:
             if v < 64 or v > 1024 or v & (v - 1):
                 raise ValueError(f"{name} per block must be a power of two in 64..1024, got {v}")
         self.cand_threads = cand_threads
-        self._host = C
+        #: the host matrix (None when the matrix came as a CuPy array: it is never copied to the host)
+        self._host = None if on_device else C
+        self._nbr_host = None
         self.K = 0
         self.nbr = None
         self.cp = cp
@@ -282,13 +313,14 @@ class GPUTourSearch:
         self.grid = max(1, min(-(-n // rows), cap))
         self.stream = cp.cuda.Stream(non_blocking=False)
         with self.stream:
-            self.c = cp.asarray(C)
+            self.c = cp.ascontiguousarray(C, dtype=cp.float64) if on_device else cp.asarray(C)
             # the checks on the device, on the copy it needs anyway (on the host they were 3/4 of the set-up:
             # 52 ms of a 3,038-stop matrix; issue 23's time limits)
             finite, exact = (bool(x) for x in _device_checks(cp, self.c))
         if not finite:
-            bad = np.argwhere(~np.isfinite(C))[0]
-            raise ValueError(f"costs must be finite; costs[{bad[0]}, {bad[1]}] = {C[bad[0], bad[1]]}")
+            with self.stream:
+                i, j = (int(v) for v in cp.argwhere(~cp.isfinite(self.c))[0].get())  # two indices back
+            raise ValueError(f"costs must be finite; costs[{i}, {j}] = {float(self.c[i, j])}")
         self.exact = int(exact)
         with self.stream:
             self.ct = cp.ascontiguousarray(self.c.T)
@@ -319,6 +351,7 @@ class GPUTourSearch:
         self.k_cand_batch = mod.get_function("ls_cand_batch")
         self.k_cand_ils = mod.get_function("ls_cand_ils")
         self.k_set_stop = mod.get_function("ls_set_stop")
+        self.k_nearest = mod.get_function("ls_nearest")
         self._graph = None
         self._batch = None
         #: complete[b]: the last descent of tour b ended by itself (not cut by its budget_s)
@@ -559,21 +592,107 @@ class GPUTourSearch:
             bb["cost"][d] = bb["cost"][int(src)]
 
     # ---------------------------------------------------------------- candidate lists
+    def _check_K(self, K):
+        K = int(K)
+        if not 1 <= K <= self.n - 1:
+            raise ValueError(f"candidates per stop must be in 1..{self.n - 1}, got {K}")
+        return K
+
+    def candidates_paced(self, K, deadline):
+        """The K-nearest candidate lists made on the device (:func:`candidate_rows_xp`: the CPU twin's
+        lists, entry for entry) by chunks of ``TOUR_GPU_CAND_SORT_KEYS`` keys (whole rows), each chunk
+        synchronised and the deadline checked before the next; kept for the candidate kernels. No host
+        copy of the matrix or of the lists.
+
+        Parameters
+        ----------
+        K : int
+            Candidates per stop, 1..n-1.
+        deadline : gpuroute.tours.budget.Deadline
+
+        Returns
+        -------
+        cupy.ndarray or None
+            int32 (n, K) on the device, or None when the deadline passed first (nothing kept).
+
+        Raises
+        ------
+        ValueError
+            K not in 1..n-1.
+        """
+        K = self._check_K(K)
+        cp, n = self.cp, self.n
+        rows = max(1, int(config.TOUR_GPU_CAND_SORT_KEYS) // n)
+        with self.stream:
+            out = cp.empty((n, K), dtype=cp.int32)
+        for lo in range(0, n, rows):
+            if deadline.left() <= 0:
+                return None
+            hi = min(n, lo + rows)
+            with self.stream:
+                out[lo:hi] = candidate_rows_xp(cp, self.c, self.ct, K, lo, hi)
+            self.stream.synchronize()
+        self.nbr, self.K, self._nbr_host = out, K, None
+        return out
+
+    def nearest_neighbour(self, first, last, budget_s=None):
+        """The nearest-neighbour start tour on the device (kernel ``ls_nearest``): the CPU twin's
+        :func:`~.local_search.nearest_neighbour_tour` stop for stop (ties to the lowest index), with
+        :func:`~.local_search.nearest_neighbour_paced`'s rule when ``budget_s`` (device-clock seconds,
+        None: no limit) runs out first: the stops not yet placed follow in index order, ``last`` still
+        last. One launch, one block; the tour (n int32) comes back, the matrix does not.
+
+        Returns
+        -------
+        (tour, complete) : (int64 (n,), bool)
+
+        Raises
+        ------
+        ValueError
+            ``first`` or ``last`` out of range.
+        """
+        n = self.n
+        if not 0 <= int(first) < n or not -1 <= int(last) < n:
+            raise ValueError(f"first={first}, last={last} out of range for {n} stops")
+        cp = self.cp
+        with self.stream:
+            p = cp.zeros(n, dtype=cp.int32)
+            used = cp.zeros(n, dtype=cp.int32)
+            placed = cp.zeros(1, dtype=cp.int32)
+            self.k_nearest((1,), (self.threads,), (np.int32(n), self.c, np.int32(first), np.int32(last), p, used,
+                                                   np.uint64(device_budget_ns(budget_s)), placed))
+        m = int(placed.get(stream=self.stream)[0])
+        tour = p.get(stream=self.stream).astype(np.int64)
+        self.stream.synchronize()
+        limit = n - 1 if last >= 0 and last != first else n
+        if m >= limit:
+            return tour, True
+        u = used.get(stream=self.stream).astype(bool)
+        self.stream.synchronize()
+        rest = np.flatnonzero(~u)
+        tour[m:m + rest.size] = rest
+        return tour, False
+
     def set_candidates(self, K, nbr=None):
         """Build the K-nearest candidate lists on the host (:func:`~.local_search.candidate_lists`, the CPU
-        twin's), or take ``nbr`` (int64 (n, K), built so by the caller), and upload them (int32 (n, K)).
-        Returns them (int64 (n, K)).
+        twin's; on the device with :func:`candidate_rows_xp` when the matrix came as a CuPy array), or take
+        ``nbr`` (int64 (n, K), built so by the caller), and upload them (int32 (n, K)). Returns them
+        (int64 (n, K) on the host; a CuPy int32 (n, K) for a CuPy matrix's own lists).
 
         Raises
         ------
         ValueError
             K not in 1..n-1; ``nbr`` of another shape.
         """
-        K = int(K)
-        if not 1 <= K <= self.n - 1:
-            raise ValueError(f"candidates per stop must be in 1..{self.n - 1}, got {K}")
+        K = self._check_K(K)
         if nbr is not None and np.shape(nbr) != (self.n, K):
             raise ValueError(f"candidate lists must have shape ({self.n}, {K}), got {np.shape(nbr)}")
+        if nbr is None and self._host is None:
+            if self.K != K:
+                with self.stream:
+                    self.nbr = candidate_rows_xp(self.cp, self.c, self.ct, K, 0, self.n)
+                self.K, self._nbr_host = K, None
+            return self.nbr
         if self.K != K or nbr is not None:
             nbr = ls.candidate_lists(self._host, K) if nbr is None else np.asarray(nbr, np.int64)
             with self.stream:
@@ -700,6 +819,12 @@ def search(C, first, last, *, deadline, rng, eps, max_moves, window, chains=None
     ``TOUR_POLISH_RESERVE`` of the time limit is left to the final polish of the best tour.
     Under 8 stops (no room for a double bridge): rounds of B random starts, full descents (tiny).
 
+    A CuPy ``C`` never comes to the host (issue 23: the matrix straight from the GPU table): the device
+    object is made first, on it in place; the candidate lists are sorted on the device by chunks of rows
+    (:meth:`GPUTourSearch.candidates_paced`, the deadline checked between chunks), the nearest-neighbour
+    start is a kernel with the time left as its device-clock budget (:meth:`GPUTourSearch.nearest_neighbour`);
+    only tours, costs and the chains' counts come back, as on the host path.
+
     * ``neighbourhood="candidates"`` (default, ``TOUR_GPU_NEIGHBOURHOOD``): the CPU twin's queue-driven
       candidate-list descent (K = ``candidates``, default ``TOUR_GPU_CANDIDATES``, at most n - 1) on the
       device (``ls_cand_batch`` with polish for the start, ``ls_cand_ils`` for the chains); chains run
@@ -713,7 +838,7 @@ def search(C, first, last, *, deadline, rng, eps, max_moves, window, chains=None
 
     Parameters
     ----------
-    C : float64 (n, n)
+    C : float64 (n, n), NumPy or CuPy
         Closed-tour costs (gpuroute.tours.api reduces open paths to closed tours), n >= 4.
     first, last : int
         The start tour's first stop and, if >= 0, last stop.
@@ -754,26 +879,38 @@ def search(C, first, last, *, deadline, rng, eps, max_moves, window, chains=None
     K = min(int(config.TOUR_GPU_CANDIDATES if candidates is None else candidates), n - 1)
     stats = {"starts": 0, "ils_iterations": 0, "improvements": 0, "moves": 0, "chains": 0, "rounds": 0,
              "neighbourhood": f"candidates:{K}" if cand else "full", "complete": False}
-    pace = Pacer(dl)
-    nbr = ls.candidate_lists_paced(C, K, pace) if cand else None
-    p0, built = ls.nearest_neighbour_paced(C, first, last, pace) if nbr is not None or not cand else (None, False)
+    if is_cupy_array(C):  # on the device already: no upload, lists and start made there
+        g = GPUTourSearch(C)
+        nbr = g.candidates_paced(K, dl) if cand else None
+        left = dl.left()
+        p0, built = (g.nearest_neighbour(first, last, budget_s=left) if (nbr is not None or not cand) and left > 0
+                     else (None, False))
+    else:
+        g = None
+        pace = Pacer(dl)
+        nbr = ls.candidate_lists_paced(C, K, pace) if cand else None
+        p0, built = ls.nearest_neighbour_paced(C, first, last, pace) if nbr is not None or not cand else (None, False)
     if p0 is None:  # out of time while building the candidate lists: the stops in index order
         mid = [v for v in range(n) if v != first and v != last]
         p0 = np.array([first] + mid + ([last] if last >= 0 else []), np.int64)
-    setup_s = 8.0 * n * n / float(config.TOUR_GPU_SETUP_BYTES_PER_S)
+    setup_s = 0.0 if g is not None else 8.0 * n * n / float(config.TOUR_GPU_SETUP_BYTES_PER_S)
     if not built or dl.left() < setup_s:  # no time for the device's set-up: the tour built so far
         stats["setup_skipped"] = bool(built)
-        return p0, float(ls.tour_cost(C, p0)), [(dl.elapsed(), float(ls.tour_cost(C, p0)))], stats
-    g = GPUTourSearch(C)
+        c0 = closed_cost(C, p0)
+        return p0, c0, [(dl.elapsed(), c0)], stats
+    if g is None:
+        g = GPUTourSearch(C)
     per_sm = config.TOUR_GPU_CAND_CHAINS_PER_SM if cand else config.TOUR_GPU_CHAINS_PER_SM
     B = int(chains) if chains else g.sms * int(per_sm)
     stats["chains"] = B
     trace = []
     left = dl.left()
     if left <= 0:
-        return p0, float(ls.tour_cost(C, p0)), [(dl.elapsed(), float(ls.tour_cost(C, p0)))], stats
-    if cand:
+        c0 = closed_cost(C, p0)
+        return p0, c0, [(dl.elapsed(), c0)], stats
+    if cand and not is_cupy_array(C):  # (a CuPy matrix's lists are on the device already)
         g.set_candidates(K, nbr)
+    if cand:
         tours, costs, mv = g.cand_descent_batch(p0[None, :], eps, max_moves, polish=True, budget_s=left)
         best_p, best_c, moves = tours[0], float(costs[0]), int(mv[0])
     else:
@@ -872,3 +1009,33 @@ def warm_up():
     g.ils_copy(0, np.array([1]))
     g.ils_broadcast(0)
     g.ils_result(0)
+
+
+def warm_up_device_matrix(dtype=np.float64):
+    """Compile CuPy's kernels of ``tsp`` on a CuPy matrix of ``dtype`` (its checks on the device, the
+    closed-tour reductions, the candidate lists sorted on the device, ``ls_nearest``) on a 12-stop
+    instance, before a time limit runs (see :mod:`gpuroute.tours.warmup`).
+
+    Raises
+    ------
+    GPUUnavailableError
+        Without a usable GPU.
+    """
+    resolve_device("gpu")
+    import cupy as cp
+
+    from . import api
+    from .budget import Deadline
+
+    n = 12
+    c = cp.asarray(np.random.default_rng(0).integers(1, 100, (n, n)).astype(dtype))
+    api._validate(c)
+    float(abs(c).max())
+    api.tour_cost(c, np.arange(n))
+    for start, end in ((None, None), (0, None), (None, n - 1), (0, n - 1)):
+        C = api._reduce_to_closed(c, start, end)[0]
+    g = GPUTourSearch(C)
+    g.candidates_paced(3, Deadline(10.0))
+    g.nearest_neighbour(0, n - 1, budget_s=10.0)
+    g.nearest_neighbour(0, -1, budget_s=1e-9)
+    closed_cost(C, np.arange(n))

@@ -39,6 +39,7 @@
 //                device from host-drawn cut points, descent, accept if not worse) in one launch, until
 //                a device-clock time (ls_set_stop: one time for every block of the launch)
 //   ls_broadcast copies the best chain over the others
+//   ls_nearest   1 block: the nearest-neighbour start tour on a matrix that lives on the device
 //   ls_cand_batch, ls_cand_ils   the same with the candidate-list descent of the CPU twin
 //                (local_search_queue: K nearest stops per stop, a FIFO queue of stops whose arcs changed,
 //                the best move around one stop at a time), see "candidate lists" below
@@ -426,6 +427,54 @@ extern "C" __global__ void ls_batch(int n, int B, const double* __restrict__ c, 
         cost[b] = fwd[n - 1] + arc[n - 1];
         moves[b] = mv;
     }
+}
+
+// One block: the nearest-neighbour tour of local_search.nearest_neighbour_tour on a device matrix (so that
+// a matrix made on the device never goes to the host for the start tour): p[0] = first, last (if >= 0 and
+// not first) kept for p[n-1]; each step appends the unused stop v nearest to the current one by c[cur, v],
+// ties to the lowest index (the CPU twin's rule: the key (c, v) reduced with block_argmin). used: int32 (n)
+// scratch, 1 for the stops placed (and last). budget_ns > 0: the device clock is read before each step and
+// the tour stops growing budget_ns after the launch; placed[0] = the stops placed (n - 1 or n when it ran
+// to the end), and the host puts the others in index order (local_search.nearest_neighbour_paced's rule).
+extern "C" __global__ void ls_nearest(int n, const double* __restrict__ c, int first, int last, int* p, int* used,
+                                      unsigned long long budget_ns, int* placed) {
+    __shared__ unsigned long long s_t0;
+    __shared__ int s_stop;
+    if (threadIdx.x == 0) s_t0 = gtimer();
+    for (int v = threadIdx.x; v < n; v += blockDim.x) used[v] = 0;
+    __syncthreads();
+    const unsigned long long stop_at = budget_ns ? s_t0 + budget_ns : 0ull;
+    const bool fixed_end = last >= 0 && last != first;
+    const int limit = fixed_end ? n - 1 : n;
+    if (threadIdx.x == 0) {
+        p[0] = first;
+        used[first] = 1;
+        if (last >= 0) used[last] = 1;
+        if (fixed_end) p[n - 1] = last;
+    }
+    __syncthreads();
+    int cur = first;
+    int m = 1;
+    for (; m < limit; ++m) {
+        if (stop_at) {
+            if (threadIdx.x == 0) s_stop = gtimer() >= stop_at;
+            __syncthreads();
+            if (s_stop) break;
+        }
+        const double* row = c + (size_t)cur * n;
+        double bd = ls_inf();
+        int bi = LS_NONE, br = 0;
+        for (int v = threadIdx.x; v < n; v += blockDim.x)
+            if (!used[v]) take(row[v], v, 0, bd, bi, br);
+        block_argmin(bd, bi, br);
+        if (threadIdx.x == 0) {
+            p[m] = bi;
+            used[bi] = 1;
+        }
+        __syncthreads();
+        cur = bi;
+    }
+    if (threadIdx.x == 0) placed[0] = m;
 }
 
 // One thread: stop_at[0] = now + budget_ns on the device clock (0: no limit), the common end of the ILS

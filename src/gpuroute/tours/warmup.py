@@ -65,15 +65,20 @@ def _tsp_cpu():
     ls.local_search_queue(C, q.copy(), nbr, 0.5, 1000, everyone, True)
 
 
-def warm_up_tsp(device="cpu"):
+def warm_up_tsp(device="cpu", device_matrix=None):
     """Compile (or load) the kernels of :func:`~gpuroute.tours.tsp` on ``device`` ("cpu" or "gpu"; the
-    GPU search uses the CPU kernels for its start too). Returns the seconds spent (0.0 when done before
-    in this process)."""
+    GPU search uses the CPU kernels for its start too). ``device_matrix``: the dtype of a CuPy matrix the
+    search will take (on "gpu"): CuPy's kernels of its checks on the device, of the closed-tour reduction
+    and of the device-side candidate lists and start (:func:`gpuroute.tours.gpu.warm_up_device_matrix`) are
+    compiled for it, once per dtype. Returns the seconds spent (0.0 when done before in this process)."""
     s = _once(("tsp", "cpu"), _tsp_cpu)
     if device == "gpu":
         from . import gpu
 
         s += _once(("tsp", "gpu"), gpu.warm_up)
+        if device_matrix is not None:
+            dt = np.dtype(device_matrix)
+            s += _once(("tsp", "gpu", dt.str), lambda: gpu.warm_up_device_matrix(dt))
     return s
 
 

@@ -9,8 +9,8 @@ import numpy as np
 from numba import njit
 
 from ...graph.constants import INF
+from ...graph.heap import heap_pop, heap_push
 from ..common import cpu_predecessors, run_each
-from ..dijkstra import heap_pop, heap_push
 from .options import RULE_ECONOMIC, RULE_GENERAL, RULE_MARTIN, RULES, is_pull
 
 _INF = INF

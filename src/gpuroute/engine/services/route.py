@@ -1,0 +1,250 @@
+"""The route service (OSRM ``/route/v1``) past validation: the legs from one phantom-level search
+(:func:`gpuroute.engine.algorithms.route_search`: the overlay's, else the hierarchy's), each leg's pieces
+in one compiled pass (:mod:`gpuroute.engine.legs`), and the OSRM route object built from their arrays.
+
+Costs of a leg from source option arc ``a`` at fraction ``fa`` to target option arc ``b`` at ``fb``:
+``(1 - fa) w(a) + d(head a, tail b) + fb w(b)``, or ``(fb - fa) w(a)`` when both sit on the same arc
+with the target ahead; durations, distances and weights of partial arcs are fraction-weighted (linear
+along an arc, as OSRM's). With ``continue_straight`` a route leaves an intermediate waypoint on the arc
+it arrived on; the legs are chosen jointly by a dynamic program over the options of each waypoint.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ... import config
+from ...geo.segments import local_xy
+from ..algorithms import route_search
+from ..legs import (
+    MODIFIERS,
+    STEP_TYPES,
+    intersections,
+    leg_pieces,
+    maneuvers,
+    round_floats,
+    summary_ids,
+    turn_sums,
+)
+from ..osrm import encode_geometries, encode_geometry, round1, simplify, waypoints
+
+__all__ = ["route"]
+
+#: Empty arrays the leg kernels take where a leg has no path or the engine no such costs.
+_NO_ARCS = np.zeros(0, dtype=np.int64)
+_NO_COSTS = np.zeros(0, dtype=np.float64)
+
+
+def route(engine, phantoms, *, steps, annotations, geometries, overview, continue_straight, exclusion=None):
+    """The OSRM route answer through the snapped waypoints in order.
+
+    Parameters
+    ----------
+    engine : Engine
+    phantoms : PhantomSet
+        The waypoints (2 or more points).
+    steps : bool
+    annotations : tuple of str
+        Validated annotation names (:data:`gpuroute.engine.osrm.ROUTE_ANNOTATIONS`).
+    geometries : {"polyline", "polyline6", "geojson"}
+    overview : {"simplified", "full", "false"}
+    continue_straight : bool
+    exclusion : Exclusion, optional
+        Resolved ``exclude=`` / avoids (:mod:`gpuroute.engine.exclude`): the route runs on its snapshot.
+
+    Returns
+    -------
+    dict
+        ``{"code": "Ok", "routes": [route], "waypoints": [...]}`` (see :meth:`gpuroute.engine.Engine.route`).
+
+    Raises
+    ------
+    EngineError
+        ``NoRoute``.
+    """
+    e = engine
+    plan, snap = route_search(e, exclusion).route(phantoms, continue_straight=bool(continue_straight))
+    legs, points = [], []
+    tot_w = tot_d = tot_l = 0.0
+    for i, (dep, arr, path) in enumerate(plan):
+        leg = _leg(e, phantoms, i, dep, arr, path, snap)
+        legs.append(_leg_json(e, leg, phantoms, i + 1, steps, annotations, geometries))
+        tot_w += leg["weight_sum"] + leg["turn_weight"]
+        tot_d = None if leg["duration"] is None or tot_d is None else \
+            tot_d + leg["duration_sum"] + leg["turn_duration"]
+        tot_l += leg["distance_sum"]
+        points.append(leg["points"] if i == 0 else leg["points"][1:])
+    out = {}
+    if overview != "false":
+        pts = np.concatenate(points)
+        if overview == "simplified":
+            pts = simplify(pts, config.SERVE_SIMPLIFY_TOLERANCE_M)
+        out["geometry"] = encode_geometry(pts, geometries)
+    weight_name = e.weight_name if snap is None or snap.name == "time" else snap.name
+    out.update(legs=legs, weight_name=weight_name, weight=round1(tot_w * e._w_scale),
+               duration=None if tot_d is None else round1(tot_d), distance=round1(tot_l))
+    return {"code": "Ok", "routes": [out], "waypoints": waypoints(phantoms, e._fingerprint, e._names)}
+
+
+def _row(phantoms, i, arc):
+    """The row of point ``i``'s option on ``arc`` (its own segment's or a tie's)."""
+    r = phantoms.rows(i)
+    return r.start + phantoms.arc[r].tolist().index(arc)
+
+
+def _leg(e, phantoms, i, dep, arr, path, snap=None):
+    """The pieces of leg ``i`` (:func:`gpuroute.engine.legs.leg_pieces`, one compiled pass): ``arcs``,
+    ``frac`` (of each arc covered), ``points`` (pieces + 1, lon/lat), per-piece ``weight`` (the engine's
+    weight unit), ``duration`` (s; None without durations) and ``distance`` (m) with their sums
+    (``weight_sum``, ``duration_sum``, ``distance_sum``), and the turns taken (``turn_weight``,
+    ``turn_duration``: :func:`gpuroute.engine.legs.turn_sums`). Zero-length partial pieces are dropped.
+
+    Over the overlay (``snap``, the route's metric snapshot) weights come from the snapshot's
+    fraction-weighted arc costs, and durations too when its metric is a time; else from the engine's
+    arrays. Turns: those between the departure arc, the path's arcs and the arrival arc (none when the
+    leg stays on one arc), from the snapshot (its decoded turn cost less the out-arc's cost) when the
+    route ran over the overlay, else from the graph's turn costs; durations from the snapshot when its
+    metric is a time, else from the graph's turn costs (deciseconds)."""
+    (a, fa), (b, fb) = dep, arr
+    ra, rb = _row(phantoms, i, a), _row(phantoms, i + 1, b)  # the phantom's or a tie's segment
+    if path is None:
+        mid = nodes = _NO_ARCS
+    else:
+        mid = np.ascontiguousarray(path.arcs, dtype=np.int64)
+        nodes = np.ascontiguousarray(path.nodes, dtype=np.int64)
+    if snap is not None:
+        wcost, wf = snap.cost, snap.scale / e._w_scale
+        dcost, df = ((snap.cost, snap.scale) if snap.is_time
+                     else (e._dur if snap.duration is None else snap.duration, 1.0))  # live durations
+    else:
+        wcost, wf = e._w, 1.0
+        dcost, df = e._dur, 1.0
+    has_dur = dcost is not None
+    arcs, frac, pts, w, d, ln, w_sum, d_sum, l_sum = leg_pieces(
+        int(a), float(fa), int(b), float(fb), mid, nodes, path is not None, float(phantoms.lon[ra]),
+        float(phantoms.lat[ra]), float(phantoms.lon[rb]), float(phantoms.lat[rb]), e._coords_f64, wcost, float(wf),
+        dcost if has_dur else _NO_COSTS, float(df), has_dur, e._len)
+    tw = td = 0.0
+    if e._tc is not None and path is not None:
+        seq = np.empty(mid.size + 2, dtype=np.int64)
+        seq[0], seq[-1] = a, b
+        seq[1:-1] = mid
+        if snap is not None:
+            td, tw = turn_sums(seq, e._t_first, e._fo, e._head, True, bool(snap.is_time), snap.turn_cost, snap.cost,
+                               float(snap.scale / e._w_scale), float(snap.scale), e._tc.duration, e._tc.weight)
+        else:
+            td, tw = turn_sums(seq, e._t_first, e._fo, e._head, False, False, _NO_ARCS, _NO_COSTS, 1.0, 1.0,
+                               e._tc.duration, e._tc.weight)
+    return {"arcs": arcs, "frac": frac, "points": pts, "weight": w, "duration": d if has_dur else None,
+            "distance": ln, "weight_sum": w_sum, "duration_sum": d_sum, "distance_sum": l_sum,
+            "turn_weight": float(tw), "turn_duration": float(td)}
+
+
+def _name(e, arc):
+    k = int(e._name_id[arc])
+    return e._names[k] if 0 <= k < len(e._names) else ""
+
+
+def _summary(e, leg):
+    """The names of the two streets with the longest distance on the leg, in route order."""
+    return ", ".join(e._names[i] for i in summary_ids(e._name_id[leg["arcs"]], leg["distance"]).tolist())
+
+
+def _leg_json(e, leg, phantoms, end, steps, ann, geometries):
+    """The OSRM leg object of ``leg`` arriving at point ``end`` of ``phantoms``."""
+    tw, td = leg["turn_weight"], leg["turn_duration"]
+    out = {"steps": _steps(e, leg, phantoms, end, geometries) if steps else [], "summary": _summary(e, leg),
+           "weight": round1((leg["weight_sum"] + tw) * e._w_scale),
+           "duration": None if leg["duration"] is None else round1(leg["duration_sum"] + td),
+           "distance": round1(leg["distance_sum"])}
+    if ann:  # one value per piece, from the leg's arrays (rounded as round() rounds each)
+        a = {}
+        dist, dur = leg["distance"], leg["duration"]
+        if "distance" in ann:
+            a["distance"] = round_floats(dist, 6)
+        if "duration" in ann:
+            a["duration"] = [None] * int(dist.size) if dur is None else round_floats(dur, 1)
+        if "datasources" in ann:
+            a["datasources"] = [0] * int(dist.size)
+        if "nodes" in ann:
+            arcs = leg["arcs"]
+            nodes = np.concatenate([e._tail[arcs[:1]], e._head[arcs]])
+            a["nodes"] = e._node_ids[nodes].tolist()
+        if "weight" in ann:
+            a["weight"] = round_floats(leg["weight"] * e._w_scale, 1)
+        if "speed" in ann and dur is None:
+            a["speed"] = [None] * int(dist.size)
+        elif "speed" in ann:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                sp = np.where(dur > 0, dist / np.where(dur > 0, dur, 1.0), 0.0)
+            a["speed"] = round_floats(sp, 1)
+        if "datasources" in ann:
+            a["metadata"] = {"datasource_names": ["gpuroute"]}
+        out["annotation"] = a
+    return out
+
+
+def _steps(e, leg, phantoms, end, geometries):
+    """The steps of a leg (OSRM's step objects) from its arrays: the maneuvers, each step's sums and the
+    intersections in compiled passes (:func:`gpuroute.engine.legs.maneuvers`,
+    :func:`gpuroute.engine.legs.intersections`), the values rounded as ``round`` rounds them."""
+    arcs, pts = leg["arcs"], leg["points"]
+    head, tail = e._head, e._tail
+    dur = leg["duration"]
+    starts, kinds, mods, sums, i_first, i_at = maneuvers(
+        arcs, e._bearing, e._name_id, head, tail, e._degree, leg["weight"],
+        dur if dur is not None else leg["distance"], leg["distance"])
+    flat = round_floats(pts.ravel(), 6)
+    loc = [flat[i:i + 2] for i in range(0, len(flat), 2)]
+    b_int = (np.rint(e._bearing[arcs]).astype(np.int64) % 360).tolist()
+    # the intersections: at the tail of piece j, arrived from piece j - 1's tail, left to piece j's head
+    first, bearings, entry, in_pos, out_pos = intersections(
+        tail[arcs[i_at]], tail[arcs[i_at - 1]], head[arcs[i_at]], e._fo_all, head, e._rfo, e._rev_tail,
+        e._coords_f64)
+    first, bearings, entry = first.tolist(), bearings.tolist(), entry.tolist()
+    in_pos, out_pos, at = in_pos.tolist(), out_pos.tolist(), i_at.tolist()
+    inter_all = [{"location": loc[j], "bearings": bearings[first[r]:first[r + 1]],
+                  "entry": entry[first[r]:first[r + 1]], "in": in_pos[r], "out": out_pos[r]}
+                 for r, j in enumerate(at)]
+    i_first = i_first.tolist()
+    bounds = starts.tolist() + [int(arcs.size)]
+    w_scale = e._w_scale
+    sums = sums.tolist()
+    geoms = encode_geometries(pts, bounds[:-1], [b + 1 for b in bounds[1:]], geometries)
+    out = []
+    for s, (kind, mod) in enumerate(zip(kinds.tolist(), mods.tolist(), strict=True)):
+        j0 = bounds[s]
+        b_after = b_int[j0]
+        if kind == 0:  # depart
+            b_before = 0
+            inter = [{"location": loc[0], "bearings": [b_after], "entry": [True], "out": 0}]
+        else:
+            b_before = b_int[j0 - 1]
+            inter = []
+        inter += inter_all[i_first[s]:i_first[s + 1]]
+        man = {"bearing_after": b_after, "bearing_before": b_before, "location": loc[j0], "type": STEP_TYPES[kind]}
+        if mod >= 0:
+            man["modifier"] = MODIFIERS[mod]
+        w, d, ln = sums[s]
+        out.append({"geometry": geoms[s], "maneuver": man,
+                    "mode": "driving", "driving_side": "right", "name": _name(e, arcs[j0]),
+                    "intersections": inter, "weight": round1(w * w_scale),
+                    "duration": None if dur is None else round1(d), "distance": round1(ln)})
+    bearing = e._bearing[arcs]
+    # arrive: the side of the street the destination lies on (the waypoint's own segment)
+    b_last = float(bearing[-1])
+    r0 = int(phantoms.point_start[end])
+    px, py = local_xy(float(phantoms.input_lon[end]), float(phantoms.input_lat[end]), float(phantoms.lon[r0]),
+                      float(phantoms.lat[r0]))
+    side = math.sin(math.radians(b_last)) * float(py) - math.cos(math.radians(b_last)) * float(px)
+    amod = "straight" if float(phantoms.distance[r0]) < 1.0 else ("right" if side < 0 else "left")
+    bb = int(round(b_last)) % 360
+    out.append({"geometry": encode_geometry(pts[-1:].repeat(2, axis=0), geometries),
+                "maneuver": {"bearing_after": 0, "bearing_before": bb, "location": loc[-1], "type": "arrive",
+                             "modifier": amod},
+                "mode": "driving", "driving_side": "right", "name": _name(e, arcs[-1]),
+                "intersections": [{"location": loc[-1], "bearings": [(bb + 180) % 360], "entry": [True],
+                                   "in": 0}],
+                "weight": 0.0, "duration": None if leg["duration"] is None else 0.0, "distance": 0.0})
+    return out
