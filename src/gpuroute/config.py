@@ -189,6 +189,9 @@ CRP_TABLE_GPU_SCRATCH_BYTES = 2 << 30
 SERVE_MAX_LOCATIONS_ROUTE = 500
 SERVE_MAX_LOCATIONS_TABLE = 10000
 SERVE_MAX_LOCATIONS_NEAREST = 100
+#: Most alternative routes one /route request may ask for (osrm-routed's --max-alternatives default): the one
+#: limit of the HTTP server and the Python API (gpuroute.engine.params.RouteParams; /health reports it).
+SERVE_MAX_ALTERNATIVES = 3
 #: overview=simplified: Douglas-Peucker tolerance in metres (a route drawn at street zoom loses nothing
 #: visible; OSRM picks a zoom-dependent tolerance instead).
 SERVE_SIMPLIFY_TOLERANCE_M = 3.0

@@ -123,12 +123,13 @@ def _expected_duration(e, pts, arcs, dur_ds):
     return 0.1 * (d + _turn_durations_ds(e.graph, arcs))
 
 
-def _oracle_weight(e, pts, w):
-    """Least routability (OSRM units) between the points over arc weights ``w`` (int) + turn weights."""
+def _oracle_weight(e, pts, w, closed=()):
+    """Least routability (OSRM units) between the points over arc weights ``w`` (int) + turn weights, the
+    ``closed`` arcs removed."""
     g = e.graph
     tc = g.turn_costs
     _, t_in, t_out = turn_arrays(g.first_out, g.head)
-    ok = tc.weight >= 0
+    ok = (tc.weight >= 0) & ~np.isin(t_out, list(closed)) & ~np.isin(t_in, list(closed))
     w = np.asarray(w, dtype=np.float64)
     tg = (t_in[ok], t_out[ok], tc.weight[ok].astype(np.float64) + w[t_out[ok]], w)
 
@@ -197,10 +198,38 @@ def test_rate_sets_the_weight_apart_from_the_duration(dataset):
     assert e.overlay._need_state().arc_duration is None
 
 
+def test_speed_or_rate_zero_closes_the_arc(dataset):
+    """osrm-customize's speed 0 (and a rate of 0: an invalid weight) closes the segment: the route leaves
+    the closed arcs, at the least routability of the graph without them (oracle); a rate of 0 still sets
+    the duration from the speed, a speed of 0 leaves it; a positive speed reopens."""
+    from gpuroute.crp import CLOSED
+
+    e = Engine.open(dataset)
+    g = e.graph
+    w = g.weight("weight")
+    for seed in range(7, 40):  # a route with a detour around its 2nd and 3rd arcs
+        pts, before, arcs = _a_route(e, seed=seed)
+        a, b = arcs[1], arcs[2]
+        if math.isfinite(_oracle_weight(e, pts, w, closed=(a, b))):
+            break
+    length = np.asarray(g.arc_attrs["length_m"], dtype=np.float64)
+    e.customize([_speed(e, a, 0), _speed(e, b, 30.0, rate=0)])
+    st = e.overlay._need_state()
+    assert int(st.arc_cost[a]) == CLOSED and int(st.arc_cost[b]) == CLOSED
+    assert int(st.arc_duration[b]) == osrm_duration(length[b], 30.0)
+    assert int(st.arc_duration[a]) == int(g.weight("travel_time")[a])
+    after = _route(e, pts)
+    assert not {a, b} & set(route_arcs(e, after))
+    assert after["weight"] == pytest.approx(_oracle_weight(e, pts, w, closed=(a, b)), abs=0.051)
+    assert after["weight"] > before["weight"]
+    e.customize([_speed(e, a, 30.0), _speed(e, b, 30.0)])
+    assert (np.asarray(e.overlay.arc_cost)[[a, b]] < CLOSED).all() and e.overlay.metric.closed is None
+
+
 @pytest.mark.parametrize("entry, field", [
-    ({"speed_kmh": 0}, "speed_kmh"), ({"speed_kmh": -5}, "speed_kmh"), ({"speed_kmh": float("inf")}, "speed_kmh"),
+    ({"speed_kmh": -1e-9}, "speed_kmh"), ({"speed_kmh": -5}, "speed_kmh"), ({"speed_kmh": float("inf")}, "speed_kmh"),
     ({"speed_kmh": "fast"}, "speed_kmh"), ({"speed_kmh": 1e-300}, "speed_kmh"),
-    ({"speed_kmh": 30, "rate": 0}, "rate"), ({"speed_kmh": 30, "rate": -1.5}, "rate"),
+    ({"speed_kmh": 30, "rate": -1e-9}, "rate"), ({"speed_kmh": 30, "rate": -1.5}, "rate"),
     ({"speed_kmh": 30, "rate": "x"}, "rate"), ({"speed_kmh": 30, "rate": 1e-300}, "rate"),
     ({"speed_kmh": 30, "ratio": 2}, "ratio"),
 ])

@@ -74,3 +74,27 @@ def test_padded_take_concat_offsets(ps):
     for j in range(0, ps.arc.size, 7):
         c = cost[ps.arc[j]]
         assert fw[j] == (1.0 - ps.fraction[j]) * c and bw[j] == ps.fraction[j] * c
+
+
+def test_one_pass_rows_equal_candidate_rows(index):
+    """A request settled by its first ball (``snap_checked``'s common case) gets its PhantomSet from one
+    compiled pass (``_settled_rows``): the same arrays as the candidate arrays' counting sort
+    (``_from_candidates``, the general path), ties included."""
+    from gpuroute.geo import segments as S
+
+    rng = np.random.default_rng(7)
+    k = 60
+    seg = rng.integers(0, index.n_segments, k)
+    f = np.where(rng.random(k) < 0.4, 0.0, rng.uniform(0.05, 0.95, k))
+    lon = np.ascontiguousarray(index.lon_u[seg] + f * (index.lon_v[seg] - index.lon_u[seg]))
+    lat = np.ascontiguousarray(index.lat_u[seg] + f * (index.lat_v[seg] - index.lat_u[seg]))
+    limit = np.full(k, np.inf)
+    fast, found, _ = index._snap_plain(lon, lat, limit, np.arange(k), S.SNAP_TIE_M, whole=True)
+    assert isinstance(fast, PhantomSet) and found.all()
+    cands, found, _ = index._snap_plain(lon, lat, limit, np.arange(k), S.SNAP_TIE_M)
+    ref = S._from_candidates(cands, k, lon, lat)
+    assert fast.tie.any()
+    for name in ("point_start", *S._ROW_FIELDS, "input_lon", "input_lat"):
+        a, b = getattr(fast, name), getattr(ref, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    assert index.snap_checked(lon, lat).arc.tolist() == ref.arc.tolist()

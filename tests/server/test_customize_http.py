@@ -129,7 +129,7 @@ def test_bad_updates_400_and_nothing_changes(served):
         ({"updates": [{"arc": 0, "cost": "fast"}]}, "InvalidValue", "updates[0]"),
         ({"updates": [{"arc": 0, "cost": 7}, {"from": 1, "to": 2, "speed_kmh": 40}]}, "InvalidValue", "updates[1]"),
         ({"updates": [{"from": int(e.graph.node_ids[e.graph.tail[0]]),
-                       "to": int(e.graph.node_ids[e.graph.head[0]]), "speed_kmh": 0}]}, "InvalidValue", "updates[0]"),
+                       "to": int(e.graph.node_ids[e.graph.head[0]]), "speed_kmh": -1}]}, "InvalidValue", "updates[0]"),
         ({"updates": []}, "InvalidOptions", "updates"),
         ({"metric": "fastest"}, "InvalidValue", "metric"),
         ({"metric": "time", "updates": [{"arc": 0, "cost": 1}]}, "InvalidOptions", "either"),

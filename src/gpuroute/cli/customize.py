@@ -109,7 +109,7 @@ def add_parser(sub, common):
                         "profile JSON file (speeds_kmh per road class, turn_penalties_s per turn type)")
     c.add_argument("--traffic", metavar="CSV", default=None,
                    help="new arc costs: arc_id,cost rows (header optional; arc ids are the graph's arc positions, "
-                        "costs in the metric's unit)")
+                        "costs in the metric's unit, or the word closed: the arc is closed, as a speed of 0)")
     c.add_argument("--device", choices=DEVICES, default="auto", help="the customization runs on the CPU")
     c.add_argument("--json", action="store_true", help="print the summary as a JSON object")
     c.add_argument("--reset", action="store_true",

@@ -8,9 +8,10 @@ Public API
 Overlay, OverlayQuery
     Build (topology), customize (a metric), update (traffic), route, distances, save/load.
 TurnTable, ReverseTurnTable, Profile, Metric, decode_turn_costs, turn_angles_deg
-STRAIGHT, LEFT, RIGHT, UTURN, RESTRICTED, FORBIDDEN, NO_TURN, KIND_NAMES (from :mod:`.metric`)
+STRAIGHT, LEFT, RIGHT, UTURN, RESTRICTED, FORBIDDEN, CLOSED, NO_TURN, KIND_NAMES (from :mod:`.metric`)
 """
 from .metric import (
+    CLOSED,
     FORBIDDEN,
     KIND_NAMES,
     LEFT,
@@ -29,4 +30,4 @@ from .metric import (
 from .overlay import Overlay, OverlayQuery
 
 __all__ = ["Overlay", "OverlayQuery", "TurnTable", "ReverseTurnTable", "Profile", "Metric", "decode_turn_costs", "turn_angles_deg",
-           "STRAIGHT", "LEFT", "RIGHT", "UTURN", "RESTRICTED", "FORBIDDEN", "NO_TURN", "KIND_NAMES"]
+           "STRAIGHT", "LEFT", "RIGHT", "UTURN", "RESTRICTED", "FORBIDDEN", "CLOSED", "NO_TURN", "KIND_NAMES"]

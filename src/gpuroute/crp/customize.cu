@@ -22,7 +22,8 @@
 //                  instructions run layer by layer, one thread each, a block barrier between layers, and
 //                  the clique values are copied out.
 // crp_decode is the metric decoder: turn t costs penalty[kind[t]] (or the per-turn override) + the cost of
-// its out-arc; restricted or overridden-closed turns are -1 (FORBIDDEN).
+// its out-arc; restricted or overridden-closed turns, and turns into a closed arc (cost I64INF), are -1
+// (FORBIDDEN).
 //
 // Costs are int64 (exact, whatever the metric); I64INF = INT64_MAX marks "no path", as the CPU twin's
 // CLIQUE_INF. Edge costs are positive, so a tight in-edge is never part of a cycle and the trees are trees.
@@ -44,7 +45,9 @@ extern "C" __global__ void crp_decode(i64 n_turns, const unsigned char* __restri
         c = -1;
     } else {
         i64 p = has_override ? override_cost[t] : penalty[k];
-        c = (has_override && p == -1) ? -1 : p + arc_cost[out_arc[t]];
+        const i64 a = arc_cost[out_arc[t]];
+        // a closed out-arc (CLOSED = I64INF, live traffic at speed 0) forbids the turn: no p + INF overflow
+        c = ((has_override && p == -1) || a == I64INF) ? -1 : p + a;
     }
     turn_cost[t] = c;
 }

@@ -845,6 +845,7 @@ def _label_scale(st):
     (its bound: every turn cost once, and three arc costs for the phantoms and the way back)."""
     tc = np.asarray(st.turn_cost, dtype=np.int64)
     ac = np.asarray(st.arc_cost, dtype=np.int64)
+    ac = ac[ac != INF]  # closed arcs (CLOSED = INF) are never paid
     bound = int(tc[tc > 0].sum(dtype=np.int64)) + 3 * int(ac.max() if ac.size else 1) + 1
     return SCALE if bound * SCALE < LABEL_LIMIT else 1
 

@@ -16,7 +16,11 @@ out-arc ``b`` at the via node ``v = head[a] == tail[b]``.
 * :class:`Metric` is a metric resolved for one graph: an integer cost per arc, a penalty per turn type
   and optionally an explicit cost per turn (the paper's "exceptional" costs).
 * :func:`decode_turn_costs` is the metric decoder: the cost of taking turn ``t`` is the penalty of its
-  type plus the cost of its out-arc, :data:`FORBIDDEN` for restricted turns.
+  type plus the cost of its out-arc, :data:`FORBIDDEN` for restricted turns and for the turns into a
+  closed arc.
+* A *closed* arc (live traffic at speed 0, OSRM's ``INVALID_SEGMENT_WEIGHT``) costs :data:`CLOSED` (the
+  named :data:`gpuroute.graph.constants.INF`): no turn enters it, so the customization treats it as a
+  turn restriction treats a turn and the cliques are exact shortest paths of the graph without it.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit, prange
 
-from ..graph.constants import INDEX_DTYPE, MAX_WEIGHT, WEIGHT_DTYPE
+from ..graph.constants import INDEX_DTYPE, INF, MAX_WEIGHT, WEIGHT_DTYPE
 from ..graph.turns import NO, ONLY
 
 # ---------------------------------------------------------------------------------------------- turn kinds
@@ -59,6 +63,9 @@ STRAIGHT_MAX_DEG = 30.0
 FORBIDDEN = -1
 #: Result of :meth:`TurnTable.turn_index` for a pair of arcs that does not form a turn.
 NO_TURN = -1
+#: Cost of a closed arc in ``Metric.arc_cost`` (and an overlay state's ``arc_cost``): the named ``INF``
+#: (int64 max). The decoder forbids every turn into it; a metric with one holds its costs as int64.
+CLOSED = INF
 
 #: The U-turn penalty of the paper's default metric (sec. 6: travel times "augmented by U-turn costs of
 #: 100 s"), in seconds.
@@ -445,7 +452,8 @@ def _is_real(v):
 
 # ---------------------------------------------------------------------------------------------- metric
 def _check_arc_costs(a, m, what):
-    """Validate a per-arc cost array: shape (m,), integral, in [1, MAX_WEIGHT]; return it as int32."""
+    """Validate a per-arc cost array: shape (m,), integral, in [1, MAX_WEIGHT] or :data:`CLOSED`; return it
+    as int32, or as int64 when an arc is closed."""
     a = np.asarray(a)
     if a.shape != (m,):
         raise ValueError(f"{what} has shape {a.shape}, expected ({m},) (one cost per arc)")
@@ -456,11 +464,16 @@ def _check_arc_costs(a, m, what):
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(f"{what}: cost of arc {i} is {a[i]}; arc costs must be finite integers")
+    closed = (a == CLOSED) if a.dtype.kind in "iu" and a.dtype.itemsize == 8 else None
     bad = (a < 1) | (a > MAX_WEIGHT)
+    if closed is not None:
+        bad &= ~closed
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(f"{what}: cost of arc {i} is {a[i]}; arc costs must be integers in "
-                         f"[1, {MAX_WEIGHT}]")
+                         f"[1, {MAX_WEIGHT}] (or CLOSED={CLOSED}: the arc is closed)")
+    if closed is not None and closed.any():
+        return np.ascontiguousarray(a, dtype=np.int64)
     return np.ascontiguousarray(a, dtype=WEIGHT_DTYPE)
 
 
@@ -504,7 +517,8 @@ class Metric:
     Parameters
     ----------
     arc_cost : array_like of int, shape (m,)
-        Cost of traversing each arc, integers in ``[1, MAX_WEIGHT]``, in ``units``.
+        Cost of traversing each arc, integers in ``[1, MAX_WEIGHT]``, in ``units``; :data:`CLOSED` (int64)
+        closes the arc (no route enters it; the decoder forbids the turns into it).
     turn_penalty : array_like of int, shape (4,), optional
         Penalty of a turn of each type ``STRAIGHT, LEFT, RIGHT, UTURN`` (>= 0, in ``units``); default 0.
         :data:`RESTRICTED` turns are always forbidden.
@@ -518,6 +532,9 @@ class Metric:
     Attributes
     ----------
     arc_cost : ndarray of int32, shape (m,)
+        int64 when an arc is :data:`CLOSED` (then that arc holds it).
+    closed : ndarray of bool, shape (m,), or None
+        The closed arcs; None when none is.
     turn_penalty : ndarray of int32, shape (4,)
     turn_cost : ndarray of int32, shape (T,), or None
     name, units : str
@@ -555,6 +572,13 @@ class Metric:
     @property
     def n_arcs(self) -> int:
         return self.arc_cost.size
+
+    @property
+    def closed(self):
+        """The closed arcs (bool (m,): ``arc_cost == CLOSED``), or None when none is."""
+        if self.arc_cost.dtype != np.int64:
+            return None
+        return self.arc_cost == CLOSED
 
     def fingerprint(self) -> str:
         """SHA-256 (hex, first 16 chars) over ``arc_cost``, ``turn_penalty``, ``turn_cost`` and ``units``:
@@ -728,10 +752,14 @@ def _resolve_profile(graph, profile):
 @njit(cache=True, inline="always")
 def turn_cost_of(t, kind, out_arc, arc_cost, turn_penalty, turn_cost, has_override):
     """The metric decoder for one turn ``t`` (numba, inlined): :data:`FORBIDDEN` if ``kind[t]`` is
-    :data:`RESTRICTED` or the override closes it, else (override or ``turn_penalty[kind[t]]``) +
-    ``arc_cost[out_arc[t]]`` as int64. The formula the GPU customization evaluates per turn."""
+    :data:`RESTRICTED`, the override closes it or its out-arc is :data:`CLOSED`, else (override or
+    ``turn_penalty[kind[t]]``) + ``arc_cost[out_arc[t]]`` as int64. The formula the GPU customization
+    evaluates per turn."""
     k = kind[t]
     if k == RESTRICTED:
+        return np.int64(FORBIDDEN)
+    c = np.int64(arc_cost[out_arc[t]])
+    if c == CLOSED:
         return np.int64(FORBIDDEN)
     if has_override:
         p = np.int64(turn_cost[t])
@@ -739,7 +767,7 @@ def turn_cost_of(t, kind, out_arc, arc_cost, turn_penalty, turn_cost, has_overri
             return np.int64(FORBIDDEN)
     else:
         p = np.int64(turn_penalty[k])
-    return p + np.int64(arc_cost[out_arc[t]])
+    return p + c
 
 
 @njit(cache=True, parallel=True)
@@ -774,7 +802,8 @@ def decode_turn_costs(metric, table):
     Returns
     -------
     ndarray of int64, shape (T,)
-        Cost in ``metric.units``; :data:`FORBIDDEN` (-1) for restricted (or overridden-closed) turns.
+        Cost in ``metric.units``; :data:`FORBIDDEN` (-1) for restricted (or overridden-closed) turns and
+        the turns into a :data:`CLOSED` arc.
 
     Raises
     ------

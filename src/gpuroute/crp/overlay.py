@@ -27,7 +27,7 @@ from ..partition.multilevel import topology_fingerprint
 from ..query.p2p import PathResult
 from . import search
 from .customize import CustomizationPlan, unpack
-from .metric import FORBIDDEN, RESTRICTED, Metric, TurnTable, decode_turn_costs
+from .metric import CLOSED, FORBIDDEN, RESTRICTED, Metric, TurnTable, decode_turn_costs
 from .topology import build_topology
 
 __all__ = ["Overlay", "OverlayQuery", "OverlayState", "FORMAT", "FORMAT_VERSION", "metric_unit", "arrays_sha"]
@@ -392,7 +392,10 @@ class Overlay:
         arc_ids : array_like of int, shape (k,)
             The graph's arc ids (positions in its CSR). A repeated id takes its last cost.
         costs : array_like of int, shape (k,)
-            New costs in the metric's unit, positive integers below 2^31.
+            New costs in the metric's unit, positive integers below 2^31, or
+            :data:`gpuroute.crp.metric.CLOSED` (int64, the named ``INF``): the arc is closed (no route, table
+            or isochrone enters it; the turns into it are forbidden, as OSRM's speed 0). A later positive
+            cost reopens it.
         device : {"auto", "cpu", "gpu"}
             Where the touched cells are re-customized (as :meth:`customize`).
         durations : array_like of int, shape (m,), optional
@@ -439,10 +442,11 @@ class Overlay:
             raise TypeError(f"costs must be numbers (dtype {c.dtype})")
         c = c.astype(np.int64)
         dur = st.arc_duration if durations is None else arc_durations(durations, m)
-        badc = (c <= 0) | (c > np.iinfo(np.int32).max)
+        badc = ((c <= 0) | (c > np.iinfo(np.int32).max)) & (c != CLOSED)
         if badc.any():
             i = int(np.flatnonzero(badc)[0])
-            raise ValueError(f"costs[{i}] = {int(c[i])} (arc {int(ids[i])}) must be a positive integer below 2^31")
+            raise ValueError(f"costs[{i}] = {int(c[i])} (arc {int(ids[i])}) must be a positive integer below 2^31 "
+                             f"or CLOSED={CLOSED}")
         arc = st.arc_cost.copy()
         arc[ids] = c
         uniq = np.unique(ids)
@@ -452,16 +456,24 @@ class Overlay:
         lo = np.asarray(rv.first_in[uniq], np.int64)
         cnt = np.asarray(rv.first_in[uniq + 1], np.int64) - lo  # the turns into each changed arc
         into = rv.turn_id[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()), dtype=np.int64)]
-        live = tcost[into] != FORBIDDEN
-        into = into[live]
-        out_arc = tr.out_arc[into]
-        tcost[into] = tcost[into] - st.arc_cost[out_arc] + arc[out_arc]
+        # the decoder again on those turns (a closed out-arc forbids them; reopened, they get their penalty
+        # back): what decode_turn_costs of the new metric gives, without decoding every turn
+        old = st.metric
+        out_arc = np.asarray(tr.out_arc[into], np.int64)
+        kind = np.asarray(tr.kind[into], np.int64)
+        if old.turn_cost is not None:
+            pen = np.asarray(old.turn_cost, np.int64)[into]
+            shut = (kind == RESTRICTED) | (pen == FORBIDDEN)
+        else:
+            pen = np.asarray(old.turn_penalty, np.int64)[np.minimum(kind, len(old.turn_penalty) - 1)]
+            shut = kind == RESTRICTED
+        shut |= arc[out_arc] == CLOSED
+        tcost[into] = np.where(shut, FORBIDDEN, pen + np.where(shut, 0, arc[out_arc]))
         # an arc's cost is paid inside its head's cell, and, where it is an exit point, by the cliques of
         # its tail's cell (a clique ends by traversing the exit arc)
         hc, tc = self._topo["hc"], self._topo["tc"]
         cells = [np.unique(np.concatenate([hc[p, uniq], tc[p, uniq]])).astype(np.int64)
                  for p in range(self.n_levels)]
-        old = st.metric
         met = Metric(arc, old.turn_penalty, turn_cost=old.turn_cost, name=old.name, units=old.units)
         if dev == "gpu":
             _, clique, tree, level_s, _, run = self._run_gpu(met, arc, cells, st, decode=False)

@@ -20,8 +20,8 @@ snapping option of every coordinate seeded with its offset in one search, only w
 resolve_device`), ``"cpu"`` or ``"gpu"`` (GPUUnavailableError without one), for both implementations: the
 hierarchy's node table and phantom step, the overlay's many-to-many (:data:`CRP_TABLES`).
 
-:func:`table_search` and :func:`route_search` pick the implementation for a request; :func:`capabilities`
-is ``/health``'s table.
+:func:`table_search` and :func:`route_search` pick the implementation for a request (on the metric snapshot
+:func:`metric_snapshot` reads once per request); :func:`capabilities` is ``/health``'s table.
 """
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ from ..graph.constants import INF
 from .osrm import EngineError
 from .table_combine import combine
 
-__all__ = ["CH", "CRP", "TableCosts", "table_search", "route_search", "capabilities", "DEVICES", "CRP_TABLES"]
+__all__ = ["CH", "CRP", "TableCosts", "metric_snapshot", "table_search", "route_search", "capabilities", "DEVICES",
+           "CRP_TABLES"]
 
 #: Values of ``many_to_many``'s ``device``.
 DEVICES = ("auto", "cpu", "gpu")
@@ -414,19 +415,35 @@ def _durations_along(engine, snap):
 
 
 # ------------------------------------------------------------------------------------ choice
-def table_search(engine, ex=None):
+def metric_snapshot(engine, ex=None):
+    """The metric one request reads, once: the overlay's current :class:`gpuroute.engine.traffic.Snapshot`
+    (its customization state with it), or that of the exclusion ``ex`` (:meth:`gpuroute.engine.exclude.
+    Exclusion.snapshot`); None without an overlay (the hierarchy's fixed metric). A request that searches
+    more than once (a trip: its matrix, then its legs) hands it to :func:`table_search` and
+    :func:`route_search`, so that a ``/customize`` landing meanwhile changes none of its answers."""
+    if ex is not None:
+        return ex.snapshot()
+    tr = engine._traffic
+    return None if tr is None else tr.snapshot()
+
+
+def table_search(engine, ex=None, snap=None):
     """The search a table (and a trip's matrix) runs on: :class:`CRP` on the overlay whenever the engine
     has one whose current metric is not the hierarchy's (turn costs or restrictions: a graph read with a
     Lua profile, OSM turn restrictions, a U-turn penalty; or costs changed by ``/customize``), or on an
     exclusion's metric (``ex``, :mod:`gpuroute.engine.exclude`); :class:`CH` otherwise (no overlay, or an
     overlay whose metric is exactly the hierarchy's weight with every turn free: the same costs, and the
-    hierarchy's table runs on the GPU)."""
+    hierarchy's table runs on the GPU).
+
+    ``snap``: the request's metric snapshot (:func:`metric_snapshot` of the same ``ex``), read here when
+    None."""
+    if snap is None:
+        snap = metric_snapshot(engine, ex)
     if ex is not None:
-        return CRP(engine, ex.snapshot())
+        return CRP(engine, snap)
     tr = engine._traffic
-    if tr is None:
+    if tr is None or snap is None:
         return CH(engine)
-    snap = tr.snapshot()
     st = snap.state
     cache = engine._table_pristine
     key = id(st)
@@ -444,12 +461,15 @@ def table_search(engine, ex=None):
     return CH(engine) if ok[1] else CRP(engine, snap)
 
 
-def route_search(engine, ex=None):
-    """The search a route runs on: :class:`CRP` with an overlay (turn-aware, its current metric or ``ex``'s
-    snapshot), else :class:`CH`."""
+def route_search(engine, ex=None, snap=None):
+    """The search a route runs on: :class:`CRP` with an overlay (turn-aware, on ``snap``, the request's
+    metric snapshot from :func:`metric_snapshot`; else ``ex``'s snapshot, else its current metric), else
+    :class:`CH`."""
     if engine._traffic is None:
         return CH(engine)
-    return CRP(engine, None if ex is None else ex.snapshot())
+    if snap is None and ex is not None:
+        snap = ex.snapshot()
+    return CRP(engine, snap)
 
 
 # ------------------------------------------------------------------------------------ capabilities

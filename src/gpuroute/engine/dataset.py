@@ -100,6 +100,9 @@ TRAFFIC_READS = (1, 2)
 #: The arrays of a traffic file besides its ``header`` (``turn_cost`` only for a metric that has them,
 #: ``arc_duration`` only where speed updates changed travel times apart from the costs; version 2).
 TRAFFIC_ARRAYS = ("arc_cost", "turn_penalty", "turn_cost", "arc_duration")
+# ``arc_cost`` is int32, or int64 where live traffic closed arcs (their cost gpuroute.crp.metric.CLOSED; a
+# gpuroute that predates closures refuses such a file -- the cost is out of its range -- and starts from the
+# built metric rather than reopen the roads).
 
 PARTS = {
     "graph": "the imported road graph (gpuroute.save_graph): weights, arc attributes, street names, OSM node "
@@ -484,7 +487,8 @@ class TrafficStore:
         t0 = time.perf_counter()
         st = overlay._need_state()  # one state: its metric and its travel times
         met = st.metric
-        arrays = {"arc_cost": np.ascontiguousarray(met.arc_cost, dtype=np.int32),
+        # int32, or int64 where an arc is closed (its cost CLOSED, the named INF: Metric reads it back)
+        arrays = {"arc_cost": np.ascontiguousarray(met.arc_cost, dtype=np.int64 if met.closed is not None else np.int32),
                   "turn_penalty": np.ascontiguousarray(met.turn_penalty, dtype=np.int32)}
         if met.turn_cost is not None:
             arrays["turn_cost"] = np.ascontiguousarray(met.turn_cost, dtype=np.int32)

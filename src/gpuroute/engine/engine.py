@@ -101,6 +101,7 @@ class Engine:
         ``max_locations_route`` (coordinates of one route), ``max_locations_table`` (cells of one
         table: sources x destinations), ``max_locations_nearest`` (results of one nearest),
         ``max_locations_trip`` (coordinates of one trip), from ``config.SERVE_MAX_LOCATIONS_*``;
+        ``max_alternatives`` (``alternatives`` of one route), from ``config.SERVE_MAX_ALTERNATIVES``;
         ``max_isochrone_contours``, ``max_isochrone_duration_s`` and
         ``max_isochrone_distance_m`` (one isochrone), from ``config.SERVE_ISOCHRONE_MAX_*``.
 
@@ -338,6 +339,18 @@ class Engine:
             raise EngineError("NoSegment", f"Could not find a matching segment for coordinate {e.index}"
                               + (f" ({str(e).split(': ', 1)[1]})" if ": " in str(e) else "")) from None
 
+    def _snap_index(self, ex=None, component=None):
+        """The segment index a request snaps on: ``ex``'s (an exclusion) or None (:attr:`segments`), without
+        the arcs live traffic closed (:meth:`gpuroute.engine.traffic.TrafficRouter.open_segments`: OSRM
+        snaps on no closed direction)."""
+        tr = self._traffic
+        comp = self.segments.component if component is None else component
+        idx = None if tr is None else tr.open_segments(comp, None if ex is None else ex.excluded,
+                                                        None if ex is None else ex.key)
+        if idx is not None:
+            return idx
+        return None if ex is None else ex.segments(component)
+
     def run(self, p):
         """Answer a checked parameter record (:mod:`gpuroute.engine.params`: what :meth:`route`,
         :meth:`table`, :meth:`trip`, :meth:`nearest`, :meth:`isochrone` and :meth:`customize` build from
@@ -384,7 +397,8 @@ class Engine:
         ----------
         coords : sequence of (lon, lat), length 2 .. ``limits["max_locations_route"]``
         alternatives : bool or int
-            Accepted; one route is returned (OSRM returns "up to" that many).
+            0 .. ``limits["max_alternatives"]`` (``config.SERVE_MAX_ALTERNATIVES``, the HTTP server's limit
+            too); one route is returned (OSRM returns "up to" that many).
         steps : bool
             Turn-by-turn steps per leg.
         annotations : bool, str or sequence of str
@@ -422,7 +436,8 @@ class Engine:
         ------
         EngineError
             ``InvalidOptions`` (fewer than two coordinates, an unknown option value, option lists of
-            the wrong length), ``InvalidValue`` (a bad coordinate), ``TooBig`` (too many coordinates),
+            the wrong length), ``InvalidValue`` (a bad coordinate), ``TooBig`` (too many coordinates, more
+            alternatives than ``limits["max_alternatives"]``),
             ``NoSegment`` (a coordinate with no segment to snap to), ``NoRoute`` (no route through the
             waypoints); for ``exclude``: ``InvalidValue`` (a combination the profile does not declare),
             ``NotImplemented`` (an engine without an overlay); for the avoids: ``InvalidValue`` naming
@@ -441,7 +456,7 @@ class Engine:
         continue_straight = p.continue_straight
         if continue_straight is None:  # the profile's default (OSRM: continue_straight_at_waypoint), else car's
             continue_straight = bool(self.graph.meta.get("continue_straight_at_waypoint", True))
-        phantoms = self._snap(p, segments=None if ex is None else ex.segments())
+        phantoms = self._snap(p, segments=self._snap_index(ex))
         return _route.route(self, phantoms, steps=p.steps, annotations=p.annotations, geometries=p.geometries,
                             overview=p.overview, continue_straight=bool(continue_straight), exclusion=ex)
 
@@ -508,7 +523,7 @@ class Engine:
             raise EngineError("InvalidOptions", f"graph {self.graph.name!r} has no travel times (the routing weight "
                               f"{self.weight!r} is a {self.graph.units[self.weight].quantity}): ask "
                               "annotations=distance, or serve a graph with travel times")
-        phantoms = self._snap(p, segments=None if ex is None else ex.segments())
+        phantoms = self._snap(p, segments=self._snap_index(ex))
         return _table.table(self, phantoms, sources=p.source_indices(), destinations=p.destination_indices(),
                             annotations=p.annotations, fallback_speed=p.fallback_speed, scale_factor=p.scale_factor,
                             matrices=p.matrices, exclusion=ex)
@@ -562,10 +577,12 @@ class Engine:
         matrix is the table of routing weights between the snapped waypoints (:meth:`table`'s); the tour
         is exact up to ``config.TOUR_EXACT_MAX_N`` coordinates (:func:`gpuroute.tours.tsp_exact`; of the
         optimal orders the lexicographically smallest), past it it comes from :func:`gpuroute.tours.tsp`
-        (OSRM: brute force up to 10 coordinates, farthest insertion above). The trip is then routed as :meth:`route` with ``continue_straight=False`` through the
-        waypoints in that order, so every leg is the table's cell and the trip's weight is the tour's
-        cost. On an engine with an overlay (a dataset directory) the legs follow the overlay's current
-        metric while the order follows the hierarchy's table.
+        (OSRM: brute force up to 10 coordinates, farthest insertion above). The trip is then routed as
+        :meth:`route` with ``continue_straight=False`` through the waypoints in that order, so every leg is
+        the table's cell and the trip's weight is the tour's cost. Each coordinate is snapped once (the
+        legs reuse its phantoms) and the matrix and the legs search one metric snapshot
+        (:func:`gpuroute.engine.algorithms.metric_snapshot`: the overlay's metric when the request starts,
+        or the exclusion's), so a :meth:`customize` landing meanwhile changes neither.
         """
         ex = resolve_exclude(self, exclude, avoid_polygons, avoid_ways)  # first, as osrm-routed's CheckAlgorithms
         return self._run_trip(TripParams.from_kwargs(
@@ -579,13 +596,8 @@ class Engine:
         (:meth:`run`)."""
         if not p.roundtrip and not (p.source == "first" and p.destination == "last"):
             raise EngineError("NotImplemented", "roundtrip=false needs source=first and destination=last")
-        phantoms = self._snap(p, segments=None if ex is None else ex.segments())
-        radiuses, bearings, approaches = p.snap_options()
-        return _trip.trip(self, phantoms, [tuple(c) for c in p.coords.tolist()], roundtrip=p.roundtrip,
-                          source=p.source, destination=p.destination, steps=p.steps, annotations=p.annotations,
-                          geometries=p.geometries, overview=p.overview, radiuses=radiuses, bearings=bearings,
-                          approaches=approaches, time_limit=p.time_limit, exclude=p.exclude,
-                          avoid_polygons=p.avoid_polygons, avoid_ways=p.avoid_ways, exclusion=ex, params=p)
+        phantoms = self._snap(p, segments=self._snap_index(ex))  # once: the legs take them
+        return _trip.trip(self, phantoms, p, exclusion=ex)
 
     # ------------------------------------------------------------------ customize (live traffic)
     def customize(self, updates=None, *, metric=None):
@@ -601,7 +613,9 @@ class Engine:
             OSM nodes in that direction; travel time ``length_m / v``, in deciseconds; on a Lua profile's
             weight such as ``routability`` also an optional ``"rate"``, the weight set as osrm-customize's
             ``--segment-speed-file`` does: :meth:`gpuroute.engine.traffic.TrafficRouter.parse_updates`).
-            An arc listed twice takes its last cost.
+            A speed (or rate) of 0, or ``"cost": "closed"``, closes the arc (cost
+            :data:`gpuroute.crp.CLOSED`: no route, table, trip or isochrone enters it, no waypoint snaps to
+            it); a later positive cost or speed reopens it. An arc listed twice takes its last cost.
         metric : {"time", "distance", "time-uturn"}, optional
             Re-customize every cell for this metric (traffic updates made before are dropped). On a graph
             read with a Lua profile: the profile's ``weight_name`` (e.g. ``"routability"``: weights with
@@ -810,7 +824,7 @@ class Engine:
         met = _isochrone.metric_of(self, metric)  # InvalidOptions where the dataset has no such weight
         if ex is not None:
             met = ex.isochrone_metric(met)
-        origin = self._snap(p, segments=None if ex is None else ex.segments())
+        origin = self._snap(p, segments=self._snap_index(ex))
         return _isochrone.isochrone(self, origin, met, values, metric=metric, polygons=polygons, denoise=denoise,
                                     generalize=generalize, colors=colors, coordinates=coordinates, shapely=shapely)
 

@@ -77,12 +77,13 @@ def default_limits():
     """The limits of a request where the caller gives none: ``config.SERVE_*`` (a fresh dict).
 
     Keys: ``max_locations_route``, ``max_locations_table`` (cells), ``max_locations_nearest``,
-    ``max_locations_trip``, ``max_isochrone_contours``, ``max_isochrone_duration_s``,
-    ``max_isochrone_distance_m``. ``max_alternatives`` is a server limit (absent: none)."""
+    ``max_locations_trip``, ``max_alternatives``, ``max_isochrone_contours``, ``max_isochrone_duration_s``,
+    ``max_isochrone_distance_m``."""
     return {"max_locations_route": int(config.SERVE_MAX_LOCATIONS_ROUTE),
             "max_locations_table": int(config.SERVE_MAX_LOCATIONS_TABLE),
             "max_locations_nearest": int(config.SERVE_MAX_LOCATIONS_NEAREST),
             "max_locations_trip": int(config.SERVE_MAX_LOCATIONS_TRIP),
+            "max_alternatives": int(config.SERVE_MAX_ALTERNATIVES),
             "max_isochrone_contours": int(config.SERVE_ISOCHRONE_MAX_CONTOURS),
             "max_isochrone_duration_s": float(config.SERVE_ISOCHRONE_MAX_DURATION_S),
             "max_isochrone_distance_m": float(config.SERVE_ISOCHRONE_MAX_DISTANCE_M)}
@@ -110,6 +111,15 @@ def check_coordinates(coords):
     """
     if coords is None or isinstance(coords, (str, bytes)) or not hasattr(coords, "__len__"):
         raise EngineError("InvalidOptions", "coordinates must be a list of [lon, lat] pairs")
+    if 0 < len(coords) <= _FEW_COORDINATES:  # a request's handful of pairs: no array passes
+        arr = None
+        if isinstance(coords, (list, tuple)):
+            arr = _few_coordinates(coords)
+        elif (isinstance(coords, np.ndarray) and coords.ndim == 2 and coords.shape[1] == 2
+              and coords.dtype.kind in "biuf"):  # the HTTP layer's parsed (k, 2) array
+            arr = _few_coordinates(coords.tolist())
+        if arr is not None:
+            return arr
     arr = None
     if len(coords) == 0:
         arr = np.zeros((0, 2))
@@ -138,6 +148,28 @@ def check_coordinates(coords):
         raise EngineError("InvalidValue", f"Invalid coordinate value at index {i}: ({lon[i]}, {lat[i]}) is not a "
                           "longitude in [-180, 180] and a latitude in [-90, 90]")
     return _frozen(np.ascontiguousarray(arr))
+
+
+#: Up to this many coordinates given as a list, :func:`check_coordinates` checks them one by one in Python
+#: (a few float conversions cost less than NumPy's array passes on a 2-point request).
+_FEW_COORDINATES = 16
+
+
+def _few_coordinates(coords):
+    """:func:`check_coordinates` of a short list of (lon, lat) pairs of numbers in range, or None where one
+    is not (then the array path names it, with the same message)."""
+    out = []
+    for c in coords:
+        if not isinstance(c, (list, tuple)) or len(c) != 2:
+            return None
+        try:
+            lon, lat = float(c[0]), float(c[1])
+        except (TypeError, ValueError):
+            return None
+        if not (-180.0 <= lon <= 180.0 and -90.0 <= lat <= 90.0):  # NaN fails too; inf is out of range
+            return None
+        out.append((lon, lat))
+    return _frozen(np.array(out, dtype=np.float64))
 
 
 def check_one_coordinate(coord):
@@ -612,11 +644,15 @@ class TripParams(Waypoints):
 
     service = "trip"
 
+    def leg_points(self, order):
+        """int64 (n,) or (n + 1,): the coordinates the trip's route passes through, ``order`` (an int sequence,
+        each coordinate once) and, on a roundtrip, ``order[0]`` again at the end."""
+        return np.asarray(list(order) + ([order[0]] if self.roundtrip else []), dtype=np.int64)
+
     def route_params(self, order):
         """The :class:`RouteParams` (checked already: no validation runs) of the trip's route through the
-        coordinates in ``order`` (int sequence; a roundtrip returns to ``order[0]``), with
-        ``continue_straight=False`` and the same options."""
-        rows = np.asarray(list(order) + ([order[0]] if self.roundtrip else []), dtype=np.int64)
+        coordinates in ``order`` (:meth:`leg_points`), with ``continue_straight=False`` and the same options."""
+        rows = self.leg_points(order)
 
         def pick(a):
             return None if a is None else _frozen(np.ascontiguousarray(a[rows]))

@@ -4,7 +4,9 @@ When the engine holds an :class:`gpuroute.crp.Overlay` (a dataset directory buil
 build``), every route leg is answered by one search on the overlay between the snapped phantom nodes
 (:mod:`gpuroute.crp.phantom_search`), so routes honour turn restrictions (and turn penalties of the metric) and follow
 the overlay's current metric, which :meth:`TrafficRouter.customize` changes (traffic updates of some
-arcs, or a whole new metric) atomically.
+arcs, or a whole new metric) atomically. A speed of 0 (or ``"cost": "closed"``) closes an arc (its cost
+:data:`CLOSED`, the named ``INF``; :meth:`TrafficRouter.parse_updates`): the decoder forbids the turns into
+it, and :meth:`TrafficRouter.open_segments` keeps waypoints off it.
 
 Phantom costs (``c`` the overlay's current arc cost, in the metric's integer unit): a source phantom at
 fraction ``fa`` of arc ``a`` starts with ``(1 - fa) c(a)`` paid; a target phantom at ``fb`` of arc ``b``
@@ -34,14 +36,16 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..crp.metric import CLOSED as _CLOSED
 from ..graph.units import parse_unit
 from .osrm import EngineError
 
-__all__ = ["TrafficRouter", "Snapshot", "LegPath", "MAX_RETRIES", "METRICS", "MAX_COST"]
+__all__ = ["TrafficRouter", "Snapshot", "LegPath", "MAX_RETRIES", "METRICS", "MAX_COST", "CLOSED", "CLOSED_WORD"]
 
 #: How often a route starts again when a customization swapped the metric while it ran.
 MAX_RETRIES = 5
@@ -53,6 +57,13 @@ METRICS = ("time", "distance", "time-uturn")
 MAX_COST = int(np.iinfo(np.int32).max)
 #: Seconds per decisecond (the unit of travel times and of OSRM's segment durations).
 DS = 0.1
+#: The cost of a closed arc (:data:`gpuroute.crp.metric.CLOSED`, the named ``INF``): what a speed (or
+#: rate) of 0 or a cost of :data:`CLOSED_WORD` gives.
+CLOSED = int(_CLOSED)
+#: The word a cost takes to close an arc (``{"arc": id, "cost": "closed"}``; a traffic CSV's cost field).
+CLOSED_WORD = "closed"
+#: Segment indexes without the closed arcs kept per router (:meth:`TrafficRouter.open_segments`).
+SNAP_CACHE = 4
 
 
 @dataclass
@@ -131,6 +142,9 @@ class TrafficRouter:
         self._node_ids = (np.asarray(ids, dtype=np.int64) if ids is not None
                           else np.arange(graph.n_nodes, dtype=np.int64))
         self._pairs = None
+        self._seg_lock = threading.Lock()
+        self._seg_cache = OrderedDict()  # (closed digest, component, exclusion key) -> SegmentIndex
+        self._closed_memo = None  # (metric, digest of its closed arcs, closed mask)
 
     # ------------------------------------------------------------------ metric
     def snapshot(self, state=None):
@@ -283,6 +297,54 @@ class TrafficRouter:
             leg["duration"] = leg["frac"] * snap.duration[leg["arcs"]]
         return leg
 
+    # ------------------------------------------------------------------ snapping
+    def open_segments(self, component, excluded=None, key=None):
+        """The segment index waypoints snap on while the current metric has closed arcs: a
+        :class:`gpuroute.geo.segments.SegmentIndex` of ``component`` with ``arc_mask`` = neither closed nor
+        ``excluded``, as osrm-routed's ``HasValidEdge`` (a segment whose directions are all closed is no
+        candidate; one with a closed direction snaps with the other only). None when no arc is closed (the
+        caller's own index serves).
+
+        Built once per set of closed arcs, component and ``key`` (an exclusion's key, with ``excluded``
+        its arcs) and kept in a small least-recently-used cache (:data:`SNAP_CACHE` entries): a closure
+        costs one index build (Monaco ~15 ms) at the first request after it.
+
+        Raises
+        ------
+        EngineError
+            ``NoSegment``: every segment is closed (or excluded).
+        """
+        st = self.overlay._state
+        met = None if st is None else st.metric
+        closed = getattr(met, "closed", None)
+        if closed is None:
+            return None
+        memo = self._closed_memo
+        if memo is None or memo[0] is not met:
+            import hashlib
+
+            digest = hashlib.blake2b(np.flatnonzero(closed).tobytes(), digest_size=16).hexdigest()
+            self._closed_memo = memo = (met, digest, closed)
+        ck = (memo[1], component, key)
+        with self._seg_lock:
+            idx = self._seg_cache.get(ck)
+            if idx is not None:
+                self._seg_cache.move_to_end(ck)
+                return idx
+        from ..geo.segments import SegmentIndex
+
+        shut = memo[2] if excluded is None else (memo[2] | excluded)
+        try:
+            idx = SegmentIndex(self.graph, component=component, arc_mask=~shut)
+        except ValueError:
+            raise EngineError("NoSegment", "no segment is left to snap to: every one is closed"
+                              + (" or excluded" if excluded is not None else "")) from None
+        with self._seg_lock:
+            self._seg_cache[ck] = idx  # a race builds two, harmlessly
+            while len(self._seg_cache) > SNAP_CACHE:
+                self._seg_cache.popitem(last=False)
+        return idx
+
     # ------------------------------------------------------------------ customization
     def _arc_of_pair(self):
         """``{(osm_tail, osm_head): arc}`` (built on first use; parallel arcs were dropped at import)."""
@@ -308,13 +370,20 @@ class TrafficRouter:
           (metres per weight unit) the given one, or ``v / 3.6`` without it (OSRM's fallback to the
           duration), and ``"rate": null`` (OSRM's empty 4th column) keeps the arc's current weight.
 
-        The turn costs stay. Speed updates on any other metric (``"distance"``) are refused. A speed or rate
-        of 0 (OSRM: the segment is closed) is refused, as is anything not a finite number > 0.
+        The turn costs stay. Speed updates on any other metric (``"distance"``) are refused.
+
+        **Closures.** A ``speed_kmh`` of 0 closes the arc, as ``osrm-customize`` does with a speed of 0 in its
+        segment-speed file (OSRM's ``INVALID_SEGMENT_WEIGHT``); so do a ``rate`` of 0 (the weight is
+        invalid) and ``"cost": "closed"`` (:data:`CLOSED_WORD`). A closed arc costs :data:`CLOSED`: no
+        route, table, trip or isochrone enters it, and no waypoint snaps to it (OSRM's ``HasValidEdge``);
+        its travel time stays as it was. A later update of the arc with a positive cost or speed reopens
+        it. Anything else that is not a finite number > 0 is refused.
 
         Returns
         -------
         (ids, costs, durations)
-            ``ids``, ``costs`` int64 (k,) (costs in the metric's unit); ``durations`` int64 (m,): every arc's
+            ``ids``, ``costs`` int64 (k,) (costs in the metric's unit, :data:`CLOSED` for a closure);
+            ``durations`` int64 (m,): every arc's
             travel time (deciseconds) after the updates when a speed update changed durations that are not
             the metric's costs (a Lua profile's weight), else None (the durations stay as they are).
 
@@ -343,7 +412,10 @@ class TrafficRouter:
                 a = u["arc"]
                 if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not 0 <= a < m:
                     raise EngineError("InvalidValue", f"{where}: arc {a!r} is not an arc id in [0, {m})")
-                v = _positive(u["cost"], where, "cost")
+                if isinstance(u["cost"], str) and u["cost"].strip().lower() == CLOSED_WORD:
+                    ids[i], costs[i] = int(a), CLOSED
+                    continue
+                v = _positive(u["cost"], where, "cost", closed_word=True)
                 if v >= MAX_COST + 0.5:  # before any integer conversion (1e30 overflowed int64)
                     raise EngineError("InvalidValue", f"{where}: cost {u['cost']!r} is over the largest cost "
                                                       f"{MAX_COST}")
@@ -368,7 +440,11 @@ class TrafficRouter:
                 if a is None:
                     raise EngineError("InvalidValue", f"{where}: no arc from OSM node {f} to OSM node {t} (they must "
                                                       "be consecutive nodes of a way, in the direction of travel)")
-                v = _positive(u["speed_kmh"], where, "speed_kmh")
+                v = _positive(u["speed_kmh"], where, "speed_kmh", zero=True)
+                ids[i] = a
+                if v == 0.0:  # OSRM: speed 0 closes the segment (its duration and weight are invalid)
+                    costs[i] = CLOSED
+                    continue
                 length = float(self._length[a])
                 ds = length / (v / 3.6) * 10.0  # OSRM's convertToDuration; inf for a speed near 0: checked first
                 if not ds < MAX_COST + 0.5:
@@ -384,7 +460,10 @@ class TrafficRouter:
                     durations[a] = max(1, _osrm_round(ds))
                     r = u.get("rate", v / 3.6)  # no rate: OSRM falls back to the duration (rate = speed in m/s)
                     if r is None:  # OSRM's empty 4th column: the weight stays
-                        costs[i] = int(snap.cost[a])
+                        costs[i] = int(np.asarray(snap.state.arc_cost)[a]) if snap.state is not None \
+                            else int(snap.cost[a])
+                    elif _positive(r, where, "rate", zero=True) == 0.0:  # OSRM: an invalid weight, closed
+                        costs[i] = CLOSED
                     else:
                         r = _positive(r, where, "rate")
                         w = length / r * mult
@@ -398,7 +477,7 @@ class TrafficRouter:
                 raise EngineError("InvalidValue", f"{where}: expected keys arc, cost or from, to, speed_kmh "
                                                   "(and optionally rate); got "
                                                   f"{', '.join(sorted(map(str, keys))) or 'none'}")
-            if costs[i] > MAX_COST:
+            if MAX_COST < costs[i] != CLOSED:
                 raise EngineError("InvalidValue", f"{where}: cost {int(costs[i])} is over the largest cost {MAX_COST}")
         return ids, costs, durations
 
@@ -540,11 +619,15 @@ def _osrm_round(x):
     return int(r) + (1 if x - r >= 0.5 else 0)
 
 
-def _positive(v, where, what):
+def _positive(v, where, what, *, zero=False, closed_word=False):
+    """``v`` as a float, finite and > 0 (``zero``: >= 0, 0 closing the arc); EngineError InvalidValue naming
+    ``where`` and ``what`` otherwise (``closed_word``: the message names :data:`CLOSED_WORD`)."""
+    alt = f" or {CLOSED_WORD!r}" if closed_word else (" (0 closes the arc)" if zero else "")
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise EngineError("InvalidValue", f"{where}: {what} must be a number, got {v!r}")
+        raise EngineError("InvalidValue", f"{where}: {what} must be a number{alt}, got {v!r}")
     x = float(v)
-    if not (math.isfinite(x) and x > 0):
-        raise EngineError("InvalidValue", f"{where}: {what} must be a finite number > 0, got {v!r}")
+    if not (math.isfinite(x) and (x >= 0 if zero else x > 0)):
+        raise EngineError("InvalidValue", f"{where}: {what} must be a finite number {'>=' if zero else '>'} 0{alt}, "
+                                          f"got {v!r}")
     return x
 

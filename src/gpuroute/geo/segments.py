@@ -169,8 +169,8 @@ class PhantomSet:
 
     def options(self, i):
         """``(arc int64 (o,), fraction float64 (o,))`` of point ``i``'s options, in order."""
-        r = self.rows(i)
-        return self.arc[r].astype(np.int64), self.fraction[r]
+        s, t = self.point_start[i:i + 2].tolist()
+        return self.arc[s:t].astype(np.int64), self.fraction[s:t]
 
     def offsets(self, cost):
         """Forward and backward offsets of every option under arc costs ``cost`` (array (m,), the metric's
@@ -336,6 +336,51 @@ def _settled(ints, floats, best, done, tie_first, tie_rows, index):
             tie[c] = q >= 0
             c += 1
     return point, segment, fwd, rev, frac, lon, lat, dist, nid, tie
+
+
+@njit(cache=True)
+def _settled_rows(ints, floats, best, tie_first, tie_rows):
+    """:func:`_settled` and :func:`_expand` in one pass, for a batch whose every point ``o`` (in order, the
+    whole request) :func:`_snap_kernel` settled with a segment: the PhantomSet's row arrays (``point_start``
+    first, :data:`_ROW_FIELDS` order), each candidate's usable arcs, forward (at the fraction) before
+    reverse (at ``1 -`` it), the nearest segment before its ties."""
+    m = best.size
+    start = np.zeros(m + 1, np.int64)
+    for o in range(m):
+        c = 0
+        for q in range(-1, tie_first[o + 1] - tie_first[o]):
+            r = best[o] if q < 0 else tie_rows[tie_first[o] + q]
+            c += (ints[r, 3] >= 0) + (ints[r, 4] >= 0)
+        start[o + 1] = start[o] + c
+    n = start[m]
+    arc = np.empty(n, np.int32)
+    fr = np.empty(n, np.float64)
+    sg = np.empty(n, np.int32)
+    sf = np.empty(n, np.float64)
+    lo = np.empty(n, np.float64)
+    la = np.empty(n, np.float64)
+    di = np.empty(n, np.float64)
+    ni = np.empty(n, np.int32)
+    ti = np.empty(n, np.bool_)
+    w = 0
+    for o in range(m):
+        for q in range(-1, tie_first[o + 1] - tie_first[o]):
+            r = best[o] if q < 0 else tie_rows[tie_first[o] + q]
+            for d in range(2):
+                a = ints[r, 3 + d]
+                if a < 0:
+                    continue
+                arc[w] = a
+                fr[w] = floats[r, 0] if d == 0 else 1.0 - floats[r, 0]
+                sg[w] = ints[r, 0]
+                sf[w] = floats[r, 0]
+                lo[w] = floats[r, 1]
+                la[w] = floats[r, 2]
+                di[w] = floats[r, 3]
+                ni[w] = ints[r, 5]
+                ti[w] = q >= 0
+                w += 1
+    return start, arc, fr, sg, sf, lo, la, di, ni, ti
 
 
 def check_bearing(bearing, index=0):
@@ -1000,7 +1045,9 @@ class SegmentIndex:
         special = has_b | curb  # snapped one at a time
         if not special.any():  # every coordinate plain (the common request): no gathers
             fast = np.arange(k, dtype=np.int64)
-            cands, found, far = self._snap_plain(lon, lat, limit, fast, tie)
+            cands, found, far = self._snap_plain(lon, lat, limit, fast, tie, whole=True)
+            if isinstance(cands, PhantomSet):  # every coordinate settled by the first ball (the common case)
+                return cands
             if found.all():
                 return _from_candidates(cands, k, lon, lat)
         else:
@@ -1023,11 +1070,13 @@ class SegmentIndex:
                                    None, "unrestricted", i, math.inf)
         return _from_candidates(_concat_candidates(parts), k, lon, lat)
 
-    def _snap_plain(self, lon, lat, limit, index, tie):
+    def _snap_plain(self, lon, lat, limit, index, tie, whole=False):
         """:meth:`snap_checked` of coordinates without bearing or approach: ``(candidates, found, far)``,
         the candidate arrays (:data:`_CAND_FIELDS`, ``point`` from ``index``) of the coordinates settled,
         a bool (k,) mask of those settled, and a bool (k,) mask of the coordinates left to :meth:`_search`
-        (farther than :data:`_BATCH_MAX_M` from every road).
+        (farther than :data:`_BATCH_MAX_M` from every road). ``whole``: the coordinates are the request's,
+        in order (``index`` is ``arange(k)``); when the first step settles every one with a segment,
+        ``candidates`` is then their PhantomSet itself (:func:`_settled_rows`: no candidate arrays).
 
         Two steps, each a ball query of the k-d tree for all coordinates at once and one compiled pass
         (:func:`_snap_kernel`): first balls of ``spacing`` metres (or the radius when smaller), where most
@@ -1045,8 +1094,12 @@ class SegmentIndex:
         tie_m = -1.0 if tie is None else float(tie)
         # most coordinates lie within `spacing` of a road: one ball each settles them
         reach = np.minimum(self.spacing, limit)
-        c1, done, ok = self._snap_balls(q, lon, lat, limit, reach, index, tie_m, workers)
+        raw, done, ok = self._snap_balls(q, lon, lat, limit, reach, index, tie_m, workers, raw=True)
         found[:] = ok
+        if whole and ok.all():  # the common request: its PhantomSet in one compiled pass
+            ints, floats, best, _, tie_first, tie_rows = raw
+            return PhantomSet(*_settled_rows(ints, floats, best, tie_first, tie_rows), lon, lat), found, far
+        c1 = dict(zip(_CAND_FIELDS, _settled(*raw, index), strict=True))
         rest = np.flatnonzero(~done)
         if rest.size == 0:
             return c1, found, far
@@ -1069,11 +1122,11 @@ class SegmentIndex:
             found[rest[sub]] = ok2
         return _concat_candidates([c1, c2]), found, far
 
-    def _snap_balls(self, q, lon, lat, limit, reach, index, tie, workers):
+    def _snap_balls(self, q, lon, lat, limit, reach, index, tie, workers, raw=False):
         """One step of :meth:`_snap_plain`: balls holding every segment within ``reach`` metres of each
         point (chord <= arc; the frame's scale error), the exact step (:func:`_snap_kernel`): ``(candidates,
-        done, found)``, the candidate arrays of the points it settles with a segment, and two bool masks:
-        settled, and settled with a segment."""
+        done, found)``, the candidate arrays of the points it settles with a segment (``raw``: the kernel's
+        outputs instead), and two bool masks: settled, and settled with a segment."""
         balls = self.tree.query_ball_point(q, reach * (1.01 + 5.0 * reach / EARTH_RADIUS_M) + self._slack,
                                            return_sorted=False, workers=workers)
         m = reach.size
@@ -1082,8 +1135,11 @@ class SegmentIndex:
         ints, floats, best, done, tie_first, tie_rows = _snap_kernel(
             lon, lat, limit, reach, float(tie), lens, samples, self.sample_segment, self.lon_u, self.lat_u,
             self.lon_v, self.lat_v, self.u, self.v, self._phantom_fwd, self._phantom_rev, self.name_id)
-        c = dict(zip(_CAND_FIELDS, _settled(ints, floats, best, done, tie_first, tie_rows, index), strict=True))
-        return c, done, done & (best >= 0)
+        found = done & (best >= 0)
+        if raw:
+            return (ints, floats, best, done, tie_first, tie_rows), done, found
+        return dict(zip(_CAND_FIELDS, _settled(ints, floats, best, done, tie_first, tie_rows, index), strict=True)), \
+            done, found
 
     @staticmethod
     def _check_point(lon, lat, index):

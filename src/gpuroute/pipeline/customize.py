@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..crp.metric import CLOSED
 from ..graph.errors import ParseError
 from .contract import file_path, graph_of
 
@@ -46,6 +47,8 @@ METRIC = "time"
 METRIC_WEIGHTS = {"distance": "distance", "time": "travel_time", "time-uturn": "travel_time"}
 #: Largest traffic cost :meth:`gpuroute.Overlay.update` takes.
 MAX_TRAFFIC_COST = int(np.iinfo(np.int32).max)
+#: A traffic CSV's cost that closes the arc (:data:`gpuroute.crp.metric.CLOSED`).
+CLOSED_WORD = "closed"
 
 
 # ------------------------------------------------------------------------------------------- metrics
@@ -189,9 +192,11 @@ def read_traffic(path, n_arcs=None):
     """Arc ids and costs of a traffic CSV file: one ``arc_id,cost`` row per line.
 
     Blank lines and lines starting with ``#`` are skipped; the first other line may be a header (it is
-    skipped when neither field is a number). Arc ids are the graph's arc positions (``0 .. m - 1``);
-    costs are in the metric's unit, positive and finite, rounded to the nearest integer (at least 1).
-    An arc listed twice takes its last cost.
+    skipped when neither field is a number nor ``closed``). Arc ids are the graph's arc positions
+    (``0 .. m - 1``); costs are in the metric's unit, positive and finite, rounded to the nearest integer
+    (at least 1), or the word ``closed`` (any case): the arc is closed, its cost
+    :data:`gpuroute.crp.metric.CLOSED` (OSRM's speed 0 in a segment-speed file: no route enters it). An
+    arc listed twice takes its last cost.
 
     Parameters
     ----------
@@ -202,13 +207,14 @@ def read_traffic(path, n_arcs=None):
     Returns
     -------
     (ndarray of int64 (k,), ndarray of int64 (k,))
+        Arc ids and costs (:data:`gpuroute.crp.metric.CLOSED` for ``closed``).
 
     Raises
     ------
     ParseError
         Naming the file and line: not two comma-separated fields, an arc id that is not a non-negative
-        integer or not an arc of the graph, a cost that is not a number, not finite, not positive or over
-        2^31 - 1; a file with no row.
+        integer or not an arc of the graph, a cost that is not a number (nor ``closed``), not finite, not
+        positive (0 is refused: write ``closed`` to close an arc) or over 2^31 - 1; a file with no row.
     OSError
         The file cannot be read.
     """
@@ -224,7 +230,7 @@ def read_traffic(path, n_arcs=None):
                 if not line or line.startswith("#"):
                     continue
                 parts = [p.strip() for p in line.split(",")]
-                if first and len(parts) == 2 and not any(_is_number(p) for p in parts):
+                if first and len(parts) == 2 and not any(_is_number(p) or p.lower() == CLOSED_WORD for p in parts):
                     first = False
                     continue  # a header such as arc_id,cost
                 first = False
@@ -238,14 +244,20 @@ def read_traffic(path, n_arcs=None):
                 if arc < 0 or (n_arcs is not None and arc >= n_arcs):
                     raise ParseError(path, i, f"arc id {arc} is not an arc of the graph "
                                               + (f"(ids 0 .. {n_arcs - 1})" if n_arcs is not None else "(negative)"))
+                if c.lower() == CLOSED_WORD:
+                    ids.append(arc)
+                    costs.append(CLOSED)
+                    continue
                 try:
                     x = float(c)
                 except ValueError:
-                    raise ParseError(path, i, f"cost {c[:30]!r} of arc {arc} is not a number") from None
+                    raise ParseError(path, i, f"cost {c[:30]!r} of arc {arc} is not a number nor "
+                                              f"{CLOSED_WORD!r}") from None
                 if not math.isfinite(x):
                     raise ParseError(path, i, f"cost {c[:30]!r} of arc {arc} is not finite")
                 if x <= 0:
-                    raise ParseError(path, i, f"cost {c[:30]!r} of arc {arc} must be positive")
+                    raise ParseError(path, i, f"cost {c[:30]!r} of arc {arc} must be positive (write "
+                                              f"{CLOSED_WORD!r} to close the arc)")
                 cost = max(1, math.floor(x + 0.5))
                 if cost > MAX_TRAFFIC_COST:
                     raise ParseError(path, i, f"cost {c[:30]!r} of arc {arc} is over {MAX_TRAFFIC_COST}")

@@ -174,7 +174,6 @@ SERVICES = ("route", "table", "nearest", "isochrone", "trip")
 #: ``config.SERVE_*`` ones of :func:`gpuroute.engine.params.default_limits`, and the server's own.
 DEFAULT_LIMITS = {
     **default_limits(),
-    "max_alternatives": 3,
     "default_radius": None,
     "max_body_bytes": 1 << 20,
     "timeout_s": 30.0,
@@ -345,6 +344,7 @@ def create_app(engine, *, limits=None, allow_customize=False, web_assets=None, a
     from starlette.routing import Route
 
     lim = dict(DEFAULT_LIMITS)
+    lim.update(default_limits())  # config.SERVE_* as they are now (a test or a deployment may have set them)
     lim.update({k: v for k, v in dict(getattr(engine, "limits", None) or {}).items()})
     lim.update(limits or {})
     origins = []

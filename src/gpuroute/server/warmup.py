@@ -38,8 +38,22 @@ def warm_points(engine, k=TRIP_STOPS):
     return [(float(coords[i][0]), float(coords[i][1])) for i in idx]
 
 
-def _requests(services, pts, limits):
-    """``(service, coordinates text, options)`` of the warm-up, for the services offered."""
+def off_network_point(engine):
+    """``(lon, lat)`` just outside the south-west corner of the engine's graph (0.02 degrees beyond its
+    bounding box), or None without coordinates: a coordinate that the first ball of the segment index does
+    not settle, so that snapping's second step is compiled by the warm-up too."""
+    import numpy as np
+
+    coords = getattr(getattr(engine, "graph", None), "coords", None)
+    if coords is None or len(coords) == 0:
+        return None
+    lo = np.asarray(coords, dtype=np.float64).min(axis=0)
+    return (max(float(lo[0]) - 0.02, -180.0), max(float(lo[1]) - 0.02, -90.0))
+
+
+def _requests(services, pts, limits, off=None):
+    """``(service, coordinates text, options)`` of the warm-up, for the services offered; ``off``: a
+    point off the network (:func:`off_network_point`) for one table request."""
     def c(*i):
         return ";".join(f"{pts[j][0]:.7f},{pts[j][1]:.7f}" for j in i)
 
@@ -65,6 +79,8 @@ def _requests(services, pts, limits):
         ("isochrone", c(1), {"contours_minutes": f"1,{top_s / 60.0:g}"}),
         ("isochrone", c(1), {"contours_meters": f"200,{top_m:g}", "polygons": "false"}),
     ]
+    if off is not None:  # snapping's second step (a point the first ball does not settle)
+        out.append(("table", f"{off[0]:.7f},{off[1]:.7f};{c(0)}", {"radiuses": "unlimited;unlimited"}))
     return [r for r in out if r[0] in services]
 
 
@@ -108,7 +124,7 @@ def warm_up(app):
                     "compiles what it needs")
     else:
         log.info("warm-up: compiling and running %s once", ", ".join(server.services))
-        for service, coords, options in _requests(server.services, pts, server.limits):
+        for service, coords, options in _requests(server.services, pts, server.limits, off_network_point(engine)):
             t = time.perf_counter()
             try:
                 call = parse_request(service, "warm-up", coords, options, server.limits)

@@ -13,11 +13,12 @@ __all__ = ["nearest", "segment_index"]
 
 def segment_index(engine, exclusion=None):
     """The segment index ``/nearest`` snaps on: every segment (``component="any"``), those of ``exclusion``'s
-    usable arcs when given."""
+    usable arcs when given, less the arcs live traffic closed."""
     from ...geo.segments import SegmentIndex
 
-    if exclusion is not None:
-        return exclusion.segments("any")
+    idx = engine._snap_index(exclusion, "any")  # without the arcs live traffic closed
+    if idx is not None:
+        return idx
     return engine.segments if engine.segments.component == "any" else SegmentIndex.of(engine.graph, "any")
 
 

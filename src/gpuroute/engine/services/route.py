@@ -36,7 +36,8 @@ _NO_ARCS = np.zeros(0, dtype=np.int64)
 _NO_COSTS = np.zeros(0, dtype=np.float64)
 
 
-def route(engine, phantoms, *, steps, annotations, geometries, overview, continue_straight, exclusion=None):
+def route(engine, phantoms, *, steps, annotations, geometries, overview, continue_straight, exclusion=None,
+          snap=None):
     """The OSRM route answer through the snapped waypoints in order.
 
     Parameters
@@ -52,6 +53,9 @@ def route(engine, phantoms, *, steps, annotations, geometries, overview, continu
     continue_straight : bool
     exclusion : Exclusion, optional
         Resolved ``exclude=`` / avoids (:mod:`gpuroute.engine.exclude`): the route runs on its snapshot.
+    snap : Snapshot, optional
+        The request's metric snapshot (:func:`gpuroute.engine.algorithms.metric_snapshot` of ``exclusion``)
+        where the request read it already (a trip: its matrix's); None: read by the search.
 
     Returns
     -------
@@ -64,11 +68,12 @@ def route(engine, phantoms, *, steps, annotations, geometries, overview, continu
         ``NoRoute``.
     """
     e = engine
-    plan, snap = route_search(e, exclusion).route(phantoms, continue_straight=bool(continue_straight))
+    plan, snap = route_search(e, exclusion, snap).route(phantoms, continue_straight=bool(continue_straight))
     legs, points = [], []
     tot_w = tot_d = tot_l = 0.0
+    rows = _Rows(phantoms)
     for i, (dep, arr, path) in enumerate(plan):
-        leg = _leg(e, phantoms, i, dep, arr, path, snap)
+        leg = _leg(e, rows, i, dep, arr, path, snap)
         legs.append(_leg_json(e, leg, phantoms, i + 1, steps, annotations, geometries))
         tot_w += leg["weight_sum"] + leg["turn_weight"]
         tot_d = None if leg["duration"] is None or tot_d is None else \
@@ -87,13 +92,25 @@ def route(engine, phantoms, *, steps, annotations, geometries, overview, continu
     return {"code": "Ok", "routes": [out], "waypoints": waypoints(phantoms, e._fingerprint, e._names)}
 
 
-def _row(phantoms, i, arc):
-    """The row of point ``i``'s option on ``arc`` (its own segment's or a tie's)."""
-    r = phantoms.rows(i)
-    return r.start + phantoms.arc[r].tolist().index(arc)
+class _Rows:
+    """What the legs read of a PhantomSet's rows, as Python lists (read once per route, not per leg):
+    ``start`` (``point_start``), ``arc``, ``lon``, ``lat``."""
+
+    __slots__ = ("start", "arc", "lon", "lat")
+
+    def __init__(self, phantoms):
+        self.start = phantoms.point_start.tolist()
+        self.arc = phantoms.arc.tolist()
+        self.lon = phantoms.lon.tolist()
+        self.lat = phantoms.lat.tolist()
+
+    def row(self, i, arc):
+        """The row of point ``i``'s option on ``arc`` (its own segment's or a tie's)."""
+        s = self.start[i]
+        return s + self.arc[s:self.start[i + 1]].index(arc)
 
 
-def _leg(e, phantoms, i, dep, arr, path, snap=None):
+def _leg(e, rows, i, dep, arr, path, snap=None):
     """The pieces of leg ``i`` (:func:`gpuroute.engine.legs.leg_pieces`, one compiled pass): ``arcs``,
     ``frac`` (of each arc covered), ``points`` (pieces + 1, lon/lat), per-piece ``weight`` (the engine's
     weight unit), ``duration`` (s; None without durations) and ``distance`` (m) with their sums
@@ -107,7 +124,7 @@ def _leg(e, phantoms, i, dep, arr, path, snap=None):
     route ran over the overlay, else from the graph's turn costs; durations from the snapshot when its
     metric is a time, else from the graph's turn costs (deciseconds)."""
     (a, fa), (b, fb) = dep, arr
-    ra, rb = _row(phantoms, i, a), _row(phantoms, i + 1, b)  # the phantom's or a tie's segment
+    ra, rb = rows.row(i, a), rows.row(i + 1, b)  # the phantom's or a tie's segment
     if path is None:
         mid = nodes = _NO_ARCS
     else:
@@ -122,8 +139,8 @@ def _leg(e, phantoms, i, dep, arr, path, snap=None):
         dcost, df = e._dur, 1.0
     has_dur = dcost is not None
     arcs, frac, pts, w, d, ln, w_sum, d_sum, l_sum = leg_pieces(
-        int(a), float(fa), int(b), float(fb), mid, nodes, path is not None, float(phantoms.lon[ra]),
-        float(phantoms.lat[ra]), float(phantoms.lon[rb]), float(phantoms.lat[rb]), e._coords_f64, wcost, float(wf),
+        int(a), float(fa), int(b), float(fb), mid, nodes, path is not None, rows.lon[ra], rows.lat[ra], rows.lon[rb],
+        rows.lat[rb], e._coords_f64, wcost, float(wf),
         dcost if has_dur else _NO_COSTS, float(df), has_dur, e._len)
     tw = td = 0.0
     if e._tc is not None and path is not None:

@@ -2,7 +2,7 @@
 (:func:`gpuroute.engine.algorithms.table_search`'s many-to-many, the table service's search), the visiting
 order (:func:`gpuroute.tours.tsp_exact` up to ``config.TOUR_EXACT_MAX_N`` stops, else
 :func:`gpuroute.tours.tsp`), then the route through the waypoints in that order (the route service, with
-``continue_straight=False``).
+``continue_straight=False``, through the same phantoms on the same metric snapshot).
 
 Past ``config.TOUR_EXACT_MAX_N`` stops, when the tour search will run on the GPU (``tsp``'s
 ``device="auto"`` rule), the matrix is asked for on the device (``many_to_many(..., on_device=True)``): the
@@ -18,8 +18,9 @@ import numpy as np
 
 from ... import config
 from ...backend import get_array_module, resolve_device
-from ..algorithms import table_search
+from ..algorithms import metric_snapshot, table_search
 from ..osrm import EngineError
+from .route import route
 
 __all__ = ["trip", "tour", "tour_on_device"]
 
@@ -31,58 +32,47 @@ def tour_on_device(n):
         "auto", gpu_implemented=n >= config.TOUR_GPU_AUTO_MIN_N) == "gpu"
 
 
-def trip(engine, phantoms, coords, *, roundtrip, source, destination, steps, annotations, geometries, overview,
-         radiuses, bearings, approaches, time_limit, exclude=None, avoid_polygons=None, avoid_ways=None,
-         exclusion=None, params=None):
+def trip(engine, phantoms, params, *, exclusion=None):
     """The OSRM trip answer (see :meth:`gpuroute.engine.Engine.trip`).
+
+    The coordinates are snapped once (``phantoms``) and the metric read once
+    (:func:`gpuroute.engine.algorithms.metric_snapshot`): the matrix and the legs search that one snapshot,
+    so a ``/customize`` landing during the request changes neither, and the legs are the route service's
+    through ``phantoms`` in the trip's order (:meth:`gpuroute.geo.segments.PhantomSet.take`), nothing
+    snapped, checked or resolved again.
 
     Parameters
     ----------
     engine : Engine
     phantoms : PhantomSet
-        The snapped coordinates (n >= 2 points).
-    coords : list of (lon, lat)
-        The validated coordinates (the legs are routed through them in the trip's order).
-    roundtrip : bool
-    source : {"any", "first"}
-    destination : {"any", "last"}
-    steps, annotations, geometries, overview : as :meth:`gpuroute.engine.Engine.route`'s
-        Passed to the route of the legs (which validates them).
-    radiuses, bearings, approaches : list or None
-        Per coordinate, in input order.
-    time_limit : float or None
-        Seconds (validated > 0).
-    exclude, avoid_polygons, avoid_ways
-        As given (for the legs' route).
+        The snapped coordinates (n >= 2 points), in input order.
+    params : gpuroute.engine.params.TripParams
+        The checked record (``roundtrip``, ``source``, ``destination``, ``time_limit`` and the route options
+        of the legs: ``steps``, ``annotations``, ``geometries``, ``overview``).
     exclusion : Exclusion, optional
-        Their resolution (the matrix's search).
-    params : gpuroute.engine.params.TripParams, optional
-        The checked record: the legs are routed from its :meth:`~gpuroute.engine.params.TripParams.route_params`
-        by :meth:`gpuroute.engine.Engine.run`, nothing validated again (without it, by ``engine.route``).
+        The resolved ``exclude=`` / avoids (:mod:`gpuroute.engine.exclude`) of the matrix and the legs.
+
+    Returns
+    -------
+    dict
+        ``{"code": "Ok", "trips": [route], "waypoints": [...]}`` (waypoints in input order, each with
+        ``waypoint_index`` and ``trips_index``).
 
     Raises
     ------
     EngineError
         ``NoTrips`` (no trip reaches every waypoint), and the route's errors.
     """
+    p = params
     n = phantoms.n_points
-    cost = table_search(engine, exclusion).many_to_many(phantoms, phantoms, on_device=tour_on_device(n)).cost
-    order = tour(cost, roundtrip, source == "first", destination == "last", time_limit)
-
-    def pick(v):
-        if v is None:
-            return None
-        out = [v[i] for i in order]
-        return out + [v[order[0]]] if roundtrip else out
-
+    snap = metric_snapshot(engine, exclusion)  # one metric for the matrix and the legs
+    search = table_search(engine, exclusion, snap)
+    cost = search.many_to_many(phantoms, phantoms, on_device=tour_on_device(n)).cost
+    order = tour(cost, p.roundtrip, p.source == "first", p.destination == "last", p.time_limit)
     try:
-        if params is not None:  # checked once: the legs' record made from the trip's
-            res = engine.run(params.route_params(order))
-        else:
-            res = engine.route(pick(coords), steps=steps, annotations=annotations, geometries=geometries,
-                               overview=overview, radiuses=pick(radiuses), bearings=pick(bearings),
-                               approaches=pick(approaches), continue_straight=False, exclude=exclude,
-                               avoid_polygons=avoid_polygons, avoid_ways=avoid_ways)
+        res = route(engine, phantoms.take(p.leg_points(order)), steps=p.steps, annotations=p.annotations,
+                    geometries=p.geometries, overview=p.overview, continue_straight=False, exclusion=exclusion,
+                    snap=snap)
     except EngineError as e:
         if e.code == "NoRoute":
             raise EngineError("NoTrips", "No trip visiting all destinations possible.") from None

@@ -404,7 +404,7 @@ class OverlayMetrics:
         cur = ov.metric
         live = metric_unit(self.graph, cur).quantity == quantity  # the snapshot's test (is_time)
         hit = self._cache.get((metric, live))
-        if hit is not None and (not live or hit[0] is cur):
+        if live and hit is not None and hit[0] is cur:
             return hit[1]  # without a copy of the costs
         if not live:
             st = ov._need_state()
@@ -412,13 +412,13 @@ class OverlayMetrics:
             if dur is not None:
                 hit = self._cache.get((metric, "live"))
                 if hit is not None and hit[0] is dur:
-                    return hit[1]
+                    return self._closing(hit[1], st.metric)
                 met = self._graph_metric(quantity, dur)
                 self._cache[(metric, "live")] = (dur, met)
-                return met
-            met = self._graph_metric(quantity)
-            self._cache[(metric, False)] = (None, met)
-            return met
+                return self._closing(met, st.metric)
+            if hit is None:
+                hit = self._cache[(metric, False)] = (None, self._graph_metric(quantity))
+            return self._closing(hit[1], st.metric)  # the arcs live traffic closed, closed here too
         for _ in range(MAX_RETRIES):  # the metric and its turn costs from one customization
             snap = self.traffic.snapshot()
             if ov.metric is snap.metric:
@@ -433,6 +433,21 @@ class OverlayMetrics:
         met = Metric(snap.name or metric, w, float(snap.scale), turns=(self.first, self.out_arc, tcost))
         self._cache[(metric, True)] = (snap.metric, met)
         return met
+
+    def _closing(self, met, current):
+        """``met`` (a metric of the graph's own weights) with the turns into the arcs the overlay's
+        ``current`` metric closed (live traffic at speed 0) forbidden: a closed road is closed for every
+        metric. ``met`` itself when none is closed; cached per (``met``, ``current``)."""
+        closed = getattr(current, "closed", None)
+        if closed is None:
+            return met
+        hit = self._cache.get(("closed", id(met)))
+        if hit is not None and hit[0] is current and hit[1] is met:
+            return hit[2]
+        first, out_arc, tcost = met.turns
+        out = Metric(met.name, met.w, met.scale, turns=(first, out_arc, np.where(closed[out_arc], -1.0, tcost)))
+        self._cache[("closed", id(met))] = (current, met, out)
+        return out
 
     def _graph_metric(self, quantity, durations=None):
         """The graph's travel times with its turn durations, or its lengths, with its turn rules;
