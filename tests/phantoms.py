@@ -61,3 +61,15 @@ def from_options(opts):
     z = np.zeros(r)
     return PhantomSet(start, flat[:, 0].astype(np.int32), flat[:, 1].copy(), np.zeros(r, np.int32), z, z, z, z,
                       np.full(r, -1, np.int32), np.zeros(r, bool), np.zeros(n), np.zeros(n))
+
+
+def random_points(e, k, seed):
+    """``k`` (lon, lat) points within ~30 m of distinct random nodes of ``e``'s largest strongly connected
+    component."""
+    from gpuroute.geo.snap import largest_scc_mask
+
+    g = e.graph
+    rng = np.random.default_rng(seed)
+    nodes = rng.choice(np.flatnonzero(largest_scc_mask(g)), k, replace=False)
+    j = 30 / 111_000
+    return [(float(g.coords[v, 0] + rng.uniform(-j, j)), float(g.coords[v, 1] + rng.uniform(-j, j))) for v in nodes]

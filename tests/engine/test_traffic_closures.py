@@ -17,42 +17,26 @@ import pytest
 
 pytest.importorskip("osmium")
 
-from phantoms import point  # noqa: E402
+from phantoms import point, random_points  # noqa: E402
 from turn_oracle import phantom_cost, route_arcs, turn_graph  # noqa: E402
 
 from gpuroute.cli.main import main  # noqa: E402
 from gpuroute.crp import CLOSED  # noqa: E402
 from gpuroute.engine import Engine, EngineError  # noqa: E402
-from gpuroute.engine.dataset import drop_traffic  # noqa: E402
 from gpuroute.engine.services import isochrone as iso  # noqa: E402
 from gpuroute.engine.services.isochrone import lattice, search  # noqa: E402
-from gpuroute.geo.snap import largest_scc_mask  # noqa: E402
 
-CELLS = (64, 1024)
-
-
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    d = tmp_path_factory.mktemp("ds") / "monaco"
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert main(["build", "monaco", "-o", str(d), "--cell-sizes", ",".join(map(str, CELLS))]) == 0
-    return d
+_points = random_points
 
 
 @pytest.fixture
-def engine(dataset):
-    drop_traffic(dataset)  # each test from the built metric
-    e = Engine.open(dataset)
-    yield e
-    drop_traffic(dataset)
+def dataset(monaco_overlay_dir):
+    return monaco_overlay_dir
 
 
-def _points(e, k, seed):
-    g = e.graph
-    rng = np.random.default_rng(seed)
-    nodes = rng.choice(np.flatnonzero(largest_scc_mask(g)), k, replace=False)
-    j = 30 / 111_000
-    return [(float(g.coords[v, 0] + rng.uniform(-j, j)), float(g.coords[v, 1] + rng.uniform(-j, j))) for v in nodes]
+@pytest.fixture
+def engine(overlay_engine):
+    return overlay_engine
 
 
 def _without(tg, closed):
