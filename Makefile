@@ -28,7 +28,7 @@ cu-check:
 osrm-bin:
 	@bash .ci/fetch_osrm.sh >/dev/null
 
-# Leaflet + leaflet-routing-machine for the web page of gpuroute serve (npm pack, pinned, into .venv/web/)
+# Leaflet, leaflet-routing-machine and leaflet-geoman-free for the web page of gpuroute serve (npm pack, pinned, into .venv/web/)
 web-assets:
 	@bash .ci/fetch_web.sh >/dev/null
 

@@ -36,7 +36,7 @@ from gpuroute import Overlay, Partition  # noqa: E402
 from gpuroute.crp import many_to_many as mm  # noqa: E402
 from gpuroute.crp import many_to_many_gpu as mg  # noqa: E402
 
-OSM_DIRS = [ROOT / "shared" / "data" / "osm", ROOT / ".." / "shared" / "data" / "osm", Path("/work/shared/data/osm")]
+OSM_DIRS = [ROOT / "local_data" / "osm", ROOT / "shared" / "data" / "osm", ROOT / ".." / "shared" / "data" / "osm", Path("/work/shared/data/osm")]
 PBF = {"Andorra": "andorra.osm.pbf", "Helsinki": "Helsinki.osm.pbf"}
 
 

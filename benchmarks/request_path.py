@@ -12,6 +12,10 @@ Cases: ``/route`` with 2 coordinates and ``overview=full``, the same with ``over
 ``steps=false``, the default), ``/route`` with ``steps=true&annotations=true`` (context) and ``/table``
 100 x 100.
 
+``--sizes N`` measures instead what the rule for answering on the event loop (``config.SERVE_INLINE_*``) is
+chosen from: the wall time of one request by service and size (routes of 2-12 coordinates, tables of 2 x 2 to
+30 x 30, nearest) and the CPU of one worker-thread hand-off (asyncio and uvloop).
+
 Usage (from the repo root):
     .venv/bin/python benchmarks/request_path.py [--routes 1000] [--tables 20] [--profile-top 25]
         [--requests benchmarks/results/serve_dataset_2026-11-26_before_75fde7b.requests.json.gz]
@@ -26,11 +30,14 @@ import cProfile
 import gzip
 import io
 import json
+import os
 import pstats
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 # --src DIR: another copy of src/ (an earlier version, for a before -> after comparison on one machine)
@@ -111,6 +118,78 @@ def profile_top(fn, items, top, sort):
     return total, body
 
 
+def sizes(server, reqs, n_each):
+    """Wall ms (p50, p99, max) of one request through the adapter, by service and size: how long a request
+    answered on the event loop holds it (``config.SERVE_INLINE_*``). Routes of k coordinates, tables of n x n,
+    nearest with number = m; each from the recorded random points."""
+    pts = [c for r in reqs["routes"] for c in r.split(";")]
+    rng = np.random.default_rng(3)
+    cases = [(f"route {k} coords", "/route/v1/driving/{}?overview=full", k) for k in (2, 3, 4, 6, 8, 12)]
+    cases += [("route 2 coords steps+annotations", "/route/v1/driving/{}?overview=full&steps=true&annotations=true", 2)]
+    cases += [(f"nearest number={m}", "/nearest/v1/driving/{}?number=" + str(m), 1) for m in (1, 10, 100)]
+    cases += [(f"table {n}x{n}", "/table/v1/driving/{}", n) for n in (2, 5, 10, 15, 20, 30)]
+    out = {}
+    for name, fmt, k in cases:
+        paths = [fmt.format(";".join(pts[j] for j in rng.choice(len(pts), k, replace=False))) for _ in range(n_each)]
+        for p in paths[:5]:
+            adapter_call(server, p)
+        wall = []
+        for p in paths:
+            t = time.perf_counter()
+            adapter_call(server, p)
+            wall.append(time.perf_counter() - t)
+        ms = np.array(wall) * 1e3
+        out[name] = {"n": len(paths), "p50_ms": round(float(np.percentile(ms, 50)), 3),
+                     "p99_ms": round(float(np.percentile(ms, 99)), 3), "max_ms": round(float(ms.max()), 3)}
+        print(f"  {name:36s} p50 {out[name]['p50_ms']:7.3f} ms  p99 {out[name]['p99_ms']:7.3f}  max "
+              f"{out[name]['max_ms']:7.3f}", flush=True)
+    return out
+
+
+def handoff(n=5000):
+    """CPU us of one worker-thread hand-off (``anyio.to_thread.run_sync`` of a no-op, awaited one at a
+    time, the way the server waits for each request) on asyncio's loop and on uvloop, against a direct call."""
+    import asyncio
+
+    import anyio.to_thread
+
+    def noop():
+        return None
+
+    async def through_thread():
+        t = time.process_time()
+        for _ in range(n):
+            await anyio.to_thread.run_sync(noop)
+        return (time.process_time() - t) * 1e6 / n
+
+    async def direct():
+        t = time.process_time()
+        for _ in range(n):
+            noop()
+        return (time.process_time() - t) * 1e6 / n
+
+    out = {}
+    loops = {"asyncio": asyncio.new_event_loop}
+    try:
+        import uvloop
+
+        loops["uvloop"] = uvloop.new_event_loop
+    except ImportError:
+        pass
+    for name, make in loops.items():
+        for what, fn in (("thread", through_thread), ("direct", direct)):
+            runs = []
+            for _ in range(3):
+                loop = make()
+                try:
+                    runs.append(loop.run_until_complete(fn()))
+                finally:
+                    loop.close()
+            out[f"{name} {what}"] = round(min(runs), 2)
+            print(f"  hand-off {name} {what}: {min(runs):.2f} us CPU per call", flush=True)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--routes", type=int, default=1000)
@@ -121,6 +200,9 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--src", default=None, help="import gpuroute from this copy of src/ (before -> after runs)")
     ap.add_argument("--cases", nargs="*", default=["route_full", "route_false", "route_steps", "table"])
+    ap.add_argument("--sizes", type=int, default=0, metavar="N",
+                    help="instead of the cases: wall ms of one request by service and size (N requests each) and "
+                         "the worker-thread hand-off's CPU (the config.SERVE_INLINE_* rule)")
     args = ap.parse_args()
 
     import gpuroute
@@ -143,6 +225,11 @@ def main():
         "table": ("/table/v1/driving/{}", tables),
     }
     out = {}
+    if args.sizes:
+        out = {"sizes": sizes(server, reqs, args.sizes), "handoff_us": handoff(), "loadavg": os.getloadavg()}
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=1))
+        return
     for name in args.cases:
         fmt, items = cases[name]
         paths = [fmt.format(c) for c in items]

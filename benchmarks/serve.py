@@ -40,6 +40,15 @@ are counted apart (``no_route``) and are not failures. A sample of 200 routes (d
 table are compared (within 1 %). The requests are written next to the result (``.requests.json.gz``);
 ``--requests-from EARLIER.json`` sends the same ones again and adds a before -> now table.
 
+``--variant NAME [key=value ...]`` (repeatable, with ``--dataset``) measures several gpuroute servers in the
+same run instead of this tree's ``gpuroute serve``: ``src=DIR`` a copy of ``src/`` (an earlier commit: ``git
+archive COMMIT src | tar -x -C DIR``), ``http=h11|httptools`` (``gpuroute serve --http``),
+``server=granian`` (the same application under granian's ASGI server, ``serve:granian_app``), ``set=NAME=VALUE``
+(``gpuroute.config`` constants, e.g. ``set=SERVE_INLINE_ROUTE_MAX_COORDS=0``). ``--rounds R`` measures
+osrm-routed and every variant R times, alternating (a shared machine's load moves between rounds). Each
+variant's answers to a sample (routes with and without steps, nearest, tables) are compared byte for byte with
+the first variant's (``identical`` in the JSON; a difference fails the run).
+
 Usage (from the repo root):
     .venv/bin/python benchmarks/serve.py --quick          # Monaco, fewer requests, under ~2 minutes
     .venv/bin/python benchmarks/serve.py --full           # Monaco and Andorra, 2,000 routes per level
@@ -48,6 +57,8 @@ Usage (from the repo root):
     .venv/bin/python benchmarks/serve.py --dataset --label before      # ~6 minutes on 2 cores
     .venv/bin/python benchmarks/serve.py --dataset --label after \
         --requests-from benchmarks/results/serve_dataset_<date>_before_<commit>.json
+    .venv/bin/python benchmarks/serve.py --dataset --graphs Monaco Andorra --rounds 3 \
+        --variant before src=DIR --variant httptools http=httptools --variant granian server=granian
 Writes OUT/serve_cpu_<date>[_quick][_httpx].json and prints Markdown tables (--dataset:
 OUT/serve_dataset_<date>[_<label>]_<commit>[_quick].json, .md with the tables, .requests.json.gz). Exits 1 if
 gpuroute answered anything but 200 (--dataset: anything but 200 or a NoRoute/NoSegment 400; the JSON is written
@@ -70,12 +81,14 @@ import stat
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+# a variant's copy of src/ (--variant NAME src=DIR): the launcher and granian's application import from it
+sys.path.insert(0, os.environ.get("GPUROUTE_BENCH_SRC") or str(ROOT / "src"))
 
 CACHE = ROOT / "out" / "serve_bench"
 OSRM_WHEELS = ROOT / "local_data" / "osrm"
@@ -107,7 +120,7 @@ def versions():
 
     out = {"python": platform.python_version()}
     for p in ("gpuroute", "uvicorn", "starlette", "h11", "anyio", "orjson", "httpx", "numpy", "uvloop",
-              "httptools"):
+              "httptools", "granian"):
         try:
             out[p] = version(p)
         except PackageNotFoundError:
@@ -490,6 +503,102 @@ async def fetch_json(kind, port, paths):
     return out
 
 
+async def fetch_raw(kind, port, paths):
+    """``(status, body bytes)`` of each GET, one after the other."""
+    client = make_client(kind, port, 1)
+    out = []
+    try:
+        for p in paths:
+            out.append(await client.get(p))
+    finally:
+        await client.aclose()
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ variants
+def parse_variant(words):
+    """``--variant NAME [key=value ...]``: a gpuroute server to measure. Keys: ``src`` (a copy of ``src/`` to
+    run, e.g. the commit before a change: ``git archive HEAD src | tar -x -C DIR``), ``http`` (``gpuroute
+    serve --http``), ``server`` (``gpuroute``, the default, or ``granian``: the same application under
+    granian's ASGI server with ``--workers``' count of its worker processes, each loading the dataset),
+    ``set`` (``CONFIG_NAME=VALUE[,...]``: gpuroute.config constants set before the server starts)."""
+    name, *rest = words
+    v = {"name": name, "src": None, "http": None, "server": "gpuroute", "set": {}}
+    for w in rest:
+        k, sep, val = w.partition("=")
+        if not sep or k not in v or k == "name":
+            raise SystemExit(f"--variant {name}: {w!r} is not key=value with key src, http, server or set")
+        if k == "set":
+            for item in val.split(","):
+                ck, sep2, cv = item.partition("=")
+                if not sep2:
+                    raise SystemExit(f"--variant {name}: set={val!r}: expected NAME=VALUE[,NAME=VALUE]")
+                v["set"][ck] = json.loads(cv) if cv[:1] in "-0123456789[{tfn\"" else cv
+        elif k == "src":
+            v["src"] = str(Path(val).resolve())
+            if not (Path(v["src"]) / "gpuroute" / "__init__.py").is_file():
+                raise SystemExit(f"--variant {name}: src={val}: no gpuroute package there")
+        else:
+            v[k] = val
+    if v["server"] not in ("gpuroute", "granian"):
+        raise SystemExit(f"--variant {name}: server={v['server']!r}: expected gpuroute or granian")
+    return v
+
+
+def variant_env(v):
+    src = v["src"] or str(ROOT / "src")
+    return dict(os.environ, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""), GPUROUTE_BENCH_SRC=src)
+
+
+def variant_command(v, ds, port, threads, workers, cores):
+    """``(command, env)`` that starts variant ``v`` on ``ds``."""
+    env = variant_env(v)
+    if v["server"] == "granian":
+        n = workers or cores
+        env.update(GPUROUTE_BENCH_DATASET=str(ds), GPUROUTE_BENCH_SET=json.dumps(v["set"]),
+                   NUMBA_NUM_THREADS=str(max(1, cores // n)), NUMBA_THREADING_LAYER="workqueue")
+        env["PYTHONPATH"] += os.pathsep + str(ROOT / "benchmarks")
+        return [sys.executable, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1", "--port", port,
+                "--workers", n, "--loop", "uvloop", "--no-ws", "--log-level", "warning", "--factory",
+                "serve:granian_app"], env
+    cmd = [sys.executable, Path(__file__).resolve(), "--launch", json.dumps(v["set"]), "serve", ds, "--port", port,
+           "--threads", threads, "--max-table-size", 1000, *(["--workers", workers] if workers else []),
+           *(["--http", v["http"]] if v["http"] else [])]
+    return cmd, env
+
+
+def granian_app():
+    """The application a ``server=granian`` variant serves (granian's ``--factory serve:granian_app``): the
+    dataset ``$GPUROUTE_BENCH_DATASET`` opened, ``--max-table-size 1000``, warmed up, as ``gpuroute serve``
+    builds it (each granian worker process loads its own copy: granian forks no loaded parent)."""
+    import gc
+
+    import gpuroute.config as cfg
+    from gpuroute.engine import Engine
+    from gpuroute.server import create_app, warm_up
+
+    for k, val in json.loads(os.environ.get("GPUROUTE_BENCH_SET") or "{}").items():
+        setattr(cfg, k, val)
+    eng = Engine.open(os.environ["GPUROUTE_BENCH_DATASET"])
+    eng.limits["max_locations_table"] = 1000 ** 2
+    app = create_app(eng, limits={"max_locations_table": 1000 ** 2}, allow_customize=False, warm_up=True)
+    warm_up(app)
+    gc.collect()
+    gc.freeze()
+    return app
+
+
+def identity_paths(req, n_routes):
+    """The requests whose answers are compared byte for byte between variants: routes (overview=full, and
+    with steps and annotations), nearest, tables."""
+    routes = req["routes"][:n_routes]
+    return ([f"/route/v1/driving/{c}?{DATASET_ROUTE_QUERY}" for c in routes]
+            + [f"/route/v1/driving/{c}?overview=full&steps=true&annotations=true" for c in routes[:50]]
+            + [f"/route/v1/driving/{c}?overview=simplified&geometries=geojson" for c in routes[50:100]]
+            + [f"/nearest/v1/driving/{c.split(';')[0]}?number=3" for c in routes[:50]]
+            + [f"/table/v1/driving/{c}" for c in req["tables"][:3]])
+
+
 # ------------------------------------------------------------------------------------------------ requests
 def fmt(c):
     return f"{c[0]:.6f},{c[1]:.6f}"
@@ -672,14 +781,14 @@ def gpuroute_env():
     return dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
-def gpuroute_build(pbf, lua, name):
+def gpuroute_build(pbf, lua, name, env=None):
     """``gpuroute build PBF --profile LUA -o out/serve_bench/dataset/NAME``, rebuilt on every run (the dataset is
     part of the code under test); (directory, build info)."""
     ds = CACHE / "dataset" / name
     ds.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "gpuroute.cli", "build", str(pbf), "--profile", str(lua), "-o", str(ds), "--json"]
     t = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, env=gpuroute_env(), timeout=1200)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env or gpuroute_env(), timeout=1200)
     wall = time.perf_counter() - t
     (CACHE / f"gpuroute_build_{name}.log").write_text(r.stdout + r.stderr)
     if r.returncode != 0:
@@ -742,13 +851,14 @@ def dataset_markdown(res, prev=None):
              f"{res['loadavg_after']}; commit {res['commit']}{' (src modified)' if res.get('src_changes') else ''}; "
              f"{res['date']}; gpuroute serve --threads {c['threads']}, osrm-routed --algorithm mld -t "
              f"{c['osrm_threads']}; both with OSRM's car.lua.", "",
-             "| graph | server | service | clients | requests | p50 ms | p95 ms | req/s | server CPU ms/req "
+             "| graph | round | server | service | clients | requests | p50 ms | p95 ms | req/s | server CPU ms/req "
              "| errors (of which NoRoute) |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for gname, gres in res["graphs"].items():
         for r in gres.get("rows", []):
             trunc = "*" if r.get("truncated_by_time") else ""
-            lines.append(f"| {gname} | {r['server']} | {r['service']} | {r['clients']} | {r['sent']}{trunc} | "
+            lines.append(f"| {gname} | {r.get('round', 0) + 1} | {r['server']} | {r['service']} | {r['clients']} | "
+                         f"{r['sent']}{trunc} | "
                          f"{r.get('p50_ms', float('nan')):.2f} | {r.get('p95_ms', float('nan')):.2f} | "
                          f"{r.get('throughput_rps', float('nan')):.1f} | {r['server_cpu_ms_per_req']:.2f} | "
                          f"{r['errors']} ({r.get('no_route', 0)}) |")
@@ -798,6 +908,9 @@ def main_dataset(args):
     n_tables = args.tables or (10 if args.quick else 50)
     time_limit = args.time_limit or (15.0 if args.quick else 40.0)
     reuse, prev = load_requests(args.requests_from) if args.requests_from else (None, None)
+    variants = [parse_variant(w) for w in args.variant or []]
+    if len({v["name"] for v in variants}) < len(variants) or any(v["name"] == "osrm-mld" for v in variants):
+        sys.exit("--variant names must differ (and not be osrm-mld)")
 
     signal.signal(signal.SIGTERM, _on_sigterm)
     atexit.register(stop_all)
@@ -818,7 +931,7 @@ def main_dataset(args):
            "config": {"graphs": graphs, "route_clients": levels, "table_clients": table_levels,
                       "routes_per_level": n_routes, "tables_per_level": n_tables, "table_size": args.table_size,
                       "time_limit_per_level_s": time_limit, "client": args.client, "threads": threads,
-                      "workers": args.workers,
+                      "workers": args.workers, "variants": variants, "rounds": args.rounds,
                       "osrm_threads": osrm_threads, "seed": args.seed, "route_query": DATASET_ROUTE_QUERY,
                       "profile": str(lua), "profile_sha256": file_sha256(lua),
                       "requests_from": str(args.requests_from) if args.requests_from else None,
@@ -840,13 +953,58 @@ def main_dataset(args):
     out.mkdir(parents=True, exist_ok=True)
     stem = "_".join(x for x in ("serve_dataset", res["date"], args.label, res["commit"],
                                 "quick" if args.quick else "") if x)
+    def run_osrm(c, rnd):
+        base, info = osrm_prepare(bindir, prof, c.pbf, c.gname, osrm_threads, algorithm="mld")
+        port = free_port()
+        logp = CACHE / f"osrm_mld_{c.gname}.log"
+        p = start([Path(bindir) / "osrm-routed", "--algorithm", "mld", "-i", "127.0.0.1", "-p", port,
+                   "-t", osrm_threads, "--max-table-size", 1000, base], logp)
+        try:
+            ready = wait_ready(p, port, "/nearest/v1/driving/0,0", logp)
+            c.gres["servers"]["osrm-mld"] = {"startup_s": ready, **info, "rss_idle_mb": rss_mb(p.pid)[0],
+                                           "pid_threads": threads_of(p.pid)}
+            print(f"  osrm-routed up in {ready:.1f} s (port {port}; {info})", flush=True)
+            rows = bench_server("osrm-mld", p, port, args.client, levels, c.routes, c.tables, [],
+                                time_limit, warmup=min(100, len(c.routes)), table_levels=table_levels)
+            c.gres["rows"] += [dict(r, round=rnd) for r in rows]
+            if "osrm" not in c.answers:
+                c.answers["osrm"] = asyncio.run(fetch_json(args.client, port, c.sample + c.tables[:1]))
+        finally:
+            stop(p)
+
+    def run_gpuroute(c, v, rnd):
+        name = v["name"] if variants else "gpuroute"
+        port = free_port()
+        logp = CACHE / f"gpuroute_dataset_{c.gname}_{name}.log"
+        cmd, env = variant_command(v, c.ds, port, threads, args.workers, cores)
+        p = start(cmd, logp, env=env)
+        try:
+            ready = wait_ready(p, port, "/health", logp, timeout=300)
+            c.gres["servers"][name] = {"startup_s": ready, "pid_threads": threads_of(p.pid),
+                                     "rss_idle_mb": rss_mb(p.pid)[0], "idle_memory": tree_memory(p.pid),
+                                     "variant": v, "command": [str(x) for x in cmd]}
+            print(f"  {name} up in {ready:.1f} s (port {port})", flush=True)
+            rows = bench_server(name, p, port, args.client, levels, c.routes, c.tables, [],
+                                time_limit, warmup=min(100, len(c.routes)), table_levels=table_levels)
+            c.gres["rows"] += [dict(r, round=rnd) for r in rows]
+            if "gpuroute" not in c.answers:
+                c.answers["gpuroute"] = asyncio.run(fetch_json(args.client, port, c.sample + c.tables[:1]))
+            if c.same and name not in c.bodies:
+                c.bodies[name] = asyncio.run(fetch_raw(args.client, port, c.same))
+        finally:
+            stop(p)
+        for r in c.gres["rows"]:
+            if r["server"] == name and r.get("round") == rnd and r["errors"] > r.get("no_route", 0):
+                failed.append(f"{c.gname}: {name} {r['service']} N={r['clients']}: {r['errors']} errors "
+                              f"({r.get('no_route', 0)} NoRoute); first: {r['first_error']}")
+
     try:
         for gname in graphs:
             print(f"## {gname}", flush=True)
             pbf = find_pbf(gname)
             sha = file_sha256(pbf)
             gres = res["graphs"][gname] = {"pbf": str(pbf), "pbf_sha256": sha, "rows": [], "servers": {}}
-            ds, binfo = gpuroute_build(pbf, lua, gname)
+            ds, binfo = gpuroute_build(pbf, lua, gname, env=variant_env(variants[0]) if variants else None)
             gres["gpuroute_build"] = binfo
             print(f"  gpuroute build: {binfo}", flush=True)
             if reuse is not None:
@@ -864,42 +1022,27 @@ def main_dataset(args):
             tables = [f"/table/v1/driving/{c}" for c in req["tables"][:n_tables]]
             sample = routes[:args.agree]
             answers = {}
+            same = identity_paths(req, args.agree) if variants else []
+            bodies = {}
 
-            port = free_port()
-            logp = CACHE / f"gpuroute_dataset_{gname}.log"
-            p = start([sys.executable, "-m", "gpuroute.cli", "serve", ds, "--port", port, "--threads", threads,
-                       "--max-table-size", 1000, *(["--workers", args.workers] if args.workers else [])], logp,
-                      env=gpuroute_env())
-            try:
-                ready = wait_ready(p, port, "/health", logp, timeout=300)
-                gres["servers"]["gpuroute"] = {"startup_s": ready, "pid_threads": threads_of(p.pid),
-                                               "rss_idle_mb": rss_mb(p.pid)[0], "idle_memory": tree_memory(p.pid)}
-                print(f"  gpuroute up in {ready:.1f} s (port {port})", flush=True)
-                gres["rows"] += bench_server("gpuroute", p, port, args.client, levels, routes, tables, [],
-                                             time_limit, warmup=min(100, len(routes)), table_levels=table_levels)
-                answers["gpuroute"] = asyncio.run(fetch_json(args.client, port, sample + tables[:1]))
-            finally:
-                stop(p)
-            for r in gres["rows"]:
-                if r["server"] == "gpuroute" and r["errors"] > r.get("no_route", 0):
-                    failed.append(f"{gname}: gpuroute {r['service']} N={r['clients']}: {r['errors']} errors "
-                                  f"({r.get('no_route', 0)} NoRoute); first: {r['first_error']}")
-
-            base, info = osrm_prepare(bindir, prof, pbf, gname, osrm_threads, algorithm="mld")
-            port = free_port()
-            logp = CACHE / f"osrm_mld_{gname}.log"
-            p = start([Path(bindir) / "osrm-routed", "--algorithm", "mld", "-i", "127.0.0.1", "-p", port,
-                       "-t", osrm_threads, "--max-table-size", 1000, base], logp)
-            try:
-                ready = wait_ready(p, port, "/nearest/v1/driving/0,0", logp)
-                gres["servers"]["osrm-mld"] = {"startup_s": ready, **info, "rss_idle_mb": rss_mb(p.pid)[0],
-                                               "pid_threads": threads_of(p.pid)}
-                print(f"  osrm-routed up in {ready:.1f} s (port {port}; {info})", flush=True)
-                gres["rows"] += bench_server("osrm-mld", p, port, args.client, levels, routes, tables, [],
-                                             time_limit, warmup=min(100, len(routes)), table_levels=table_levels)
-                answers["osrm"] = asyncio.run(fetch_json(args.client, port, sample + tables[:1]))
-            finally:
-                stop(p)
+            c = types.SimpleNamespace(gname=gname, pbf=pbf, ds=ds, gres=gres, routes=routes, tables=tables,
+                                      sample=sample, answers=answers, same=same, bodies=bodies)
+            for rnd in range(args.rounds):
+                print(f"  round {rnd + 1} of {args.rounds} (load average {loadavg()})", flush=True)
+                run_osrm(c, rnd)
+                for v in (variants or [parse_variant(["gpuroute"])]):
+                    run_gpuroute(c, v, rnd)
+            if bodies:
+                first = next(iter(bodies))
+                ident = gres["identical"] = {"reference": first, "requests": len(same)}
+                for name, got in bodies.items():
+                    diff = [same[i] for i, (a, b) in enumerate(zip(got, bodies[first], strict=True)) if a != b]
+                    ident[name] = {"identical": len(same) - len(diff), "differ": diff[:5]}
+                print(f"  byte-identical answers: {json.dumps(ident)}", flush=True)
+                for name, x in ident.items():
+                    if isinstance(x, dict) and x["differ"]:
+                        failed.append(f"{gname}: {name} answered {len(same) - x['identical']} of {len(same)} "
+                                      f"requests differently from {first}: {x['differ'][:2]}")
 
             ours, theirs = answers["gpuroute"], answers["osrm"]
             field = lambda a, k: np.array([x["routes"][0][k] if x and x.get("code") == "Ok" and x.get("routes")  # noqa: E731
@@ -936,7 +1079,22 @@ def main_dataset(args):
 
 
 # ------------------------------------------------------------------------------------------------ main
+def launch(argv):
+    """``serve.py --launch JSON ARGS...``: set the gpuroute.config constants of JSON, then run ``gpuroute
+    ARGS`` (a ``set=`` variant's server)."""
+    import gpuroute.config as cfg
+    from gpuroute.cli.main import main as cli
+
+    for k, val in json.loads(argv[0]).items():
+        if not hasattr(cfg, k):
+            sys.exit(f"gpuroute.config has no {k}")
+        setattr(cfg, k, val)
+    sys.exit(cli(argv[1:]))
+
+
 def main():
+    if sys.argv[1:2] == ["--launch"]:
+        return launch(sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="Monaco, 500 routes and 20 tables per level (~1-2 min)")
@@ -950,6 +1108,13 @@ def main():
                     help="--dataset: send the requests of this earlier --dataset result JSON (before/after)")
     ap.add_argument("--label", default="", help="--dataset: a word in the output's name (before, after)")
     ap.add_argument("--table-clients", nargs="+", type=int, default=None, help="--dataset: table levels (1)")
+    ap.add_argument("--variant", nargs="+", action="append", default=None, metavar="NAME [KEY=VALUE]",
+                    help="--dataset: a gpuroute server to measure, repeatable (default: gpuroute serve of this "
+                         "tree): keys src=DIR (a copy of src/), http=h11|httptools, server=gpuroute|granian, "
+                         "set=CONFIG=VALUE[,...]; the answers of a sample are compared byte for byte with the "
+                         "first variant's")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="--dataset: measure osrm-routed and every variant this many times, alternating")
     ap.add_argument("--graphs", nargs="+", default=None, help="Monaco, Andorra (--dataset: Helsinki too)")
     ap.add_argument("--clients", nargs="+", type=int, default=None, help="default 1 8 32 (--dataset: 1 4)")
     ap.add_argument("--routes", type=int, default=None, help="route requests per level")
@@ -974,8 +1139,8 @@ def main():
             ap.error("--dataset runs its own set (--quick: Monaco only); --full, --big-table and --no-osrm do "
                      "not apply")
         return main_dataset(args)
-    if args.requests_from or args.label or args.table_clients:
-        ap.error("--requests-from, --label and --table-clients go with --dataset")
+    if args.requests_from or args.label or args.table_clients or args.variant or args.rounds != 1:
+        ap.error("--requests-from, --label, --table-clients, --variant and --rounds go with --dataset")
     args.clients = args.clients or [1, 8, 32]
 
     cores = os.cpu_count() or 1

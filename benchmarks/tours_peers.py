@@ -33,12 +33,22 @@ vrplib or ../shared), else ``<name>.vrp`` + ``.sol`` in ``--cvrp-dir`` / ``--tsp
 gpuroute's readers, vrplib). ``--instances`` mixes both kinds (a name is CVRP when its file says so).
 
 Output: ``--out DIR`` gets ``tours_peers_<date>.json`` (meta: date, commit, machine; instances; skipped;
-runs), rewritten after every run (a cut-off run leaves what was done); a Markdown table is printed.
+runs, each with the 1-minute load average at its start), rewritten after every run (a cut-off run leaves what
+was done); a Markdown table is printed, for CVRP with issue 23's targets per row when PyVRP ran (at 10 s: a
+gap <= PyVRP's; at 60 s up to 401 stops: <= 1 %); ``--report FILE`` prints it again from a JSON.
+
+``--instances X:1001`` names every X instance up to 1,001 stops found in --data-dir / --cvrp-dir
+(``X:167-401``: a size range). ``--jobs J`` deals the instances to J child processes (each one after the
+other, every solver on one thread) and merges their JSONs: a many-core host runs the whole X set in minutes.
 
 Usage (repo root)::
 
     python3 benchmarks/tours_peers.py --prepare            # here: write local_data/tours_peers/*.npz
     PYTHONPATH=src python3 benchmarks/tours_peers.py --quick --out out   # ~1 min on 2 CPU cores
+    python3 benchmarks/tours_peers.py --prepare --instances X:1001        # the npz of every X instance
+    # issue 23's CVRP comparison, 16 cores (~7 min): every X instance at 10 s against PyVRP, then 60 s
+    python3 benchmarks/tours_peers.py --instances X:1001 --solvers gpuroute-cpu,pyvrp --limits 10 --jobs 16
+    python3 benchmarks/tours_peers.py --instances X:167-401 --solvers gpuroute-cpu --limits 60 --jobs 16
     # GPU machine (no network; carry .whl/peers and local_data/tours_peers): the peers' wheels (cp312,
     # vrplib included: install them in a pip call of their own, not with .whl/*.whl, which has vrplib too)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \\
@@ -414,7 +424,7 @@ def warm_gpuroute(instances, devices):
 
 def run_one(inst, solver, fn, T, seed):
     row = {"instance": inst.name, "kind": inst.kind, "n": inst.n, "solver": solver, "time_limit_s": T, "seed": seed,
-           "best_known": inst.best_known}
+           "best_known": inst.best_known, "load1": os.getloadavg()[0]}
     t = time.perf_counter()
     try:
         r = fn(inst, T, seed)
@@ -507,6 +517,22 @@ def cell(rows):
     return f"{gap:.2f} % ({wall:.1f} s)"
 
 
+def target(rk, name, n, T, solver):
+    """Issue 23's CVRP targets for one row: at T = 10 s a mean gap <= PyVRP's (same run); at T = 60 s and
+    n <= 401 stops (400 customers) a mean gap <= 1 %. 'met ...' / 'MISSED ...', or '' when neither applies."""
+    def gap(s):
+        g = [r["gap_pct"] for r in rk if (r["instance"], r["time_limit_s"], r["solver"]) == (name, T, s)
+             and r.get("gap_pct") is not None]
+        return float(np.mean(g)) if g else None
+
+    ours, peer = gap(solver), gap("pyvrp")
+    if T == 10 and ours is not None and peer is not None:
+        return f"{'met' if ours <= peer else 'MISSED'} (<= PyVRP {peer:.2f} %)"
+    if T == 60 and n <= 401 and ours is not None:
+        return f"{'met' if ours <= 1.0 else 'MISSED'} (<= 1 %)"
+    return ""
+
+
 def table(doc):
     lines = []
     runs = doc["runs"]
@@ -515,9 +541,12 @@ def table(doc):
         if not rk:
             continue
         solvers = [s for s in doc["meta"]["solvers"][kind]]
+        ours = [s for s in solvers if s.startswith("gpuroute")] if kind == "cvrp" and "pyvrp" in solvers else []
+        verdicts = {s: [] for s in ours}
         lines.append(f"\n### {kind.upper()}: gap to best known (mean wall time)\n")
-        lines.append("| instance | n | T (s) | " + " | ".join(solvers) + " |")
-        lines.append("|---|---:|---:|" + "---:|" * len(solvers))
+        extra = [f"target ({s})" for s in ours]
+        lines.append("| instance | n | T (s) | " + " | ".join(solvers + extra) + " |")
+        lines.append("|---|---:|---:|" + "---:|" * len(solvers) + "---|" * len(extra))
         order = {r["name"]: i for i, r in enumerate(doc["instances"])}
         keys = sorted({(r["instance"], r["n"], r["time_limit_s"]) for r in rk}, key=lambda k: (order[k[0]], k[2]))
         for name, n, T in keys:
@@ -525,17 +554,84 @@ def table(doc):
             for s in solvers:
                 rs = [r for r in rk if (r["instance"], r["time_limit_s"], r["solver"]) == (name, T, s)]
                 cells.append(cell(rs) if rs else ("skipped" if s in doc["skipped"] else ""))
+            for s in ours:
+                v = target(rk, name, n, T, s)
+                cells.append(v)
+                if v:
+                    verdicts[s].append(v.startswith("met"))
             lines.append(f"| {name} | {n} | {T:g} | " + " | ".join(cells) + " |")
+        for s in ours:
+            if verdicts[s]:
+                lines.append(f"\n{s}: issue 23's CVRP targets met on {sum(verdicts[s])} of {len(verdicts[s])} rows")
     if doc["skipped"]:
         lines.append("")
     lines += [f"skipped {s}: {why}" for s, why in doc["skipped"].items()]
     return "\n".join(lines)
 
 
+def expand(name, a):
+    """``X:<max n>`` (``X:<min n>-<max n>``): every CVRPLIB X instance of at most (and at least) that many
+    stops (depot included) in --data-dir or --cvrp-dir, by size; any other name: itself."""
+    if not name.startswith("X:"):
+        return [name]
+    low, _, top = name[2:].rpartition("-")
+    low, top = int(low or 0), int(top)
+    found = {p.stem for d in (a.data_dir, a.cvrp_dir) for p in Path(d).glob("X-n*-k*.*")
+             if p.suffix in (".npz", ".vrp")}
+    sized = sorted((int(nm.split("-")[1][1:]), nm) for nm in found)
+    return [nm for size, nm in sized if low <= size <= top]
+
+
+def run_jobs(names, limits, a, argv):
+    """--jobs J: the instances dealt to J child processes of this script (largest first, round robin), each
+    writing its own JSON; merged into one (meta of the first child, every child's runs, meta.jobs)."""
+    import tempfile
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    drop = {"--instances", "--jobs", "--out", "--tag"}
+    rest, skip = [], False
+    for x in argv:
+        if skip:
+            skip = False
+            continue
+        if x in drop:
+            skip = True
+            continue
+        if x.split("=", 1)[0] in drop:
+            continue
+        rest.append(x)
+    if not a.numba_threads:
+        rest += ["--numba-threads", "1"]
+    order = sorted(names, key=lambda nm: -int(nm.split("-")[1][1:]) if nm.startswith("X-n") else 0)
+    parts = [order[k::a.jobs] for k in range(a.jobs) if order[k::a.jobs]]
+    tmp = Path(tempfile.mkdtemp(prefix="tours_peers_jobs_"))
+    procs = [subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *rest, "--instances", ",".join(p),
+                               "--out", str(tmp / f"job{k}")], stdout=open(tmp / f"job{k}.log", "w"),
+                              stderr=subprocess.STDOUT) for k, p in enumerate(parts)]
+    print(f"{len(names)} instances in {len(procs)} jobs; logs in {tmp}", flush=True)
+    codes = [p.wait() for p in procs]
+    docs = [json.loads(f.read_text()) for k in range(len(parts)) for f in sorted((tmp / f"job{k}").glob("*.json"))]
+    if not docs:
+        raise SystemExit(f"no job wrote a result (exit codes {codes}); logs in {tmp}")
+    doc = docs[0]
+    doc["instances"] = [r for d in docs for r in d["instances"]]
+    doc["runs"] = [r for d in docs for r in d["runs"]]
+    doc["skipped"] = {k: v for d in docs for k, v in d["skipped"].items()}
+    doc["meta"].update(jobs=a.jobs, job_exit_codes=codes, args=vars(a), limits=limits,
+                       planned_search_s=sum(d["meta"]["planned_search_s"] for d in docs),
+                       total_s=max(d["meta"].get("total_s", 0.0) for d in docs))
+    date = dt.date.today().isoformat()
+    path = Path(a.out) / f"tours_peers_{date}{'_' + a.tag if a.tag else ''}.json"
+    write_json(path, doc)
+    print(table(doc))
+    print(f"\nwrote {path}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--instances", default=None,
-                    help="comma-separated instance names, CVRP and TSP mixed (default: "
+                    help="comma-separated instance names, CVRP and TSP mixed; X:<n> (X:<m>-<n>): every X instance "
+                         "of at most n (at least m) stops (default: "
                          f"{','.join(DEFAULT_CVRP + DEFAULT_TSP)})")
     ap.add_argument("--problems", default="cvrp,tsp", help="restrict to these kinds (cvrp, tsp)")
     ap.add_argument("--solvers", default=None,
@@ -554,18 +650,28 @@ def main(argv=None):
     ap.add_argument("--cvrp-dir", default=os.environ.get("GPUROUTE_CVRP_DIR", "/work/shared/data/vrp/CVRP"))
     ap.add_argument("--tsp-dir", default=os.environ.get("GPUROUTE_TSP_DIR", "/work/shared/data/vrp/TSP"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="directory for the JSON")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="instances in this many worker processes at once (each: its instances one after the other, "
+                         "every solver on one thread; numba threads 1 unless --numba-threads); one merged JSON")
+    ap.add_argument("--report", default=None, help="print the tables of this result JSON, then exit")
     ap.add_argument("--prepare", action="store_true",
                     help="write --data-dir/<name>.npz of the default, quick and --instances sets, then exit")
     a = ap.parse_args(argv)
     # --quick changes the defaults only: an explicit --instances / --limits still applies
+    if a.report:
+        print(table(json.loads(Path(a.report).read_text())))
+        return
     names = a.instances.split(",") if a.instances else list(QUICK if a.quick else DEFAULT_CVRP + DEFAULT_TSP)
+    names = [x for nm in names for x in expand(nm, a)]
     limits = [float(v) for v in (a.limits or ("1" if a.quick else "1,10")).split(",")] + ([60.0] if a.with_60 else [])
     if not all(math.isfinite(T) and T > 0 for T in limits):
         ap.error(f"--limits: every time limit must be a number > 0, got {limits}")
     if a.prepare:
-        extra = a.instances.split(",") if a.instances else []
+        extra = names if a.instances else []
         prepare(list(dict.fromkeys(list(DEFAULT_CVRP + DEFAULT_TSP + QUICK) + extra)), a)
         return
+    if a.jobs > 1:
+        return run_jobs(names, limits, a, argv)
     if a.numba_threads:
         import numba
 

@@ -98,3 +98,22 @@ class LineBudget:
             raise AssertionError(f"the code ran {self.lines} Python lines, over its budget of {self.limit} "
                                  "(it stopped there)") from exc
         return False
+
+
+@pytest.fixture(scope="session")
+def monaco_car_dir(tmp_path_factory):
+    """Monaco built once per session with OSRM's own ``car.lua`` (run unchanged by the Lua runtime; overlay
+    cells 64 and 1024): the dataset of the tests that need car.lua's turn costs, classes and weights (map
+    matching, ...). Read-only: a test that changes its traffic drops it again (``drop_traffic``). Skips
+    without osmium, lupa or OSRM's profiles."""
+    pytest.importorskip("osmium")
+    pytest.importorskip("lupa", reason="lupa (pip install 'gpuroute[lua]') runs OSRM's car.lua")
+    from osrm_peer import osrm_bin_dir, osrm_profiles_dir
+
+    from gpuroute.pipeline import build_dataset
+
+    lua = osrm_profiles_dir(osrm_bin_dir(required=False)) / "car.lua"
+    d = tmp_path_factory.mktemp("ds") / "monaco-car"
+    build_dataset(Path(__file__).resolve().parents[1] / "src" / "gpuroute" / "datasets" / "data" / "monaco.osm.pbf",
+                  d, profile=lua, cell_sizes=(64, 1024))
+    return d

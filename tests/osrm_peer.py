@@ -60,14 +60,14 @@ def free_port():
 
 
 class OSRMRouted:
-    """``osrm-routed --algorithm {ch|mld}`` on a free loopback port, with one keep-alive HTTP connection;
-    ``get(path)`` returns the decoded JSON."""
+    """``osrm-routed --algorithm {ch|mld}`` (and ``extra`` arguments) on a free loopback port, with one keep-alive
+    HTTP connection; ``get(path)`` returns the decoded JSON."""
 
-    def __init__(self, bindir, base, algorithm="ch"):
+    def __init__(self, bindir, base, algorithm="ch", extra=()):
         self.port = free_port()
         self.log = open(Path(base).parent / "osrm-routed.log", "w+")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen([str(Path(bindir) / "osrm-routed"), "--algorithm", algorithm, "-i", "127.0.0.1",
-                                      "-p", str(self.port), "-t", "1", str(base)],
+                                      "-p", str(self.port), "-t", "1", *map(str, extra), str(base)],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         self.conn = None
         deadline = time.monotonic() + 30

@@ -28,3 +28,14 @@ def test_import_does_not_import_cupy():
             "if m in sys.modules); print(','.join(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "", f"import gpuroute imported {out}"
+
+
+def test_names_load_on_first_use_and_sssp_stays_the_function():
+    """``import gpuroute`` imports no family until a name is used (issue 20: ``gpuroute serve`` imports
+    only what it runs), and importing the subpackage ``gpuroute.sssp`` first never shadows the function."""
+    code = ("import sys, gpuroute; print(sorted(m for m in sys.modules if m.startswith('gpuroute.'))); "
+            "import gpuroute.sssp.api; from gpuroute import sssp; print(callable(gpuroute.sssp), callable(sssp), "
+            "gpuroute.sssp is sssp)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "[]", f"import gpuroute imported {out[0]}"
+    assert out[1] == "True True True"

@@ -36,20 +36,62 @@ accessibility
     pandana-style aggregations and nearest POIs of every node, travel-time matrices and isochrones of many
     origins (:mod:`gpuroute.accessibility`); their scale-out over Dask is :mod:`gpuroute.distributed`.
 """
-from . import accessibility, config, datasets, tours
-from .backend import GPUUnavailableError, gpu_available, resolve_device
-from .backend.device_graph import DeviceGraph
-from .ch import ContractionHierarchy
-from .crp import Metric, Overlay, Profile, TurnTable
-from .engine import Engine
-from .geo import OutOfBoundsError, SnapError, haversine_m, nearest_node, nearest_nodes
-from .graph import INF, INF_U32, NO_PREDECESSOR, GraphError, ParseError, RoadGraph, TurnRestrictions, Unit
-from .io import load_dimacs, load_graph, load_metis, load_osm, load_tntp, save_graph
-from .opener import open_graph
-from .partition import Partition
-from .query import PathResult, extract_path, path_arcs, path_length, shortest_path
-from .sssp import ALGORITHMS, SSSPQuery, sssp, sssp_full
-from .tours import cvrp, tsp
+import importlib
+import sys
+import types
+
+# Every public name is imported on first use (PEP 562): ``import gpuroute`` costs a few milliseconds, and
+# a program -- ``gpuroute serve`` above all (issue 20: start to first answer) -- imports only the modules
+# it runs (the engine needs neither the accessibility, tours, sssp nor partition families to answer).
+#: public name -> (module, attribute; None: the module itself)
+_LAZY = {
+    "accessibility": (".accessibility", None), "config": (".config", None), "datasets": (".datasets", None),
+    "tours": (".tours", None),
+    "GPUUnavailableError": (".backend", "GPUUnavailableError"), "gpu_available": (".backend", "gpu_available"),
+    "resolve_device": (".backend", "resolve_device"), "DeviceGraph": (".backend.device_graph", "DeviceGraph"),
+    "ContractionHierarchy": (".ch", "ContractionHierarchy"),
+    **{n: (".crp", n) for n in ("Metric", "Overlay", "Profile", "TurnTable")},
+    "Engine": (".engine", "Engine"),
+    **{n: (".geo", n) for n in ("OutOfBoundsError", "SnapError", "haversine_m", "nearest_node", "nearest_nodes")},
+    **{n: (".graph", n) for n in ("INF", "INF_U32", "NO_PREDECESSOR", "GraphError", "ParseError", "RoadGraph",
+                                  "TurnRestrictions", "Unit")},
+    **{n: (".io", n) for n in ("load_dimacs", "load_graph", "load_metis", "load_osm", "load_tntp", "save_graph")},
+    "open_graph": (".opener", "open_graph"),
+    "Partition": (".partition", "Partition"),
+    **{n: (".query", n) for n in ("PathResult", "extract_path", "path_arcs", "path_length", "shortest_path")},
+    **{n: (".sssp", n) for n in ("ALGORITHMS", "SSSPQuery", "sssp", "sssp_full")},
+    "cvrp": (".tours", "cvrp"), "tsp": (".tours", "tsp"),
+}
+
+
+def __getattr__(name):
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'gpuroute' has no attribute {name!r}")
+    module = importlib.import_module(target[0], __name__)
+    if target[1] is None:  # a submodule: importing it made it an attribute of the package
+        return module
+    value = globals()[name] = getattr(module, target[1])
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
+class _Package(types.ModuleType):
+    """``gpuroute`` itself: importing the subpackage ``gpuroute.sssp`` binds it to the name ``sssp`` on its
+    parent, which would shadow the public function :func:`gpuroute.sssp` (an eager import rebound it
+    afterwards); the binding is skipped, the subpackage stays in ``sys.modules``."""
+
+    def __setattr__(self, name, value):
+        if name == "sssp" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
 
 __version__ = "0.2.0"
 

@@ -110,6 +110,47 @@ CH_PHAST_FROM_LABELS = True
 #: instead of PHAST sweeps (cost ~ |S| x n); paired distances always use the labels. NY on an H100: labels
 #: win up to 100 x 10,000 (1.15 vs 2.04 ms), so the crossover is near 20,000 targets.
 CH_LABELS_TABLE_MAX_TARGETS = 16384
+#: RPHAST on the GPU (``ch/rphast_gpu.py``): most items (source x restricted node) of one pass; sources are split
+#: into equal passes under this bound.
+CH_RPHAST_BATCH_ITEMS = 1 << 26
+#: Threads per block of the RPHAST kernels (a multiple of 32).
+CH_RPHAST_THREADS = 256
+#: RPHAST on the GPU: a pass of at most this many sources is one persistent kernel (grid barriers between its
+#: phases and levels; a cooperative launch) instead of a CUDA graph of one launch per phase and level. 0: always
+#: the graph. Off until measured: the persistent pass's first H100 timings (~11-12 us for 1 x 1000) timed only
+#: the host's launch call (the kernel ran on another stream than the CUDA events, and its result was copied
+#: before it ended: inexact); the graph is exact and measured (1 x 1000, m = 4: 55.3 us device, 143.6 us end to
+#: end; BENCHMARKS.md). Set it to 8 if benchmarks/rphast.py's persistent device time beats the graph's.
+CH_RPHAST_PERSISTENT_MAX_K = 0
+#: Most blocks of the persistent RPHAST pass (fewer: a cheaper grid barrier, less parallelism a level); 0: as
+#: many as the widest phase fills and the multiprocessors hold at once.
+CH_RPHAST_PERSISTENT_MAX_BLOCKS = 0
+#: RPHAST on the GPU: for passes of fewer than this many sources, a level's (node, source) item gets the power
+#: of two lanes (at most a warp) at least the level's mean in-degree; from this many on, one thread an item.
+CH_RPHAST_LANES_MAX_K = 32
+#: RPHAST on the GPU: most lanes (a power of two, at most 32) of one (node, source) item; fewer lanes, fewer
+#: threads a level (a smaller grid, a cheaper barrier) for more arcs a lane.
+CH_RPHAST_MAX_LANES = 32
+#: RPHAST on the GPU: consecutive depths of the restricted sweep merged into one phase (TargetSelection.merged:
+#: in-arcs extended through the phase, so its nodes run in parallel): ceil(L / m) dependent steps instead of L, for
+#: more arcs (DIMACS NY, 1,000 targets: m = 4, 13 steps for 1.7x the arcs; m = 8, 7 steps for 2.7x). 1: off.
+#: H100, NY 1 x 1000, the captured graph: m = 4 55.3 us device, m = 1 133.9 us.
+CH_RPHAST_MERGE_LEVELS = 4
+#: RPHAST on the GPU: core entries (of one source) per unit of the core step (each unit: a chunk of columns x this
+#: many entries, then atomicMin), so that a source's 50-350 core entries spread over several blocks.
+CH_RPHAST_CORE_SLICE = 16
+#: ``ContractionHierarchy.table`` on the GPU, once the hub labels exist (RPHAST's upward pass then runs on the
+#: device; without them its upward searches run on the host and full PHAST sweeps are kept), runs RPHAST (before
+#: label merges) for at most ``CH_RPHAST_TABLE_MAX_TARGETS`` targets and at least ``CH_RPHAST_TABLE_MIN_SOURCES``
+#: sources. NY x 1,000 targets on an H100 (benchmarks/rphast.py, the selection kept: medians of repeated calls),
+#: labels / RPHAST / PHAST sweeps: 1 source 0.116 / 0.217 / 0.417 ms, 16: 0.131 / 0.265 / 0.428, 256: 0.370 /
+#: 0.490 / 1.751, 1000: 1.085 / 1.013 / 5.735: RPHAST wins from 1,000 sources on (not measured between 256 and
+#: 1,000). A target set not kept first pays its selection (on the CPU, ~35 ms for NY x 1,000 targets: the
+#: benchmark's "selection" row). ``ContractionHierarchy.select_targets`` keeps the last ``CH_RPHAST_SELECTIONS``
+#: target sets' selections.
+CH_RPHAST_TABLE_MAX_TARGETS = 4096
+CH_RPHAST_TABLE_MIN_SOURCES = 1000
+CH_RPHAST_SELECTIONS = 8
 
 # ------------------------------------------------------------------------------------------- CRP_
 #: Customizable Route Planning (Delling, Kobitzsch, Werneck, Euro-Par 2014, sec. 2): the most nodes per
@@ -170,6 +211,12 @@ CRP_MICRO_THREADS = 256
 #: highest query level with at least this many cells per part (the paper's top level where it has enough
 #: cells to balance; NY's 5 top cells split over 2 GPUs, over 4 the split moves down to its 69 level-1 cells).
 CRP_MULTI_CELLS_PER_PART = 2
+#: The overlay's many-to-many with device="auto" (the engine's tables, trips, /match's table path): "cpu" or
+#: "gpu". Measured on the 16-core H100 host (2026-11-26, Monaco car.lua, benchmarks/crp_table_gpu.py): the CPU twin
+#: took 1.5 / 2.3 / 3.7 / 8.1 ms for 10 / 25 / 100 / 300 points square against the GPU twin's 5.3 / 8.7 / 13.3 /
+#: 20.9 ms; the GPU won only on a 64-core host at 100 x 100 (Andorra 10.7 vs 20.3 ms) and lost there at 1000 x 1000:
+#: one GPU thread per search does not beat the cores, so auto is the CPU.
+CRP_TABLE_AUTO_DEVICE = "cpu"
 #: GPU many-to-many table (gpuroute.crp.many_to_many_gpu, one thread per search): threads per block of the
 #: search kernels (small blocks spread a table of few points over many multiprocessors).
 CRP_TABLE_GPU_THREADS = 32
@@ -192,9 +239,42 @@ SERVE_MAX_LOCATIONS_NEAREST = 100
 #: Most alternative routes one /route request may ask for (osrm-routed's --max-alternatives default): the one
 #: limit of the HTTP server and the Python API (gpuroute.engine.params.RouteParams; /health reports it).
 SERVE_MAX_ALTERNATIVES = 3
+#: Via-node alternative routes (gpuroute.crp.alternatives; Abraham, Delling, Goldberg, Werneck, "Alternative
+#: routes in road networks", JEA 2013): an alternative costs at most (1 + STRETCH) x the shortest route (OSRM
+#: MLD's 25 %), shares at most SHARING of the shortest route's cost with it and the alternatives chosen before
+#: (OSRM MLD: 85 % of its edges; the paper's gamma 0.8), and passes the T-test with T = ALPHA x the shortest
+#: route's cost around its via arc (local optimality; the paper's and OSRM CH's 0.25). At most CANDIDATES
+#: via paths are unpacked and tested per request (OSRM MLD: 2 x the alternatives asked).
+SERVE_ALTERNATIVES_STRETCH = 0.25
+SERVE_ALTERNATIVES_SHARING = 0.80
+SERVE_ALTERNATIVES_ALPHA = 0.25
+SERVE_ALTERNATIVES_CANDIDATES = 12
 #: overview=simplified: Douglas-Peucker tolerance in metres (a route drawn at street zoom loses nothing
 #: visible; OSRM picks a zoom-dependent tolerance instead).
 SERVE_SIMPLIFY_TOLERANCE_M = 3.0
+
+# ------------------------------------------------------------------------------------ SERVE_HTTP_
+#: The HTTP/1.1 server under ``gpuroute serve`` (gpuroute.server.http): "httptools" (uvicorn with the
+#: httptools parser on the uvloop event loop, ``pip install 'gpuroute[serve]'``), "h11" (uvicorn's
+#: pure-Python parser on asyncio), or "auto": httptools where httptools and uvloop import, else h11.
+#: Both answer an over-long URL 414 and over-long headers 431 (OSRM's JSON).
+SERVE_HTTP = "auto"
+#: Short requests are answered on the worker's event loop, the others in a worker thread (the hand-off costs
+#: ~90-100 us of CPU a request: anyio's thread, two loop wake-ups; an engine call holds the GIL, so the
+#: thread shields the loop's other connections only between its compiled kernels). Short: a /route of at most
+#: SERVE_INLINE_ROUTE_MAX_COORDS coordinates without alternatives, a /nearest of at most
+#: SERVE_INLINE_NEAREST_MAX_NUMBER results, a /table of at most SERVE_INLINE_TABLE_MAX_CELLS cells (sources x
+#: destinations); none with exclude, avoid_polygons or avoid_ways (the first request of a kind customizes the
+#: overlay); /trip, /isochrone and /customize always go to a thread. The rule keeps one inline request
+#: under ~1 ms (p99) on the 2-core CI machine (Monaco, car.lua; benchmarks/request_path.py --sizes): a route of
+#: 2 / 4 / 6 coordinates 0.34 / 0.72 / 1.08 ms p50 (p99 0.52 / 0.93 / 1.31), with steps and annotations 0.79
+#: (1.27), nearest number=100 0.43 (0.63); a table costs 2.5 ms already at 2 x 2 (its parallel kernels' fixed
+#: cost), 3.7 ms at 10 x 10: tables go to a thread (0). Only with gpuroute's Engine (another engine's cost is
+#: unknown) and only while no thread of the process runs an engine call (numba's workqueue threading layer is
+#: not thread-safe); an inline request is not cut by the timeout. 0: never.
+SERVE_INLINE_ROUTE_MAX_COORDS = 4
+SERVE_INLINE_NEAREST_MAX_NUMBER = 100
+SERVE_INLINE_TABLE_MAX_CELLS = 0
 #: Segment snapping (gpuroute.geo.segments): sample points are placed along every segment at most this
 #: many metres apart (both ends always); the k-d tree holds the samples, and a point's candidate segments
 #: are those with a sample within (best distance + half this spacing), so the result is exact.
@@ -211,6 +291,12 @@ SERVE_AVOID_MAX_POLYGONS = 16
 SERVE_AVOID_MAX_VERTICES = 2000
 SERVE_AVOID_MAX_WAYS = 500
 SERVE_AVOID_CACHE = 4
+#: depart_at= (gpuroute.engine.timeslots): how many time-profile slot metrics keep their customization
+#: (least recently used dropped first; slots with the same rows share one; with exclude= or avoids a (slot,
+#: exclusion) pair is one entry). Each costs one customization's memory (cliques, trees, turn and arc
+#: costs: TimeSlots.info()["bytes_per_metric"]; Monaco ~1.6 MiB). A /customize makes every kept one
+#: stale: it is customized again on its next use. 0: none kept (every request customizes).
+SERVE_DEPART_CACHE = 8
 
 # ------------------------------------------------------------------------------- SERVE_ISOCHRONE_
 #: Isochrones (Engine.isochrone, GET /isochrone/v1): most contours of one request (Valhalla's and
@@ -259,6 +345,31 @@ SERVE_ISOCHRONE_CHECK_THREADS = 4
 #: Most coordinates of one /trip request (osrm-routed's --max-trip-size default); a roundtrip is routed
 #: through one more waypoint (back to its first), so this stays below SERVE_MAX_LOCATIONS_ROUTE.
 SERVE_MAX_LOCATIONS_TRIP = 100
+#: /match (map matching, gpuroute.engine.services.match): most trace coordinates of one request (osrm-routed's
+#: --max-matching-size default; /health reports it as max_locations_map_matching).
+SERVE_MAX_LOCATIONS_MAP_MATCHING = 100
+#: /match: the GPS standard deviation (m) of a point without a radiuses entry (OSRM's DEFAULT_GPS_PRECISION,
+#: 5 m since OSRM 5.x; it was 4.07 m before). Its candidates lie within 3 sigma.
+SERVE_MATCH_SIGMA_M = 5.0
+#: /match: the largest speed (m/s) between two timestamped points (OSRM's max_speed_for_map_matching of car.lua,
+#: 180 km/h), where the graph's meta has none.
+SERVE_MATCH_MAX_SPEED_MS = 50.0
+#: /match: most candidates on either side of one transition many-to-many search; the steps of a trace (and of
+#: the traces of Engine.match_many) are gathered into searches of up to this many sources and targets.
+SERVE_MATCH_TABLE_CANDIDATES = 128
+#: /match: how transitions are computed (gpuroute.engine.services.match.TRANSITIONS): "search" (a bounded
+#: turn-expanded Dijkstra per source candidate, numba-parallel over every step of every trace: OSRM's bounded
+#: network distance), "table" (the engine's many-to-many, the overlay's CPU or GPU twin, gathered as above), or
+#: "auto" (the searches, on every device: measured on the 16-core H100 host, 2026-11-26, Monaco with car.lua, a
+#: 100-point trace took 9.2 ms with the searches and 124 ms with the GPU many-to-many, 300 traces 1.6 s and 15 s;
+#: BENCHMARKS.md, "Map matching"). Both give the same tables (tests/engine/test_match.py).
+SERVE_MATCH_TRANSITIONS = "auto"
+#: /match: the bounded transition searches of one call run on every core from this many searches (one per
+#: source candidate and step) on; fewer run on one thread. Measured on the 2-core CI machine (2026-11-26, Monaco
+#: with car.lua, sigma 10 m, 5 s): a 5-point trace (44 searches) 0.60 ms on one thread, 0.55 ms on both; 100
+#: points (852) 3.6 and 2.9 ms (the workers' scratch is kept between calls; allocated per call, it ate the gain:
+#: 4.2 and 4.1 ms, and the threshold was 4,000).
+SERVE_MATCH_PARALLEL_JOBS = 64
 #: Up to TOUR_EXACT_MAX_N stops a /trip order is exact (gpuroute.tours.tsp_exact, no time limit); past it
 #: the tour search (gpuroute.tours.tsp) of a request that gives no time limit may take
 #: SERVE_TRIP_TIME_PER_STOP_S x n seconds, clamped to [SERVE_TRIP_TIME_MIN_S, SERVE_TRIP_TIME_MAX_S] (a
@@ -353,9 +464,11 @@ TOUR_VRP_GPU_SYNC_ROUNDS = 4
 #: when a GPU is usable. Measured (H100, 2026-11-26, benchmarks/tours_gpu.py --sections cvrp, 10 s, one
 #: seed; BENCHMARKS.md): the GPU chains beat the CPU twin (16 cores) on X-n303 (0.51 vs 1.27 %), X-n502
 #: (0.15 vs 0.33 %) and X-n701 (1.71 vs 1.80 %), and lost on X-n200 (2.11 vs 2.03 %) and X-n979 (2.33 vs
-#: 2.02 %).
-TOUR_CVRP_GPU_AUTO_MIN_N = 300
-TOUR_CVRP_GPU_AUTO_MAX_N = 800
+#: 2.02 %). Since the CPU search is SISR (tours/vrp_sisr.py), one core of the H100 host matched or beat those GPU
+#: numbers (same 10 s, one seed, 2026-11-26): X-n303 0.48 %, X-n701 1.11 %, lost only on X-n502 (0.26 vs 0.15 %),
+#: so the window is empty (auto = the CPU) until a run of several seeds shows the GPU ahead somewhere.
+TOUR_CVRP_GPU_AUTO_MIN_N = 1
+TOUR_CVRP_GPU_AUTO_MAX_N = 0
 #: Engine.trip orders up to this many stops exactly (Held-Karp, gpuroute.tours.tsp_exact; osrm-routed
 #: brute-forces up to 10), the tour search past it. Measured (numba, 2-core CI machine, closed tour):
 #: 0.11 ms at 10 stops, 0.25 ms at 11, 0.6 ms at 12, 1.4 ms at 13, 3.8 ms at 14 (x ~2.3 a stop); the

@@ -182,9 +182,10 @@ def test_wrong_shape_and_dtype_refused(ch, tmp_path):
     save_hierarchy(ContractionHierarchy(bad, graph=ch.graph, weight="travel_time"), tmp_path / "a")
     with pytest.raises(ParseError, match=r"level.npy: shape \(17,\), expected \(18,\) for n_nodes=18"):
         load_hierarchy(tmp_path / "a")
-    bad = Hierarchy(**dict(arrays, up_weight=arrays["up_weight"].astype(np.int32)))
+    # (int32 weights are read: a hierarchy saves its int64 weights as int32 where they fit, ch.store.NARROWED)
+    bad = Hierarchy(**dict(arrays, up_weight=arrays["up_weight"].astype(np.float64)))
     save_hierarchy(ContractionHierarchy(bad, graph=ch.graph, weight="travel_time"), tmp_path / "b")
-    with pytest.raises(ParseError, match="up_weight.npy: dtype int32, a hierarchy's up_weight is int64"):
+    with pytest.raises(ParseError, match="up_weight.npy: dtype float64, a hierarchy's up_weight is int64"):
         load_hierarchy(tmp_path / "b")
     bad = Hierarchy(**dict(arrays, down_mid=arrays["down_mid"][1:]))
     save_hierarchy(ContractionHierarchy(bad, graph=ch.graph, weight="travel_time"), tmp_path / "c")

@@ -20,7 +20,6 @@ pytest.importorskip("osmium")
 pytest.importorskip("lupa", reason="lupa (pip install 'gpuroute[lua]') runs OSRM's Lua profiles")
 shapely = pytest.importorskip("shapely")
 
-from osrm_peer import osrm_bin_dir, osrm_profiles_dir  # noqa: E402
 from phantoms import point  # noqa: E402
 from turn_oracle import phantom_cost, route_arcs, turn_graph  # noqa: E402
 
@@ -28,7 +27,6 @@ from gpuroute import config  # noqa: E402
 from gpuroute.engine import Engine, EngineError  # noqa: E402
 from gpuroute.engine.exclude import excluder  # noqa: E402
 from gpuroute.geo.segments import SegmentIndex  # noqa: E402
-from gpuroute.pipeline import build_dataset  # noqa: E402
 
 MONACO = Path(__file__).resolve().parents[2] / "src" / "gpuroute" / "datasets" / "data" / "monaco.osm.pbf"
 #: Two points across Monaco whose plain route runs through the town (the pairs below are derived from it).
@@ -37,11 +35,8 @@ PAIRS = [[(7.4186, 43.7307), (7.4265, 43.7402)], [(7.4130, 43.7310), (7.4230, 43
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory):
-    d = tmp_path_factory.mktemp("ds") / "monaco-car"
-    build_dataset(MONACO, d, profile=osrm_profiles_dir(osrm_bin_dir(required=False)) / "car.lua",
-                  cell_sizes=(64, 1024))
-    return Engine.open(d)
+def engine(monaco_car_dir):
+    return Engine.open(monaco_car_dir)  # the session's Monaco with OSRM's car.lua (tests/conftest.py)
 
 
 def _box(x, y, d=0.0003):

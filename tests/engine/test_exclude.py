@@ -33,7 +33,6 @@ from gpuroute.engine.dataset import drop_traffic  # noqa: E402
 from gpuroute.engine.exclude import NO_EXCLUDE, UNSUPPORTED, Excluder, excluder  # noqa: E402
 from gpuroute.geo.segments import SegmentIndex  # noqa: E402
 from gpuroute.io.lua_profile import LuaProfile  # noqa: E402
-from gpuroute.pipeline import build_dataset  # noqa: E402
 
 MONACO = Path(__file__).resolve().parents[2] / "src" / "gpuroute" / "datasets" / "data" / "monaco.osm.pbf"
 SERVICES = ("route", "table", "trip", "nearest", "isochrone")
@@ -45,10 +44,8 @@ def car_lua():
 
 
 @pytest.fixture(scope="module")
-def dataset(car_lua, tmp_path_factory):
-    d = tmp_path_factory.mktemp("ds") / "monaco-car"
-    build_dataset(MONACO, d, profile=car_lua, cell_sizes=(64, 1024))
-    return d
+def dataset(car_lua, monaco_car_dir):
+    return monaco_car_dir  # the session's Monaco with car_lua (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -41,10 +41,8 @@ def profiles():
 
 
 @pytest.fixture(scope="module")
-def monaco(profiles, tmp_path_factory):
-    d = tmp_path_factory.mktemp("ds") / "monaco-car"
-    build_dataset(MONACO, d, profile=profiles / "car.lua", cell_sizes=CELLS)
-    return d
+def monaco(profiles, monaco_car_dir):
+    return monaco_car_dir  # the session's Monaco with car.lua, cells CELLS (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

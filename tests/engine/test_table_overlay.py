@@ -95,3 +95,30 @@ def test_trip_follows_traffic(engine):
         best = min(best, sum(d[a, b] for a, b in itertools.pairwise(order)))
     trip = e.trip(pts)
     assert trip["trips"][0]["duration"] == pytest.approx(best, abs=0.1 * len(pts) + 1e-6)
+
+
+def test_auto_device_of_the_overlay_table_is_the_config(engine, monkeypatch):
+    """``device="auto"`` runs the twin ``config.CRP_TABLE_AUTO_DEVICE`` names (the CPU's by measurement), whether or
+    not a GPU is usable: naming the GPU on a machine without one fails as device="gpu" does, not silently."""
+    import importlib
+
+    from gpuroute import config
+    from gpuroute.backend import gpu_available
+
+    e = engine
+    ph = e._snap(_points(e, 4, 3))
+    cpu = importlib.import_module("gpuroute.crp.many_to_many")
+    ran = []
+    real = cpu.table
+    monkeypatch.setattr(cpu, "table", lambda *a, **k: ran.append(1) or real(*a, **k))
+    crp = table_search(e)
+    want = crp.many_to_many(ph, ph, device="cpu").cost
+    ran.clear()
+    np.testing.assert_array_equal(crp.many_to_many(ph, ph, device="auto").cost, want)
+    assert ran == [1]  # the CPU twin answered "auto"
+    if not gpu_available():
+        from gpuroute.backend import GPUUnavailableError
+
+        monkeypatch.setattr(config, "CRP_TABLE_AUTO_DEVICE", "gpu")
+        with pytest.raises(GPUUnavailableError):
+            crp.many_to_many(ph, ph, device="auto")

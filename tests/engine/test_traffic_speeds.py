@@ -68,10 +68,8 @@ def profiles():
 
 
 @pytest.fixture(scope="module")
-def built(profiles, tmp_path_factory):
-    d = tmp_path_factory.mktemp("ds") / "monaco-car"
-    build_dataset(MONACO, d, profile=profiles / "car.lua", cell_sizes=CELLS)
-    return d
+def built(profiles, monaco_car_dir):
+    return monaco_car_dir  # the session's Monaco with car.lua, cells CELLS (tests/conftest.py)
 
 
 @pytest.fixture

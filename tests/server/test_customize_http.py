@@ -447,6 +447,11 @@ with TestClient(app) as c:  # the app's startup warms every service up
         ("GET", f"/isochrone/v1/driving/{xy[1]}?contours_minutes=1,3"),
         ("GET", f"/isochrone/v1/driving/{xy[2]}?contours_minutes=20"),
         ("GET", f"/isochrone/v1/driving/{xy[3]}?contours_meters=400,900&polygons=false"),
+        ("GET", f"/route/v1/driving/{xy[2]};{xy[3]}?alternatives=2&overview=full"),
+        ("GET", f"/match/v1/driving/{xy[3]};{xy[2]}?timestamps=0;60&radiuses=40;40"),
+        # a long trace: past config.SERVE_MATCH_PARALLEL_JOBS transition searches (the parallel kernel)
+        ("GET", f"/match/v1/driving/{';'.join([xy[1]] * 30)}?timestamps={';'.join(str(5 * i) for i in range(30))}"
+                f"&radiuses={';'.join(['45'] * 30)}"),
         ("GET", want["url"]),  # (answered after the warm-up's customization: compared below)
         ("POST", {"updates": [{"arc": 7, "cost": 3 * cost}]}),
         ("POST", {"metric": "distance"}),

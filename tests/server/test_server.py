@@ -4,8 +4,10 @@ code it answers, the limits, POST bodies, the worker threads, and the real OSRM 
 the real Monaco engine (skipped until :mod:`gpuroute.engine` exists)."""
 from __future__ import annotations
 
+import contextlib
 import math
 import socket
+import sys
 import threading
 import time
 import warnings
@@ -23,7 +25,7 @@ with warnings.catch_warnings():  # newer Starlette asks for httpx2; httpx works 
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
-from gpuroute.server import DEFAULT_LIMITS, OSRMError, create_app, parse_coordinates  # noqa: E402
+from gpuroute.server import DEFAULT_LIMITS, OSRMError, create_app, parse_coordinates, parse_request  # noqa: E402
 
 #: Two points in Monaco (lon, lat): Place du Casino and Port Hercule; a third in Fontvieille.
 CASINO = (7.4282, 43.7396)
@@ -487,11 +489,11 @@ def serve_on_loopback():
 
     servers = []
 
-    def start(app):
+    def start(app, http=None, **kw):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
-        server = uvicorn.Server(server_config(app, log_level="warning"))  # as gpuroute serve configures it
+        server = uvicorn.Server(server_config(app, log_level="warning", http=http, **kw))  # as gpuroute serve does
         th = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
         th.start()
         servers.append((server, th, sock))
@@ -643,12 +645,21 @@ def test_non_ascii_digits_are_refused():
     assert parse_coordinates("+7.5e0,-4.35E1;.5,1.") == [(7.5, -43.5), (0.5, 1.0)]
 
 
-def test_a_long_url_is_answered_414(fake, serve_on_loopback):
+def _parsers():
+    """The HTTP parsers installed here (h11 always; httptools with uvloop, the serve extra's)."""
+    from gpuroute.server.http import parser
+
+    return ["h11"] + (["httptools"] if parser("auto") == "httptools" else [])
+
+
+@pytest.mark.parametrize("parser", _parsers())
+def test_a_long_url_is_answered_414(fake, serve_on_loopback, parser):
     """A URL past the HTTP server's request-line limit is answered 414 URI Too Long (OSRM's JSON), the
-    connection read to its end first so that the client gets the answer instead of a reset."""
+    connection read to its end first so that the client gets the answer instead of a reset; with either
+    parser (httptools has no limit of its own)."""
     import http.client
 
-    base = serve_on_loopback(create_app(fake))
+    base = serve_on_loopback(create_app(fake), http=parser)
     host, port = base.rsplit("/", 1)[1].split(":")
     path = "/route/v1/driving/" + ";".join([_coords(CASINO)] * (2_000_000 // 16))
     conn = http.client.HTTPConnection(host, int(port), timeout=30)
@@ -761,3 +772,365 @@ def _serve_stub(monkeypatch, argv, opened=None):
     args.verbose = 0
     assert serve.run(args) == 0
     return ran
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 20: the HTTP server's parsers, the GET short path, short requests on the event loop
+
+
+def _raw_exchange(base, data, timeout=30):
+    """Send ``data`` on a new connection and read one answer (its head and ``content-length`` bytes)."""
+    host, port = base.rsplit("/", 1)[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            s.sendall(data)
+        out = b""
+        while True:
+            head, sep, body = out.partition(b"\r\n\r\n")
+            if sep:
+                length = next((int(line.split(b":")[1]) for line in head.lower().split(b"\r\n")
+                               if line.startswith(b"content-length:")), 0)
+                if len(body) >= length:
+                    return out
+            chunk = s.recv(65536)
+            if not chunk:
+                return out
+            out += chunk
+
+
+@pytest.mark.parametrize("http", _parsers())
+def test_long_headers_are_answered_431_and_garbage_400(fake, serve_on_loopback, http):
+    """A header block past the limit (the request line complete) is 431 in OSRM's JSON with either parser;
+    a request that does not parse is 400 ``InvalidUrl``, JSON too."""
+    base = serve_on_loopback(create_app(fake), http=http)
+    big = b"GET /route/v1/driving/7.4,43.7;7.41,43.71 HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 1_200_000
+    got = _raw_exchange(base, big)  # the head unfinished past the limit (1 MiB: the body limit)
+    head, _, body = got.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431 "), got[:200]
+    assert orjson.loads(body)["code"] == "TooBig"
+    got = _raw_exchange(base, b"NOT HTTP AT ALL\r\n\r\n")
+    head, _, body = got.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), got[:200]
+    assert orjson.loads(body)["code"] == "InvalidUrl"
+
+
+def test_http_parser_names_are_checked(monkeypatch):
+    from gpuroute import config
+    from gpuroute.server import http as server_http
+
+    assert server_http.parser("h11") == "h11"
+    with pytest.raises(ValueError, match="expected one of"):
+        server_http.parser("hyper")
+    monkeypatch.setattr(config, "SERVE_HTTP", "h11")
+    assert server_http.parser() == "h11"
+    assert server_http.config(create_app(FakeEngine()), http="h11").loop == "asyncio"
+    monkeypatch.setitem(sys.modules, "httptools", None)  # not installed
+    assert server_http.parser("auto") == "h11"
+    with pytest.raises(ValueError, match="pip install"):
+        server_http.parser("httptools")
+
+
+def test_serve_http_option_reaches_the_server(monkeypatch, capsys):
+    ran = _serve_stub(monkeypatch, ["serve", "--port", str(_free_port()), "--http", "h11"])
+    assert ran["http"] == "h11"
+    ran = _serve_stub(monkeypatch, ["serve", "--port", str(_free_port())])
+    assert ran["http"] is None  # config.SERVE_HTTP
+
+
+def _via_router(app):
+    """``app`` as Starlette's router answers every request (no short path): the reference."""
+    from starlette.applications import Starlette
+
+    async def asgi(scope, receive, send):
+        await Starlette.__call__(app, scope, receive, send)
+
+    return asgi
+
+
+def _exchange(c, url):
+    r = c.get(url)
+    return r.status_code, list(r.headers.raw), r.content
+
+
+_FAKE_URLS = [f"/route/v1/driving/{_coords(CASINO, PORT)}",
+              f"/route/v1/driving/{_coords(CASINO, PORT, FONTVIEILLE)}?geometries=geojson&overview=full",
+              f"/route/v1/driving/polyline({polyline.encode([(CASINO[1], CASINO[0]), (PORT[1], PORT[0])])})",
+              f"/table/v1/driving/{_coords(CASINO, PORT, FONTVIEILLE)}?annotations=duration,distance&sources=0",
+              f"/nearest/v1/driving/{_coords(CASINO)}?number=3&generate_hints=false",
+              f"/route/v1/driving/{_coords(CASINO, PORT)}?skip_waypoints=true",
+              f"/route/v1/driving/{_coords(CASINO, SEA)}",            # NoSegment
+              f"/route/v1/driving/{_coords(CASINO, (0, 0))}",         # NoRoute
+              f"/route/v1/driving/{_coords(CASINO, (1, 1))}",         # the engine's bug: 500 InternalError
+              f"/route/v2/driving/{_coords(CASINO, PORT)}", "/route/v1/driving/", "/route/v1/dr!ving/1,2;3,4",
+              f"/bogus/v1/driving/{_coords(CASINO)}", f"/trip/v1/driving/{_coords(CASINO, PORT)}",
+              f"/route/v1/driving/{_coords(CASINO, PORT)}?steps=maybe", f"/route/v1/driving/{_coords(CASINO, PORT)}?x=1",
+              f"/route/v1/driving/{_coords(*[CASINO] * 11)}", f"/route/v1/driving/{_coords(CASINO, PORT)}.xml",
+              f"/route/v1/driving/{_coords(CASINO, (200, 0))}", f"/nearest/v1/driving/{_coords(CASINO)}?number=9",
+              f"/route/v1/driving/{_coords(CASINO, PORT)}?exclude=motorway"]
+
+
+def test_the_get_short_path_answers_as_the_router(fake):
+    """Every GET of a service answered by the application's short path has the status, headers and bytes
+    Starlette's router and the ``/{path:path}`` route give (errors included)."""
+    app = create_app(fake)
+    fast, ref = TestClient(app), TestClient(_via_router(app))
+    for url in _FAKE_URLS:
+        assert app.fast({"type": "http", "method": "GET", "path": url.split("?")[0]}) is not url.startswith("/bogus")
+        assert _exchange(fast, url) == _exchange(ref, url), url
+    # HEAD, OPTIONS and other paths go through the router
+    assert not app.fast({"type": "http", "method": "HEAD", "path": "/route/v1/driving/1,2;3,4"})
+    assert not app.fast({"type": "http", "method": "GET", "path": "/health"})
+    assert fast.options("/route/v1/driving/1,2;3,4").status_code == 204
+
+
+def test_the_short_path_answers_an_exception_as_starlette(fake, monkeypatch):
+    """An exception outside the engine call (none is expected) is answered 500 ``Internal Server Error`` in
+    plain text, as Starlette's error middleware answers it."""
+    app = create_app(fake)
+    ref = TestClient(_via_router(app), raise_server_exceptions=False)
+    url = f"/route/v1/driving/{_coords(CASINO, PORT)}"
+
+    def broken(scope):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(app.state.adapter, "target", broken)
+    got = _exchange(TestClient(app), url)
+    assert got[0] == 500 and got[2] == b"Internal Server Error"
+    assert got == _exchange(ref, url)
+
+
+class RunEngine(FakeEngine):
+    """A fake with ``run(record)`` (as gpuroute's Engine): short requests may be answered on the event loop.
+    Records the thread of every call; a route ending at (2, 2) waits for ``release``."""
+
+    def __init__(self):
+        super().__init__()
+        self.threads = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def run(self, p):
+        from gpuroute.engine.params import NearestParams, RouteParams, TableParams
+
+        self.threads.append(threading.current_thread().name)
+        kw = p.kwargs()
+        coords = kw.pop("coords")
+        if isinstance(p, RouteParams):
+            if coords[-1] == (2.0, 2.0):
+                self.entered.set()
+                assert self.release.wait(10)
+                coords = [*coords[:-1], PORT]
+            return self.route(coords, **kw)
+        if isinstance(p, TableParams):
+            return self.table(coords, **kw)
+        if isinstance(p, NearestParams):
+            return self.nearest(coords[0], **kw)
+        raise AssertionError(type(p))
+
+
+_WORKER = "AnyIO worker thread"
+
+
+def test_short_requests_are_answered_on_the_event_loop(monkeypatch):
+    """With an engine that has ``run``: a route of up to SERVE_INLINE_ROUTE_MAX_COORDS coordinates and a
+    nearest run on the event loop's thread, a longer route and a table in a worker thread; the answers are
+    the same bytes either way."""
+    from gpuroute import config
+
+    monkeypatch.setattr(config, "SERVE_INLINE_ROUTE_MAX_COORDS", 2)
+    eng = RunEngine()
+    app = create_app(eng)
+    c = TestClient(app)
+    cases = [(f"/route/v1/driving/{_coords(CASINO, PORT)}", False),
+             (f"/route/v1/driving/{_coords(CASINO, PORT, FONTVIEILLE)}", True),
+             (f"/route/v1/driving/{_coords(CASINO, PORT)}?alternatives=true", True),
+             (f"/nearest/v1/driving/{_coords(CASINO)}?number=2", False),
+             (f"/table/v1/driving/{_coords(CASINO, PORT)}", True)]
+    for url, threaded in cases:
+        got = _exchange(c, url)
+        assert got[0] == 200, got
+        assert (eng.threads[-1] == _WORKER) is threaded, (url, eng.threads[-1])
+        app.state.adapter.inline = False  # the same request through a worker thread: the same bytes
+        assert _exchange(c, url) == got and eng.threads[-1] == _WORKER
+        app.state.adapter.inline = True
+    # POST takes the same rule
+    c.post("/route/v1/driving", json={"coordinates": [list(CASINO), list(PORT)]})
+    assert eng.threads[-1] != _WORKER
+    # an engine without run (its costs unknown) always gets a worker thread
+    assert not create_app(FakeEngine()).state.adapter.inline
+
+
+def test_no_request_runs_on_the_loop_while_a_thread_runs_the_engine(serve_on_loopback, monkeypatch):
+    """While an engine call runs in a worker thread, a short request goes to a thread too (numba's
+    workqueue layer is not thread-safe); once it has ended, short requests are answered on the loop again."""
+    import http.client
+
+    from gpuroute import config
+
+    monkeypatch.setattr(config, "SERVE_INLINE_ROUTE_MAX_COORDS", 2)
+
+    eng = RunEngine()
+    app = create_app(eng, limits={"workers": 2})
+    base = serve_on_loopback(app)
+    host, port = base.rsplit("/", 1)[1].split(":")
+    long_status = []
+
+    def long_request():
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("GET", f"/route/v1/driving/{_coords(CASINO, PORT, (2, 2))}")  # 3 coordinates: a thread
+        long_status.append(conn.getresponse().status)
+        conn.close()
+
+    th = threading.Thread(target=long_request)
+    th.start()
+    try:
+        assert eng.entered.wait(10)
+        assert app.state.adapter.busy == 1
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("GET", f"/route/v1/driving/{_coords(CASINO, PORT)}")
+        r = conn.getresponse()
+        assert r.status == 200 and r.read()
+        assert eng.threads[-1] == _WORKER  # short, but a thread was busy
+    finally:
+        eng.release.set()
+        th.join(10)
+    assert long_status == [200] and app.state.adapter.busy == 0
+    conn.request("GET", f"/route/v1/driving/{_coords(CASINO, PORT)}")
+    assert conn.getresponse().status == 200
+    conn.close()
+    assert eng.threads[-1] != _WORKER
+
+
+def test_a_timed_out_thread_stays_counted_until_it_ends(monkeypatch):
+    """A request past the timeout is answered 504 while its engine call runs on: it stays counted as busy
+    (nothing runs on the loop beside it) until the call returns."""
+    from gpuroute import config
+
+    monkeypatch.setattr(config, "SERVE_INLINE_ROUTE_MAX_COORDS", 2)
+    eng = RunEngine()
+    app = create_app(eng, limits={"timeout_s": 0.2})
+    c = TestClient(app)
+    try:
+        _error(c.get(f"/route/v1/driving/{_coords(CASINO, PORT, (2, 2))}"), "Timeout", status=504)
+        assert app.state.adapter.busy == 1
+    finally:
+        eng.release.set()
+    t0 = time.monotonic()
+    while app.state.adapter.busy and time.monotonic() - t0 < 10:
+        time.sleep(0.01)
+    assert app.state.adapter.busy == 0
+
+
+def test_the_inline_rule(monkeypatch):
+    """``inline_request``: by service, size and options (``config.SERVE_INLINE_*``; 0 turns a kind off)."""
+    from gpuroute import config
+    from gpuroute.server.app import inline_request, parse_query
+
+    lim = dict(DEFAULT_LIMITS)
+
+    def call(service, n, query=""):
+        pts = ";".join(f"{7.42 + 0.001 * i},{43.73 + 0.001 * i}" for i in range(n))
+        return parse_request(service, "driving", pts, parse_query(query), lim)
+
+    monkeypatch.setattr(config, "SERVE_INLINE_ROUTE_MAX_COORDS", 4)
+    monkeypatch.setattr(config, "SERVE_INLINE_NEAREST_MAX_NUMBER", 10)
+    monkeypatch.setattr(config, "SERVE_INLINE_TABLE_MAX_CELLS", 6)
+    assert inline_request(call("route", 4)) and not inline_request(call("route", 5))
+    assert inline_request(call("route", 2, "steps=true&annotations=true&overview=full"))
+    assert not inline_request(call("route", 2, "alternatives=2"))
+    assert not inline_request(call("route", 2, "exclude=motorway"))
+    assert not inline_request(call("route", 2, "avoid_ways=1,2"))
+    assert inline_request(call("nearest", 1, "number=10")) and not inline_request(call("nearest", 1, "number=11"))
+    assert inline_request(call("table", 2)) and not inline_request(call("table", 3))
+    assert inline_request(call("table", 3, "sources=0;1&destinations=0;1;2"))
+    assert not inline_request(call("trip", 3)) and not inline_request(call("isochrone", 1, "contours_minutes=5"))
+    monkeypatch.setattr(config, "SERVE_INLINE_ROUTE_MAX_COORDS", 0)
+    monkeypatch.setattr(config, "SERVE_INLINE_TABLE_MAX_CELLS", 0)
+    assert not inline_request(call("route", 2)) and not inline_request(call("table", 1))
+
+
+def test_real_answers_are_the_same_bytes_every_way(monaco):
+    """The real Monaco engine: every GET answered by the short path on the loop, by the short path in a
+    worker thread and by Starlette's router in a worker thread (the path every answer took before) is the
+    same status, headers and bytes."""
+    app = create_app(monaco)
+    fast, ref = TestClient(app), TestClient(_via_router(app))
+    a, b = _coords(CASINO, PORT), _coords(CASINO, PORT, FONTVIEILLE)
+    urls = [f"/route/v1/driving/{a}", f"/route/v1/driving/{a}?overview=full&geometries=geojson",
+            f"/route/v1/driving/{b}?steps=true&annotations=true&overview=full",
+            f"/route/v1/driving/{a}?alternatives=true", f"/route/v1/driving/{a}?generate_hints=false",
+            f"/nearest/v1/driving/{_coords(CASINO)}?number=3", f"/table/v1/driving/{b}?annotations=duration,distance",
+            f"/trip/v1/driving/{b}", f"/route/v1/driving/{_coords(CASINO, SEA)}", f"/route/v1/driving/{a}?bearings=1"]
+    for url in urls:
+        got = _exchange(fast, url)
+        assert got[0] in (200, 400), got
+        assert got == _exchange(ref, url), url
+        app.state.adapter.inline = False
+        assert got == _exchange(fast, url), url
+        app.state.adapter.inline = True
+
+
+def _answers(base, data, n, wait_close=0.0):
+    """Send ``data`` (one or more requests) on one connection; ``n`` answers, each without its date header, and
+    whether the server then closed the connection (within ``wait_close`` seconds; None: not waited for)."""
+    host, port = base.rsplit("/", 1)[1].split(":")
+    out, buf = [], b""
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(data)
+        while len(out) < n:
+            head, sep, rest = buf.partition(b"\r\n\r\n")
+            if sep:
+                lines = head.split(b"\r\n")
+                length = next(int(x.split(b":")[1]) for x in lines if x.lower().startswith(b"content-length:"))
+                if len(rest) >= length:
+                    out.append(b"\r\n".join(x for x in lines if not x.lower().startswith(b"date:")) + sep
+                               + rest[:length])
+                    buf = rest[length:]
+                    continue
+            chunk = s.recv(65536)
+            assert chunk, (out, buf)
+            buf += chunk
+        if not wait_close:
+            return out, None
+        s.settimeout(wait_close)
+        try:
+            closed = s.recv(1) == b""
+        except TimeoutError:
+            closed = False
+    return out, closed
+
+
+@pytest.mark.skipif("httptools" not in _parsers(), reason="httptools and uvloop (the serve extra) not installed")
+def test_the_direct_answer_is_the_request_cycles(serve_on_loopback):
+    """With httptools, a GET the application answers at once is written by the protocol (one write, no ASGI
+    task): the same status line, headers and body as uvicorn's request cycle writes, keep-alive, pipelining,
+    HTTP/1.0 and ``Connection: close`` alike; a request for a worker thread still takes the cycle."""
+    eng = RunEngine()
+    app = create_app(eng)
+    answered = []
+    direct = app.direct
+
+    def counting(scope, extra=None):
+        got = direct(scope, extra)
+        answered.append(got is not None)
+        return got
+
+    app.direct = counting
+    on = serve_on_loopback(app, http="httptools")
+    off = serve_on_loopback(app, http="httptools", direct=False)
+    long_route = f"/route/v1/driving/{_coords(CASINO, PORT, FONTVIEILLE, CASINO, PORT)}"  # 5: a worker thread
+    for url in [*_FAKE_URLS, long_route]:
+        req = f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        answered.clear()
+        got = _answers(on, req, 1)
+        assert got == _answers(off, req, 1), url
+        threaded = url == long_route or (url.startswith("/table/") and "?" in url)  # left to the cycle
+        threaded = threaded or url.startswith("/bogus/")  # not a service: the router's
+        assert answered == [not threaded], url
+    a, b = (f"GET /route/v1/driving/{_coords(CASINO, PORT)} HTTP/1.1\r\nHost: x\r\n\r\n".encode(),
+            f"GET /nearest/v1/driving/{_coords(CASINO)} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    for data, n in ((a + b + a, 3), (a.replace(b"HTTP/1.1", b"HTTP/1.0"), 1),
+                    (a.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"), 1)):
+        got = _answers(on, data, n, wait_close=0.5)
+        assert got == _answers(off, data, n, wait_close=0.5)
+        assert got[1] is (n == 1), got  # closed after an HTTP/1.0 or Connection: close answer only

@@ -211,7 +211,9 @@ def test_x_instance_near_best_known():
     r = cvrp(c, dem, cap, depot=depot, time_limit=2.0, seed=0)
     check(r, c, dem, cap, depot)
     gap = r.cost / bks - 1
-    assert gap < 0.10, gap  # measured 0.3-1.6 % over runs (time-bound); savings + first descent alone: 5.6 %
+    # SISR (vrp_sisr) measured 0.00-0.02 % at 2 s on a loaded 2-core machine (the ILS before it: 0.3-1.6 %;
+    # savings + first descent alone: 5.6 %); time-bound, so a margin for slow CI
+    assert gap < 0.03, gap
     assert r.cost >= bks
     assert r.trace[0][1] >= r.cost
 

@@ -26,6 +26,7 @@ from gpuroute.tours import local_search as ls
 
 cv = importlib.import_module("gpuroute.tours.cvrp")
 vg = importlib.import_module("gpuroute.tours.vrp_gpu")
+sisr = importlib.import_module("gpuroute.tours.vrp_sisr")
 
 TICK = 1e-3
 
@@ -72,6 +73,7 @@ def instrument(monkeypatch, events, family):
         for name, w in (("savings_sort_rows", ident), ("savings_merge_steps", ident), ("vrp_descent", last),
                         ("vrp_round", last)):
             wrap(monkeypatch, cv, name, events, w)
+        wrap(monkeypatch, sisr, "sisr_steps", events, last)
     clk = FakeClock(events)
     monkeypatch.setattr(budget, "clock", clk)
     return clk
@@ -371,7 +373,7 @@ def test_warm_up_compiles_everything_a_search_uses():
         import importlib, numpy as np
         from numba.core.registry import CPUDispatcher
         from gpuroute.tours import cvrp, tsp, warm_up
-        mods = [importlib.import_module("gpuroute.tours." + m) for m in ("local_search", "cvrp")]
+        mods = [importlib.import_module("gpuroute.tours." + m) for m in ("local_search", "cvrp", "vrp_sisr")]
         def sigs():
             return {(m.__name__, k): len(v.signatures) for m in mods for k, v in vars(m).items()
                     if isinstance(v, CPUDispatcher)}

@@ -330,6 +330,7 @@ def test_cvrp_on_the_gpu(seed, monkeypatch):
     check_routes(r, c, dem, cap, depot)
     assert r.cost == exact(c, dem, cap, depot)
     monkeypatch.setattr(config, "TOUR_CVRP_GPU_AUTO_MIN_N", 3)
+    monkeypatch.setattr(config, "TOUR_CVRP_GPU_AUTO_MAX_N", 800)  # a window holding the instance: the GPU
     assert cvrp(c, dem, cap, depot=depot, time_limit=0.1, seed=seed).device == "gpu"
     monkeypatch.setattr(config, "TOUR_CVRP_GPU_AUTO_MAX_N", 2)  # above the window: the CPU
     assert cvrp(c, dem, cap, depot=depot, time_limit=0.1, seed=seed).device == "cpu"

@@ -72,6 +72,7 @@ class ContractionHierarchy:
         self._queries = {}
         self._gpu = None
         self._gpu_lab = None  # GPUHubLabels, once hub labels exist and a GPU query asked for them
+        self._selections = {}  # RPHAST target selections of the last target sets (insertion order: oldest first)
 
     # ------------------------------------------------------------------ build, save, load
     @classmethod
@@ -262,12 +263,17 @@ class ContractionHierarchy:
     def table(self, sources, targets, *, device="auto", dtype="int64"):
         """Many-to-many distances (|S|, |T|): int64 with INF (or uint32 with INF_U32).
 
-        GPU: with hub labels built (:meth:`hub_labels`) and at most ``config.CH_LABELS_TABLE_MAX_TARGETS``
-        targets, one warp a cell merging two labels; else batched PHAST, full sweeps of up to
-        ``config.CH_PHAST_BATCH_ITEMS`` distances per pass, each pass gathering the target columns on the
-        device (RPHAST's restriction of the sweep to the targets' upward closure is not built); CPU: CH
-        buckets (Knopp et al., "Computing Many-to-Many Shortest Paths Using Highway Hierarchies", ALENEX
-        2007).
+        GPU: once the hub labels exist (:meth:`hub_labels`), for at least ``config.CH_RPHAST_TABLE_MIN_SOURCES``
+        sources and at most ``config.CH_RPHAST_TABLE_MAX_TARGETS`` targets whose selection is kept already
+        (:meth:`select_targets` or :meth:`one_to_many` made it: selecting costs tens of milliseconds on the CPU,
+        more than a table by labels on NY), RPHAST (the upward pass from the sources' labels on the device, a
+        sweep over the targets' selection only); else, with
+        hub labels built
+        (:meth:`hub_labels`) and at most ``config.CH_LABELS_TABLE_MAX_TARGETS`` targets, one warp a cell
+        merging two labels; else batched PHAST, full sweeps of up to ``config.CH_PHAST_BATCH_ITEMS`` distances
+        per pass, each pass gathering the target columns on the device; CPU: CH buckets (Knopp et al.,
+        "Computing Many-to-Many Shortest Paths Using Highway Hierarchies", ALENEX 2007). Same results on
+        every path.
         """
         want_cupy = is_cupy_array(sources)
         s, _ = node_ids(self.n_nodes, sources, "sources")
@@ -275,6 +281,16 @@ class ContractionHierarchy:
         dev = resolve_device(device)
         if dev == "gpu":
             lab = self._gpu_labels() if t.size <= int(config.CH_LABELS_TABLE_MAX_TARGETS) else None
+            glab = lab if lab is not None else self._gpu_labels()
+            if self._rphast_pays(s.size, t.size) and glab is not None and t.tobytes() in self._selections:
+                from .rphast_gpu import rphast_gpu
+
+                d = rphast_gpu(self.h, self.select_targets(t), s, gpu_labels=glab, to_host=not want_cupy)
+                if dtype == "uint32":
+                    from ..sssp.api import narrow_to_uint32
+
+                    d = narrow_to_uint32(d)
+                return d
             if lab is None:
                 return self._gpu_engine().table(s, t, dtype=dtype, to_host=not want_cupy)
             d = lab.table(s, t)
@@ -291,6 +307,83 @@ class ContractionHierarchy:
 
             d = narrow_to_uint32(d)
         return _to(d, want_cupy)
+
+    @staticmethod
+    def _rphast_pays(k, t):
+        """Whether a GPU table of ``k`` sources to ``t`` targets runs RPHAST (see :meth:`table`)."""
+        return 0 < t <= int(config.CH_RPHAST_TABLE_MAX_TARGETS) and k >= int(config.CH_RPHAST_TABLE_MIN_SOURCES)
+
+    def select_targets(self, targets):
+        """RPHAST's target selection of ``targets`` (Delling, Goldberg, Werneck, ATMOS 2011, sec. 4): the
+        nodes from which a downward path reaches them, renumbered by depth, with their downward in-arcs
+        (:class:`gpuroute.ch.rphast.TargetSelection`). The last ``config.CH_RPHAST_SELECTIONS`` target sets
+        are kept (a repeated set is not selected again).
+
+        Parameters
+        ----------
+        targets : array_like of int, shape (t,)
+            Node ids (NumPy, CuPy or a list); repeats allowed.
+
+        Returns
+        -------
+        TargetSelection
+
+        Raises
+        ------
+        IndexError
+            A target outside ``[0, n)``.
+        """
+        from .rphast import TargetSelection
+
+        t, _ = node_ids(self.n_nodes, targets, "targets")
+        key = t.tobytes()
+        sel = self._selections.pop(key, None)
+        if sel is None:
+            sel = TargetSelection.build(self.h, t)
+        self._selections[key] = sel  # the newest last
+        while len(self._selections) > max(1, int(config.CH_RPHAST_SELECTIONS)):
+            self._selections.pop(next(iter(self._selections)))
+        return sel
+
+    def one_to_many(self, sources, targets, *, device="auto", upward="auto"):
+        """Distances from each source to a fixed target set by RPHAST (Delling, Goldberg, Werneck, "Faster
+        Batched Shortest Paths in Road Networks", ATMOS 2011): each source's upward search (or, once
+        :meth:`hub_labels` built them, its forward label), then the downward sweep over the targets'
+        selection only; the selection is built once per target set and reused.
+
+        Parameters
+        ----------
+        sources : array_like of int, shape (k,)
+        targets : array_like of int, shape (t,), or TargetSelection
+            A :meth:`select_targets` result skips the selection.
+        device : {"auto", "cpu", "gpu"}
+            CPU: :func:`gpuroute.ch.rphast.rphast_cpu` (numba); GPU: :func:`gpuroute.ch.rphast_gpu.rphast_gpu`
+            (the same results).
+        upward : {"auto", "search", "labels"}
+
+        Returns
+        -------
+        ndarray int64, shape (k, t)
+            ``INF`` where unreachable; NumPy, or CuPy for CuPy sources.
+
+        Raises
+        ------
+        IndexError
+            An id outside ``[0, n)``.
+        ValueError
+            A selection of another hierarchy; an unknown ``upward``; ``upward="labels"`` before the labels.
+        """
+        from .rphast import TargetSelection, rphast_cpu
+
+        want_cupy = is_cupy_array(sources)
+        s, _ = node_ids(self.n_nodes, sources, "sources")
+        sel = targets if isinstance(targets, TargetSelection) else self.select_targets(targets)
+        if resolve_device(device) == "gpu":
+            from .rphast_gpu import rphast_gpu
+
+            return rphast_gpu(self.h, sel, s, upward=upward, gpu_labels=self._gpu_labels() if upward != "search"
+                              else None, to_host=not want_cupy)
+        return _to(rphast_cpu(self.h, sel, s, upward=upward), want_cupy)
 
     def within(self, source, bound, *, device="auto"):
         """Every node at distance <= ``bound`` from ``source``: ``(nodes int32 (r,), dist int64 (r,))``
@@ -358,9 +451,12 @@ class ContractionHierarchy:
         return self._gpu_lab
 
     def release(self):
-        """Free the GPU copies of the hierarchy and of its hub labels (made on first GPU query)."""
+        """Free the GPU copies of the hierarchy, of its hub labels and of its kept RPHAST selections (made on
+        first GPU query)."""
         self._gpu = None
         self._gpu_lab = None
+        for sel in self._selections.values():
+            sel._device.pop("gpu", None)
 
     def __repr__(self):
         h = self.h

@@ -8,7 +8,10 @@ Layout (format ``"gpuroute-ch"``, version :data:`gpuroute.ch.hierarchy.FORMAT_VE
         manifest.json       format, version, n_nodes, method, weight, params, stats, graph_fingerprint,
                             weight_fingerprint, graph (name and source, to reopen it), files (dtype,
                             shape, sha256 of each), created, gpuroute_version, integrity
-        rank.npy ...        one file per array of Hierarchy.ARRAYS (see :mod:`gpuroute.ch.hierarchy`)
+        rank.npy ...        one file per array of Hierarchy.ARRAYS (see :mod:`gpuroute.ch.hierarchy`); the
+                            int64 weights and core distances as int32 where every value fits
+                            (:data:`NARROWED`; INF in core distances as :data:`CORE_INF32`), widened on
+                            load; a gpuroute before that refuses such a file, naming its dtype
 
 Integrity, as for every saved artefact (:mod:`gpuroute.store`, which writes and checks it): ``manifest["integrity"]`` holds the SHA-256 of
 every other manifest field and ``files`` the SHA-256 of every array file, so the hashes cover every byte
@@ -35,7 +38,7 @@ import os
 import numpy as np
 
 from .. import store
-from ..graph.constants import INDEX_DTYPE
+from ..graph.constants import INDEX_DTYPE, INF
 from ..graph.errors import ParseError
 from ..store.graph import FORMAT as GRAPH_FORMAT
 from .hierarchy import FORMAT_VERSION, Hierarchy
@@ -52,6 +55,37 @@ _OTHER = {GRAPH_FORMAT: "a saved graph"}
 #: dtype of every array (the arc arrays' lengths come from the CSR offsets, the core's from ``core``).
 DTYPES = {name: np.dtype(np.int64) if name in ("core_dist", "up_weight", "down_weight") else np.dtype(INDEX_DTYPE)
           for name in Hierarchy.ARRAYS}
+#: The int64 arrays saved as int32 where every value fits (:func:`gpuroute.store.narrowest`; issue 20: no int64
+#: file for int32 values) and widened back to int64 on load (:func:`narrow_array`, :func:`widen_array`).
+NARROWED = ("core_dist", "up_weight", "down_weight")
+#: An int32 ``core_dist`` file holds INF (an unreachable core pair) as this value; a core with a finite
+#: distance this large is saved as int64.
+CORE_INF32 = int(np.iinfo(np.int32).max)
+
+
+def narrow_array(name, a):
+    """The array ``name`` of a hierarchy as saved: :data:`NARROWED` arrays in int32 where every value fits
+    (``core_dist``'s INF as :data:`CORE_INF32`), the others as they are."""
+    if name not in NARROWED:
+        return a
+    if name != "core_dist":
+        return store.narrowest(a, ("int32",))
+    a = np.asarray(a)
+    finite = a[a != INF]
+    if finite.size and (int(finite.min()) < int(np.iinfo(np.int32).min) or int(finite.max()) >= CORE_INF32):
+        return a
+    return np.where(a == INF, CORE_INF32, a).astype(np.int32)
+
+
+def widen_array(name, a):
+    """The inverse of :func:`narrow_array` for an array read back (one in its saved dtype is returned as is)."""
+    if name not in NARROWED or a.dtype == DTYPES[name] or a.dtype.kind not in "iu" or \
+            not np.can_cast(a.dtype, DTYPES[name]):
+        return a
+    w = a.astype(DTYPES[name])
+    if name == "core_dist" and a.dtype == np.int32:
+        w[a == CORE_INF32] = INF
+    return w
 
 
 def _file(name):
@@ -126,7 +160,7 @@ def save_hierarchy(ch, directory):
     params = _plain(ch.params, "params")
     stats = _plain(ch.stats, "stats")
     with store.atomic_directory(directory) as tmp:
-        files = store.write_arrays(tmp, {_file(name): a for name, a in h.arrays().items()})
+        files = store.write_arrays(tmp, {_file(name): narrow_array(name, a) for name, a in h.arrays().items()})
         manifest = {
             "format": FORMAT,
             "version": FORMAT_VERSION,
@@ -266,6 +300,7 @@ def load_hierarchy(directory, graph=None):
             arrays[name] = np.load(p, allow_pickle=False)
         except (ValueError, OSError, EOFError) as e:
             raise ParseError(p, None, f"not a readable .npy array ({e})") from None
+        arrays[name] = widen_array(name, arrays[name])  # saved narrowed (exact: every value fitted)
     n = manifest["n_nodes"]
     _check_arrays(arrays, n, directory)
     h = Hierarchy(**arrays)

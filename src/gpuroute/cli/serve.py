@@ -180,12 +180,23 @@ def serve(args, sock, workers=1):
         from ..server import http as server_http
     except ImportError as e:
         raise CLIError(f"gpuroute serve needs the serve extra ({one_line(e)}): pip install 'gpuroute[serve]'") from e
+    try:  # before anything is loaded: httptools asked for and not installed
+        server_http.parser(getattr(args, "http", None))
+    except ValueError as e:
+        raise CLIError(f"--http: {e}") from None
     from ..engine import Engine
 
     spec = args.dataset or DEFAULT_DATASET
     t0 = time.perf_counter()
     with progress(f"opening {spec}"):
         engine = Engine.open(spec, weight=args.weight)
+    if getattr(args, "time_profile", None) is not None:  # depart_at= (gpuroute.engine.timeslots)
+        from ..engine import EngineError
+
+        try:
+            engine.set_time_profile(args.time_profile)
+        except (OSError, ValueError, EngineError) as e:  # TimeProfileError names the file and line
+            raise CLIError(f"--time-profile: {one_line(e)}") from None
     log.info("opened %r in %.3f s", engine, time.perf_counter() - t0)
     g = getattr(engine, "graph", None)  # any engine-shaped object serves; ours names its routing weight
     if g is not None:
@@ -236,8 +247,9 @@ def serve(args, sock, workers=1):
               f"thread(s) each (threading layer {layer}){note}"
               + ("; the GPU is not used with more than one worker (--workers 1 uses it)" if _gpu_present() else ""),
               file=sys.stderr)
-    # h11's request-line limit is the body limit (long GET tables); a longer URL is answered 414
-    if not server_http.run(app, sock, log_level="info" if args.verbose else "warning", workers=workers):
+    # the request-line limit is the body limit (long GET tables); a longer URL is answered 414
+    if not server_http.run(app, sock, log_level="info" if args.verbose else "warning", workers=workers,
+                           http=getattr(args, "http", None)):
         raise CLIError(f"the server on {args.host} port {port} did not start (see the log above)")
     return EXIT_OK
 
@@ -273,8 +285,15 @@ def add_parser(sub, common):
                    help="worker processes answering on the port, forked once the dataset is loaded and warmed up: "
                         "they share its memory and switch traffic together (default: the cores this process may "
                         "use; 1: one process, the only way the GPU is used)")
+    s.add_argument("--time-profile", dest="time_profile", metavar="FILE", default=None,
+                   help="a time profile (CSV, or Parquet with pandas + pyarrow: speeds or factors per road class, "
+                        "way or arc per time slot) that depart_at= reads on /route, /table, /trip and /isochrone "
+                        "(README: departure time; needs a dataset directory)")
     s.add_argument("--threads", type=int, default=None, metavar="N",
                    help="threads running queries at once in each process (default min(8, CPUs))")
+    s.add_argument("--http", choices=("auto", "httptools", "h11"), default=None,
+                   help="the HTTP parser under uvicorn: httptools (on uvloop), h11, or auto (httptools where it and "
+                        "uvloop are installed, else h11; the default, config.SERVE_HTTP)")
     s.add_argument("--allow-customize", dest="allow_customize", action="store_true", default=None,
                    help="serve POST /customize (live traffic; needs a dataset directory from gpuroute build). "
                         "Default: on for a loopback --host, off otherwise")

@@ -78,6 +78,13 @@ def run(args):
     t0 = time.perf_counter()
     with progress(f"opening {spec}"):
         engine = Engine.open(spec)
+        if args.time_profile is not None:
+            try:
+                engine.set_time_profile(args.time_profile)
+            except (OSError, ValueError, EngineError) as e:  # TimeProfileError names the file and line
+                raise CLIError(f"--time-profile: {e}") from None
+    if args.depart_at is not None and args.time_profile is None:
+        raise CLIError("--depart-at needs --time-profile FILE")
     t_open = time.perf_counter() - t0
     source = "first" if args.source is None and not args.roundtrip else (args.source or "any")
     destination = "last" if args.destination is None and not args.roundtrip else (args.destination or "any")
@@ -86,7 +93,8 @@ def run(args):
         with progress(f"trip through {len(stops)} stops"):
             res = engine.trip(stops, roundtrip=args.roundtrip, source=source, destination=destination,
                               steps=args.json and args.steps, geometries=args.geometries,
-                              overview="full" if args.json else "false", time_limit=args.time_limit)
+                              overview="full" if args.json else "false", time_limit=args.time_limit,
+                              depart_at=args.depart_at)
     except EngineError as e:
         if e.code in ("NoTrips", "NoRoute"):
             print(f"gpuroute trip: no trip: {e.message}")
@@ -141,6 +149,11 @@ def add_parser(sub, common):
                    help="seconds the tour search may take past config.TOUR_EXACT_MAX_N stops (up to it the "
                         "order is exact and no search runs; default: the service's, "
                         "config.SERVE_TRIP_TIME_PER_STOP_S x stops within SERVE_TRIP_TIME_MIN_S.._MAX_S)")
+    t.add_argument("--time-profile", dest="time_profile", metavar="FILE", default=None,
+                   help="a time profile (CSV or Parquet) for --depart-at (needs a dataset directory as --graph)")
+    t.add_argument("--depart-at", dest="depart_at", metavar="ISO8601", default=None,
+                   help="departure time, e.g. 2026-11-26T08:00 (local time in the profile's zone) or "
+                        "2026-11-26T08:00+01:00: the trip on that time slot's metric (slot-at-departure)")
     t.add_argument("--json", action="store_true", help="print the OSRM-shaped /trip response (JSON)")
     t.add_argument("--steps", action="store_true", help="with --json: turn-by-turn steps per leg")
     t.add_argument("--geometries", choices=("polyline", "polyline6", "geojson"), default="geojson",

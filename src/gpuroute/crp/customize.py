@@ -29,7 +29,7 @@ from numba import njit, prange
 
 from .. import config
 from ..graph.constants import INF
-from ..sssp.dijkstra import heap_pop, heap_push
+from ..graph.heap import heap_pop, heap_push  # not via gpuroute.sssp: a served overlay needs no SSSP family
 
 #: Cost of an entry/exit pair with no path inside its cell.
 CLIQUE_INF = INF

@@ -610,13 +610,16 @@ class Overlay:
 
         Layout: ``manifest.json`` (format ``gpuroute-overlay``, version, graph and partition
         fingerprints, metric name and fingerprint, SHA-256 of each file) and ``cells.npy``,
-        ``arc_cost.npy``, ``turn_cost.npy``, ``clique.npy``, ``tree.npy`` (the kept shortest-path trees,
+        ``arc_cost.npy``, ``turn_cost.npy``, ``clique.npy`` (int32 where every value fits, else int64:
+        :func:`gpuroute.store.narrowest`; read back as int64), ``tree.npy`` (the kept shortest-path trees,
         :data:`gpuroute.config.CRP_KEEP_TREES`). The topology is rebuilt from the graph on load (it is
         metric-independent and built in well under a second).
         """
         st = self._need_state()
-        arrays = {"cells": self.partition.cells, "arc_cost": st.arc_cost, "turn_cost": st.turn_cost,
-                  "clique": st.clique, "tree": st.tree}
+        # the costs in int32 where their values fit (load widens them to int64 as ever; issue 20: a third of
+        # the overlay's bytes); the metric's fingerprint below is of the int64 arrays, as before
+        arrays = {"cells": self.partition.cells, "arc_cost": store.narrowest(st.arc_cost),
+                  "turn_cost": store.narrowest(st.turn_cost), "clique": store.narrowest(st.clique), "tree": st.tree}
         manifest = {
             "format": FORMAT, "version": FORMAT_VERSION,
             "graph_fingerprint": self.graph.fingerprint(), "n_nodes": int(self.graph.n_nodes),

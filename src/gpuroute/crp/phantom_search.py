@@ -54,7 +54,8 @@ LABEL_LIMIT = 1 << 61
 class SearchCounter:
     """Searches run by the calling thread, by kind (a thread-local :class:`collections.Counter`): the route
     paths add ``"overlay_search"`` (:func:`search`), ``"overlay_unpack"`` (:meth:`TargetCosts.unpack`),
-    ``"ch_table"`` and ``"ch_unpack"`` (:meth:`gpuroute.engine.algorithms.CH.route`)."""
+    ``"ch_table"`` and ``"ch_unpack"`` (:meth:`gpuroute.engine.algorithms.CH.route`), and
+    ``"overlay_alternatives"`` (:mod:`gpuroute.crp.alternatives`: its overlap search and each T-test)."""
 
     def __init__(self):
         self._local = threading.local()
@@ -300,12 +301,12 @@ class TargetCosts:
         states, refs = ch
         qg = q.overlay._qg
         SEARCHES.add("overlay_unpack")
-        arcs = q._unpacked(st, *_tree_numbering(states, refs, qg["order"], qg["torder"]))
+        arcs = q._unpacked(st, *tree_numbering(states, refs, qg["order"], qg["torder"]))
         return arcs.astype(np.int64)
 
 
 @njit(cache=True)
-def _tree_numbering(states, refs, order, torder):
+def tree_numbering(states, refs, order, torder):
     """A chain's states and edge references (:meth:`TargetCosts.chain`) in the numbering the unpacking reads:
     ``(order[states], torder[refs] where refs >= 0, else refs)`` (one compiled pass)."""
     s = np.empty(states.size, order.dtype)
@@ -370,7 +371,7 @@ def search(q, st, seed_arcs, seed_costs, target_arcs, target_offsets, *, every_t
     qg = ov._qg
     topo = ov._topo
     hk, hv = q._h[0], q._h[1]
-    bad, keep, src, dst = _prepare(sa, da, m, g.head, ov.partition.cells, qg["perm"])
+    bad, keep, src, dst = prepare_seeds(sa, da, m, g.head, ov.partition.cells, qg["perm"])
     if bad >= 0:  # nothing searched
         what, a, i = ("seed_arcs", sa, bad) if bad < sa.size else ("target_arcs", da, bad - sa.size)
         raise IndexError(f"{what}[{i}] = {int(a[i])} is outside the arc range [0, {m})")
@@ -384,7 +385,7 @@ def search(q, st, seed_arcs, seed_costs, target_arcs, target_offsets, *, every_t
 
 
 @njit(cache=True)
-def _prepare(sa, da, m, head, cells, perm):
+def prepare_seeds(sa, da, m, head, cells, perm):
     """:func:`search`'s arc ids checked and laid out for :func:`_targets`, in one compiled call: ``(bad, keep,
     src, dst)``, ``bad`` the position (seeds, then targets) of the first arc id outside ``[0, m)`` (-1: none;
     else the rest is empty), ``keep`` int32 (levels, s + k) the cells of every seed's and target's head,

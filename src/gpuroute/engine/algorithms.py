@@ -334,7 +334,8 @@ class CRP:
         sources, targets : PhantomSet
         need_dur, need_len : bool
         device : {"auto", "cpu", "gpu"}
-            The twin that runs (:data:`CRP_TABLES`); ``"auto"``: the GPU's where one is usable.
+            The twin that runs (:data:`CRP_TABLES`); ``"auto"``: ``config.CRP_TABLE_AUTO_DEVICE`` (the CPU's:
+            it was faster than the GPU twin at every size measured on a 16-core host).
         on_device : bool
             As :meth:`CH.many_to_many`'s: the cost is not copied to the host where it is on the device. The
             overlay's many-to-many hands back NumPy arrays (both twins), so the cost is a NumPy array here.
@@ -352,7 +353,10 @@ class CRP:
             raise ValueError("on_device=True hands back the cost matrix only (need_dur and need_len must be False)")
         e = self.engine
         snap = self.snap if self.snap is not None else e._traffic.snapshot()
-        run = importlib.import_module(CRP_TABLES[resolve_device(_device(device))]).table
+        device = _device(device)
+        if device == "auto":
+            device = str(config.CRP_TABLE_AUTO_DEVICE)
+        run = importlib.import_module(CRP_TABLES[resolve_device(device)]).table
         sa, sf = sources.padded()
         ta, tf = targets.padded()
         along = _along(e, snap, need_dur, need_len)
@@ -476,11 +480,14 @@ def route_search(engine, ex=None, snap=None):
 def capabilities(engine):
     """Which algorithm answers which service, on which device, and whether it follows traffic
     (:meth:`gpuroute.engine.Engine.customize`): a list of ``{"service", "algorithm", "device",
-    "traffic_aware", "turn_aware", "exclude", "note"}`` dicts (``exclude``: the service takes ``exclude=``:
-    an overlay and a profile that declares combinations, :mod:`gpuroute.engine.exclude`).
+    "traffic_aware", "turn_aware", "exclude", "depart_at", "note"}`` dicts (``exclude``: the service takes
+    ``exclude=``: an overlay and a profile that declares combinations, :mod:`gpuroute.engine.exclude`;
+    ``depart_at``: the service takes ``depart_at=``, a time profile is loaded, :mod:`gpuroute.engine.timeslots`).
 
     ``route``: ``"crp"`` (the customized overlay, turn restrictions honoured) when the engine has an
-    overlay, else ``"ch"``. ``table`` and ``trip``'s matrix: with an overlay, its many-to-many
+    overlay, else ``"ch"``; its ``alternatives``: the most alternative routes a request may ask for
+    (the engine's ``limits["max_alternatives"]``, ``/health``'s; two waypoints;
+    :mod:`gpuroute.crp.alternatives` on the overlay, :mod:`gpuroute.ch.alternatives` without one). ``table`` and ``trip``'s matrix: with an overlay, its many-to-many
     (:func:`table_search`: turn costs, restrictions, the current metric), except while that metric is
     exactly the hierarchy's with every turn free (then the hierarchy's table, the same costs, on the GPU
     where one is usable); without an overlay the hierarchy's. ``nearest``: the segment index (every segment,
@@ -499,12 +506,17 @@ def capabilities(engine):
     ov = engine._traffic is not None
     ch_dev = "gpu" if gpu else "cpu"
     out = [{"service": "route", "algorithm": "crp" if ov else "ch", "device": "cpu", "traffic_aware": ov,
-            "turn_aware": ov,
-            "note": ("multi-level overlay between the snapped phantom nodes, follows /customize" if ov else
+            "turn_aware": ov, "alternatives": int(engine.limits["max_alternatives"]),
+            "note": ("multi-level overlay between the snapped phantom nodes, follows /customize; alternatives "
+                     "(two waypoints): via-node, from the overlap of the overlay's forward and backward "
+                     "search spaces (gpuroute.crp.alternatives)" if ov else
                      "contraction hierarchy between the snapped phantom nodes (no turn restrictions); "
-                     "build a dataset with gpuroute build for turn-aware routes and traffic")},
+                     "build a dataset with gpuroute build for turn-aware routes and traffic; alternatives "
+                     "(two waypoints): via-node, bounded Dijkstra on the graph and the T-test on the hierarchy "
+                     "(gpuroute.ch.alternatives)")},
            {"service": "table", "algorithm": "crp many-to-many (buckets)" if ov else "ch (many-to-many)",
-            "device": ch_dev, "traffic_aware": ov, "turn_aware": ov,
+            "device": (str(config.CRP_TABLE_AUTO_DEVICE) if gpu else "cpu") if ov else ch_dev,
+            "traffic_aware": ov, "turn_aware": ov,
             "note": ("the overlay's current metric, turn costs and restrictions (the hierarchy's table on the "
                      f"{ch_dev} while the metric is the built one with every turn free)" if ov else
                      "contraction hierarchy between the snapped phantom nodes (no turn restrictions)")},
@@ -537,6 +549,8 @@ def capabilities(engine):
                 "note": ("traffic updates re-customize only the cells holding the arcs; a metric all cells"
                          if ov else "needs an overlay: gpuroute build GRAPH -o DIR, then serve DIR")})
     can_exclude = excluder(engine).info()["supported"]
+    timed = getattr(engine, "_time_slots", None) is not None  # a time profile loaded (gpuroute.engine.timeslots)
     for row in out:
         row["exclude"] = bool(can_exclude and row["service"] != "customize")
+        row["depart_at"] = bool(timed and row["service"] in ("route", "table", "trip", "isochrone"))
     return out

@@ -11,7 +11,8 @@ Layout::
                         the metric, and per part its directory, what it is and its fingerprints
         graph/          the imported graph (:func:`gpuroute.save_graph`: weights, arc attributes, street
                         names, OSM node ids, turn restrictions)
-        ch/             the contraction hierarchy for the routing weight (:meth:`ContractionHierarchy.save`)
+        ch/             the contraction hierarchy for the routing weight (:meth:`ContractionHierarchy.save`);
+                        absent where the overlay answers every service (see "Versions" below)
         partition/      the nested partition (:meth:`gpuroute.Partition.save`)
         overlay/        the multi-level overlay customized for the routing weight (:meth:`gpuroute.Overlay.save`)
         traffic.npz     the current traffic, when the engine serving the directory was customized since it
@@ -59,6 +60,16 @@ process cannot write to is served with in-memory traffic only (as before this fi
 Manifests written since the store (:mod:`gpuroute.store`) carry its ``integrity`` entry, checked on load;
 directories built before open without it.
 
+Versions. A manifest's ``version`` is the oldest format that describes the directory, so that a gpuroute as
+old as that reads it: **1** -- every part above; **2** -- the ``ch`` part may be absent: a graph with per-turn
+costs (an OSM extract read with a Lua profile such as OSRM's car.lua) is served by its overlay alone (routes,
+tables, trips, isochrones: :func:`gpuroute.engine.algorithms.table_search` takes the hierarchy only for a
+graph without turn costs), so ``gpuroute build`` neither contracts nor stores it (issue 20: it was 22 of the
+25 MB of a Monaco dataset, 1.2 s of its build). A dataset with a hierarchy is still written as version 1.
+:attr:`gpuroute.engine.Engine.ch` contracts a missing hierarchy in memory on first use (a caller that
+asks for it -- ``Engine(e.graph, e.ch)`` -- gets the one the build would have stored). This gpuroute reads
+:data:`FORMAT_READS`; a newer version is refused, naming it.
+
 Public API
 ----------
 load_dataset(directory)                 the parts of a dataset directory, every fingerprint checked
@@ -82,14 +93,19 @@ import numpy as np
 
 from .. import store
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "PARTS", "DatasetError", "Dataset", "load_dataset", "is_dataset",
+__all__ = ["FORMAT", "FORMAT_VERSION", "FORMAT_READS", "OPTIONAL_PARTS", "format_version", "MANIFEST", "PARTS", "DatasetError", "Dataset", "load_dataset", "is_dataset",
            "read_manifest", "TRAFFIC", "TRAFFIC_FORMAT", "TRAFFIC_VERSION", "TrafficError", "TrafficSaveError",
            "TrafficStore", "traffic_store", "drop_traffic"]
 
 log = logging.getLogger(__name__)
 
 FORMAT = "gpuroute-dataset"
-FORMAT_VERSION = 1
+#: The newest format version this gpuroute writes (see "Versions" in the module docstring).
+FORMAT_VERSION = 2
+#: The versions it reads.
+FORMAT_READS = (1, 2)
+#: Parts a dataset of version 2 may lack (see "Versions").
+OPTIONAL_PARTS = ("ch",)
 MANIFEST = store.MANIFEST
 #: The saved traffic in a dataset directory (see the module docstring and :class:`TrafficStore`).
 TRAFFIC = "traffic.npz"
@@ -118,6 +134,12 @@ class DatasetError(ValueError):
     """Not a dataset directory, another format version, or a part that does not match the manifest."""
 
 
+def format_version(parts):
+    """The version a manifest with these ``parts`` (names) is written as: 1 with every part of
+    :data:`PARTS`, 2 without an optional one (see "Versions" in the module docstring)."""
+    return 1 if set(PARTS) <= set(parts) else FORMAT_VERSION
+
+
 @dataclass
 class Dataset:
     """The loaded parts of a dataset directory.
@@ -127,8 +149,9 @@ class Dataset:
     directory : str
         Absolute path.
     graph : RoadGraph
-    ch : ContractionHierarchy
-        For the routing weight (``ch.weight``, the manifest's ``weight``).
+    ch : ContractionHierarchy or None
+        For the routing weight (``ch.weight``, the manifest's ``weight``); None where the directory has none
+        (version 2: the overlay answers every service).
     overlay : Overlay
         Customized (for the manifest's ``metric`` as built, or what was saved since).
     manifest : dict
@@ -147,6 +170,14 @@ class Dataset:
     profile: str = "car-basic"
     seconds: dict = field(default_factory=dict)
     traffic: object = None
+
+    @property
+    def weight(self):
+        """The routing weight (the manifest's ``weight``; the hierarchy's in a manifest without one)."""
+        w = self.manifest.get("weight")
+        if isinstance(w, str):
+            return w
+        return None if self.ch is None else self.ch.weight
 
 
 def _read_json(path):
@@ -189,9 +220,9 @@ def read_manifest(directory):
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise DatasetError(f"{directory}: not a dataset directory (no {FORMAT!r} {MANIFEST}; make one with gpuroute "
                            f"build GRAPH -o {directory})")
-    if m.get("version") != FORMAT_VERSION:
-        raise DatasetError(f"{path}: format version {m.get('version')!r}, this gpuroute reads {FORMAT_VERSION}; run "
-                           "gpuroute build again")
+    if m.get("version") not in FORMAT_READS:
+        raise DatasetError(f"{path}: format version {m.get('version')!r}, this gpuroute reads versions "
+                           f"{', '.join(map(str, FORMAT_READS))}; run gpuroute build again")
     if store.INTEGRITY in m:  # datasets built before the store recorded it open without
         try:
             store.verify_integrity(m, path, remedy="run gpuroute build again")
@@ -231,7 +262,10 @@ def load_dataset(directory):
     directory = os.path.abspath(os.fspath(directory))
     man = read_manifest(directory)
     parts = man.get("parts") if isinstance(man.get("parts"), dict) else {}
+    optional = OPTIONAL_PARTS if man.get("version") >= 2 else ()
     for name in PARTS:
+        if name in optional and name not in parts:
+            continue
         sub = (parts.get(name) or {}).get("directory")
         if not isinstance(sub, str) or os.path.basename(sub) != sub or not os.path.isdir(os.path.join(directory, sub)):
             raise DatasetError(f"{directory}: part {name!r} is missing (run gpuroute build again)")
@@ -241,9 +275,11 @@ def load_dataset(directory):
     if g.fingerprint() != parts["graph"].get("fingerprint"):
         raise DatasetError(f"{directory}: graph/ is not the graph the dataset was built from (fingerprint differs)")
     secs["graph"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    ch = ContractionHierarchy.load(os.path.join(directory, parts["ch"]["directory"]), graph=g)
-    secs["ch"] = time.perf_counter() - t0
+    ch = None
+    if "ch" in parts:
+        t0 = time.perf_counter()
+        ch = ContractionHierarchy.load(os.path.join(directory, parts["ch"]["directory"]), graph=g)
+        secs["ch"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     pcells = os.path.join(directory, parts["partition"]["directory"], "cells.npy")
     ocells = os.path.join(directory, parts["overlay"]["directory"], "cells.npy")

@@ -37,6 +37,7 @@ from .params import (
     APPROACHES,
     CustomizeParams,
     IsochroneParams,
+    MatchParams,
     NearestParams,
     RouteParams,
     TableParams,
@@ -46,10 +47,12 @@ from .params import (
 )
 from .services import customize as _customize
 from .services import isochrone as _isochrone
+from .services import match as _match
 from .services import nearest as _nearest
 from .services import route as _route
 from .services import table as _table
 from .services import trip as _trip
+from .timeslots import departure
 from .traffic import TrafficRouter
 
 #: File endings read as OpenStreetMap (they take the ``profile``).
@@ -71,8 +74,10 @@ class Engine:
         no time at all (a DIMACS ``-d`` or other length-only graph) is served too: its routes report
         ``duration`` as None (JSON ``null``), never the length, and a table of durations is refused
         (see :attr:`has_durations`).
-    ch : ContractionHierarchy
-        Built on ``graph`` for the routing weight.
+    ch : ContractionHierarchy or None
+        Built on ``graph`` for the routing weight. None: contracted from ``graph`` for ``weight`` the first
+        time a search needs it (:attr:`ch`; a dataset directory built for a turn-aware metric stores none:
+        its overlay answers every service, :mod:`gpuroute.engine.dataset`).
     profile : str
         The profile name (``"car"``), reported in :attr:`info`.
     segments : SegmentIndex, optional
@@ -85,10 +90,17 @@ class Engine:
         A customized multi-level overlay of ``graph`` (a dataset directory's, :meth:`open`): routes are
         then answered over it (turn-aware, following :meth:`customize`), see
         :mod:`gpuroute.engine.traffic` and :attr:`capabilities`.
+    weight : str, optional
+        The routing weight; needed only with ``ch=None`` (default there:
+        :func:`gpuroute.pipeline.customize.routing_weight`); with a hierarchy it must be the hierarchy's.
 
     Attributes
     ----------
-    graph, ch, segments, profile, distance_ch, overlay
+    graph, segments, profile, distance_ch, overlay
+    ch : ContractionHierarchy
+        The hierarchy for the routing weight: the one given, else contracted on first access (once, under a
+        lock; :meth:`gpuroute.ch.ContractionHierarchy.build` as the build's contract stage runs it, so it is
+        the hierarchy a build would have stored).
     weight : str
         The routing weight (``ch.weight``).
     has_durations : bool
@@ -111,15 +123,25 @@ class Engine:
         A graph without lon/lat coordinates.
     """
 
-    def __init__(self, graph, ch, *, profile="car", segments=None, distance_ch=None, overlay=None):
+    def __init__(self, graph, ch, *, profile="car", segments=None, distance_ch=None, overlay=None, weight=None):
         g = graph
         self.graph = g
-        self.ch = ch
+        self._ch = ch
+        self._ch_lock = threading.Lock()
         self.distance_ch = distance_ch
         self.overlay = overlay
         self._traffic = TrafficRouter(graph, overlay) if overlay is not None else None
         self.profile = str(profile)
-        self.weight = ch.weight if ch.weight is not None else g.default_weight
+        if ch is None:
+            if weight is None:
+                from ..pipeline.customize import routing_weight
+
+                weight = routing_weight(g)
+            self.weight = str(weight)
+        else:
+            self.weight = ch.weight if ch.weight is not None else g.default_weight
+            if weight is not None and weight != self.weight:
+                raise ValueError(f"a hierarchy contracted for {self.weight!r}, not {weight!r}")
         self.segments = segments if segments is not None else SegmentIndex.of(g)
         self.limits = default_limits()  # config.SERVE_*; the records apply them (gpuroute.engine.params)
         self._tail = g.tail.astype(np.int64)
@@ -186,6 +208,7 @@ class Engine:
         self._table_pristine = {}
         self._along_cache = {}
         self._excluder = None
+        self._time_slots = None  # depart_at= (gpuroute.engine.timeslots): set_time_profile
 
     # ------------------------------------------------------------------ lifetime
     def close(self):
@@ -194,7 +217,7 @@ class Engine:
         (:meth:`gpuroute.crp.Overlay.release`), the isochrone drawers, then CuPy's cached blocks. The engine
         stays usable: a later GPU query or customization makes what it needs again. Idempotent; also
         ``with Engine.open(...) as eng:``."""
-        for ch in (self.ch, self.distance_ch):
+        for ch in (self._ch, self.distance_ch):  # a hierarchy not contracted yet has nothing to release
             if ch is not None:
                 ch.release()
         if self.overlay is not None:
@@ -214,7 +237,7 @@ class Engine:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def open(cls, spec, *, profile=None, weight=None):
+    def open(cls, spec, *, profile=None, weight=None, time_profile=None):
         """Load a dataset directory, or load a graph, contract it for ``weight`` and index its segments; a
         graph read with a Lua profile (turn costs: OSRM's car.lua, bicycle.lua, foot.lua or the user's) is
         also partitioned and its overlay customized in memory (the build pipeline without an output,
@@ -239,6 +262,8 @@ class Engine:
             The routing weight. Default: a dataset directory's own; else ``"travel_time"`` when the graph
             has it (fastest routes, as OSRM's car profile), else the graph's first weight
             (:func:`gpuroute.pipeline.customize.routing_weight`: ``distance`` on ``ny``).
+        time_profile : str or path-like, optional
+            A time profile (CSV or Parquet) for ``depart_at=``: :meth:`set_time_profile`.
 
         Returns
         -------
@@ -253,22 +278,60 @@ class Engine:
         ValueError
             A profile for a source that is not OpenStreetMap; a graph the engine cannot serve
             (see :class:`Engine`); a dataset directory with a ``weight`` other than its hierarchy's, or
-            whose parts do not match its manifest (:class:`gpuroute.engine.dataset.DatasetError`).
+            whose parts do not match its manifest (:class:`gpuroute.engine.dataset.DatasetError`); a bad time
+            profile (:class:`gpuroute.engine.timeslots.TimeProfileError`, naming the file and line).
         """
+        eng = cls._open(spec, profile=profile, weight=weight)
+        if time_profile is not None:
+            eng.set_time_profile(time_profile)
+        return eng
+
+    @classmethod
+    def _open(cls, spec, *, profile=None, weight=None):
         from ..graph.road_graph import RoadGraph
         from ..pipeline import build
         from .dataset import is_dataset, load_dataset
 
         if not isinstance(spec, RoadGraph) and is_dataset(spec):
             ds = load_dataset(spec)
-            if weight is not None and weight != ds.ch.weight:
-                raise ValueError(f"{ds.directory}: a dataset contracted for {ds.ch.weight!r}, not {weight!r}")
-            return cls(ds.graph, ds.ch, profile=ds.profile, overlay=ds.overlay)
+            if weight is not None and weight != ds.weight:
+                raise ValueError(f"{ds.directory}: a dataset contracted for {ds.weight!r}, not {weight!r}")
+            return cls(ds.graph, ds.ch, profile=ds.profile, overlay=ds.overlay, weight=ds.weight)
         # extract, contract and (a Lua profile's turn costs: as a dataset) partition + customize, in memory
         b = build.run(build.BuildConfig(spec, profile=profile, weight=weight))
         g = b.graph
         label = g.meta.get("profile") if g.meta.get("format") == "osm" else profile
-        return cls(g, b.ch, profile=str(label or "car"), overlay=b.overlay)
+        return cls(g, b.ch, profile=str(label or "car"), overlay=b.overlay, weight=b.weight)
+
+    def set_time_profile(self, profile):
+        """Load the time profile that ``depart_at=`` reads (:mod:`gpuroute.engine.timeslots`: the format,
+        the slot-at-departure model, how live traffic composes with it, the cache), replacing the one loaded;
+        None unloads it. The slot metrics cached for the previous profile are dropped with it.
+
+        Parameters
+        ----------
+        profile : str, path-like, TimeProfile or None
+            A ``.csv`` file (``.parquet`` with pandas and pyarrow), or a profile read already.
+
+        Returns
+        -------
+        dict or None
+            The profile's :meth:`gpuroute.engine.timeslots.TimeSlots.info`.
+
+        Raises
+        ------
+        FileNotFoundError
+        gpuroute.engine.timeslots.TimeProfileError
+            A bad file, or a row whose road class, way or arc is not in the graph (naming file and line);
+            the profile loaded before stays.
+        EngineError
+            ``NotImplemented``: an engine without an overlay (a dataset directory is needed).
+        """
+        from .timeslots import load
+
+        slots = load(self, profile)
+        self._time_slots = slots  # one reference: a request reads the old or the new one
+        return None if slots is None else slots.info()
 
     @property
     def info(self):
@@ -290,7 +353,8 @@ class Engine:
                 "profile": self.profile, "weight": self.weight, "limits": dict(self.limits),
                 "fingerprint": self._fingerprint, "capabilities": self.capabilities,
                 "metric": None if self._traffic is None else self._traffic.snapshot().name,
-                "traffic": None if store is None else store.info(), "exclude": excluder(self).info()}
+                "traffic": None if store is None else store.info(), "exclude": excluder(self).info(),
+                "time_profile": None if self._time_slots is None else self._time_slots.info()}
 
     @property
     def capabilities(self):
@@ -310,6 +374,25 @@ class Engine:
         :mod:`gpuroute.crp.customize_gpu`), only with an overlay.
         """
         return algorithms.capabilities(self)
+
+    @property
+    def ch(self):
+        """The contraction hierarchy for the routing weight (see the class's attributes): contracted here on
+        first access when the engine was made without one."""
+        ch = self._ch
+        if ch is None:
+            with self._ch_lock:
+                ch = self._ch
+                if ch is None:
+                    from ..ch.api import ContractionHierarchy
+
+                    ch = self._ch = ContractionHierarchy.build(self.graph, self.weight, progress=False)
+        return ch
+
+    @ch.setter
+    def ch(self, ch):
+        with self._ch_lock:
+            self._ch = ch
 
     def _query(self):
         q = getattr(self._local, "query", None)
@@ -376,7 +459,7 @@ class Engine:
         """
         fn = {RouteParams: self._run_route, TableParams: self._run_table, TripParams: self._run_trip,
               NearestParams: self._run_nearest, IsochroneParams: self._run_isochrone,
-              CustomizeParams: self._run_customize}.get(type(p))
+              CustomizeParams: self._run_customize, MatchParams: self._run_match}.get(type(p))
         if fn is None:
             raise TypeError(f"Engine.run takes a parameter record of gpuroute.engine.params, not {type(p).__name__}")
         if getattr(p, "snapping", "default") != "default":
@@ -390,7 +473,7 @@ class Engine:
     # ------------------------------------------------------------------ route
     def route(self, coords, *, alternatives=False, steps=False, annotations=False, geometries="polyline",
               overview="simplified", radiuses=None, bearings=None, approaches=None, continue_straight=None,
-              exclude=None, avoid_polygons=None, avoid_ways=None):
+              exclude=None, avoid_polygons=None, avoid_ways=None, depart_at=None):
         """OSRM ``/route/v1``: the fastest route through the coordinates in order.
 
         Parameters
@@ -398,7 +481,11 @@ class Engine:
         coords : sequence of (lon, lat), length 2 .. ``limits["max_locations_route"]``
         alternatives : bool or int
             0 .. ``limits["max_alternatives"]`` (``config.SERVE_MAX_ALTERNATIVES``, the HTTP server's limit
-            too); one route is returned (OSRM returns "up to" that many).
+            too); ``True`` is 1 (OSRM's). For two coordinates, up to that many via-node alternatives follow
+            the shortest route in ``routes`` (ascending weight; OSRM's "up to": bounded stretch, limited
+            sharing, local optimality, ``config.SERVE_ALTERNATIVES_*``; :mod:`gpuroute.crp.alternatives`,
+            :mod:`gpuroute.ch.alternatives`), on the same metric (traffic, ``exclude``, avoids) as it; with
+            more coordinates only the shortest route, as OSRM's.
         steps : bool
             Turn-by-turn steps per leg.
         annotations : bool, str or sequence of str
@@ -423,13 +510,17 @@ class Engine:
             (:mod:`gpuroute.engine.avoid`; with ``exclude``: the union).
         avoid_ways : sequence of int, optional
             OSM way ids whose arcs are excluded likewise.
+        depart_at : str or datetime.datetime, optional
+            The departure time (ISO 8601, with or without an offset; without one: local time in the time
+            profile's zone): the route runs on the metric of the time profile's slot containing it, for the
+            whole route (slot-at-departure, :mod:`gpuroute.engine.timeslots`; :meth:`set_time_profile`).
 
         Returns
         -------
         dict
-            ``{"code": "Ok", "routes": [route], "waypoints": [...]}``: route with ``geometry`` (unless
-            ``overview="false"``), ``legs``, ``weight_name``, ``weight``, ``duration`` (s), ``distance``
-            (m); each leg ``steps``, ``summary`` (the two streets with the longest distance on the leg,
+            ``{"code": "Ok", "routes": [route, alternative, ...], "waypoints": [...]}``: each route with
+            ``geometry`` (unless ``overview="false"``), ``legs``, ``weight_name``, ``weight``, ``duration``
+            (s), ``distance`` (m); each leg ``steps``, ``summary`` (the two streets with the longest distance on the leg,
             in route order), ``weight``, ``duration``, ``distance`` and ``annotation`` when asked.
 
         Raises
@@ -448,22 +539,24 @@ class Engine:
             coords, limits=self.limits, alternatives=alternatives, steps=steps, annotations=annotations,
             geometries=geometries, overview=overview, radiuses=radiuses, bearings=bearings, approaches=approaches,
             continue_straight=continue_straight, exclude=exclude, avoid_polygons=avoid_polygons,
-            avoid_ways=avoid_ways), ex)
+            avoid_ways=avoid_ways, depart_at=depart_at), ex)
 
     def _run_route(self, p, ex):
         """:meth:`route` of a checked :class:`~gpuroute.engine.params.RouteParams` and its resolved exclusion
         (:meth:`run`)."""
+        ex = departure(self, p, ex)  # depart_at: the slot's metric (InvalidValue: no profile, off its calendar)
         continue_straight = p.continue_straight
         if continue_straight is None:  # the profile's default (OSRM: continue_straight_at_waypoint), else car's
             continue_straight = bool(self.graph.meta.get("continue_straight_at_waypoint", True))
         phantoms = self._snap(p, segments=self._snap_index(ex))
         return _route.route(self, phantoms, steps=p.steps, annotations=p.annotations, geometries=p.geometries,
-                            overview=p.overview, continue_straight=bool(continue_straight), exclusion=ex)
+                            overview=p.overview, continue_straight=bool(continue_straight), exclusion=ex,
+                            alternatives=p.alternatives)
 
     # ------------------------------------------------------------------ table
     def table(self, coords, *, sources=None, destinations=None, annotations=("duration",), radiuses=None,
               bearings=None, approaches=None, fallback_speed=None, scale_factor=None, matrices="lists",
-              exclude=None, avoid_polygons=None, avoid_ways=None):
+              exclude=None, avoid_polygons=None, avoid_ways=None, depart_at=None):
         """OSRM ``/table/v1``: durations (and distances) of the fastest routes between sources and
         destinations (``exclude``, ``avoid_polygons``, ``avoid_ways``: as :meth:`route`'s; each cell is then
         the route with that exclude, over the overlay's many-to-many on the excluded customization).
@@ -486,6 +579,8 @@ class Engine:
             ndarrays (|sources|, |destinations|) with NaN where no route exists, the same values
             (:func:`gpuroute.engine.osrm.matrix_array`; no million-element lists: orjson writes them
             with ``OPT_SERIALIZE_NUMPY``, NaN as ``null``, as the HTTP server does).
+        depart_at : str or datetime.datetime, optional
+            As :meth:`route`'s: every cell on the departure slot's metric.
 
         Returns
         -------
@@ -514,11 +609,12 @@ class Engine:
             coords, limits=self.limits, sources=sources, destinations=destinations, annotations=annotations,
             radiuses=radiuses, bearings=bearings, approaches=approaches, fallback_speed=fallback_speed,
             scale_factor=scale_factor, matrices=matrices, exclude=exclude, avoid_polygons=avoid_polygons,
-            avoid_ways=avoid_ways), ex)
+            avoid_ways=avoid_ways, depart_at=depart_at), ex)
 
     def _run_table(self, p, ex):
         """:meth:`table` of a checked :class:`~gpuroute.engine.params.TableParams` and its resolved exclusion
         (:meth:`run`)."""
+        ex = departure(self, p, ex)
         if "duration" in p.annotations and self._dur is None:  # the dataset's quantities
             raise EngineError("InvalidOptions", f"graph {self.graph.name!r} has no travel times (the routing weight "
                               f"{self.weight!r} is a {self.graph.units[self.weight].quantity}): ask "
@@ -531,7 +627,7 @@ class Engine:
     # ------------------------------------------------------------------ trip
     def trip(self, coords, *, roundtrip=True, source="any", destination="any", steps=False, annotations=False,
              geometries="polyline", overview="simplified", radiuses=None, bearings=None, approaches=None,
-             time_limit=None, exclude=None, avoid_polygons=None, avoid_ways=None):
+             time_limit=None, exclude=None, avoid_polygons=None, avoid_ways=None, depart_at=None):
         """OSRM ``/trip/v1``: the fastest order to visit every coordinate (a travelling salesman tour over
         the engine's duration table), routed (``exclude``, ``avoid_polygons``, ``avoid_ways``: as
         :meth:`route`'s, for the table and the legs).
@@ -552,6 +648,8 @@ class Engine:
             ``config.SERVE_TRIP_TIME_PER_STOP_S`` x n, clamped to [``SERVE_TRIP_TIME_MIN_S``,
             ``SERVE_TRIP_TIME_MAX_S``]); up to ``TOUR_EXACT_MAX_N`` the order is exact (Held–Karp, about a
             millisecond) and no search runs, the limit is only checked.
+        depart_at : str or datetime.datetime, optional
+            As :meth:`route`'s: the matrix and every leg on the departure slot's metric.
 
         Returns
         -------
@@ -589,15 +687,118 @@ class Engine:
             coords, limits=self.limits, roundtrip=roundtrip, source=source, destination=destination, steps=steps,
             annotations=annotations, geometries=geometries, overview=overview, radiuses=radiuses, bearings=bearings,
             approaches=approaches, time_limit=time_limit, exclude=exclude, avoid_polygons=avoid_polygons,
-            avoid_ways=avoid_ways), ex)
+            avoid_ways=avoid_ways, depart_at=depart_at), ex)
 
     def _run_trip(self, p, ex):
         """:meth:`trip` of a checked :class:`~gpuroute.engine.params.TripParams` and its resolved exclusion
         (:meth:`run`)."""
+        ex = departure(self, p, ex)
         if not p.roundtrip and not (p.source == "first" and p.destination == "last"):
             raise EngineError("NotImplemented", "roundtrip=false needs source=first and destination=last")
         phantoms = self._snap(p, segments=self._snap_index(ex))  # once: the legs take them
         return _trip.trip(self, phantoms, p, exclusion=ex)
+
+    # ------------------------------------------------------------------ match
+    def match(self, coords, *, timestamps=None, radiuses=None, bearings=None, gaps="split", tidy=False, steps=False,
+              annotations=False, geometries="polyline", overview="simplified", exclude=None, avoid_polygons=None,
+              avoid_ways=None, device="auto"):
+        """OSRM ``/match/v1``: the roads a GPS trace most likely followed (map matching by a hidden Markov
+        model, Newson and Krumm 2009, as osrm-backend: :mod:`gpuroute.engine.services.match`).
+
+        Parameters
+        ----------
+        coords : sequence of (lon, lat), length 2 .. ``limits["max_locations_map_matching"]``
+            The trace, in order.
+        timestamps : sequence of int, optional
+            Seconds (UNIX time), one per coordinate, non-decreasing: they bound the distance between two
+            points (180 km/h, or the profile's ``max_speed_for_map_matching``) and, with ``gaps="split"``,
+            split the trace where two points are more than 10 median sampling steps apart.
+        radiuses : sequence of float, optional
+            Each point's GPS standard deviation in metres (> 0; default ``config.SERVE_MATCH_SIGMA_M``, 5 m):
+            its candidates are the road segments within 3 of them.
+        bearings : sequence of (value, range) or None, optional
+            As :meth:`route`'s: candidates keep the directions within range.
+        gaps : {"split", "ignore"}
+        tidy : bool
+            Drop points until 15 m and 5 s have run up since the last one kept (OSRM's tidy); dropped points
+            are ``None`` in ``tracepoints``.
+        steps, annotations, geometries, overview
+            As :meth:`route`'s, for each matching's route.
+        exclude, avoid_polygons, avoid_ways : optional
+            As :meth:`route`'s: candidates and routes avoid those arcs.
+        device : {"auto", "cpu", "gpu"}
+            Of the transition many-to-many searches (:meth:`gpuroute.engine.algorithms.CRP.many_to_many`).
+
+        Returns
+        -------
+        dict
+            ``{"code": "Ok", "matchings": [...], "tracepoints": [...]}``: each matching a route object as
+            :meth:`route`'s (one leg per pair of consecutive matched points) plus ``confidence`` (0..1);
+            ``tracepoints`` one per input coordinate, a waypoint object with ``matchings_index``,
+            ``waypoint_index`` (its place among the matching's waypoints) and ``alternatives_count``, or
+            ``None`` for a point not matched (an outlier, or one tidy dropped).
+
+        Raises
+        ------
+        EngineError
+            ``InvalidOptions`` (fewer than two coordinates, lists of another length, ``gaps`` not
+            split/ignore, an unknown option value), ``InvalidValue`` (a bad coordinate, timestamps that are
+            not non-decreasing integers >= 0, a radius not > 0), ``TooBig`` (too many coordinates),
+            ``NoSegment`` (no point has a road within 3 sigma), ``NoMatch`` (no two consecutive points could
+            be matched); ``exclude`` and the avoids as :meth:`route`'s.
+        """
+        ex = resolve_exclude(self, exclude, avoid_polygons, avoid_ways)  # first, as osrm-routed's CheckAlgorithms
+        return self._run_match(MatchParams.from_kwargs(
+            coords, limits=self.limits, timestamps=timestamps, radiuses=radiuses, bearings=bearings, gaps=gaps,
+            tidy=tidy, steps=steps, annotations=annotations, geometries=geometries, overview=overview,
+            exclude=exclude, avoid_polygons=avoid_polygons, avoid_ways=avoid_ways), ex, device=device)
+
+    def _run_match(self, p, ex, device="auto"):
+        """:meth:`match` of a checked :class:`~gpuroute.engine.params.MatchParams` and its resolved exclusion
+        (:meth:`run`)."""
+        return _match.match(self, p, _match.candidate_index(self, ex), exclusion=ex, device=device)
+
+    def match_many(self, traces, *, device="auto", **options):
+        """:meth:`match` of many traces in one call: the transition searches of all their steps in one parallel
+        kernel (each worker on its own scratch), the legs of all their matchings in one pass on threads
+        (:mod:`gpuroute.engine.services.match`), the same answers as one :meth:`match` after the other.
+
+        Parameters
+        ----------
+        traces : sequence of dict
+            Each ``{"coords": [...], "timestamps": [...], "radiuses": [...], "bearings": [...]}`` (only
+            ``coords`` required).
+        device : {"auto", "cpu", "gpu"}
+        **options
+            The other keywords of :meth:`match` (``gaps``, ``tidy``, ``steps``, ``annotations``,
+            ``geometries``, ``overview``, ``exclude``, ``avoid_polygons``, ``avoid_ways``), for every trace.
+
+        Returns
+        -------
+        list of dict
+            One answer per trace, in order; a trace that cannot be matched gets ``{"code": "NoMatch" or
+            "NoSegment", "message": ...}`` in its place.
+
+        Raises
+        ------
+        EngineError
+            A trace's bad input (as :meth:`match`; the message names the trace's index); nothing is matched
+            then.
+        """
+        ex = resolve_exclude(self, options.get("exclude"), options.get("avoid_polygons"), options.get("avoid_ways"))
+        records = []
+        for i, tr in enumerate(traces):
+            if not isinstance(tr, dict) or "coords" not in tr or set(tr) - {"coords", "timestamps", "radiuses",
+                                                                             "bearings"}:
+                raise EngineError("InvalidOptions", f"trace {i} must be a dict with coords (and optionally "
+                                  "timestamps, radiuses, bearings)")
+            try:
+                records.append(MatchParams.from_kwargs(tr["coords"], limits=self.limits,
+                                                       timestamps=tr.get("timestamps"), radiuses=tr.get("radiuses"),
+                                                       bearings=tr.get("bearings"), **options))
+            except EngineError as e:
+                raise EngineError(e.code, f"trace {i}: {e.message}") from None
+        return _match.match_many(self, records, _match.candidate_index(self, ex), exclusion=ex, device=device)
 
     # ------------------------------------------------------------------ customize (live traffic)
     def customize(self, updates=None, *, metric=None):
@@ -707,7 +908,7 @@ class Engine:
     # ------------------------------------------------------------------ isochrone
     def isochrone(self, coord, contours, *, metric="duration", polygons=True, denoise=1.0, generalize=None,
                   colors=None, radiuses=None, bearings=None, approaches=None, coordinates="lists", exclude=None,
-                  avoid_polygons=None, avoid_ways=None):
+                  avoid_polygons=None, avoid_ways=None, depart_at=None):
         """Isochrones (OSRM issue #401): the area reachable from one coordinate within each contour, as a
         GeoJSON FeatureCollection shaped like Valhalla's and Mapbox's isochrone answers.
 
@@ -751,6 +952,9 @@ class Engine:
             excluded arc forbidden, :mod:`gpuroute.engine.exclude`).
         avoid_polygons, avoid_ways : optional
             As :meth:`route`'s (their arcs are excluded as ``exclude``'s).
+        depart_at : str or datetime.datetime, optional
+            As :meth:`route`'s: ``metric="duration"`` on the departure slot's travel times (a distance does
+            not depend on the time of day).
         coordinates : {"lists", "arrays"}
             ``"lists"``: each ring's positions a list of ``[lon, lat]`` lists (plain data); ``"arrays"``:
             one float64 array (k, 2) per ring where the checked fast path drew the polygons (the HTTP
@@ -810,11 +1014,13 @@ class Engine:
         return self._run_isochrone(IsochroneParams.from_kwargs(
             coord, contours, limits=self.limits, metric=metric, polygons=polygons, denoise=denoise,
             generalize=generalize, colors=colors, radiuses=radiuses, bearings=bearings, approaches=approaches,
-            coordinates=coordinates, exclude=exclude, avoid_polygons=avoid_polygons, avoid_ways=avoid_ways), ex)
+            coordinates=coordinates, exclude=exclude, avoid_polygons=avoid_polygons, avoid_ways=avoid_ways,
+            depart_at=depart_at), ex)
 
     def _run_isochrone(self, p, ex):
         """:meth:`isochrone` of a checked :class:`~gpuroute.engine.params.IsochroneParams` and its resolved
         exclusion (:meth:`run`)."""
+        ex = departure(self, p, ex)
         try:
             shapely = require("shapely", "isochrones")
         except ImportError as e:

@@ -2,7 +2,7 @@
 options are checked, its limits applied and OSRM's vocabulary spelled (issue 19, deliverable 5).
 
 Each service has a frozen record -- :class:`RouteParams`, :class:`TableParams`, :class:`TripParams`,
-:class:`NearestParams`, :class:`IsochroneParams`, :class:`CustomizeParams` -- built by its ``from_kwargs``
+:class:`NearestParams`, :class:`IsochroneParams`, :class:`CustomizeParams`, :class:`MatchParams` -- built by its ``from_kwargs``
 classmethod from the Python API's arguments (the :class:`gpuroute.engine.Engine` methods' keywords) and a
 ``limits`` mapping (the engine's :attr:`~gpuroute.engine.Engine.limits`, else :func:`default_limits`: the
 ``config.SERVE_*`` tunables). The HTTP server (:mod:`gpuroute.server.parse`) turns an OSRM URL into the same
@@ -29,7 +29,8 @@ Errors (:class:`gpuroute.engine.osrm.EngineError`, the same code over HTTP and f
   (as osrm-routed); a table without annotations; no contours; ``denoise`` outside [0, 1], a negative
   ``generalize``, colours that are not ``rrggbb`` or not one per contour; customize's neither-or-both.
 * ``InvalidValue``: a coordinate that is not a (lon, lat) pair in [-180, 180] x [-90, 90] (naming its
-  index); ``fallback_speed``, ``scale_factor`` or ``time_limit`` not a number > 0; a contour not > 0.
+  index); ``fallback_speed``, ``scale_factor`` or ``time_limit`` not a number > 0; a contour not > 0; a
+  ``depart_at`` that is not an ISO 8601 date and time (its calendar is the engine's to check).
 * ``TooBig``: more coordinates than ``max_locations_route`` / ``max_locations_trip``; more table cells
   (sources x destinations) than ``max_locations_table``; ``number`` above ``max_locations_nearest``;
   ``alternatives`` above ``max_alternatives``; more contours than ``max_isochrone_contours``, a contour
@@ -77,12 +78,13 @@ def default_limits():
     """The limits of a request where the caller gives none: ``config.SERVE_*`` (a fresh dict).
 
     Keys: ``max_locations_route``, ``max_locations_table`` (cells), ``max_locations_nearest``,
-    ``max_locations_trip``, ``max_alternatives``, ``max_isochrone_contours``, ``max_isochrone_duration_s``,
+    ``max_locations_trip``, ``max_locations_map_matching``, ``max_alternatives``, ``max_isochrone_contours``, ``max_isochrone_duration_s``,
     ``max_isochrone_distance_m``."""
     return {"max_locations_route": int(config.SERVE_MAX_LOCATIONS_ROUTE),
             "max_locations_table": int(config.SERVE_MAX_LOCATIONS_TABLE),
             "max_locations_nearest": int(config.SERVE_MAX_LOCATIONS_NEAREST),
             "max_locations_trip": int(config.SERVE_MAX_LOCATIONS_TRIP),
+            "max_locations_map_matching": int(config.SERVE_MAX_LOCATIONS_MAP_MATCHING),
             "max_alternatives": int(config.SERVE_MAX_ALTERNATIVES),
             "max_isochrone_contours": int(config.SERVE_ISOCHRONE_MAX_CONTOURS),
             "max_isochrone_duration_s": float(config.SERVE_ISOCHRONE_MAX_DURATION_S),
@@ -399,6 +401,15 @@ def check_colors(values, k):
     return tuple(out)
 
 
+def check_depart_at(value):
+    """A checked ``depart_at`` (:func:`gpuroute.engine.timeslots.parse_depart_at`): a datetime (aware, or
+    naive: wall-clock time in the time profile's zone) or None; InvalidValue naming an unparsable value.
+    Whether it lies in the profile's calendar is the engine's to judge."""
+    from .timeslots import parse_depart_at
+
+    return parse_depart_at(value)
+
+
 def _count(n, least, limits, key):
     """At least ``least`` coordinates (InvalidOptions), at most ``limits[key]`` (TooBig)."""
     if n < least:
@@ -508,7 +519,8 @@ class RouteParams(Waypoints):
     Attributes
     ----------
     alternatives : int
-        >= 0 (0: none; one route is returned, as OSRM's "up to").
+        >= 0: the most alternative routes after the shortest one (0: none; ``true`` is 1, as OSRM's grammar);
+        two waypoints only, "up to" (:func:`gpuroute.engine.services.route.plan_alternatives`).
     steps : bool
     annotations : tuple of str
         Of :data:`gpuroute.engine.osrm.ROUTE_ANNOTATIONS`, in that order.
@@ -516,6 +528,9 @@ class RouteParams(Waypoints):
     overview : {"simplified", "full", "false"}
     continue_straight : bool or None
         None: the profile's default (the engine resolves it).
+    depart_at : datetime.datetime or None
+        The departure time (:func:`check_depart_at`; the slot of the engine's time profile,
+        :mod:`gpuroute.engine.timeslots`); None: the current metric.
     """
 
     alternatives: int = 0
@@ -524,13 +539,15 @@ class RouteParams(Waypoints):
     geometries: str = "polyline"
     overview: str = "simplified"
     continue_straight: bool | None = None
+    depart_at: object = None
 
     service = "route"
 
     @classmethod
     def from_kwargs(cls, coords, *, limits=None, alternatives=False, steps=False, annotations=False,
                     geometries="polyline", overview="simplified", radiuses=None, bearings=None, approaches=None,
-                    continue_straight=None, exclude=None, avoid_polygons=None, avoid_ways=None, snapping="default"):
+                    continue_straight=None, exclude=None, avoid_polygons=None, avoid_ways=None, snapping="default",
+                    depart_at=None):
         """The checked record (arguments as :meth:`gpuroute.engine.Engine.route`'s); ``limits``:
         ``max_locations_route``, ``max_alternatives``. Raises EngineError (see the module)."""
         c = check_coordinates(coords)
@@ -553,7 +570,8 @@ class RouteParams(Waypoints):
         return cls(**common, alternatives=alt, steps=flag(steps, "steps"),
                    annotations=annotation_set(annotations, ROUTE_ANNOTATIONS),
                    geometries=choice(geometries, GEOMETRIES, "geometries"),
-                   overview=choice(overview, OVERVIEWS, "overview"), continue_straight=continue_straight)
+                   overview=choice(overview, OVERVIEWS, "overview"), continue_straight=continue_straight,
+                   depart_at=check_depart_at(depart_at))
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
@@ -570,6 +588,8 @@ class TableParams(Waypoints):
         > 0.
     fallback_coordinate : {"input", "snapped"}
     matrices : {"lists", "arrays"}
+    depart_at : datetime.datetime or None
+        As :class:`RouteParams`'.
     """
 
     sources: np.ndarray | None = None
@@ -579,6 +599,7 @@ class TableParams(Waypoints):
     scale_factor: float | None = None
     fallback_coordinate: str = "input"
     matrices: str = "lists"
+    depart_at: object = None
 
     service = "table"
 
@@ -594,7 +615,7 @@ class TableParams(Waypoints):
     def from_kwargs(cls, coords, *, limits=None, sources=None, destinations=None, annotations=("duration",),
                     radiuses=None, bearings=None, approaches=None, fallback_speed=None, scale_factor=None,
                     matrices="lists", exclude=None, avoid_polygons=None, avoid_ways=None, snapping="default",
-                    fallback_coordinate="input"):
+                    fallback_coordinate="input", depart_at=None):
         """The checked record (arguments as :meth:`gpuroute.engine.Engine.table`'s); ``limits``:
         ``max_locations_table`` (cells). Raises EngineError (see the module)."""
         c = check_coordinates(coords)
@@ -616,7 +637,7 @@ class TableParams(Waypoints):
                    fallback_speed=positive(fallback_speed, "fallback_speed"),
                    scale_factor=positive(scale_factor, "scale_factor"),
                    fallback_coordinate=choice(fallback_coordinate, FALLBACK_COORDINATES, "fallback_coordinate"),
-                   matrices=choice(matrices, MATRICES, "matrices"))
+                   matrices=choice(matrices, MATRICES, "matrices"), depart_at=check_depart_at(depart_at))
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
@@ -631,6 +652,8 @@ class TripParams(Waypoints):
     destination : {"any", "last"}
     time_limit : float or None
         Seconds > 0 (None: the size-scaled default).
+    depart_at : datetime.datetime or None
+        As :class:`RouteParams`' (the matrix and every leg on the departure slot's metric).
     """
 
     roundtrip: bool = True
@@ -641,6 +664,7 @@ class TripParams(Waypoints):
     geometries: str = "polyline"
     overview: str = "simplified"
     time_limit: float | None = None
+    depart_at: object = None
 
     service = "trip"
 
@@ -661,13 +685,13 @@ class TripParams(Waypoints):
                            approaches=pick(self.approaches), exclude=self.exclude,
                            avoid_polygons=self.avoid_polygons, avoid_ways=self.avoid_ways, snapping=self.snapping,
                            steps=self.steps, annotations=self.annotations, geometries=self.geometries,
-                           overview=self.overview, continue_straight=False)
+                           overview=self.overview, continue_straight=False, depart_at=self.depart_at)
 
     @classmethod
     def from_kwargs(cls, coords, *, limits=None, roundtrip=True, source="any", destination="any", steps=False,
                     annotations=False, geometries="polyline", overview="simplified", radiuses=None, bearings=None,
                     approaches=None, time_limit=None, exclude=None, avoid_polygons=None, avoid_ways=None,
-                    snapping="default"):
+                    snapping="default", depart_at=None):
         """The checked record (arguments as :meth:`gpuroute.engine.Engine.trip`'s; ``roundtrip`` also
         ``"true"``/``"false"``); ``limits``: ``max_locations_trip``. Raises EngineError (see the module);
         the combination of ``roundtrip``, ``source`` and ``destination`` is the engine's to judge
@@ -684,7 +708,7 @@ class TripParams(Waypoints):
                    annotations=annotation_set(annotations, ROUTE_ANNOTATIONS),
                    geometries=choice(geometries, GEOMETRIES, "geometries"),
                    overview=choice(overview, OVERVIEWS, "overview"),
-                   time_limit=positive(time_limit, "time_limit", " of seconds"))
+                   time_limit=positive(time_limit, "time_limit", " of seconds"), depart_at=check_depart_at(depart_at))
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
@@ -729,6 +753,8 @@ class IsochroneParams(Waypoints):
         ``#rrggbb``, one per contour.
     coordinates : {"lists", "arrays"}
         How rings come back.
+    depart_at : datetime.datetime or None
+        As :class:`RouteParams`' (durations on the departure slot's metric).
     """
 
     contours: np.ndarray = None
@@ -738,13 +764,15 @@ class IsochroneParams(Waypoints):
     generalize: float = None
     colors: tuple | None = None
     coordinates: str = "lists"
+    depart_at: object = None
 
     service = "isochrone"
 
     @classmethod
     def from_kwargs(cls, coord, contours, *, limits=None, metric="duration", polygons=True, denoise=1.0,
                     generalize=None, colors=None, radiuses=None, bearings=None, approaches=None,
-                    coordinates="lists", exclude=None, avoid_polygons=None, avoid_ways=None, snapping="default"):
+                    coordinates="lists", exclude=None, avoid_polygons=None, avoid_ways=None, snapping="default",
+                    depart_at=None):
         """The checked record (arguments as :meth:`gpuroute.engine.Engine.isochrone`'s); ``limits``:
         ``max_isochrone_contours``, ``max_isochrone_duration_s``, ``max_isochrone_distance_m``. Raises
         EngineError (see the module)."""
@@ -760,7 +788,7 @@ class IsochroneParams(Waypoints):
         common = cls._common(c, 1, one_entry(radiuses, "radiuses"), one_entry(bearings, "bearings"),
                              one_entry(approaches, "approaches"), exclude, avoid_polygons, avoid_ways, snapping)
         return cls(**common, contours=values, metric=metric, polygons=pg, denoise=dn, generalize=gz, colors=cols,
-                   coordinates=fmt)
+                   coordinates=fmt, depart_at=check_depart_at(depart_at))
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
@@ -793,9 +821,85 @@ class CustomizeParams:
         return cls(updates=None if updates is None else list(updates), metric=metric)
 
 
+#: ``/match``'s ``gaps``.
+MATCH_GAPS = ("split", "ignore")
+
+
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+class MatchParams(Waypoints):
+    """``/match``: the checked arguments of :meth:`gpuroute.engine.Engine.match` (``steps``, ``annotations``,
+    ``geometries``, ``overview`` as :class:`RouteParams`'; ``radiuses`` are each point's GPS standard
+    deviation in metres, finite and > 0; no ``approaches``).
+
+    Attributes
+    ----------
+    timestamps : ndarray float64 (n,) or None
+        Seconds (integers >= 0, as OSRM's UNIX times), non-decreasing.
+    gaps : {"split", "ignore"}
+    tidy : bool
+    """
+
+    timestamps: np.ndarray | None = None
+    gaps: str = "split"
+    tidy: bool = False
+    steps: bool = False
+    annotations: tuple = ()
+    geometries: str = "polyline"
+    overview: str = "simplified"
+
+    service = "match"
+
+    @classmethod
+    def from_kwargs(cls, coords, *, limits=None, timestamps=None, radiuses=None, bearings=None, approaches=None,
+                    gaps="split", tidy=False, steps=False, annotations=False, geometries="polyline",
+                    overview="simplified", exclude=None, avoid_polygons=None, avoid_ways=None, snapping="default"):
+        """The checked record (arguments as :meth:`gpuroute.engine.Engine.match`'s); ``limits``:
+        ``max_locations_map_matching``. Raises EngineError (see the module): ``InvalidOptions`` (fewer than two
+        coordinates, ``timestamps`` or ``radiuses`` of another length than the coordinates, an ``approaches``
+        list, an unknown ``gaps`` or other option value), ``InvalidValue`` (a bad coordinate; a timestamp that
+        is not an integer >= 0, or smaller than the one before: "Timestamps need to be monotonically
+        increasing", naming the index; a radius that is not a finite number > 0), ``TooBig`` (more
+        coordinates than ``max_locations_map_matching``)."""
+        c = check_coordinates(coords)
+        k = c.shape[0]
+        _count(k, 2, limits, "max_locations_map_matching")
+        if approaches is not None:
+            raise EngineError("InvalidOptions", "approaches is not supported by match")
+        common = cls._common(c, k, radiuses, bearings, None, exclude, avoid_polygons, avoid_ways, snapping)
+        r = common["radiuses"]
+        if r is not None:
+            bad = np.flatnonzero(~(np.isfinite(r) & (r > 0)))
+            if bad.size:
+                i = int(bad[0])
+                raise EngineError("InvalidValue", f"radius of coordinate {i} is {r[i]:g}: a /match radius is the "
+                                  "GPS standard deviation, a number of metres > 0")
+        ts = per_coordinate(timestamps, k, "timestamps")
+        if ts is not None:
+            vals = np.empty(k)
+            for i, v in enumerate(ts):
+                try:
+                    x = float(v) if not isinstance(v, (bool, str, bytes)) else math.nan
+                except (TypeError, ValueError):
+                    x = math.nan
+                if not (math.isfinite(x) and x >= 0 and x == int(x)):
+                    raise EngineError("InvalidValue", f"timestamp of coordinate {i} must be an integer number of "
+                                      f"seconds >= 0, got {v!r}")
+                vals[i] = x
+            down = np.flatnonzero(np.diff(vals) < 0)
+            if down.size:
+                i = int(down[0]) + 1
+                raise EngineError("InvalidValue", f"Timestamps need to be monotonically increasing: timestamp {i} "
+                                  f"({vals[i]:g}) is before timestamp {i - 1} ({vals[i - 1]:g})")
+            ts = _frozen(vals)
+        return cls(**common, timestamps=ts, gaps=choice(gaps, MATCH_GAPS, "gaps"), tidy=flag(tidy, "tidy"),
+                   steps=flag(steps, "steps"), annotations=annotation_set(annotations, ROUTE_ANNOTATIONS),
+                   geometries=choice(geometries, GEOMETRIES, "geometries"),
+                   overview=choice(overview, OVERVIEWS, "overview"))
+
+
 #: Record type of each service.
 RECORDS = {"route": RouteParams, "table": TableParams, "trip": TripParams, "nearest": NearestParams,
-           "isochrone": IsochroneParams, "customize": CustomizeParams}
+           "isochrone": IsochroneParams, "customize": CustomizeParams, "match": MatchParams}
 
 __all__ = ["APPROACHES", "NO_APPROACH", "NO_BEARING", "UNLIMITED", "RECORDS", "CustomizeParams", "IsochroneParams",
-           "NearestParams", "RouteParams", "TableParams", "TripParams", "Waypoints", "default_limits"]
+           "MatchParams", "NearestParams", "RouteParams", "TableParams", "TripParams", "Waypoints", "default_limits"]

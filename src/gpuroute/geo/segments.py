@@ -435,7 +435,7 @@ _haversine_pairs = gc_metres_pairs
 
 
 @njit(cache=True)
-def _project_one(lon0, lat0, kx, ky, lon_u, lat_u, lon_v, lat_v):
+def project_one(lon0, lat0, kx, ky, lon_u, lat_u, lon_v, lat_v):
     """Projection of the point ``(lon0, lat0)`` onto the segment ``(lon_u, lat_u) -> (lon_v, lat_v)`` in the
     local frame centred on the point (``kx``, ``ky``: metres per degree east and north there): fraction,
     distance, bearing, side, lon, lat. The one arithmetic of :func:`_project_kernel` and
@@ -465,7 +465,7 @@ def _project_kernel(lon0, lat0, s, lon_u, lat_u, lon_v, lat_v, out):
     ky = _DEG * EARTH_RADIUS_M
     for i in range(s.size):
         j = s[i]
-        r = _project_one(lon0, lat0, kx, ky, lon_u[j], lat_u[j], lon_v[j], lat_v[j])
+        r = project_one(lon0, lat0, kx, ky, lon_u[j], lat_u[j], lon_v[j], lat_v[j])
         for f in range(6):
             out[f, i] = r[f]
 
@@ -476,7 +476,7 @@ def _snap_kernel(lon0, lat0, limit, reach, tie, lens, samples, sample_segment, l
     """:meth:`SegmentIndex._snap_plain`'s exact step, for points whose candidate segments are those of the
     samples of a ball each (``samples``: the balls' sample ids, ``lens[i]`` of them for point ``i``).
 
-    Per point: the distinct candidate segments, ascending; their projections (:func:`_project_one`); the
+    Per point: the distinct candidate segments, ascending; their projections (:func:`project_one`); the
     nearest within ``limit[i]`` (the smaller segment id on equal distances); whether that is final: the
     ball held every segment within ``reach[i]`` metres, so the answer is exact when ``reach[i] >=
     limit[i]`` or the nearest lies at most ``reach[i] - tie`` away (``tie < 0``: no ties); and, with
@@ -524,7 +524,7 @@ def _snap_kernel(lon0, lat0, limit, reach, tie, lens, samples, sample_segment, l
         bd = math.inf
         for p in range(first[i], first[i + 1]):
             j = seg[p]
-            r = _project_one(lon0[i], lat0[i], kx, ky, lon_u[j], lat_u[j], lon_v[j], lat_v[j])
+            r = project_one(lon0[i], lat0[i], kx, ky, lon_u[j], lat_u[j], lon_v[j], lat_v[j])
             proj[0, p] = r[0]
             proj[1, p] = r[1]
             proj[2, p] = r[4]
@@ -605,6 +605,9 @@ class SegmentIndex:
         (an excluded one is -1), as osrm-routed's ``CheckSegmentExclude``; the ``curb`` approach still
         reads the segment's two directions (OSRM applies it to the enabled ones), the component is the
         graph's. Default: every arc.
+    startpoints : bool
+        False: ``is_startpoint`` is not read, every segment of the component is indexed (OSRM's map matching
+        snaps trace points onto every edge: ``GetPhantomNodesInRange(..., use_all_edges=true)``).
 
     Attributes
     ----------
@@ -624,7 +627,7 @@ class SegmentIndex:
         A graph without coordinates, a planar graph, an unknown ``component``, no segment to index.
     """
 
-    def __init__(self, graph, *, component="largest", spacing=None, arc_mask=None):
+    def __init__(self, graph, *, component="largest", spacing=None, arc_mask=None, startpoints=True):
         from scipy.spatial import cKDTree
 
         if component not in COMPONENTS:
@@ -652,7 +655,7 @@ class SegmentIndex:
         if component == "largest":
             scc = largest_scc_mask(graph)
             keep &= scc[tail] & scc[head]
-        sp = graph.arc_attrs.get("is_startpoint")
+        sp = graph.arc_attrs.get("is_startpoint") if startpoints else None
         if sp is not None:  # OSRM's is_startpoint (Lua profiles): no waypoint on ferries and the like
             sp = np.asarray(sp, dtype=bool)
             keep &= sp | np.where(rev >= 0, sp[np.maximum(rev, 0)], False)

@@ -46,9 +46,9 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
+# scipy.sparse is imported where a partition is built (~0.1 s): loading a saved partition -- a served
+# dataset's overlay -- needs none of it (issue 20: start to first answer)
 from .. import config, store
 from ..graph.errors import ParseError
 
@@ -108,6 +108,8 @@ def symmetric_adjacency(graph):
     scipy.sparse.csr_matrix of int32, shape (n_nodes, n_nodes)
         Sorted indices, no explicit zeros, empty diagonal.
     """
+    import scipy.sparse as sp
+
     n = graph.n_nodes
     t = np.asarray(graph.tail, dtype=np.int64)
     h = np.asarray(graph.head, dtype=np.int64)
@@ -268,6 +270,9 @@ def _planar_coords(graph):
 def _inertial_bisect(a, xy, b, stats):
     """Best inertial-flow bisection of the graph ``a`` (symmetric CSR, k >= 2 nodes): a boolean mask of
     the source side (never empty, never everything)."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import breadth_first_order, maximum_flow
+
     k = a.shape[0]
     s = min(max(1, int(b * k)), k // 2)
     cap = a.copy()
@@ -590,6 +595,8 @@ class Partition:
             # units: the cells of the query level below (nodes under level 0)
             unit = self.cells[lvl - 1].astype(np.int64) if lvl else np.arange(n, dtype=np.int64)
             n_units = int(unit.max()) + 1 if n else 0
+            import scipy.sparse as sp
+
             s = sp.csr_matrix((np.ones(n, np.int64), (np.arange(n), unit)), shape=(n, n_units))
             quot = (s.T @ big.astype(np.int64) @ s).tocsr()
             quot.setdiag(0)

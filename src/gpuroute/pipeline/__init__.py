@@ -12,7 +12,9 @@ customize   graph + partition -> overlay customized for a metric, traffic applie
             (:class:`~gpuroute.pipeline.customize.CustomizeConfig`)
 
 A stage's input is the previous stage's output, in memory or as the directory it wrote. ``build`` runs
-them all into a dataset directory (``gpuroute build``) or in memory (``Engine.open`` of a graph file);
+them all into a dataset directory (``gpuroute build``) or in memory (``Engine.open`` of a graph file) --
+all but ``contract`` for a graph with turn costs, whose overlay answers every service
+(:func:`~gpuroute.pipeline.build.needs_hierarchy`);
 ``overlay_dir`` is the directory ``gpuroute partition`` and ``gpuroute customize`` share.
 
 Public API

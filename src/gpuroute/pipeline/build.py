@@ -9,7 +9,8 @@ Layout of a dataset directory (read by :mod:`gpuroute.engine.dataset`)::
                         the metric, per part its directory, what it is and its fingerprints, the
                         seconds of each stage, and the store's ``integrity`` entry
         graph/          the extract stage's output (:func:`gpuroute.store.save_graph`)
-        ch/             the contract stage's output, for the routing weight
+        ch/             the contract stage's output, for the routing weight; not made where the overlay
+                        answers every service (:func:`needs_hierarchy`: a graph with turn costs)
         partition/      the partition stage's output
         overlay/        the customize stage's output, for the routing weight's metric (no turn penalties;
                         a Lua profile's turn costs)
@@ -22,6 +23,7 @@ Public API
 ----------
 BuildConfig                      source, output (None: in memory), profile, weight, cell sizes, ...
 run(config) -> Built             graph, hierarchy, partition, overlay and the summary
+needs_hierarchy(graph, overlay)  whether the contract stage runs
 build_dataset(source, directory, ...)   ``run`` with the keywords of a call; returns the summary
 build_overlay(graph, weight, ...)       the partition and customize stages in memory
 """
@@ -33,10 +35,21 @@ from dataclasses import dataclass, field
 
 from . import contract, customize, extract, partition
 
-__all__ = ["BuildConfig", "Built", "run", "build_dataset", "build_overlay", "STAGES"]
+__all__ = ["BuildConfig", "Built", "run", "build_dataset", "build_overlay", "needs_hierarchy", "STAGES", "SKIPPED"]
 
 #: The stages a build runs, in order, by the names its progress reports (``import`` is the extract stage).
 STAGES = ("import", "contract", "partition", "customize", "save")
+#: Why a stage did not run (``summary["skipped"]``).
+SKIPPED = {"contract": "the overlay answers every service of a graph with turn costs (no hierarchy is read); "
+                       "gpuroute.engine.Engine.ch contracts it on demand"}
+
+
+def needs_hierarchy(graph, overlay):
+    """Whether a build contracts the graph (the contract stage): always without an overlay; with one, only
+    for a graph without per-turn costs. With a Lua profile's turn costs every service searches the
+    overlay (:func:`gpuroute.engine.algorithms.table_search` and ``route_search``; isochrones, trips and
+    exclusions too), so the hierarchy would only be carried (issue 20: 22 of a Monaco dataset's 25 MB)."""
+    return not overlay or getattr(graph, "turn_costs", None) is None
 
 
 @dataclass
@@ -86,7 +99,8 @@ class BuildConfig:
 
 @dataclass
 class Built:
-    """What a build made: ``graph``, ``ch``, ``partition`` and ``overlay`` (None where not built),
+    """What a build made: ``graph``, ``ch``, ``partition`` and ``overlay`` (None where not built: ``ch``
+    where :func:`needs_hierarchy` is False),
     ``weight``, ``metric`` (the overlay metric's name), ``profile`` (as recorded), ``summary`` (see
     :func:`build_dataset`)."""
 
@@ -170,13 +184,17 @@ def _run(config, tmp):
     metric = customize.metric_name(weight, g)
     secs["import"] = time.perf_counter() - t_all
     say("import", secs["import"])
-    say("contract")
-    t0 = time.perf_counter()
-    ch = contract.run(contract.ContractConfig(g, weight, output=part("ch"))).ch
-    secs["contract"] = time.perf_counter() - t0
-    say("contract", secs["contract"])
     want_overlay = config.overlay if config.overlay is not None else \
         (tmp is not None or getattr(g, "turn_costs", None) is not None)
+    ch, skipped = None, {}
+    if needs_hierarchy(g, want_overlay):
+        say("contract")
+        t0 = time.perf_counter()
+        ch = contract.run(contract.ContractConfig(g, weight, output=part("ch"))).ch
+        secs["contract"] = time.perf_counter() - t0
+        say("contract", secs["contract"])
+    else:
+        skipped["contract"] = SKIPPED["contract"]
     part_, ov, info = None, None, None
     if want_overlay:
         say("partition")
@@ -195,7 +213,8 @@ def _run(config, tmp):
     summary = {"directory": None, "graph": _graph_summary(g), "weight": weight, "metric": metric,
                "unit": g.units[weight].to_json(), "weights": {w: g.units[w].to_json() for w in g.weight_names},
                "cell_sizes": [] if part_ is None else list(part_.cell_sizes),
-               "n_cells": [] if part_ is None else [int(x) for x in part_.n_cells], "seconds": secs}
+               "n_cells": [] if part_ is None else [int(x) for x in part_.n_cells], "seconds": secs,
+               "skipped": skipped}
     if tmp is not None:
         say("save")
         t0 = time.perf_counter()
@@ -216,33 +235,32 @@ def _graph_summary(g):
 
 def _write_dataset_manifest(tmp, ex, g, ch, part, ov, info, weight, metric, seed, secs):
     from .. import store
-    from ..engine.dataset import FORMAT, FORMAT_VERSION, PARTS
+    from ..engine.dataset import FORMAT, PARTS, format_version
 
     pman = store.read_json(os.path.join(tmp, "partition", store.MANIFEST)) or {}
     om = store.read_json(os.path.join(tmp, "overlay", store.MANIFEST)) or {}
-    manifest = {
-        "format": FORMAT, "version": FORMAT_VERSION, "created": store.manifest.now(),
-        "source": ex.spec, "profile": ex.profile, "metric": metric, "weight": weight,
-        "parts": {
-            "graph": {"directory": "graph", "what": PARTS["graph"], "name": g.name,
-                      "nodes": int(g.n_nodes), "arcs": int(g.n_arcs), "fingerprint": g.fingerprint()},
-            "ch": {"directory": "ch", "what": PARTS["ch"].format(weight=weight), "weight": weight,
-                   "method": ch.method,
-                   "graph_fingerprint": ch.graph_fingerprint, "weight_fingerprint": ch.weight_fingerprint},
-            "partition": {"directory": "partition", "what": PARTS["partition"], "method": part.method,
-                          "seed": int(seed), "cell_sizes": list(part.cell_sizes),
-                          "n_cells": [int(x) for x in part.n_cells],
-                          "cells_sha256": store.sha256_file(os.path.join(tmp, "partition", "cells.npy")),
-                          "fingerprint": pman.get("fingerprint") if isinstance(pman, dict) else None},
-            "overlay": {"directory": "overlay", "what": PARTS["overlay"].format(weight=weight, metric=metric),
-                        "metric": metric, "units": ov.metric.units,
-                        "cells_sha256": store.sha256_file(os.path.join(tmp, "overlay", "cells.npy")),
-                        "metric_fingerprint": (om.get("metric") or {}).get("fingerprint"),
-                        "partition_fingerprint": om.get("partition_fingerprint"),
-                        "customize_seconds": info["seconds"]},
-        },
-        "seconds": secs,
+    parts = {
+        "graph": {"directory": "graph", "what": PARTS["graph"], "name": g.name,
+                  "nodes": int(g.n_nodes), "arcs": int(g.n_arcs), "fingerprint": g.fingerprint()},
+        "ch": None if ch is None else {
+            "directory": "ch", "what": PARTS["ch"].format(weight=weight), "weight": weight, "method": ch.method,
+            "graph_fingerprint": ch.graph_fingerprint, "weight_fingerprint": ch.weight_fingerprint},
+        "partition": {"directory": "partition", "what": PARTS["partition"], "method": part.method,
+                      "seed": int(seed), "cell_sizes": list(part.cell_sizes),
+                      "n_cells": [int(x) for x in part.n_cells],
+                      "cells_sha256": store.sha256_file(os.path.join(tmp, "partition", "cells.npy")),
+                      "fingerprint": pman.get("fingerprint") if isinstance(pman, dict) else None},
+        "overlay": {"directory": "overlay", "what": PARTS["overlay"].format(weight=weight, metric=metric),
+                    "metric": metric, "units": ov.metric.units,
+                    "cells_sha256": store.sha256_file(os.path.join(tmp, "overlay", "cells.npy")),
+                    "metric_fingerprint": (om.get("metric") or {}).get("fingerprint"),
+                    "partition_fingerprint": om.get("partition_fingerprint"),
+                    "customize_seconds": info["seconds"]},
     }
+    parts = {k: v for k, v in parts.items() if v is not None}
+    manifest = {"format": FORMAT, "version": format_version(parts), "created": store.manifest.now(),
+                "source": ex.spec, "profile": ex.profile, "metric": metric, "weight": weight, "parts": parts,
+                "seconds": secs}
     store.write_manifest(tmp, manifest, what="dataset manifest")
 
 
@@ -264,7 +282,8 @@ def build_dataset(source, directory, *, profile=None, weight=None, cell_sizes=No
         some of their nodes), ``weight`` and ``unit`` (its :class:`~gpuroute.graph.units.Unit` as a dict),
         ``weights`` (every weight of the graph -> its unit as a dict), ``metric``, ``cell_sizes``,
         ``n_cells``, ``seconds`` per stage (``import``, ``contract``, ``partition``, ``customize``,
-        ``save``) and ``total_seconds``.
+        ``save``), ``skipped`` (a stage that did not run -> why: ``contract`` for a graph with turn costs,
+        :func:`needs_hierarchy`) and ``total_seconds``.
 
     Raises
     ------

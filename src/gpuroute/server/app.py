@@ -3,7 +3,8 @@
 This module is the HTTP layer only: :mod:`gpuroute.server.parse` turns the URL and the options into a
 typed parameter record (:mod:`gpuroute.engine.params`: the one place where values, limits and OSRM's
 vocabulary are checked, for HTTP and Python callers alike), this module hands the record to the engine
-(:meth:`gpuroute.engine.Engine.run`, which checks nothing again) in a worker thread and encodes its answer.
+(:meth:`gpuroute.engine.Engine.run`, which checks nothing again), on the event loop for a short request
+and in a worker thread otherwise, and encodes its answer.
 Routing, snapping and the shapes of the answers are the engine's. ``GET /`` is a web page over this API (an offline map drawn from ``GET /network``,
 routes through leaflet-routing-machine's OSRM client, isochrones, a traffic slider on ``POST
 /customize``): :mod:`gpuroute.server.web`.
@@ -72,6 +73,11 @@ error of theirs is ``InvalidValue`` naming the option.
   ``waypoints``; a feature's ``properties.contour`` is in seconds or metres
   (:meth:`gpuroute.engine.Engine.isochrone`). In a JSON body the contours may be a list
   (``"contours_minutes": [5, 10]``).
+* ``match``: at least two coordinates, at most ``max_locations_map_matching``; ``timestamps``
+  (``t;t;...``, integer seconds, non-decreasing), ``radiuses`` (each point's GPS standard deviation, metres
+  > 0), ``gaps`` (``split``, ``ignore``), ``tidy``, ``steps``, ``annotations``, ``geometries``, ``overview``,
+  ``skip_waypoints`` (drops ``tracepoints``); no ``approaches`` nor ``waypoints``. The answer holds
+  ``matchings`` (routes with ``confidence``) and ``tracepoints`` (:meth:`gpuroute.engine.Engine.match`).
 
 Errors
 ------
@@ -124,15 +130,20 @@ serve`` sets both alike).
 ``default_radius`` (metres; ``None``: unlimited, OSRM's default, as ``osrm-routed --default-radius``)
 is the snapping radius of every coordinate whose ``radiuses`` element is empty or missing; an explicit
 ``unlimited`` stays unlimited. With it, a coordinate far from any road is answered ``NoSegment``. Nothing in a request names a file: the profile is ignored and every option is a number, a
-flag or a word from a fixed list. The engine runs in worker threads (at most ``workers`` at a time,
+flag or a word from a fixed list. A short request to gpuroute's Engine (a ``/route`` of a few
+coordinates, a ``/nearest``: the ``config.SERVE_INLINE_*`` rule, :func:`inline_request`) is answered on
+the event loop, where a worker thread's hand-off would cost more than the request (each worker process of
+``gpuroute serve`` has its own loop), unless an engine call runs in a thread of the process meanwhile.
+The others run in worker threads (at most ``workers`` at a time,
 an ``anyio.CapacityLimiter``), each request bounded by ``timeout_s``: past it the client gets 504 and
 the thread is abandoned, finishing its query in the background (a running query cannot be stopped).
+A ``GET`` of a service skips Starlette's router, middleware, request and response objects
+(``create_app``'s application answers it itself): the same status, headers and bytes.
 When the engine has a ``query_for_thread()`` method, each worker thread calls it once and keeps the
 object it returns (the engine's per-thread query state) and calls it; otherwise it calls the engine.
 An engine (or query object) with a ``run`` method (gpuroute's) gets the request's record; any other gets
 its ``route``/``table``/... method called with the record's values as keywords
-(:meth:`gpuroute.engine.params.Waypoints.kwargs`). The JSON encoding also runs in the
-worker thread. A table comes back from an engine whose ``table`` takes ``matrices`` as NumPy arrays
+(:meth:`gpuroute.engine.params.Waypoints.kwargs`). The JSON encoding runs where the engine ran. A table comes back from an engine whose ``table`` takes ``matrices`` as NumPy arrays
 (``matrices="arrays"``), written to JSON without nested lists (the same bytes: ``null`` where no
 route). Reads carry ``Access-Control-Allow-Origin: *``, as ``osrm-routed``'s do; a write
 (``POST /customize``) never does, and is taken from the server's own origin or an allowed one only
@@ -142,6 +153,7 @@ request compiles anything (:mod:`gpuroute.server.warmup`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import logging
 import os
@@ -168,7 +180,7 @@ from .parse import (  # noqa: F401  (the URL grammar; FLOAT: tests/server/test_n
 log = logging.getLogger("gpuroute.server")
 
 #: The services served, each under ``/{service}/v1/...``.
-SERVICES = ("route", "table", "nearest", "isochrone", "trip")
+SERVICES = ("route", "table", "nearest", "isochrone", "trip", "match")
 
 #: Limits used where the engine's ``limits`` has no value (see the module documentation): the
 #: ``config.SERVE_*`` ones of :func:`gpuroute.engine.params.default_limits`, and the server's own.
@@ -220,7 +232,7 @@ def _strip(res, call):
     if call.generate_hints and not call.skip_waypoints:
         return res
     res = dict(res)
-    for key in ("waypoints", "sources", "destinations"):
+    for key in ("waypoints", "sources", "destinations", "tracepoints"):
         if key not in res:
             continue
         if call.skip_waypoints and call.service != "nearest":
@@ -339,7 +351,6 @@ def create_app(engine, *, limits=None, allow_customize=False, web_assets=None, a
     """
     import contextlib
 
-    from starlette.applications import Starlette
     from starlette.responses import Response
     from starlette.routing import Route
 
@@ -420,7 +431,7 @@ def create_app(engine, *, limits=None, allow_customize=False, web_assets=None, a
             await anyio.to_thread.run_sync(run_warm_up, app)
         yield
 
-    app = Starlette(routes=[Route("/health", health, methods=["GET"]),
+    app = _app_class()(server, routes=[Route("/health", health, methods=["GET"]),
                             Route("/customize", customize, methods=["POST", "OPTIONS"]),
                             *web_routes(engine, allow_customize=can_customize, assets=web_assets),
                             Route("/{path:path}", osrm, methods=["GET", "POST", "OPTIONS"])],
@@ -435,6 +446,108 @@ def create_app(engine, *, limits=None, allow_customize=False, web_assets=None, a
     app.state.warm_report = None
     return app
 
+
+def inline_request(call):
+    """Whether ``call`` (a :class:`ServiceCall`) is short enough to be answered on the event loop
+    (``config.SERVE_INLINE_*``): a ``/route`` of at most ``SERVE_INLINE_ROUTE_MAX_COORDS`` coordinates
+    without alternatives, a ``/nearest`` of at most ``SERVE_INLINE_NEAREST_MAX_NUMBER`` results, a
+    ``/table`` of at most ``SERVE_INLINE_TABLE_MAX_CELLS`` cells; none with ``exclude``, ``avoid_polygons``
+    or ``avoid_ways`` (the first request of a kind customizes the overlay). ``/trip`` and ``/isochrone``:
+    never."""
+    from .. import config
+
+    p = call.params
+    if (getattr(p, "exclude", None) is not None or getattr(p, "avoid_polygons", None) is not None
+            or getattr(p, "avoid_ways", None) is not None):
+        return False
+    service = call.service
+    if service == "route":
+        return len(p.coords) <= config.SERVE_INLINE_ROUTE_MAX_COORDS and not p.alternatives
+    if service == "nearest":
+        return p.number <= config.SERVE_INLINE_NEAREST_MAX_NUMBER
+    if service == "table":
+        n = len(p.coords)
+        rows = n if p.sources is None else len(p.sources)
+        cols = n if p.destinations is None else len(p.destinations)
+        return rows * cols <= config.SERVE_INLINE_TABLE_MAX_CELLS
+    return False
+
+
+#: ``GET`` paths answered without Starlette's routing, request and response objects (:meth:`_App.answer`).
+_FAST_PREFIXES = tuple(f"/{s}/" for s in SERVICES)
+_JSON_HEAD = (b"content-type", b"application/json")
+_CORS_HEAD = (b"access-control-allow-origin", b"*")
+_ERROR_500 = b"Internal Server Error"
+
+
+def _internal_error():
+    """``(500, body, headers)`` as Starlette's ServerErrorMiddleware answers an exception (logged here)."""
+    log.exception("Exception in a GET of an OSRM service")
+    return 500, _ERROR_500, [(b"content-length", b"%d" % len(_ERROR_500)), (b"content-type", b"text/plain; charset=utf-8")]
+
+
+@functools.cache
+def _app_class():
+    from starlette.applications import Starlette
+
+    class App(Starlette):
+        """The Starlette application with a short path for ``GET /{service}/...`` (an OSRM service): the
+        same answer, status and headers as its ``/{path:path}`` route gives, without the router, the
+        middleware, the request and response objects; a short request (:func:`inline_request`) is answered
+        on the event loop, the others in a worker thread as before."""
+
+        def __init__(self, server, **kwargs):
+            super().__init__(**kwargs)
+            self.adapter = server
+
+        @staticmethod
+        def fast(scope):
+            """Whether :meth:`answer` serves this request scope."""
+            return scope["type"] == "http" and scope["method"] == "GET" and scope["path"].startswith(_FAST_PREFIXES)
+
+        async def __call__(self, scope, receive, send):
+            if self.fast(scope):
+                return await self.answer(scope, send)
+            return await super().__call__(scope, receive, send)
+
+        async def answer(self, scope, send, extra=None):
+            """Answer a ``GET`` of an OSRM service; ``extra()``: headers to append (a worker's)."""
+            server = self.adapter
+            try:
+                status, body, call = server.answer_get(scope)
+                if call is not None:
+                    try:
+                        status, body = await server.run(call)
+                    except OSRMError as e:
+                        status, body = e.status, encode({"code": e.code, "message": e.message})
+                headers = [_CORS_HEAD, (b"content-length", b"%d" % len(body)), _JSON_HEAD]
+            except Exception:  # as Starlette's ServerErrorMiddleware answers an exception
+                status, body, headers = _internal_error()
+            if extra is not None:
+                headers += extra()
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+        def direct(self, scope, extra=None):
+            """The answer to a ``GET`` of an OSRM service when it is ready without waiting (a refused
+            request, a short one answered here): ``(status, headers, body bytes)``, the headers as
+            :meth:`answer` sends them (``extra()`` appended); None when :meth:`answer` is to take the
+            request (another path, a request for a worker thread). For an HTTP protocol that writes the
+            answer itself (:mod:`gpuroute.server.http`: one write, no ASGI task)."""
+            if not self.fast(scope):
+                return None
+            try:
+                status, body, call = self.adapter.answer_get(scope)
+                if call is not None:
+                    return None
+                headers = [_CORS_HEAD, (b"content-length", b"%d" % len(body)), _JSON_HEAD]
+            except Exception:
+                status, body, headers = _internal_error()
+            if extra is not None:
+                headers += extra()
+            return status, headers, body
+
+    return App
 
 _HEADERS = {"Access-Control-Allow-Origin": "*"}
 _READ_PREFLIGHT = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
@@ -564,6 +677,11 @@ class _Server:
         # ``engine.customize`` (under the workers' lock, published to every worker)
         self.before = None
         self.customizer = None
+        # short requests on the event loop (config.SERVE_INLINE_*): gpuroute's Engine only (its ``run``)
+        self.inline = callable(getattr(engine, "run", None)) and not self.per_thread
+        self.busy = 0  # engine calls running in worker threads of this process
+        self._unsupported = {}  # record type -> ((field, default), ...) the engine's method does not take
+        self._busy_lock = threading.Lock()
 
     def limiter(self):
         import asyncio
@@ -576,8 +694,9 @@ class _Server:
             self._limiter_loop = loop
         return self._limiter
 
-    async def handle(self, request):
-        scope = request.scope
+    def target(self, scope):
+        """The URL part of a request: ``(service, profile, coords or None, options)``; raises
+        :class:`OSRMError` (InvalidUrl, InvalidService, InvalidVersion, InvalidQuery)."""
         raw = scope.get("raw_path") or scope["path"].encode()
         target = raw.decode("latin-1")
         if scope.get("query_string"):
@@ -588,7 +707,18 @@ class _Server:
                                               f"{', '.join(self.services)})")
         if version != VERSION:
             raise OSRMError("InvalidVersion", f"Service {service} has no version {clip(version)} (only {VERSION})")
-        options = parse_query(query)
+        return service, profile, coords, parse_query(query)
+
+    def call(self, service, profile, coords, options):
+        """The checked :class:`ServiceCall` of a request's parts (raises :class:`OSRMError`)."""
+        if not coords:
+            raise OSRMError("InvalidUrl", "no coordinates: /{service}/v1/{profile}/{lon,lat;lon,lat...}")
+        call = parse_request(service, profile, coords, options, self.limits)
+        self.refuse_unsupported(call)
+        return call
+
+    async def handle(self, request):
+        service, profile, coords, options = self.target(request.scope)
         if request.method == "POST":
             body = parse_body(await self.read_body(request), request.headers.get("content-type"))
             twice = sorted(set(body) & set(options))
@@ -599,23 +729,35 @@ class _Server:
                     raise OSRMError("InvalidQuery", "coordinates given in both the URL and the body")
                 coords = body.pop("coordinates")
             options.update(body)
-        if not coords:
-            raise OSRMError("InvalidUrl", "no coordinates: /{service}/v1/{profile}/{lon,lat;lon,lat...}")
-        call = parse_request(service, profile, coords, options, self.limits)
-        self.refuse_unsupported(call)
-        return await self.run(call)
+        return await self.run(self.call(service, profile, coords, options))
+
+    def answer_get(self, scope):
+        """``(status, body bytes, call or None)`` of a ``GET`` of an OSRM service when it can be answered on
+        the event loop (parsing, an error, a short request: :meth:`short`); ``(None, None, call)`` when the
+        call is to run in a worker thread (:meth:`run`)."""
+        try:
+            call = self.call(*self.target(scope))
+        except OSRMError as e:
+            return e.status, encode({"code": e.code, "message": e.message}), None
+        if self.short(call):
+            status, body = self.work(call)
+            return status, body, None
+        return None, None, call
 
     def refuse_unsupported(self, call):
         """``InvalidValue`` for a request that needs a keyword the engine's method does not take
         (:data:`OPTIONAL_KWARGS`: an ``exclude``, ``snapping=any``, ...): what this engine can do, not
         whether the request is well-formed (the record said that)."""
-        accepted = self.accepted[call.service]
-        if accepted is None:
-            return
         p = call.params
-        for f in dataclasses.fields(p):
-            if f.name in OPTIONAL_KWARGS and f.name not in accepted and getattr(p, f.name) != f.default:
-                raise OSRMError("InvalidValue", OPTIONAL_KWARGS[f.name])
+        checks = self._unsupported.get(type(p))
+        if checks is None:  # once per record type: the optional fields this engine's method does not take
+            accepted = self.accepted[call.service]
+            checks = self._unsupported[type(p)] = () if accepted is None else tuple(
+                (f.name, f.default) for f in dataclasses.fields(p)
+                if f.name in OPTIONAL_KWARGS and f.name not in accepted)
+        for name, default in checks:
+            if getattr(p, name) != default:
+                raise OSRMError("InvalidValue", OPTIONAL_KWARGS[name])
 
     async def read_body(self, request):
         top = limit_of(self.limits, "max_body_bytes")
@@ -629,16 +771,55 @@ class _Server:
                 raise OSRMError("TooBig", f"request body over the limit of {top} bytes")
         return bytes(buf)
 
+    def short(self, call):
+        """Whether ``call`` is answered on the event loop rather than in a worker thread: an engine with a
+        ``run`` method (gpuroute's: its costs are known), no engine call running in a thread of this process,
+        and a short request by the ``config.SERVE_INLINE_*`` rule (:func:`inline_request`)."""
+        return self.inline and self.busy == 0 and inline_request(call)
+
     async def run(self, call):
         import anyio
 
+        if self.short(call):
+            return self.work(call)
         timeout = limit_of(self.limits, "timeout_s")
         try:
             with anyio.fail_after(timeout):
-                return await anyio.to_thread.run_sync(self.work, call, limiter=self.limiter(), **_ABANDON)
+                return await self.in_thread(self.work, call)
         except TimeoutError:
             log.warning("%s request over the timeout of %s s", call.service, timeout)
             raise OSRMError("Timeout", f"the request took longer than {timeout} s", status=504) from None
+
+    async def in_thread(self, fn, *args):
+        """``fn(*args)`` in a worker thread (the limiter's), counted in :attr:`busy` from before it is handed
+        over until it returns (a timed-out call that runs on stays counted; one cancelled before it started
+        is not run), so that no request runs on the event loop meanwhile (:meth:`short`)."""
+        import anyio.to_thread
+
+        state = ["pending"]
+        lock = self._busy_lock
+
+        def job():
+            with lock:
+                if state[0] == "cancelled":
+                    return None
+                state[0] = "running"
+            try:
+                return fn(*args)
+            finally:
+                with lock:
+                    self.busy -= 1
+
+        with lock:
+            self.busy += 1
+        try:
+            return await anyio.to_thread.run_sync(job, limiter=self.limiter(), **_ABANDON)
+        except BaseException:
+            with lock:
+                if state[0] == "pending":
+                    state[0] = "cancelled"
+                    self.busy -= 1
+            raise
 
     async def customize(self, request):
         """``POST /customize``: the JSON body checked, ``engine.customize`` run in a worker thread;
@@ -671,7 +852,7 @@ class _Server:
         timeout = limit_of(self.limits, "timeout_s")
         try:
             with anyio.fail_after(timeout):
-                return await anyio.to_thread.run_sync(call, limiter=self.limiter(), **_ABANDON)
+                return await self.in_thread(call)
         except TimeoutError:
             raise OSRMError("Timeout", f"the customization took longer than {timeout} s (it completes in the "
                                        "background)", status=504) from None

@@ -26,17 +26,21 @@ VERSION = "v1"
 
 _COMMON = frozenset({"bearings", "radiuses", "generate_hints", "hints", "approaches", "exclude", "snapping"})
 _AVOID = frozenset({"avoid_polygons", "avoid_ways"})
+#: ``depart_at`` (ISO 8601; :mod:`gpuroute.engine.timeslots`): the services that take it.
+_DEPART = frozenset({"depart_at"})
 
 #: The options each service takes (URL names).
 OPTIONS = {
-    "route": _COMMON | _AVOID | {"alternatives", "steps", "annotations", "geometries", "overview", "continue_straight",
+    "route": _COMMON | _AVOID | _DEPART | {"alternatives", "steps", "annotations", "geometries", "overview", "continue_straight",
                                  "skip_waypoints"},
-    "table": _COMMON | _AVOID | {"sources", "destinations", "annotations", "fallback_speed", "fallback_coordinate",
+    "table": _COMMON | _AVOID | _DEPART | {"sources", "destinations", "annotations", "fallback_speed", "fallback_coordinate",
                                  "scale_factor", "skip_waypoints"},
     "nearest": _COMMON | {"number"},
-    "trip": _COMMON | _AVOID | {"roundtrip", "source", "destination", "steps", "annotations", "geometries", "overview",
+    "trip": _COMMON | _AVOID | _DEPART | {"roundtrip", "source", "destination", "steps", "annotations", "geometries", "overview",
                                 "skip_waypoints"},
-    "isochrone": _COMMON | _AVOID | {"contours_minutes", "contours_meters", "contours_colors", "polygons", "denoise",
+    "match": _COMMON | _AVOID | {"timestamps", "gaps", "tidy", "steps", "annotations", "geometries", "overview",
+                                 "skip_waypoints"},
+    "isochrone": _COMMON | _AVOID | _DEPART | {"contours_minutes", "contours_meters", "contours_colors", "polygons", "denoise",
                                      "generalize", "skip_waypoints"},
 }
 
@@ -81,7 +85,7 @@ class ServiceCall:
     Attributes
     ----------
     service : str
-        ``route``, ``table``, ``nearest``, ``trip`` or ``isochrone``.
+        ``route``, ``table``, ``nearest``, ``trip``, ``isochrone`` or ``match``.
     profile : str
         The profile named in the URL (ignored).
     params : gpuroute.engine.params.Waypoints
@@ -463,8 +467,12 @@ def parse_request(service, profile, coordinates, options, limits=None):
     if "snapping" in o:
         kw["snapping"] = o.pop("snapping")
     _avoid_options(o, kw)
-    if service in ("route", "trip"):
+    if "depart_at" in o:  # the text as given: the record parses it (InvalidValue naming it)
+        kw["depart_at"] = o.pop("depart_at")
+    if service in ("route", "trip", "match"):
         _route_options(o, kw)
+    if service == "match":
+        _match_options(o, kw)
     if service == "trip":
         if "roundtrip" in o:
             kw["roundtrip"] = _bool("roundtrip", o.pop("roundtrip"))
@@ -509,6 +517,16 @@ def _route_options(o, kw):
     if "continue_straight" in o:
         v = o.pop("continue_straight")
         kw["continue_straight"] = None if v == "default" else _bool("continue_straight", v)
+
+
+def _match_options(o, kw):
+    """``match``'s own options: ``timestamps`` (``t;t;...``, integers), ``gaps``, ``tidy``."""
+    if "timestamps" in o:
+        kw["timestamps"] = _items(o.pop("timestamps"), lambda x: _int("timestamps", x))
+    if "gaps" in o:
+        kw["gaps"] = o.pop("gaps")
+    if "tidy" in o:
+        kw["tidy"] = _bool("tidy", o.pop("tidy"))
 
 
 def _table_options(o, kw):

@@ -51,19 +51,27 @@ def off_network_point(engine):
     return (max(float(lo[0]) - 0.02, -180.0), max(float(lo[1]) - 0.02, -90.0))
 
 
+#: Points of the warm-up's long /match trace: with a few candidates a point, more transition searches than
+#: ``config.SERVE_MATCH_PARALLEL_JOBS`` (64), so the parallel kernel is compiled before serving too.
+_MATCH_POINTS = 40
+
+
 def _requests(services, pts, limits, off=None):
     """``(service, coordinates text, options)`` of the warm-up, for the services offered; ``off``: a
     point off the network (:func:`off_network_point`) for one table request."""
     def c(*i):
         return ";".join(f"{pts[j][0]:.7f},{pts[j][1]:.7f}" for j in i)
 
+    top_match = limits.get("max_locations_map_matching")
+    n_match = max(2, min(_MATCH_POINTS, int(top_match) if top_match and top_match > 0 else _MATCH_POINTS))
     top_trip = limits.get("max_locations_trip")
     trip_stops = max(2, min(len(pts), int(top_trip) if top_trip and top_trip > 0 else len(pts)))
     top_s = _positive(limits.get("max_isochrone_duration_s"), 3600.0)
     top_m = _positive(limits.get("max_isochrone_distance_m"), 50000.0)
     out = [
         ("route", c(0, 1), {}),
-        ("route", c(0, 1), {"alternatives": "true", "overview": "false"}),
+        # alternatives: several pairs, so that some candidate reaches the local-optimality test's searches
+        *[("route", c(i, i + 1), {"alternatives": "3", "overview": "full"}) for i in range(min(6, len(pts) - 1))],
         ("route", c(0, 1, 2), {"steps": "true", "annotations": "true", "overview": "full", "geometries": "geojson",
                                "continue_straight": "true"}),
         ("table", c(0, 1, 2, 3), {}),
@@ -78,6 +86,11 @@ def _requests(services, pts, limits, off=None):
         ("isochrone", c(1), {"contours_minutes": "1"}),
         ("isochrone", c(1), {"contours_minutes": f"1,{top_s / 60.0:g}"}),
         ("isochrone", c(1), {"contours_meters": f"200,{top_m:g}", "polygons": "false"}),
+        # map matching's kernels (a point twice: it always matches), then a trace long enough for the
+        # transition searches' parallel path (config.SERVE_MATCH_PARALLEL_JOBS searches and more)
+        ("match", c(0, 0), {"timestamps": "0;1", "radiuses": "50;50"}),
+        ("match", c(*[0] * n_match), {"timestamps": ";".join(str(5 * i) for i in range(n_match)),
+                                      "radiuses": ";".join(["50"] * n_match)}),
     ]
     if off is not None:  # snapping's second step (a point the first ball does not settle)
         out.append(("table", f"{off[0]:.7f},{off[1]:.7f};{c(0)}", {"radiuses": "unlimited;unlimited"}))

@@ -3,16 +3,20 @@
 The page (``web/index.html``, ``app.js``, ``app.css`` beside this module) draws the road network itself
 with Leaflet from ``GET /network`` (no tile server), routes between two clicked points with
 leaflet-routing-machine's OSRM v1 router pointed at this server's ``/route/v1/driving/...`` (so the page
-is an OSRM client like any other), draws isochrone rings from ``/isochrone/v1`` and scales travel times
-with a traffic slider through ``POST /customize``, showing the customization time the server answers.
+is an OSRM client like any other) with ``alternatives=N`` (drawn dashed, selectable), ``avoid_polygons``
+(areas drawn with leaflet-geoman) and, when ``/health`` reports a time profile, ``depart_at`` (a day and a
+time-of-day slider), draws isochrone rings from ``/isochrone/v1`` and scales travel times with a traffic
+slider through ``POST /customize``, showing the customization time the server answers. The page itself
+is served with :data:`PAGE_HEADERS` (a Content-Security-Policy: its own scripts only; no framing by other
+sites).
 
 Routes added to :func:`gpuroute.server.create_app`
 --------------------------------------------------
 * ``GET /``: the page; when the third-party assets are missing, a page saying how to fetch them
   (``make web-assets``), never an error.
 * ``GET /web/{file}``: the page's own files (this package's ``web/`` folder).
-* ``GET /vendor/{package}/{path}``: the fetched Leaflet and leaflet-routing-machine files (their
-  ``dist/`` folders and licences only), from :func:`assets_dir`.
+* ``GET /vendor/{package}/{path}``: the fetched Leaflet, leaflet-routing-machine and leaflet-geoman-free
+  files (:data:`VENDOR`: their ``dist/`` folders and licences only), from :func:`assets_dir`.
 * ``GET /THIRD-PARTY``: the third-party notice (``web/THIRD-PARTY.md``), licences included.
 * ``GET /network[?max_edges=N]``: the network as compact arrays (:func:`network`), at most
   ``config.SERVE_WEB_MAX_EDGES`` segments (thinned to the most important roads beyond that, and said
@@ -45,6 +49,21 @@ VENDOR = {
     "leaflet": ("1.9.4", ("dist/leaflet.js", "dist/leaflet.css", "dist/images/marker-icon.png"), "LICENSE"),
     "leaflet-routing-machine": ("3.2.12", ("dist/leaflet-routing-machine.js", "dist/leaflet-routing-machine.css"),
                                 "LICENSE.md"),
+    "leaflet-geoman-free": ("2.20.2", ("dist/leaflet-geoman.js", "dist/leaflet-geoman.css"), "LICENSE"),
+}
+
+#: The headers of the page itself: its scripts, styles, images and requests come from this server only
+#: (no inline script, so markup that slipped into the page -- a street name in the itinerary -- runs
+#: nothing), and no other site may frame it (a framed page's traffic slider, clicked through a decoy,
+#: would ``POST /customize`` from the server's own origin: clickjacking).
+PAGE_HEADERS = {
+    "Cache-Control": "no-cache",
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                               "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; "
+                               "form-action 'self'; frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
 }
 
 #: File endings served from the assets (scripts, styles, images, licences).
@@ -254,7 +273,7 @@ _MISSING = """<!doctype html>
 code,pre{{background:#f2f2f2;padding:.1em .3em}}</style></head>
 <body><h1>gpuroute: the map's JavaScript is not installed</h1>
 <p>This server answers the OSRM API (<a href="health">/health</a>), but the page at <code>/</code> needs
-Leaflet {leaflet} and leaflet-routing-machine {lrm} from the npm registry, which are not in the
+{packages} from the npm registry, which are not in the
 repository. Missing in <code>{root}</code>:</p>
 <pre>{missing}</pre>
 <p>Fetch them from the checkout with</p>
@@ -269,7 +288,8 @@ def missing_page(root, missing):
     """The HTML of ``/`` when assets are missing (``root``: the folder searched; ``missing``: names)."""
     import html
 
-    return _MISSING.format(leaflet=VENDOR["leaflet"][0], lrm=VENDOR["leaflet-routing-machine"][0],
+    packages = ", ".join(f"{name} {version}" for name, (version, _, _) in VENDOR.items())
+    return _MISSING.format(packages=html.escape(packages),
                            root=html.escape(str(root)), missing=html.escape("\n".join(missing)), env=ASSETS_ENV)
 
 
@@ -306,7 +326,7 @@ def routes(engine, *, allow_customize=False, assets=None):
         missing = missing_assets(where)
         if missing or "index.html" not in own:
             return HTMLResponse(missing_page(where, missing or ["(the package's web/index.html)"]))
-        return FileResponse(own["index.html"], media_type=_SERVED[".html"], headers={"Cache-Control": "no-cache"})
+        return FileResponse(own["index.html"], media_type=_SERVED[".html"], headers=PAGE_HEADERS)
 
     async def web_file(request):
         p = own.get(request.path_params["name"])

@@ -9,9 +9,9 @@ Process model
 The parent process loads the dataset, builds the application and runs the warm-up (every service compiled
 and run once, :mod:`gpuroute.server.warmup`), moves its objects out of the garbage collector's generations
 (``gc.freeze``), then forks the workers: a worker compiles nothing and loads nothing. Each worker runs
-uvicorn on its own listening socket; the sockets are all bound to the same address with ``SO_REUSEPORT``,
-so the kernel spreads new connections over them (where the system has no ``SO_REUSEPORT`` every worker
-accepts on one shared socket). The parent keeps every socket open: connections that reach a dead worker's
+uvicorn (:mod:`gpuroute.server.http`: httptools on uvloop, or h11) on its own listening socket; the sockets
+are all bound to the same address with ``SO_REUSEPORT``, so the kernel spreads new connections over them
+(where the system has no ``SO_REUSEPORT`` every worker accepts on one shared socket). The parent keeps every socket open: connections that reach a dead worker's
 socket wait in its queue for the replacement.
 
 The parent supervises (:func:`serve`): a worker that dies (a crash, ``kill -9``) is replaced at once by
@@ -495,6 +495,29 @@ class WorkerApp:
         self.board = board
         self.state = app.state
 
+    _pid = None
+    _gen = None
+
+    def _headers(self):
+        pid = os.getpid()  # made before the fork: each worker learns its own on its first answer
+        if self._pid is None or self._pid[0] != pid:
+            self._pid = (pid, (WORKER_HEADER, str(pid).encode()))
+        g = self.board.generation if self.board is not None else 0
+        if self._gen is None or self._gen[0] != g:
+            self._gen = (g, (GENERATION_HEADER, str(g).encode()))
+        return [self._pid[1], self._gen[1]]
+
+    def direct(self, scope):
+        """The application's ``direct`` answer (a GET answered without an ASGI task, see
+        :mod:`gpuroute.server.http`) on the newest traffic generation, with this worker's headers; None
+        where the application has none or does not take the request."""
+        direct = getattr(self.app, "direct", None)
+        if direct is None:
+            return None
+        if self.board is not None:
+            self.board.sync()
+        return direct(scope, self._headers)
+
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
@@ -502,6 +525,9 @@ class WorkerApp:
         if board is not None:
             board.sync()
         pid = str(os.getpid()).encode()
+        fast = getattr(self.app, "fast", None)
+        if fast is not None and fast(scope):  # a GET of an OSRM service: the application's short path
+            return await self.app.answer(scope, send, self._headers)
 
         async def send_with_worker(message):
             if message["type"] == "http.response.start":
@@ -658,7 +684,7 @@ def sibling(sock):
 
 
 # ------------------------------------------------------------------------------------------------ serve
-def serve(app, sock, workers, *, log_level="warning", backlog=2048, out=None):
+def serve(app, sock, workers, *, log_level="warning", backlog=2048, out=None, http=None):
     """Fork ``workers`` worker processes serving ``app`` on ``sock``'s address and supervise them until
     ``SIGTERM`` or ``SIGINT`` (see the module documentation).
 
@@ -677,6 +703,8 @@ def serve(app, sock, workers, *, log_level="warning", backlog=2048, out=None):
         Each socket's listen queue.
     out : file, optional
         Where the parent reports a dead worker and its replacement (default ``sys.stderr``).
+    http : str, optional
+        The HTTP parser of every worker (:func:`gpuroute.server.http.parser`; default ``config.SERVE_HTTP``).
 
     Returns
     -------
@@ -721,8 +749,10 @@ def serve(app, sock, workers, *, log_level="warning", backlog=2048, out=None):
             sockets += [sibling(sock) for _ in range(int(workers) - 1)]
         for s in sockets:
             s.listen(backlog)
+        from . import http as server_http
+
         sup = _Supervisor(WorkerApp(app, board), engine, sockets, int(workers), log_level,
-                          sys.stderr if out is None else out)
+                          sys.stderr if out is None else out, server_http.parser(http))
         return sup.run()
     finally:
         for s in sockets[1:]:
@@ -732,7 +762,8 @@ def serve(app, sock, workers, *, log_level="warning", backlog=2048, out=None):
 
 
 class _Supervisor:
-    def __init__(self, app, engine, sockets, n, log_level, out):
+    def __init__(self, app, engine, sockets, n, log_level, out, http="h11"):
+        self.http = http
         self.app = app
         self.engine = engine
         self.sockets = sockets
@@ -801,7 +832,7 @@ class _Supervisor:
 
         from . import http as server_http
 
-        server = uvicorn.Server(server_http.config(self.app, log_level=self.log_level))
+        server = uvicorn.Server(server_http.config(self.app, log_level=self.log_level, http=self.http))
         server.run(sockets=[mine])
         return 0 if server.started else 1
 

@@ -20,7 +20,7 @@ Public API
 atomic_file, atomic_directory, write_npy_atomic, fsync_directory, temp_sibling
 MANIFEST, INTEGRITY, manifest_integrity, verify_integrity, read_manifest, write_manifest, write_array,
 write_arrays, load_array, check_file, check_replaceable, read_json, manifest_format, sha256_file,
-sha256_bytes, sha256_arrays, plain, json_default
+sha256_bytes, sha256_arrays, plain, json_default, narrowest
 save_graph, load_graph
 """
 from __future__ import annotations
@@ -36,6 +36,7 @@ from .manifest import (
     load_array,
     manifest_format,
     manifest_integrity,
+    narrowest,
     plain,
     read_json,
     read_manifest,
@@ -51,4 +52,5 @@ from .manifest import (
 __all__ = ["atomic_file", "atomic_directory", "write_npy_atomic", "fsync_directory", "temp_sibling", "MANIFEST",
            "INTEGRITY", "manifest_integrity", "verify_integrity", "read_manifest", "write_manifest", "write_array",
            "write_arrays", "load_array", "check_file", "check_replaceable", "read_json", "manifest_format",
-           "sha256_file", "sha256_bytes", "sha256_arrays", "plain", "json_default", "save_graph", "load_graph"]
+           "sha256_file", "sha256_bytes", "sha256_arrays", "plain", "json_default", "narrowest", "save_graph",
+           "load_graph"]

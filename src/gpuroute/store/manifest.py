@@ -196,6 +196,36 @@ def write_array(path, array):
     return {"dtype": str(a.dtype), "shape": list(a.shape), "sha256": sha256_file(path)}
 
 
+def narrowest(array, dtypes=("int32",)):
+    """``array`` in the first of ``dtypes`` narrower than its own that holds every value exactly, else
+    ``array`` itself: what a saved artefact stores where its reader widens on load anyway (issue 20: no
+    int64 file for int32 values). Only integer arrays narrow; the check is over the values, so a sentinel
+    out of the narrow range (e.g. INF) keeps the array as it is.
+
+    Parameters
+    ----------
+    array : ndarray
+    dtypes : sequence of dtype-like
+        Integer candidates, in the order tried.
+
+    Returns
+    -------
+    ndarray
+        A narrowed copy, or ``array``.
+    """
+    a = np.asarray(array)
+    if a.dtype.kind not in "iu":
+        return a
+    lo = int(a.min()) if a.size else 0
+    hi = int(a.max()) if a.size else 0
+    for t in map(np.dtype, dtypes):
+        if t.kind in "iu" and t.itemsize < a.dtype.itemsize:
+            info = np.iinfo(t)
+            if info.min <= lo and hi <= info.max:
+                return a.astype(t)
+    return a
+
+
 def write_arrays(directory, arrays):
     """Write ``{file name: array}`` into ``directory`` (:func:`write_array`).
 

@@ -5,7 +5,8 @@ I", EURO J. Transp. Logist. 2013).
 Layout: ``local_search.py`` (numba CPU twin: delta functions, :func:`best_move` over the whole
 neighbourhood, descent, perturbation), ``api.py`` (:func:`tsp`, :class:`TourResult`), ``tsplib.py``
 (TSPLIB reading and distance rules), ``cvrp.py`` (:func:`cvrp`: savings start, relocate / swap / 2-opt* /
-intra-route 2-opt and Or-opt under capacity, ruin and recreate; CVRPLIB reading), ``gpu.py`` +
+intra-route 2-opt and Or-opt under capacity, ruin and recreate; CVRPLIB reading), ``vrp_sisr.py`` (the
+CPU's CVRP search: string removals, greedy insertion with blinks, simulated annealing), ``gpu.py`` +
 ``local_search.cu`` (the GPU twin of the TSP local search: the whole neighbourhood evaluated and reduced
 to the CPU's best move on the device, descents of one tour or of many at once, GPU iterated local search),
 ``vrp_gpu.py`` + ``vrp.cu`` (the GPU twin of the CVRP local search: the between- and within-route

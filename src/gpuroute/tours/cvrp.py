@@ -1,14 +1,17 @@
 """Capacitated vehicle routing (CVRP) on an asymmetric cost matrix: best-improvement local search between
 and within routes inside a ruin-and-recreate loop; the CPU (numba) twin here, the GPU twin in
-:mod:`.vrp_gpu` (``vrp.cu``).
+:mod:`.vrp_gpu` (``vrp.cu``); the CPU's own search by string removals in :mod:`.vrp_sisr`.
 
 The descent is the seed's scheme (Brodtkorb, Hagen, Schulz, Hasle, "GPU computing in discrete
 optimization. Part I", EURO J. Transp. Logist. 2013): evaluate the whole neighbourhood
 (:func:`best_vrp_move`, parallel over the first route), reduce to the best move, apply, until no move
-improves. The start is Clarke-Wright savings (asymmetric form); the perturbation removes a customer and
-its nearest customers and reinserts them by cheapest feasible insertion (ruin & recreate), accepted when
-not worse, until the time limit. Every step that grows with n runs under a work budget (units of about
-one delta; :func:`vrp_eval_work`) and the host checks the deadline between calls
+improves. The start is Clarke-Wright savings (asymmetric form). On the GPU the perturbation removes a
+customer and its nearest customers and reinserts them by cheapest feasible insertion (ruin & recreate,
+:func:`vrp_steps` is the CPU twin of one chain), accepted when not worse, until the time limit. On the CPU
+(:func:`cvrp` with ``device="cpu"``) the search is SISR (:mod:`.vrp_sisr`: string removals, greedy
+insertion with blinks, simulated annealing), which measured better than those chains at equal time
+(BENCHMARKS.md), then the descent on the best solution. Every step that grows with n runs under a work
+budget (units of about one delta; :func:`vrp_eval_work`) and the host checks the deadline between calls
 (:mod:`gpuroute.tours.budget`).
 
 State
@@ -46,6 +49,7 @@ from .. import config
 from ..backend import resolve_device
 from . import budget
 from . import local_search as ls
+from . import vrp_sisr as sisr
 from .api import tour_cost
 from .budget import Deadline, Pacer, check_time_limit
 from .warmup import warm_up_cvrp
@@ -76,8 +80,9 @@ class VRPResult:
     device : str
         "cpu" or "gpu": where the search ran.
     stats : dict
-        n, routes, iterations (ruin & recreate steps completed), improvements, moves applied, complete
-        (False when the time limit cut the start or its descent short), warmup_seconds (first-call
+        n, routes, iterations (ruin & recreate steps completed: SISR steps on the CPU), improvements (new
+        best solutions on the CPU, improving steps on the GPU), moves applied (descents), complete (False
+        when the time limit cut the start short, or on the GPU its descent), warmup_seconds (first-call
         compilation, outside the time limit), seconds (of the time limit used); on the GPU also chains
         and rounds (:func:`gpuroute.tours.vrp_gpu.search`).
     """
@@ -1090,13 +1095,17 @@ def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", se
     """Capacitated vehicle routing: routes from the depot covering every customer once, each route's
     demand within ``capacity``, minimising the total cost. The number of vehicles is free.
 
-    Clarke-Wright savings start (over each customer's :data:`NEAR_K` nearest customers); then
-    best-improvement descent (Brodtkorb et al. 2013's scheme over :func:`best_vrp_move`: relocate, swap
-    and 2-opt* between routes, relocate, swap, 2-opt and Or-opt within a route) inside a ruin & recreate
-    loop (a random customer and its nearest customers, 2 to ~10 % of them, cheapest feasible
-    reinsertion), accepted when not worse, until ``time_limit``. On the GPU
-    (:func:`gpuroute.tours.vrp_gpu.search`): the same descent with the neighbourhood evaluated by the
-    whole device for the start, then many ruin-and-recreate chains at once (a block each).
+    Clarke-Wright savings start (over each customer's :data:`NEAR_K` nearest customers). On the CPU:
+    SISR (Christiaens and Vanden Berghe 2020, :mod:`gpuroute.tours.vrp_sisr`): strings of customers
+    removed around a random customer, greedy reinsertion with blinks, simulated annealing from
+    ``SISR_T0`` to ``SISR_TF`` times the start's mean arc cost over the time limit, the best solution
+    kept; then, in the last ``config.TOUR_POLISH_RESERVE`` of the time limit, best-improvement descent of
+    the best solution (Brodtkorb et al. 2013's scheme over :func:`best_vrp_move`: relocate, swap and
+    2-opt* between routes, relocate, swap, 2-opt and Or-opt within a route). On the GPU
+    (:func:`gpuroute.tours.vrp_gpu.search`): that descent with the neighbourhood evaluated by the whole
+    device for the start, then many ruin-and-recreate chains at once (a block each: a random customer
+    and its nearest customers, 2 to ~10 % of them, cheapest feasible reinsertion, descent, accepted when
+    not worse).
 
     The time limit is kept as :func:`gpuroute.tours.tsp` keeps it (:mod:`gpuroute.tours.budget`): the
     deadline is checked between steps of bounded work (the nearest-customer lists by rows, every descent
@@ -1122,7 +1131,8 @@ def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", se
         Seconds of search (> 0), from the call to the return, compilation excluded.
     device : {"auto", "cpu", "gpu"}
         "auto": the GPU when one is usable and ``config.TOUR_CVRP_GPU_AUTO_MIN_N <= n <=
-        config.TOUR_CVRP_GPU_AUTO_MAX_N`` (where it won in the measured runs), else the CPU.
+        config.TOUR_CVRP_GPU_AUTO_MAX_N`` (where it won in the measured runs: an empty window since the CPU
+        search became SISR, see the config), else the CPU.
         Under 2 customers there is nothing to search: the CPU answers whatever the device.
     seed : int or None
         Seed of the perturbations.
@@ -1210,43 +1220,56 @@ def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", se
 
 
 def _search_cpu(C, dem, cap, depot, E, lens, nr, near, dl, pace, rng, eps, max_moves, stats):
-    """The CPU search of :func:`cvrp` from the packed start (E, lens, nr); fills ``stats``. Returns
-    (E, lens, nr, trace)."""
-    n = C.shape[0]
-    N = n - 1
+    """The CPU search of :func:`cvrp` from the packed start (E, lens, nr): SISR steps
+    (:func:`~.vrp_sisr.sisr_steps`: string removals, greedy insertion with blinks, simulated annealing
+    from ``SISR_T0`` to ``SISR_TF`` times the start's mean arc cost, geometric in the time used) until
+    ``config.TOUR_POLISH_RESERVE`` of the limit is left, then the best solution's best-improvement descent
+    (:func:`vrp_descent`); time left after that goes to SISR steps at the final temperature from the
+    descent's local minimum. Fills ``stats``. Returns (E, lens, nr, trace)."""
     R, W = E.shape
-    load = np.empty(R)
-    fwd = np.empty((R, W))
-    bwd = np.empty((R, W))
-    dcum = np.empty((R, W))
-    complete = False
+    n = C.shape[0]
+    load, rcost = np.empty(R), np.empty(R)
+    rt, ps = np.empty(n, np.int64), np.empty(n, np.int64)
+    cur = sisr.sisr_init(C, dem, E, lens, nr, load, rcost, rt, ps)
+    trace = [(dl.elapsed(), cur)]
+    arcs = max(1, int(lens[:nr].sum()) + int((lens[:nr] > 0).sum()))
+    t0, tf = sisr.SISR_T0 * cur / arcs, sisr.SISR_TF * cur / arcs
+    reserve = float(config.TOUR_POLISH_RESERVE) * dl.limit
+    span = max(1e-9, dl.limit - reserve)
+
+    def anneal(E, lens, nr, cur, reserve, final):
+        """SISR steps from (E, lens, nr) of cost cur until ``reserve`` seconds are left (cooling from ``t0``
+        to ``tf`` over the time limit; ``final``: at ``tf``); returns the best solution (normalised)."""
+        sisr.sisr_init(C, dem, E, lens, nr, load, rcost, rt, ps)
+        st = np.array([nr, nr], np.int64)
+        cost = np.array([cur, cur])
+        bestE, bestl = E.copy(), lens.copy()
+        while (b := pace.budget("sisr_steps", reserve)) > 0:
+            frac = 1.0 if final else min(1.0, max(0.0, dl.elapsed() / span))
+            temp = t0 * (tf / t0) ** frac if t0 > 0 else 0.0
+            steps, acc, imp, w = sisr.sisr_steps(C, dem, cap, depot, E, lens, load, rcost, rt, ps, st, cost, bestE,
+                                                 bestl, near, temp, 1 << 30, b, int(rng.integers(0, 2**31 - 1)),
+                                                 sisr.SISR_CBAR, sisr.SISR_LMAX, sisr.SISR_BLINK, sisr.SISR_SPLIT)
+            pace.spent(w)
+            stats["iterations"] += steps
+            stats["improvements"] += imp
+            if cost[1] < trace[-1][1] - eps:
+                trace.append((dl.elapsed(), float(cost[1])))
+        return bestE, bestl, normalize(bestE, bestl, int(st[1]), depot)
+
+    E, lens, nr = anneal(E, lens, nr, cur, reserve, False)
+    bufs = _bufs(E)
     while (b := pace.budget("vrp_descent")) > 0:
-        st, nr, best_c, mv, w = vrp_descent(C, dem, cap, E, lens, nr, depot, load, fwd, bwd, dcum, eps, max_moves,
-                                            b)
+        s, nr, c, mv, w = vrp_descent(C, dem, cap, E, lens, nr, depot, *bufs, eps, max_moves, b)
         pace.spent(w)
         stats["moves"] += mv
         max_moves -= mv
-        if st == 0:
-            complete = True
+        if c < trace[-1][1] - eps:
+            trace.append((dl.elapsed(), c))
+        if s == 0:
+            E, lens, nr = anneal(E, lens, nr, c, 0.0, True)
             break
-    refresh(C, dem, E, lens, nr, load, fwd, bwd, dcum)
-    best_c = route_costs_total(fwd, lens, nr)
-    trace = [(dl.elapsed(), best_c)]
-    max_moves = 50 * n + 1000
-    max_remove = max(2, min(N, 4 + N // 10, near.shape[1] + 1))
-    qE, ql, qst = np.empty_like(E), np.empty_like(lens), np.zeros(3, np.int64)  # a step pending between calls
-    while complete and N >= 2 and (b := pace.budget("vrp_round")) > 0:
-        E, lens, nr, qc, acc, mv, steps, w = vrp_round(C, dem, cap, E, lens, nr, depot, best_c, near, max_remove,
-                                                       eps, max_moves, 1 << 30, int(rng.integers(0, 2**31 - 1)),
-                                                       b, qE, ql, qst)
-        pace.spent(w)
-        stats["iterations"] += steps
-        stats["improvements"] += acc
-        stats["moves"] += mv
-        if qc < best_c - eps:
-            trace.append((dl.elapsed(), qc))
-        best_c = qc
-    stats["complete"] = complete
+    stats["complete"] = True
     return E, lens, nr, trace
 
 
@@ -1281,6 +1304,11 @@ def warm_up_kernels():
               np.empty_like(lens), np.zeros(3, np.int64))
     vrp_local_search(C, dem, cap, E.copy(), lens.copy(), nr, 0, load, fwd, bwd, dcum, 0.5, 1000)
     vrp_steps(C, dem, cap, E, lens, nr, 0, cost, ruin_orders(rng, near, 0, n, 3, (2,)).astype(np.int64), 0.5, 1000)
+    rt, ps = np.empty(n, np.int64), np.empty(n, np.int64)
+    cur = sisr.sisr_init(C, dem, E, lens, nr, load, np.empty(R), rt, ps)
+    sisr.sisr_steps(C, dem, cap, 0, E, lens, load, np.empty(R), rt, ps, np.array([nr, nr], np.int64),
+                    np.array([cur, cur]), E.copy(), lens.copy(), near, 1.0, 0, 1, 1, sisr.SISR_CBAR,
+                    sisr.SISR_LMAX, sisr.SISR_BLINK, sisr.SISR_SPLIT)
 
 
 def read_cvrplib(path):

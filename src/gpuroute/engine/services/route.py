@@ -7,6 +7,10 @@ Costs of a leg from source option arc ``a`` at fraction ``fa`` to target option 
 with the target ahead; durations, distances and weights of partial arcs are fraction-weighted (linear
 along an arc, as OSRM's). With ``continue_straight`` a route leaves an intermediate waypoint on the arc
 it arrived on; the legs are chosen jointly by a dynamic program over the options of each waypoint.
+
+``alternatives``: for two waypoints, up to that many via-node alternatives (:func:`plan_alternatives`:
+:mod:`gpuroute.crp.alternatives` on the overlay, :mod:`gpuroute.ch.alternatives` without one), each a
+one-leg plan made a route object by the same :func:`route_object` as the shortest route.
 """
 from __future__ import annotations
 
@@ -28,8 +32,9 @@ from ..legs import (
     turn_sums,
 )
 from ..osrm import encode_geometries, encode_geometry, round1, simplify, waypoints
+from ..traffic import LegPath
 
-__all__ = ["route"]
+__all__ = ["route", "route_object", "plan_alternatives"]
 
 #: Empty arrays the leg kernels take where a leg has no path or the engine no such costs.
 _NO_ARCS = np.zeros(0, dtype=np.int64)
@@ -37,7 +42,7 @@ _NO_COSTS = np.zeros(0, dtype=np.float64)
 
 
 def route(engine, phantoms, *, steps, annotations, geometries, overview, continue_straight, exclusion=None,
-          snap=None):
+          snap=None, alternatives=0):
     """The OSRM route answer through the snapped waypoints in order.
 
     Parameters
@@ -56,11 +61,17 @@ def route(engine, phantoms, *, steps, annotations, geometries, overview, continu
     snap : Snapshot, optional
         The request's metric snapshot (:func:`gpuroute.engine.algorithms.metric_snapshot` of ``exclusion``)
         where the request read it already (a trip: its matrix's); None: read by the search.
+    alternatives : int
+        Most alternative routes after the shortest one (>= 0; OSRM's ``number_of_alternatives``): for two
+        waypoints, via-node alternatives on the same metric snapshot (:func:`plan_alternatives`); with more
+        waypoints only the shortest route, as OSRM's.
 
     Returns
     -------
     dict
-        ``{"code": "Ok", "routes": [route], "waypoints": [...]}`` (see :meth:`gpuroute.engine.Engine.route`).
+        ``{"code": "Ok", "routes": [route, alternative, ...], "waypoints": [...]}`` (see
+        :meth:`gpuroute.engine.Engine.route`); the alternatives in ascending weight, each a full route object
+        built as the first one is.
 
     Raises
     ------
@@ -69,9 +80,22 @@ def route(engine, phantoms, *, steps, annotations, geometries, overview, continu
     """
     e = engine
     plan, snap = route_search(e, exclusion, snap).route(phantoms, continue_straight=bool(continue_straight))
+    rows = PhantomRows(phantoms)
+    plans = [plan]
+    if alternatives > 0 and phantoms.n_points == 2:
+        plans += plan_alternatives(e, phantoms, plan, snap, int(alternatives))
+    routes = [route_object(e, phantoms, rows, p, snap, steps=steps, annotations=annotations, geometries=geometries,
+                           overview=overview) for p in plans]
+    return {"code": "Ok", "routes": routes, "waypoints": waypoints(phantoms, e._fingerprint, e._names)}
+
+
+def route_object(e, phantoms, rows, plan, snap, *, steps, annotations, geometries, overview):
+    """One OSRM route object (geometry, legs, weight_name, weight, duration, distance) of one leg plan
+    (``[((arc, fraction), (arc, fraction), path)]`` per leg, as :meth:`gpuroute.engine.algorithms.CRP.route`
+    gives it) on the metric snapshot ``snap`` (None: the hierarchy's arrays); ``rows`` the :class:`PhantomRows` of
+    ``phantoms``. The shortest route and every alternative are built by this one function."""
     legs, points = [], []
     tot_w = tot_d = tot_l = 0.0
-    rows = _Rows(phantoms)
     for i, (dep, arr, path) in enumerate(plan):
         leg = _leg(e, rows, i, dep, arr, path, snap)
         legs.append(_leg_json(e, leg, phantoms, i + 1, steps, annotations, geometries))
@@ -89,10 +113,53 @@ def route(engine, phantoms, *, steps, annotations, geometries, overview, continu
     weight_name = e.weight_name if snap is None or snap.name == "time" else snap.name
     out.update(legs=legs, weight_name=weight_name, weight=round1(tot_w * e._w_scale),
                duration=None if tot_d is None else round1(tot_d), distance=round1(tot_l))
-    return {"code": "Ok", "routes": [out], "waypoints": waypoints(phantoms, e._fingerprint, e._names)}
+    return out
 
 
-class _Rows:
+def plan_alternatives(e, phantoms, plan, snap, k):
+    """Up to ``k`` alternative one-leg plans (each as ``plan``) between the two points of ``phantoms``,
+    ``plan`` the shortest route's: over the overlay on the route's metric snapshot ``snap`` (its
+    customization state: traffic, exclusions and avoids as the route's),
+    :func:`gpuroute.crp.alternatives.alternatives` seeded with every option of the first point and
+    targeting every option of the second (:func:`gpuroute.crp.phantom_search.leg_seeds`'s costs); over the
+    hierarchy (``snap`` None), :func:`gpuroute.ch.alternatives.alternatives` between the options' nodes.
+    Empty when the shortest route stays on one arc, or a departure option's arc is also an arrival option's
+    (the same-arc case has no via)."""
+    (a0, _), (b0, _), path = plan[0]
+    if path is None:
+        return []
+    a, fa = phantoms.options(0)
+    b, fb = phantoms.options(1)
+    if np.intersect1d(a, b).size:
+        return []
+    main = np.concatenate([[a0], np.asarray(path.arcs, dtype=np.int64), [b0]]).astype(np.int64)
+    head = e._head
+    if snap is None:
+        from ...ch.alternatives import alternatives as ch_alternatives
+
+        found = ch_alternatives(e, a, fa, b, fb, k=k, main_arcs=main)  # (arcs, option, option, cost)
+    else:
+        from ...crp import phantom_search as ps
+        from ...crp.alternatives import alternatives as crp_alternatives
+
+        c = snap.cost
+        dep = np.zeros(a.size, np.int64)
+        idx, s_arcs, s_costs, off, _, _, _, overflow = ps.leg_seeds(dep, a, fa, c[a], b, fb, c[b], ps.SCALE)
+        if overflow:
+            return []
+        res = crp_alternatives(e._traffic.query(), snap.state, s_arcs, s_costs, b, off, k=k, main_arcs=main)
+        found = [(r.arcs, int(idx[r.seed]), r.target, r.cost / res.scale) for r in res.routes]
+    out = []
+    for arcs, si, ti, cost in found:
+        mid = np.ascontiguousarray(arcs[1:-1], dtype=np.int64)
+        nodes = np.empty(mid.size + 1, np.int64)
+        nodes[0] = head[arcs[0]]
+        nodes[1:] = head[mid]
+        out.append([((int(arcs[0]), float(fa[si])), (int(arcs[-1]), float(fb[ti])), LegPath(mid, nodes, float(cost)))])
+    return out
+
+
+class PhantomRows:
     """What the legs read of a PhantomSet's rows, as Python lists (read once per route, not per leg):
     ``start`` (``point_start``), ``arc``, ``lon``, ``lat``."""
 

@@ -1,0 +1,239 @@
+"""Benchmark suite: map matching, ``/match`` (issue 22, deliverable 3: :mod:`gpuroute.engine.services.match`).
+
+Targets (issue 22): a 100-point trace matched in <= 5 ms on the H100 (osrm-routed on the same machine in the same
+run as the peer); 1,000 traces batched (:meth:`gpuroute.engine.Engine.match_many`) >= 10x faster than one
+:meth:`~gpuroute.engine.Engine.match` after the other.
+
+The dataset is what users run: ``gpuroute build monaco.osm.pbf --profile <OSRM's car.lua> -o DIR`` (built into
+``out/match/`` once; ``--pbf`` another extract, e.g. ``../shared/data/osm/andorra.osm.pbf``). Traces come from
+real routes with Gaussian GPS noise (tests/match_traces.py, seeded): the 100-point trace at ``--dt`` s sampling
+and ``--sigma`` m noise; the batch of ``--traces`` traces of 20 to ``--batch-points`` points.
+
+Measured (wall-clock seconds, ``time.perf_counter``, in this process, after one warm-up of each path):
+
+Per transition mode (``config.SERVE_MATCH_TRANSITIONS``: ``search``, and ``table`` -- the engine's many-to-many,
+the GPU twin -- where a GPU is usable; ``--transitions`` picks):
+
+* ``single_100``: median / p90 of ``--repeat`` matches of the 100-point trace (``Engine.match``, device
+  ``--device``), and the transition searches it ran;
+* ``one_at_a_time``: the batch matched one trace after the other; ``batched``: the same traces in one
+  ``match_many``; ``speedup`` = one_at_a_time / batched; ``same_answers``: the batched answers equal the
+  single ones (matched lengths and tracepoints);
+* ``osrm`` (where the osrm-bindings wheel's binaries are, ``make osrm-bin``): osrm-routed ``--algorithm mld``
+  on the same extract with car.lua, the 100-point trace over loopback HTTP (median of ``--repeat``) and the
+  batch one request after the other; both engines' matched-length error against the truth.
+
+Prints one JSON object (also written to ``--json``), naming device, commit and date.
+
+Usage (from the repo root; on the H100 in one call):
+    .venv/bin/python benchmarks/match.py [--traces 1000] [--repeat 50] [--device auto] [--json OUT.json]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+OUT = ROOT / "out" / "match"
+MONACO = ROOT / "src" / "gpuroute" / "datasets" / "data" / "monaco.osm.pbf"
+
+
+def osrm_bin():
+    """The osrm-* binaries' directory, or None."""
+    found = sorted((ROOT / ".venv" / "osrm").glob("**/bin/osrm-routed"))
+    if found:
+        return found[0].parent
+    try:
+        r = subprocess.run(["bash", str(ROOT / ".ci" / "fetch_osrm.sh")], capture_output=True, text=True, cwd=ROOT,
+                           timeout=600)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (ROOT / r.stdout.strip().splitlines()[-1]).resolve() if r.returncode == 0 else None
+
+
+def car_lua(bindir):
+    if bindir is not None and (bindir / ".." / "share" / "profiles" / "car.lua").is_file():
+        return (bindir / ".." / "share" / "profiles" / "car.lua").resolve()
+    return "car"  # gpuroute's built-in name for OSRM's car.lua
+
+
+def dataset(pbf, lua):
+    from gpuroute.engine.dataset import drop_traffic, is_dataset
+    from gpuroute.pipeline import build_dataset
+
+    d = OUT / (Path(pbf).name.split(".")[0] + "-car")
+    if not is_dataset(d):
+        OUT.mkdir(parents=True, exist_ok=True)
+        build_dataset(pbf, d, profile=lua, cell_sizes=(64, 1024))
+    drop_traffic(d)
+    return d
+
+
+def commit():
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT,
+                              timeout=10).stdout.strip() or None
+    except OSError:
+        return None
+
+
+def device_name():
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    except Exception:  # noqa: BLE001 - no GPU
+        return f"cpu ({platform.processor() or platform.machine()})"
+
+
+def _fmt(coords):
+    return ";".join(f"{x:.6f},{y:.6f}" for x, y in coords)
+
+
+def run_mode(eng, a, c100, kw100, batch, items, matched_length):
+    """The timings of one ``config.SERVE_MATCH_TRANSITIONS`` mode (see the module notes)."""
+    eng.match(c100, device=a.device, **kw100)  # warm-up (numba kernels loaded)
+    times = []
+    for _ in range(a.repeat):
+        t = time.perf_counter()
+        res100 = eng.match(c100, device=a.device, **kw100)
+        times.append(time.perf_counter() - t)
+    single = {"points": 100, "sigma_m": a.sigma, "dt_s": a.dt, "median_s": statistics.median(times),
+              "p90_s": float(np.quantile(times, 0.9)), "matchings": len(res100["matchings"]),
+              "matched_points": sum(tp is not None for tp in res100["tracepoints"])}
+    from gpuroute import config
+
+    keep = config.SERVE_MATCH_PARALLEL_JOBS
+    try:  # warm-up of the parallel kernels too (numba loads or compiles them on first use)
+        config.SERVE_MATCH_PARALLEL_JOBS = 1
+        eng.match_many(items[:8], device=a.device, overview="false")
+    finally:
+        config.SERVE_MATCH_PARALLEL_JOBS = keep
+    t = time.perf_counter()
+    one = []
+    for c, ts, _ in batch:
+        try:
+            one.append(eng.match(c, timestamps=ts, radiuses=[a.sigma] * len(c), overview="false", device=a.device))
+        except Exception as e:  # noqa: BLE001 - NoMatch and the like, as match_many returns them
+            one.append({"code": getattr(e, "code", type(e).__name__), "message": str(e)})
+    t_one = time.perf_counter() - t
+    t = time.perf_counter()
+    many = eng.match_many(items, device=a.device, overview="false")
+    t_many = time.perf_counter() - t
+    same = all(x.get("code") == y.get("code") and abs(matched_length(x) - matched_length(y)) < 0.05
+               and [tp is None for tp in x.get("tracepoints", [])] == [tp is None for tp in y.get("tracepoints", [])]
+               for x, y in zip(one, many, strict=True))
+    err = [abs(matched_length(r) / L - 1.0) for r, (_, _, L) in zip(many, batch, strict=True)]
+    return {"single_100": single,
+            "batch": {"traces": len(batch), "points": int(sum(len(c) for c, _, _ in batch)),
+                      "one_at_a_time_s": t_one, "batched_s": t_many, "speedup": t_one / t_many,
+                      "same_answers": bool(same), "within_2pct": float(np.mean(np.asarray(err) <= 0.02)),
+                      "mean_error": float(np.mean(err))}}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pbf", default=str(MONACO), help="the OSM extract (default: the shipped Monaco)")
+    ap.add_argument("--traces", type=int, default=1000, help="traces of the batch (default 1000)")
+    ap.add_argument("--batch-points", type=int, default=40, help="most points of a batch trace (default 40)")
+    ap.add_argument("--repeat", type=int, default=50, help="runs of the 100-point trace (default 50)")
+    ap.add_argument("--sigma", type=float, default=10.0, help="GPS noise, m (default 10)")
+    ap.add_argument("--dt", type=float, default=5.0, help="sampling step, s (default 5)")
+    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"))
+    ap.add_argument("--transitions", default=None,
+                    help="comma-separated config.SERVE_MATCH_TRANSITIONS modes to time (default: search, and table "
+                         "too where a GPU is usable)")
+    ap.add_argument("--no-osrm", action="store_true", help="skip the osrm-routed peer")
+    ap.add_argument("--json", default=None, help="also write the result here")
+    a = ap.parse_args(argv)
+
+    from match_traces import make_trace, matched_length
+
+    from gpuroute.engine import Engine
+
+    bindir = None if a.no_osrm else osrm_bin()
+    lua = car_lua(bindir)
+    d = dataset(a.pbf, lua)
+    eng = Engine.open(d)
+    eng.limits["max_locations_map_matching"] = 100000
+    rng = np.random.default_rng(22)
+    c100, ts100, truth100 = make_trace(eng, rng, a.sigma, a.dt, min_m=500.0, max_m=1e9, max_points=100)
+    while len(c100) != 100:  # exactly 100 points: cut a longer one
+        c100, ts100, truth100 = make_trace(eng, rng, a.sigma, a.dt, min_m=100 * a.dt * 12, max_m=1e9, max_points=400)
+        if len(c100) >= 100:
+            c100, ts100, _truth100 = c100[:100], ts100[:100], None
+    c100 = [(round(x, 6), round(y, 6)) for x, y in c100]
+    kw100 = {"timestamps": ts100, "radiuses": [a.sigma] * 100, "overview": "false"}
+    batch = []
+    for _ in range(a.traces):
+        c, ts, L = make_trace(eng, rng, a.sigma, a.dt, min_m=200.0, max_m=1e9, max_points=a.batch_points)
+        batch.append(([(round(x, 6), round(y, 6)) for x, y in c], ts, L))
+    items = [{"coords": c, "timestamps": ts, "radiuses": [a.sigma] * len(c)} for c, ts, _ in batch]
+
+    from gpuroute import config
+    from gpuroute.backend import resolve_device
+
+    modes = a.transitions.split(",") if a.transitions else (
+        ["search", "table"] if resolve_device(a.device) == "gpu" else ["search"])
+    out = {"suite": "match", "device": device_name(), "device_arg": a.device, "commit": commit(),
+           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "dataset": str(d), "graph": {"nodes": int(eng.graph.n_nodes), "arcs": int(eng.graph.n_arcs)},
+           "targets": {"single_100_s": 0.005, "batch_speedup": 10.0}, "transitions": {}}
+    for mode in modes:
+        config.SERVE_MATCH_TRANSITIONS = mode
+        out["transitions"][mode] = run_mode(eng, a, c100, kw100, batch, items, matched_length)
+
+    if bindir is not None and not a.no_osrm:
+        from osrm_peer import OSRMRouted, run_tool
+
+        work = OUT / ("osrm-" + Path(a.pbf).name.split(".")[0])
+        base = work / (Path(a.pbf).name.split(".")[0] + ".osrm")
+        if not (work / "done").exists():
+            work.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(a.pbf, work / Path(a.pbf).name)
+            run_tool([bindir / "osrm-extract", "-p", lua, "-t", "4", work / Path(a.pbf).name], work)
+            run_tool([bindir / "osrm-partition", base], work)
+            run_tool([bindir / "osrm-customize", base], work)
+            (work / "done").write_text("ok\n")
+        srv = OSRMRouted(bindir, base, algorithm="mld", extra=["--max-matching-size", "100000"])
+        try:
+            url100 = (f"/match/v1/driving/{_fmt(c100)}?timestamps={';'.join(map(str, ts100))}&radiuses="
+                      + ";".join(f"{a.sigma:g}" for _ in c100) + "&overview=false")
+            srv.get(url100)
+            ot = []
+            for _ in range(a.repeat):
+                t = time.perf_counter()
+                srv.get(url100)
+                ot.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            ores = [srv.get(f"/match/v1/driving/{_fmt(c)}?timestamps={';'.join(map(str, ts))}&radiuses="
+                            + ";".join(f"{a.sigma:g}" for _ in c) + "&overview=false") for c, ts, _ in batch]
+            t_o = time.perf_counter() - t
+            oerr = [abs(matched_length(r) / L - 1.0) for r, (_, _, L) in zip(ores, batch, strict=True)]
+            out["osrm"] = {"single_100_median_s": statistics.median(ot), "batch_one_at_a_time_s": t_o,
+                           "within_2pct": float(np.mean(np.asarray(oerr) <= 0.02)), "mean_error": float(np.mean(oerr)),
+                           "note": "osrm-routed -t 1 over loopback HTTP (JSON encoding and parsing included)"}
+        finally:
+            srv.close()
+    text = json.dumps(out, indent=1)
+    print(text)
+    if a.json:
+        Path(a.json).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,568 @@
+"""RPHAST: one-to-many distances to a fixed target set over a contraction hierarchy -- the target selection
+(the restricted downward structure, built once per target set) and the CPU twin of the restricted sweep
+(numba). The GPU twin is :mod:`gpuroute.ch.rphast_gpu` (kernels in ``rphast.cu``).
+
+Delling, Goldberg, Werneck, "Faster Batched Shortest Paths in Road Networks", ATMOS 2011, sec. 3-4:
+PHAST's downward sweep (Delling, Goldberg, Nowatzyk, Werneck, IPDPS 2011) needs, for the distances of a
+target set ``T``, only the nodes from which a downward path reaches ``T``: the *target selection* ``T'``,
+found once by a search from ``T`` over the reversed downward arcs. Its nodes, renumbered and ordered top
+first, with their downward in-arcs, form a small CSR; every source then costs one upward search (or, once
+the hub labels exist, its forward label: the highest node of every shortest path is in it, exactly) and
+one linear sweep over ``T'`` instead of over all ``n`` nodes.
+
+Layout of a :class:`TargetSelection` (restricted ids ``0 .. R-1``, the same on the CPU and the GPU):
+
+* ``[0, c)``: the whole core of CU-CH (Karimi, Koppelman, Michael, ICS '19, sec. 3.6) in ``h.core``'s order.
+  An upward search may end at any core node, so every core node has a slot (the ``a`` side of the core
+  step); only the selected ones (``core_sel``: reached from ``T``, or targets) are written by the dense
+  core step ``d[b] = min(d[b], min_a d[a] + core_dist[a, b])`` (the ``b`` side), whose columns
+  ``core_dist_sel`` (c, cb) are cut once per selection.
+* ``[c, R)``: the selected non-core nodes by *depth*, then node id: depth 0 has no downward in-arc from
+  another selected non-core node, depth ``i`` has one from depth ``i - 1`` and none from deeper. A depth
+  is independent (the sweep may run its nodes in parallel); the depths are the restricted DAG's own
+  layering, never more of them than the hierarchy's levels (which layer it too). ``level_bounds`` (L+1,)
+  cuts the range into them, top first.
+* ``first_out`` / ``tail`` / ``weight``: the downward in-arcs ``u -> v`` of every selected non-core ``v``
+  (core tails included, core-core arcs left to the core step, as PHAST does), a CSR by head over
+  restricted ids. Every tail is selected (the selection is closed under them), so the sweep over ``T'``
+  computes, at each of its nodes, exactly what the full PHAST sweep computes there.
+
+Public API: :class:`TargetSelection` (``select_targets``), :func:`rphast_cpu`.
+"""
+from __future__ import annotations
+
+import weakref
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from ..graph.constants import DIST_DTYPE, INDEX_DTYPE, INF
+from ..graph.heap import heap_pop, heap_push
+from .query import built_hub_labels, id_array, prepared, uidx
+
+__all__ = ["TargetSelection", "select_targets", "rphast_cpu", "upward_entries", "resolve_upward", "label_rids",
+           "UPWARD", "INF"]
+
+#: Ways of getting each source's upward distances: ``"search"`` (an upward Dijkstra over the hierarchy, no
+#: core node expanded), ``"labels"`` (the source's forward hub label; needs ``ContractionHierarchy.hub_labels()``),
+#: ``"auto"`` (labels once built, else search). The results are the same.
+UPWARD = ("auto", "search", "labels")
+_INF = INF
+#: Sources per parallel chunk at least (each chunk allocates its own search buffers).
+_MIN_PER_CHUNK = 4
+
+
+def _n_chunks(k):
+    return max(1, min(k // _MIN_PER_CHUNK, 4 * numba.get_num_threads()))
+
+
+# ---------------------------------------------------------------------------------------------- selection
+@njit(cache=True)
+def _closure(dfo, dtail, in_core, targets, mark):
+    """Mark every node from which a downward path reaches a target (``mark`` bool (n,), False on entry):
+    a search from the targets over the reversed downward arcs, expanding no core node (a core node's
+    downward in-arcs are core-core arcs: the core step's)."""
+    n = mark.shape[0]
+    stack = np.empty(max(n, 1), dtype=np.int32)
+    top = 0
+    for i in range(targets.shape[0]):
+        t = targets[i]
+        if not mark[t]:
+            mark[t] = True
+            if not in_core[t]:
+                stack[top] = t
+                top += 1
+    while top > 0:
+        top -= 1
+        v = stack[top]
+        for a in range(dfo[v], dfo[v + 1]):
+            u = dtail[a]
+            if not mark[u]:
+                mark[u] = True
+                if not in_core[u]:
+                    stack[top] = u
+                    top += 1
+
+
+@njit(cache=True)
+def _depths(sel_by_rank, dfo, dtail, in_core, depth):
+    """``depth[v]`` for the selected non-core nodes, given in decreasing rank (a topological order of the
+    downward arcs): 0 without a non-core tail, else 1 + the deepest non-core tail."""
+    for i in range(sel_by_rank.shape[0]):
+        v = sel_by_rank[i]
+        dv = 0
+        for a in range(dfo[v], dfo[v + 1]):
+            u = dtail[a]
+            if not in_core[u] and depth[u] + 1 > dv:
+                dv = depth[u] + 1
+        depth[v] = dv
+
+
+@njit(cache=True)
+def _merge_levels(c, phase, fo, tl, w):
+    """In-arcs of the merged sweep: node ``v``'s arcs, plus, through each tail ``u`` of its own phase, ``u``'s
+    merged arcs extended by ``w(u, v)`` (so every path from an earlier phase into ``v`` is one arc); the lightest
+    arc per tail. Returns ``(first_out int64 (R+1,), tail int32, weight int64)``."""
+    R = fo.shape[0] - 1
+    cap = max(16, 2 * tl.shape[0])
+    ntl = np.empty(cap, dtype=np.int32)
+    nw = np.empty(cap, dtype=np.int64)
+    nfo = np.zeros(R + 1, dtype=np.int64)
+    best = np.empty(max(R, 1), dtype=np.int64)
+    seen = np.full(max(R, 1), -1, dtype=np.int64)
+    lst = np.empty(max(R, 1), dtype=np.int32)
+    m = 0
+    for v in range(R):
+        nfo[v] = m
+        if v < c:
+            continue
+        cnt = 0
+        for a in range(fo[v], fo[v + 1]):
+            u = tl[a]
+            wu = w[a]
+            if seen[u] != v:
+                seen[u] = v
+                best[u] = wu
+                lst[cnt] = u
+                cnt += 1
+            elif wu < best[u]:
+                best[u] = wu
+            if u >= c and phase[u] == phase[v]:
+                for b in range(nfo[u], nfo[u + 1]):
+                    x = ntl[b]
+                    wx = nw[b] + wu
+                    if seen[x] != v:
+                        seen[x] = v
+                        best[x] = wx
+                        lst[cnt] = x
+                        cnt += 1
+                    elif wx < best[x]:
+                        best[x] = wx
+        if m + cnt > ntl.shape[0]:
+            new = max(2 * ntl.shape[0], m + cnt)
+            t2 = np.empty(new, dtype=np.int32)
+            w2 = np.empty(new, dtype=np.int64)
+            t2[:m] = ntl[:m]
+            w2[:m] = nw[:m]
+            ntl, nw = t2, w2
+        for i in range(cnt):
+            x = lst[i]
+            ntl[m] = x
+            nw[m] = best[x]
+            m += 1
+    nfo[R] = m
+    return nfo, ntl[:m].copy(), nw[:m].copy()
+
+
+class TargetSelection:
+    """The restricted downward structure of one target set (RPHAST's target selection; see the module doc
+    for the layout). Built by :meth:`build` (or :func:`select_targets`), reused for any number of sources;
+    valid for the hierarchy it was built from only.
+
+    Attributes
+    ----------
+    n_nodes : int
+        Nodes of the hierarchy (``n``).
+    targets : ndarray int64, shape (t,)
+        The targets as given (repeats allowed): the columns of every result.
+    n_restricted : int
+        ``R = c + r``: the core plus the selected non-core nodes.
+    node : ndarray int32, shape (R,)
+        Restricted id -> node id.
+    rid : ndarray int32, shape (n,)
+        Node id -> restricted id, -1 outside the selection (and never -1 for a core node).
+    c : int
+        Core size (0 for a hierarchy without a core).
+    core_sel : ndarray int32, shape (cb,)
+        Restricted ids (= core positions) of the selected core nodes, ascending.
+    core_dist_sel : ndarray int64, shape (c, cb)
+        ``core_dist[:, core_sel]``: the columns of the core step; INF where unreachable.
+    level_bounds : ndarray int64, shape (L + 1,)
+        Depth ``i`` is restricted ids ``level_bounds[i] .. level_bounds[i + 1]``, top first;
+        ``level_bounds[0] == c``, ``level_bounds[-1] == R``.
+    first_out : ndarray int64, shape (R + 1,)
+    tail : ndarray int32, shape (A,)
+        Restricted id of each in-arc's tail (a higher node: an earlier depth, or the core).
+    weight : ndarray int64, shape (A,)
+        In the hierarchy's weight unit.
+    target_rid : ndarray int32, shape (t,)
+        Restricted id of each target.
+    time_s : float
+        Seconds the selection took.
+    """
+
+    def __init__(self, h, targets, node, rid, c, core_sel, core_dist_sel, level_bounds, first_out, tail, weight,
+                 time_s=0.0):
+        self._h = weakref.ref(h)
+        self.n_nodes = int(h.n_nodes)
+        self.targets = targets
+        self.node, self.rid, self.c = node, rid, int(c)
+        self.core_sel, self.core_dist_sel = core_sel, core_dist_sel
+        self.level_bounds, self.first_out, self.tail, self.weight = level_bounds, first_out, tail, weight
+        self.target_rid = rid[targets].astype(INDEX_DTYPE)
+        self.n_restricted = int(node.size)
+        self.time_s = float(time_s)
+        self._device = {}  # the GPU twin's uploads (gpuroute.ch.rphast_gpu), made on first use
+        self._merged = {}  # m -> merged sweep (merged())
+
+    @classmethod
+    def build(cls, h, targets):
+        """Select the targets' restricted downward structure (Delling, Goldberg, Werneck, ATMOS 2011,
+        sec. 4.1: target selection).
+
+        Parameters
+        ----------
+        h : Hierarchy
+        targets : array_like of int, shape (t,)
+            Node ids; repeats allowed.
+
+        Returns
+        -------
+        TargetSelection
+
+        Raises
+        ------
+        IndexError
+            A target outside ``[0, n)`` (the message names its position).
+        ValueError
+            ``targets`` not 1-D.
+        TypeError
+            Non-integer targets.
+        """
+        import time
+
+        t0 = time.perf_counter()
+        n = h.n_nodes
+        t = id_array(targets, n, "targets")
+        core = h.core.astype(np.int64)
+        c = core.size
+        in_core = np.zeros(n, dtype=np.bool_)
+        in_core[core] = True
+        dfo = h.down_first_out.astype(np.int64)
+        dtail = h.down_tail.astype(np.int64)
+        mark = np.zeros(n, dtype=np.bool_)
+        if t.size:
+            _closure(dfo, dtail, in_core, t, mark)
+        sel = np.flatnonzero(mark & ~in_core)
+        depth = np.zeros(n, dtype=np.int64)
+        _depths(sel[np.argsort(-h.rank[sel].astype(np.int64), kind="stable")], dfo, dtail, in_core, depth)
+        sel = sel[np.lexsort((sel, depth[sel]))]  # by depth, then node id
+        node = np.concatenate((core, sel)).astype(INDEX_DTYPE)
+        rid = np.full(n, -1, dtype=INDEX_DTYPE)
+        rid[node] = np.arange(node.size, dtype=INDEX_DTYPE)
+        core_sel = np.flatnonzero(mark[core]).astype(INDEX_DTYPE) if c else np.zeros(0, dtype=INDEX_DTYPE)
+        cd = np.asarray(h.core_dist, dtype=DIST_DTYPE).reshape(c, c)
+        core_dist_sel = np.ascontiguousarray(cd[:, core_sel])
+        dsel = depth[sel]
+        cuts = np.flatnonzero(np.diff(dsel)) + 1
+        level_bounds = (np.concatenate(([0], cuts, [sel.size])) + c).astype(np.int64) if sel.size else \
+            np.array([c], dtype=np.int64)
+        # in-arcs of the selected non-core nodes, in restricted order (core heads have none)
+        cnt = dfo[sel + 1] - dfo[sel]
+        loc = np.zeros(sel.size + 1, dtype=np.int64)
+        np.cumsum(cnt, out=loc[1:])
+        first_out = np.concatenate((np.zeros(c, dtype=np.int64), loc))
+        arcs = np.repeat(dfo[sel] - loc[:-1], cnt) + np.arange(int(loc[-1]), dtype=np.int64)
+        tail = rid[dtail[arcs]]
+        weight = np.asarray(h.down_weight, dtype=DIST_DTYPE)[arcs]
+        if tail.size and int(tail.min()) < 0:  # the closure guarantees it; a broken hierarchy would not
+            raise ValueError("target selection: a downward in-arc's tail is outside the selection (broken hierarchy)")
+        return cls(h, t, node, rid, c, core_sel, core_dist_sel, level_bounds, first_out, tail.astype(INDEX_DTYPE),
+                   weight, time.perf_counter() - t0)
+
+    @property
+    def n_levels(self):
+        """Depths of the restricted sweep (dependent steps after the core step)."""
+        return int(self.level_bounds.size - 1)
+
+    def merged(self, m):
+        """The sweep with ``m`` consecutive depths merged into one phase (cached): ``(level_bounds, first_out,
+        tail, weight)`` in the layout of the attributes. A node's in-arcs are its own plus, through every tail
+        ``u`` of its phase, ``u``'s merged in-arcs extended by the arc ``u -> v`` (lightest per tail), so a
+        phase's nodes may run in parallel, each reading the others' distances before or after they are lowered:
+        either value, with the extended arcs, gives the node its exact result (``d[u]`` is ``min(up[u], min_x
+        d[x] + w(x, u))`` and both terms are there). ``ceil(L / m)`` dependent steps instead of ``L``; on DIMACS
+        NY with 1,000 targets, m = 4 gives 13 steps for 1.7x the arcs, m = 8 7 steps for 2.7x.
+
+        Raises
+        ------
+        ValueError
+            ``m < 1``.
+        """
+        m = int(m)
+        if m < 1:
+            raise ValueError(f"levels merged must be >= 1, got {m}")
+        if m == 1:
+            return self.level_bounds, self.first_out, self.tail, self.weight
+        got = self._merged.get(m)
+        if got is None:
+            R = self.n_restricted
+            phase = np.full(R, -1, dtype=np.int64)
+            lb = self.level_bounds
+            for i in range(lb.size - 1):
+                phase[lb[i]:lb[i + 1]] = i // m
+            fo, tl, w = _merge_levels(self.c, phase, self.first_out, self.tail, self.weight)
+            got = self._merged[m] = (np.append(lb[:-1][::m], lb[-1]).astype(np.int64), fo, tl, w)
+        return got
+
+    @property
+    def n_arcs(self):
+        return int(self.tail.size)
+
+    @property
+    def nbytes(self):
+        """Host bytes of the arrays (``rid`` included)."""
+        return sum(int(a.nbytes) for a in (self.node, self.rid, self.core_sel, self.core_dist_sel, self.level_bounds,
+                                             self.first_out, self.tail, self.weight, self.target_rid, self.targets))
+
+    def check(self, h):
+        """Raise ValueError unless this selection was built from hierarchy ``h``."""
+        if self._h() is not h:
+            raise ValueError("this TargetSelection was built from another hierarchy (select the targets again)")
+
+    def __repr__(self):
+        return (f"TargetSelection(targets={self.targets.size:,}, restricted={self.n_restricted:,} of {self.n_nodes:,} "
+                f"(core {self.c}, {self.core_sel.size} selected), arcs={self.n_arcs:,}, levels={self.n_levels})")
+
+
+def select_targets(h, targets):
+    """:meth:`TargetSelection.build`."""
+    return TargetSelection.build(h, targets)
+
+
+# ---------------------------------------------------------------------------------------------- upward passes
+@njit(cache=True)
+def _search(rec, nw, core_pos, s, d, hk, hn, touched):
+    """Upward Dijkstra from rank ``s`` into ``d`` (by rank, INF on entry), expanding no core node (PHAST's
+    upward pass, :func:`gpuroute.ch.phast._upward`); lists every node it set in ``touched``, returns how
+    many."""
+    d[s] = 0
+    touched[0] = s
+    nt = 1
+    if core_pos[s] >= 0:
+        return nt
+    size = heap_push(hk, hn, 0, 0, s)
+    while size > 0:
+        du, u, size = heap_pop(hk, hn, size)
+        if du > d[uidx(u)]:
+            continue
+        for j in range(rec[uidx(2 * u)], rec[uidx(2 * u + 1)]):
+            v = nw[uidx(2 * j)]
+            nd = du + nw[uidx(2 * j + 1)]
+            if nd < d[uidx(v)]:
+                if d[uidx(v)] == _INF:
+                    touched[nt] = v
+                    nt += 1
+                d[uidx(v)] = nd
+                if core_pos[uidx(v)] < 0:
+                    size = heap_push(hk, hn, size, nd, v)
+    return nt
+
+
+@njit(cache=True, parallel=True)
+def _search_entries(rec, nw, core_pos, rid_rank, sources, heap_cap, n_chunks, offsets, e_rid, e_dist, fill):
+    """The upward searches of ``sources`` (ranks), kept where they meet the selection. ``fill=False``:
+    ``offsets[i + 1]`` = entries of source ``i``; ``fill=True``: write them at ``offsets[i]`` into
+    ``e_rid`` (restricted ids) and ``e_dist``."""
+    k = sources.shape[0]
+    n = core_pos.shape[0]
+    for ci in prange(n_chunks):
+        lo = ci * k // n_chunks
+        hi = (ci + 1) * k // n_chunks
+        d = np.full(n, _INF, dtype=np.int64)
+        hk = np.empty(heap_cap, dtype=np.int64)
+        hn = np.empty(heap_cap, dtype=np.int32)
+        touched = np.empty(max(n, 1), dtype=np.int32)
+        for i in range(lo, hi):
+            nt = _search(rec, nw, core_pos, sources[i], d, hk, hn, touched)
+            m = 0
+            o = offsets[i] if fill else 0
+            for q in range(nt):
+                u = touched[q]
+                r = rid_rank[u]
+                if r >= 0:
+                    if fill:
+                        e_rid[o + m] = r
+                        e_dist[o + m] = d[u]
+                    m += 1
+                d[u] = _INF
+            if not fill:
+                offsets[i + 1] = m
+
+
+@njit(cache=True)
+def _label_entries(node, hub, dist, lidr, slid, offsets, e_rid, e_dist, fill):
+    """The same from the sources' forward hub labels (label ids ``slid``): hub ``x`` of the label at
+    restricted id ``lidr[x]`` (label id -> restricted id, -1 outside the selection)."""
+    for i in range(slid.shape[0]):
+        v = slid[i]
+        m = 0
+        o = offsets[i] if fill else 0
+        for q in range(node[v, 0], node[v + 1, 0]):
+            r = lidr[hub[q]]
+            if r >= 0:
+                if fill:
+                    e_rid[o + m] = r
+                    e_dist[o + m] = dist[q]
+                m += 1
+        if not fill:
+            offsets[i + 1] = m
+
+
+def resolve_upward(h, upward):
+    """``(upward, labels)``: ``"auto"`` resolved to ``"labels"`` (once built) or ``"search"``, and the hub labels
+    of ``h`` (None before they are built).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``upward``; ``"labels"`` before the labels exist.
+    """
+    if upward not in UPWARD:
+        raise ValueError(f"upward must be one of {UPWARD}, got {upward!r}")
+    lab = built_hub_labels(h)
+    if upward == "labels" and lab is None:
+        raise ValueError("upward='labels' needs the hub labels: call ContractionHierarchy.hub_labels() first")
+    if upward == "auto":
+        upward = "labels" if lab is not None else "search"
+    return upward, lab
+
+
+def label_rids(sel, lab):
+    """``lidr`` int32 (n,): a hub label id's restricted id in ``sel`` (-1 outside it); cached on ``sel``."""
+    key = ("lidr", id(lab))
+    got = sel._device.get(key)
+    if got is None:
+        got = sel._device[key] = sel.rid[np.asarray(lab.lid_node, dtype=np.int64)].astype(INDEX_DTYPE)
+    return got
+
+
+def upward_entries(h, sel, sources, upward="auto"):
+    """Each source's upward distances where they meet the selection: what the restricted sweep starts from.
+
+    Parameters
+    ----------
+    h : Hierarchy
+    sel : TargetSelection
+    sources : ndarray int64, shape (k,)
+        Node ids (validated).
+    upward : {"auto", "search", "labels"}
+
+    Returns
+    -------
+    offsets : ndarray int64, shape (k + 1,)
+        Source ``i``'s entries are ``offsets[i] .. offsets[i + 1]``.
+    e_rid : ndarray int32
+        Restricted ids.
+    e_dist : ndarray int64
+        Upper bounds on the distance from the source (exact at the highest node of every shortest path
+        into the selection), in the weight's unit.
+    """
+    upward, lab = resolve_upward(h, upward)
+    k = int(sources.size)
+    offsets = np.zeros(k + 1, dtype=np.int64)
+    dummy_r, dummy_d = np.zeros(0, dtype=INDEX_DTYPE), np.zeros(0, dtype=DIST_DTYPE)
+    if upward == "labels":
+        lidr = label_rids(sel, lab)
+        slid = np.asarray(lab.node_lid, dtype=np.int64)[sources]
+        args = (lab.node, lab.hub, lab.dist, lidr, slid)
+        _label_entries(*args, offsets, dummy_r, dummy_d, False)
+        np.cumsum(offsets, out=offsets)
+        e_rid = np.empty(int(offsets[-1]), dtype=INDEX_DTYPE)
+        e_dist = np.empty(int(offsets[-1]), dtype=DIST_DTYPE)
+        _label_entries(*args, offsets, e_rid, e_dist, True)
+        return offsets, e_rid, e_dist
+    p = prepared(h)
+    rid_rank = sel.rid[p.order]  # rank -> restricted id
+    rec, nw = p.rec.ravel(), p.nw.ravel()
+    src = p.rank[sources].astype(np.int64)
+    nc = _n_chunks(k)
+    _search_entries(rec, nw, p.core_pos, rid_rank, src, p.heap_cap, nc, offsets, dummy_r, dummy_d, False)
+    np.cumsum(offsets, out=offsets)
+    e_rid = np.empty(int(offsets[-1]), dtype=INDEX_DTYPE)
+    e_dist = np.empty(int(offsets[-1]), dtype=DIST_DTYPE)
+    _search_entries(rec, nw, p.core_pos, rid_rank, src, p.heap_cap, nc, offsets, e_rid, e_dist, True)
+    return offsets, e_rid, e_dist
+
+
+# ---------------------------------------------------------------------------------------------- the sweep
+@njit(cache=True, parallel=True)
+def _rows(offsets, e_rid, e_dist, c, core_sel, core_dist_sel, first_out, tail, weight, target_rid, n_chunks):
+    """Per source: the restricted distances from its upward entries, the core step over the selected core
+    columns, the sweep over the selected non-core nodes in restricted order (top first: every tail is
+    final before its head), then the targets' distances. int64 (k, t)."""
+    k = offsets.shape[0] - 1
+    R = first_out.shape[0] - 1
+    t = target_rid.shape[0]
+    cb = core_sel.shape[0]
+    out = np.empty((k, t), dtype=np.int64)
+    for ci in prange(n_chunks):
+        lo = ci * k // n_chunks
+        hi = (ci + 1) * k // n_chunks
+        rd = np.empty(R, dtype=np.int64)
+        up = np.empty(max(c, 1), dtype=np.int64)
+        for i in range(lo, hi):
+            rd[:] = _INF
+            for q in range(offsets[i], offsets[i + 1]):
+                rd[e_rid[q]] = e_dist[q]
+            for a in range(c):  # the core step from the upward values (a snapshot: the sums of the paper)
+                up[a] = rd[a]
+            for a in range(c):
+                da = up[a]
+                if da == _INF:
+                    continue
+                for bi in range(cb):
+                    x = core_dist_sel[a, bi]
+                    if x != _INF:
+                        b = core_sel[bi]
+                        if da + x < rd[b]:
+                            rd[b] = da + x
+            for v in range(c, R):  # restricted ids are in sweep order
+                best = rd[v]
+                for a in range(first_out[v], first_out[v + 1]):
+                    du = rd[tail[a]]
+                    if du != _INF:
+                        x = du + weight[a]
+                        if x < best:
+                            best = x
+                rd[v] = best
+            row = out[i]
+            for q in range(t):
+                row[q] = rd[target_rid[q]]
+    return out
+
+
+def rphast_cpu(h, selection, sources, *, upward="auto"):
+    """One-to-many distances from each source to the selection's targets by RPHAST on the CPU (numba,
+    parallel over sources): the upward pass (search or forward label), the core step over the selected
+    core columns and the sweep over the selection only (Delling, Goldberg, Werneck, ATMOS 2011, sec. 4).
+
+    Parameters
+    ----------
+    h : Hierarchy
+    selection : TargetSelection
+        Built from ``h`` (:func:`select_targets`).
+    sources : array_like of int, shape (k,)
+    upward : {"auto", "search", "labels"}
+        See :data:`UPWARD` (same results).
+
+    Returns
+    -------
+    ndarray int64, shape (k, t)
+        ``[i, q]`` = distance from ``sources[i]`` to ``selection.targets[q]`` in the weight's unit, ``INF``
+        where unreachable.
+
+    Raises
+    ------
+    IndexError
+        A source outside ``[0, n)``.
+    ValueError
+        A selection of another hierarchy; an unknown ``upward``; ``"labels"`` before the labels exist.
+    """
+    selection.check(h)
+    s = id_array(sources, h.n_nodes, "sources")
+    offsets, e_rid, e_dist = upward_entries(h, selection, s, upward)
+    sel = selection
+    return _rows(offsets, e_rid, e_dist, sel.c, sel.core_sel, sel.core_dist_sel, sel.first_out, sel.tail, sel.weight,
+                 sel.target_rid, _n_chunks(s.size))

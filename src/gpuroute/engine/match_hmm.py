@@ -1,0 +1,960 @@
+"""The hidden Markov model of map matching (Newson and Krumm, "Hidden Markov Map Matching Through Noise and
+Sparseness", ACM GIS 2009), as osrm-backend runs it (``routing_algorithms/map_matching.cpp``,
+``map_matching/hidden_markov_model.hpp``): numba kernels over flat arrays, one trace at a time.
+
+Arrays
+------
+A trace of ``n`` points has ``N`` candidates in all, point ``t``'s the rows ``cstart[t]:cstart[t + 1]``
+(``cstart`` int64 (n + 1,); a point may have none). ``emis`` float64 (N,) is each candidate's emission log
+probability (:func:`emission_log_prob`). A transition table between points ``p`` and ``t`` is float64
+(|C_p| x |C_t|, row-major): the network distance in metres of the route from candidate ``p_i`` to ``t_j``,
+``inf`` where there is none (or it is dearer than OSRM's bound, :func:`gpuroute.engine.services.match`).
+
+Model
+-----
+* Emission: ``log N(d; 0, sigma)`` of the distance ``d`` (m) from the point to the candidate (sigma: the
+  point's GPS precision, OSRM's ``radiuses``, default :data:`gpuroute.config.SERVE_MATCH_SIGMA_M`).
+* Transition: ``log Exp(d_t; beta)``, ``d_t = |route distance - great-circle distance|`` between the two
+  points; a transition with ``d_t >= max_distance_delta`` (``step_time * max_speed`` with timestamps, else
+  2,000 m) is impossible.
+* Viterbi over the points in order from the last unbroken point; a point no candidate of the last unbroken
+  one reaches is *broken* (dropped, and the one before it with it: OSRM's breakage); a gap (more than
+  ``max_broken_time`` = 10 x the median sampling step between timestamps with ``gaps=split``, else more
+  than 10 points since the last unbroken one) or a run of breakages that empties the unbroken stack splits
+  the trace, and the model restarts at the split. Each sub-trace of two or more matched points is one
+  matching; ``alternatives_count`` of a point is the number of its candidates some Viterbi path from a
+  last candidate passes through, less one.
+
+:func:`forward` is resumable: where the unbroken point before ``t`` is not ``t - 1`` (after a breakage) it
+stops and asks for that table (status :data:`NEED_TABLE`), which the caller computes and hands back.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from ..geo import EARTH_RADIUS_M
+from ..geo.kernels import gc_metres
+from ..geo.segments import project_one
+from ..graph.heap import heap_pop, heap_push
+from .legs import leg_pieces, summary_ids, turn_sums
+
+__all__ = [
+    "emission_log_prob",
+    "forward",
+    "reconstruct",
+    "new_state",
+    "transitions",
+    "transition_chunk",
+    "new_scratch",
+    "leg_chunk",
+    "leg_sums",
+    "DONE",
+    "NEED_TABLE",
+    "NO_MATCH",
+]
+
+#: :func:`forward`'s statuses.
+DONE, NEED_TABLE, NO_MATCH = 0, 1, 2
+#: OSRM's ``INVALID_STATE``.
+_INVALID = np.int64(-1)
+_LOG_2PI = math.log(2.0 * math.pi)
+#: Transition measure: |route - great-circle distance between the two candidates| (True), or between the two
+#: GPS points (False, OSRM's).
+CANDIDATE_GC = True
+#: State scalars (:func:`new_state`'s ``sc``): next point, unbroken stack size, breakage begin, splits,
+#: first initialised point, the table asked for (p, t).
+_T, _NS, _BB, _NSP, _INIT, _ASK_P, _ASK_T = range(7)
+
+
+@njit(cache=True)
+def emission_log_prob(distance, sigma):
+    """log of the normal density N(distance; 0, sigma) (OSRM's ``EmissionLogProbability``)."""
+    z = distance / sigma
+    return -0.5 * (_LOG_2PI + z * z) - math.log(sigma)
+
+
+def new_state(n, N):
+    """The Viterbi state of a trace of ``n`` points and ``N`` candidates: a dict of arrays (``V`` log
+    probabilities, ``par`` parent candidate, ``plen`` network distance from the parent (m), ``pruned``,
+    ``brk`` (per point), ``stack``, ``splits``, ``sc`` scalars)."""
+    return {
+        "V": np.full(N, -np.inf),
+        "par": np.zeros(N, dtype=np.int64),
+        "plen": np.zeros(N),
+        "pruned": np.ones(N, dtype=np.bool_),
+        "brk": np.ones(n, dtype=np.bool_),
+        "stack": np.zeros(max(n, 1), dtype=np.int64),
+        "splits": np.zeros(n + 2, dtype=np.int64),
+        "sc": np.array([0, 0, -1, 0, -1, -1, -1], dtype=np.int64),
+    }
+
+
+@njit(cache=True)
+def _clear(V, par, plen, pruned, brk, cstart, t0):
+    n = cstart.size - 1
+    for s in range(cstart[t0], cstart[n]):
+        V[s] = -np.inf
+        par[s] = 0
+        plen[s] = 0.0
+        pruned[s] = True
+    for t in range(t0, n):
+        brk[t] = True
+
+
+@njit(cache=True)
+def _initialize(V, par, pruned, brk, cstart, emis, t0):
+    """OSRM's ``HiddenMarkovModel::initialize``: the first point from ``t0`` on with a candidate (its
+    candidates seeded with their emissions), -1 where none is left before the last point."""
+    n = cstart.size - 1
+    t = t0
+    while True:
+        for s in range(cstart[t], cstart[t + 1]):
+            V[s] = emis[s]
+            par[s] = s
+            pruned[s] = not (V[s] > -np.inf)
+            brk[t] = brk[t] and pruned[s]
+        t += 1
+        if not (t < n and brk[t - 1]):
+            break
+    if t >= n:
+        return _INVALID
+    return t - 1
+
+
+@njit(cache=True, nogil=True)
+def forward(
+    sc,
+    V,
+    par,
+    plen,
+    pruned,
+    brk,
+    stack,
+    splits,
+    cstart,
+    emis,
+    lon,
+    lat,
+    clon,
+    clat,
+    ts,
+    use_ts,
+    split_gaps,
+    max_speed,
+    max_broken_time,
+    max_broken_states,
+    max_distance_delta,
+    beta,
+    toff,
+    tdist,
+    ask_dist,
+):
+    """The Viterbi pass of one trace (OSRM's ``mapMatching`` up to the reconstruction), resumable.
+
+    Parameters
+    ----------
+    sc, V, par, plen, pruned, brk, stack, splits
+        The state (:func:`new_state`), updated in place.
+    cstart : int64 (n + 1,)
+    emis : float64 (N,)
+    lon, lat : float64 (n,)
+        The points (degrees).
+    ts : float64 (n,)
+        Timestamps (s; read where ``use_ts``).
+    use_ts, split_gaps : bool
+        Timestamps given; ``gaps=split``.
+    max_speed : float
+        m/s (the transition's ``max_distance_delta`` per second with timestamps).
+    max_broken_time : float
+        Seconds (``gaps=split`` with timestamps).
+    max_broken_states : int
+        Points (a gap without timestamps).
+    max_distance_delta : float
+        Metres (without timestamps).
+    beta : float
+        Metres.
+    toff : int64 (n,)
+        Offset in ``tdist`` of the table between points ``t - 1`` and ``t`` (row-major), for ``t >= 1``.
+    tdist : float64
+        The tables of consecutive points.
+    ask_dist : float64
+        The table asked for last (``sc`` holds its (p, t)), or empty.
+
+    Returns
+    -------
+    int
+        :data:`DONE`; :data:`NEED_TABLE` (the table between points ``sc[5]`` and ``sc[6]`` is needed: call
+        again with it as ``ask_dist``); :data:`NO_MATCH` (no point to start from).
+    """
+    n = cstart.size - 1
+    log_beta = math.log(beta)
+    if sc[_INIT] < 0:  # first call
+        _clear(V, par, plen, pruned, brk, cstart, 0)
+        t0 = _initialize(V, par, pruned, brk, cstart, emis, 0)
+        if t0 < 0:
+            return NO_MATCH
+        sc[_INIT] = t0
+        sc[_NS] = 1
+        stack[0] = t0
+        sc[_T] = t0 + 1
+        sc[_BB] = -1
+        sc[_NSP] = 0
+    t = sc[_T]
+    ns = sc[_NS]
+    bb = sc[_BB]
+    nsp = sc[_NSP]
+    while t < n:
+        p = stack[ns - 1]
+        if use_ts:
+            step_time = ts[t] - ts[p]
+            max_delta = step_time * max_speed
+        else:
+            step_time = 1.0
+            max_delta = max_distance_delta
+        if use_ts and split_gaps:
+            gap = step_time > max_broken_time
+        else:
+            gap = t - p > max_broken_states
+        if not gap:
+            nt = cstart[t + 1] - cstart[t]
+            if p == t - 1:
+                D = tdist[toff[t] : toff[t] + (cstart[p + 1] - cstart[p]) * nt]
+            elif sc[_ASK_P] == p and sc[_ASK_T] == t and ask_dist.size == (cstart[p + 1] - cstart[p]) * nt:
+                D = ask_dist
+            else:
+                sc[_T] = t
+                sc[_NS] = ns
+                sc[_BB] = bb
+                sc[_NSP] = nsp
+                sc[_ASK_P] = p
+                sc[_ASK_T] = t
+                return NEED_TABLE
+            hav = gc_metres(lon[p], lat[p], lon[t], lat[t])
+            c0 = cstart[p]
+            for s in range(cstart[p], cstart[p + 1]):
+                if pruned[s]:
+                    continue
+                for j in range(nt):
+                    s2 = cstart[t] + j
+                    new = V[s] + emis[s2]
+                    if V[s2] > new:
+                        continue
+                    d = D[(s - c0) * nt + j]
+                    if CANDIDATE_GC:
+                        dt = abs(d - gc_metres(clon[s], clat[s], clon[s2], clat[s2]))
+                    else:
+                        dt = abs(d - hav)
+                    if not (dt < max_delta):  # also inf / NaN: no route
+                        continue
+                    new += -log_beta - dt / beta
+                    if new > V[s2]:
+                        V[s2] = new
+                        par[s2] = s
+                        plen[s2] = d
+                        pruned[s2] = False
+                        brk[t] = False
+            if brk[t]:
+                if bb < 0 or t < bb:
+                    bb = t
+                ns -= 1
+            else:
+                stack[ns] = t
+                ns += 1
+        if ns == 0 or gap:
+            si = t
+            if bb >= 0:
+                si = bb
+                bb = -1
+            splits[nsp] = si
+            nsp += 1
+            _clear(V, par, plen, pruned, brk, cstart, si)
+            t_new = _initialize(V, par, pruned, brk, cstart, emis, si)
+            if t_new < 0:
+                break
+            ns = 1
+            stack[0] = t_new
+            t = t_new
+        t += 1
+    if ns > 0:
+        splits[nsp] = stack[ns - 1] + 1
+        nsp += 1
+    sc[_T] = n
+    sc[_NS] = ns
+    sc[_BB] = bb
+    sc[_NSP] = nsp
+    return DONE
+
+
+@njit(cache=True, nogil=True)
+def reconstruct(sc, V, par, plen, pruned, brk, splits, cstart, cpoint, lon, lat):
+    """The matchings of a finished :func:`forward` (OSRM's reconstruction).
+
+    Returns
+    -------
+    m_off : int64 (k + 1,)
+        Matching ``i``'s matched points are rows ``m_off[i]:m_off[i + 1]`` of the next three.
+    m_point, m_cand, m_alt : int64 (r,)
+        Point index, chosen candidate, ``alternatives_count``.
+    m_route, m_trace : float64 (k,)
+        Sum of the network distances between consecutive matched points (m), and of their great-circle
+        distances (the two lengths of OSRM's confidence).
+    """
+    n = cstart.size - 1
+    N = cstart[n]
+    reach = np.zeros(N, dtype=np.bool_)
+    nsp = sc[_NSP]
+    m_off = np.zeros(nsp + 1, dtype=np.int64)
+    m_point = np.zeros(n, dtype=np.int64)
+    m_cand = np.zeros(n, dtype=np.int64)
+    m_alt = np.zeros(n, dtype=np.int64)
+    m_route = np.zeros(nsp)
+    m_trace = np.zeros(nsp)
+    seq_t = np.zeros(n, dtype=np.int64)
+    seq_c = np.zeros(n, dtype=np.int64)
+    k = 0
+    r = 0
+    begin = sc[_INIT]
+    for i in range(nsp):
+        end = splits[i]
+        pti = end - 1
+        while pti >= begin and brk[pti]:
+            pti -= 1
+        while begin < end and brk[begin]:
+            begin += 1
+        last = pti
+        if pti - begin + 1 < 2:
+            begin = end
+            continue
+        pci = cstart[pti]
+        for s in range(cstart[pti], cstart[pti + 1]):
+            if V[s] > V[pci]:
+                pci = s
+        L = 0
+        while pti > begin:
+            seq_t[L] = pti
+            seq_c[L] = pci
+            L += 1
+            reach[pci] = True
+            nxt = par[pci]
+            nt = cpoint[nxt]
+            if pti == nt:
+                break
+            pti = nt
+            pci = nxt
+        seq_t[L] = pti
+        seq_c[L] = pci
+        L += 1
+        reach[pci] = True
+        if L < 2:
+            begin = end
+            continue
+        for s_last in range(cstart[last], cstart[last + 1]):
+            pti = last
+            pci = s_last
+            while pti > begin:
+                if reach[pci] or pruned[pci]:
+                    break
+                reach[pci] = True
+                nxt = par[pci]
+                pti = cpoint[nxt]
+                pci = nxt
+            reach[pci] = True
+        mdist = 0.0
+        tdist = 0.0
+        for j in range(L - 1, -1, -1):  # seq is last first
+            tt = seq_t[j]
+            cc = seq_c[j]
+            m_point[r] = tt
+            m_cand[r] = cc
+            cnt = 0
+            for s in range(cstart[tt], cstart[tt + 1]):
+                if reach[s]:
+                    cnt += 1
+            m_alt[r] = cnt - 1
+            mdist += plen[cc]
+            if j < L - 1:
+                tp = seq_t[j + 1]
+                tdist += gc_metres(lon[tp], lat[tp], lon[tt], lat[tt])
+            r += 1
+        m_route[k] = mdist
+        m_trace[k] = tdist
+        k += 1
+        m_off[k] = r
+        begin = end
+    return m_off[: k + 1], m_point[:r], m_cand[:r], m_alt[:r], m_route[:k], m_trace[:k]
+
+
+@njit(cache=True, nogil=True)
+def candidate_pairs(lon, lat, radius, lens, samples, sample_segment, lon_u, lat_u, lon_v, lat_v):
+    """Exact projections of each point onto the segments of its ball's samples, those within its radius
+    kept, each segment once per point: ``(point, segment, fraction, distance, bearing, slon, slat)`` arrays
+    (points in order; a point's segments by distance, then id). ``lens`` (k,) the samples of each ball in
+    ``samples``. The projection is :mod:`gpuroute.geo.segments`' (local frame around the point)."""
+    k = lon.size
+    total = 0
+    for i in range(k):
+        total += lens[i]
+    o_pt = np.empty(total, dtype=np.int64)
+    o_seg = np.empty(total, dtype=np.int64)
+    o_f = np.empty((total, 5))
+    m = 0
+    pos = 0
+    deg = math.pi / 180.0
+    for i in range(k):
+        segs = np.empty(lens[i], dtype=np.int64)
+        for j in range(lens[i]):
+            segs[j] = sample_segment[samples[pos + j]]
+        pos += lens[i]
+        segs = np.unique(segs)
+        kx = deg * EARTH_RADIUS_M * math.cos(lat[i] * deg)
+        ky = deg * EARTH_RADIUS_M
+        m0 = m
+        for j in range(segs.size):
+            g = segs[j]
+            res = project_one(lon[i], lat[i], kx, ky, lon_u[g], lat_u[g], lon_v[g], lat_v[g])
+            if res[1] <= radius[i]:
+                o_pt[m] = i
+                o_seg[m] = g
+                o_f[m, 0] = res[0]
+                o_f[m, 1] = res[1]
+                o_f[m, 2] = res[2]
+                o_f[m, 3] = res[4]
+                o_f[m, 4] = res[5]
+                m += 1
+        # by distance (stable: segment id among equals)
+        if m - m0 > 1:
+            order = np.argsort(o_f[m0:m, 1], kind="mergesort")
+            seg_c = o_seg[m0:m].copy()
+            f_c = o_f[m0:m].copy()
+            for j in range(order.size):
+                o_seg[m0 + j] = seg_c[order[j]]
+                o_f[m0 + j] = f_c[order[j]]
+    return o_pt[:m], o_seg[:m], o_f[:m]
+
+
+# ------------------------------------------------------------------------------------------ transitions
+@njit(cache=True)
+def _one_transition(
+    s,
+    t0,
+    t1,
+    bound,
+    lmax,
+    ostart,
+    oarc,
+    ofrac,
+    first,
+    out_arc,
+    tcost,
+    cost,
+    length,
+    minpen,
+    label,
+    llab,
+    tmark,
+    tnext,
+    touched,
+    hd,
+    hn,
+    best,
+    blen,
+    parc,
+    bjoin,
+    brow,
+):
+    """The weight-optimal route from candidate ``s`` to each candidate of ``t0:t1`` within ``bound`` (metric
+    units): ``best``/``blen`` (t1 - t0,) its cost and length (inf: none). Scratch arrays are left clean but
+    ``parc`` (m,): the arc each arc labelled was reached from (``-1 - q`` where seeded by source option row
+    ``q``), and ``bjoin``/``brow`` (t1 - t0,): the arc before the target's arc on its route (``-1 - q``: on
+    source option ``q``'s own arc) and the target option row reached (the legs are unpacked from them:
+    :func:`leg_chunk`)."""
+    nt = t1 - t0
+    for j in range(nt):
+        best[j] = np.inf
+        blen[j] = np.inf
+    # target options by arc (a linked list per arc through tnext, indexed by option row)
+    r0 = ostart[t0]
+    r1 = ostart[t1]
+    for r in range(r0, r1):
+        a = oarc[r]
+        tnext[r - r0] = tmark[a]
+        tmark[a] = r
+    # the same-arc leg: a target ahead on a source option's arc
+    for q in range(ostart[s], ostart[s + 1]):
+        a = oarc[q]
+        fa = ofrac[q]
+        r = tmark[a]
+        while r >= 0:
+            if ofrac[r] >= fa:
+                j = _cand_of(ostart, t0, t1, r)
+                v = (ofrac[r] - fa) * cost[a]
+                if v < best[j]:
+                    best[j] = v
+                    blen[j] = (ofrac[r] - fa) * length[a]
+                    bjoin[j] = -1 - q
+                    brow[j] = r
+            r = tnext[r - r0]
+    k = 0
+    size = 0
+    for q in range(ostart[s], ostart[s + 1]):
+        a = oarc[q]
+        d = (1.0 - ofrac[q]) * cost[a]
+        if d < label[a]:
+            if label[a] == np.inf:
+                touched[k] = a
+                k += 1
+            label[a] = d
+            llab[a] = (1.0 - ofrac[q]) * length[a]
+            parc[a] = -1 - q
+            if size >= hd.size:
+                size = -1
+                break
+            size = heap_push(hd, hn, size, d, a)
+    while size > 0:
+        d, x, size = heap_pop(hd, hn, size)
+        if d > label[x]:
+            continue
+        if d > bound:
+            break
+        worst = 0.0
+        for j in range(nt):
+            if best[j] > worst:
+                worst = best[j]
+        if d + minpen >= worst:  # every target final (a turn costs its out-arc plus at least minpen)
+            break
+        if llab[x] > lmax:  # every route through x is longer than any transition can use
+            continue
+        for e in range(first[x], first[x + 1]):
+            tc = tcost[e]
+            if tc < 0:
+                continue
+            y = out_arc[e]
+            nd = d + tc
+            r = tmark[y]
+            while r >= 0:  # the relaxation-time join: a target on the arc turned into
+                j = _cand_of(ostart, t0, t1, r)
+                v = nd - cost[y] + ofrac[r] * cost[y]
+                if v < best[j]:
+                    best[j] = v
+                    blen[j] = llab[x] + ofrac[r] * length[y]
+                    bjoin[j] = x
+                    brow[j] = r
+                r = tnext[r - r0]
+            if nd < label[y]:
+                if label[y] == np.inf:
+                    touched[k] = y
+                    k += 1
+                label[y] = nd
+                llab[y] = llab[x] + length[y]
+                parc[y] = x
+                if size >= hd.size:
+                    size = -1
+                    break
+                size = heap_push(hd, hn, size, nd, y)
+        if size < 0:
+            break
+    for i in range(k):
+        label[touched[i]] = np.inf
+    for r in range(r0, r1):
+        tmark[oarc[r]] = -1
+    for j in range(nt):
+        if not (best[j] <= bound and blen[j] <= lmax):
+            blen[j] = np.inf
+    return size >= 0
+
+
+@njit(cache=True)
+def _cand_of(ostart, t0, t1, r):
+    """The candidate (offset from ``t0``) whose options hold row ``r`` (a binary search of ``ostart``)."""
+    lo = t0
+    hi = t1
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if ostart[mid] <= r:
+            lo = mid
+        else:
+            hi = mid
+    return lo - t0
+
+
+def new_scratch(rows, m):
+    """Search scratch for ``rows`` workers over a graph of ``m`` arcs (each worker one row of each array, left
+    clean by every search: reused across calls, see :func:`transitions`): ``(label, llab, tmark, touched,
+    parc, hd, hn)``."""
+    h = 4 * m + 64
+    return (
+        np.full((rows, m), np.inf),
+        np.zeros((rows, m)),
+        np.full((rows, m), -1, dtype=np.int64),
+        np.empty((rows, m), dtype=np.int64),
+        np.empty((rows, m), dtype=np.int64),
+        np.empty((rows, h)),
+        np.empty((rows, h), dtype=np.int64),
+    )
+
+
+@njit(cache=True, nogil=True)
+def transition_chunk(
+    lo,
+    hi,
+    step,
+    job_s,
+    job_pair,
+    pair_t0,
+    pair_t1,
+    pair_bound,
+    pair_lmax,
+    pair_off,
+    pair_s0,
+    ostart,
+    oarc,
+    ofrac,
+    first,
+    out_arc,
+    tcost,
+    cost,
+    length,
+    minpen,
+    out,
+    ok,
+    label,
+    llab,
+    tmark,
+    touched,
+    parc,
+    hd,
+    hn,
+):
+    """Jobs ``lo, lo + step, ...`` below ``hi`` of :func:`transitions`, serially, on one worker's scratch
+    (one row of :func:`new_scratch`'s arrays: clean on entry, left clean)."""
+    maxt = 1
+    maxr = 1
+    for p in range(pair_t0.size):
+        if pair_t1[p] - pair_t0[p] > maxt:
+            maxt = pair_t1[p] - pair_t0[p]
+        if ostart[pair_t1[p]] - ostart[pair_t0[p]] > maxr:
+            maxr = ostart[pair_t1[p]] - ostart[pair_t0[p]]
+    tnext = np.empty(maxr, dtype=np.int64)
+    best = np.empty(maxt)
+    blen = np.empty(maxt)
+    bjoin = np.empty(maxt, dtype=np.int64)
+    brow = np.empty(maxt, dtype=np.int64)
+    for k in range(lo, hi, step):
+        p = job_pair[k]
+        s = job_s[k]
+        t0 = pair_t0[p]
+        t1 = pair_t1[p]
+        nt = t1 - t0
+        ok[k] = _one_transition(
+            s,
+            t0,
+            t1,
+            pair_bound[p],
+            pair_lmax[p],
+            ostart,
+            oarc,
+            ofrac,
+            first,
+            out_arc,
+            tcost,
+            cost,
+            length,
+            minpen,
+            label,
+            llab,
+            tmark,
+            tnext,
+            touched,
+            hd,
+            hn,
+            best,
+            blen,
+            parc,
+            bjoin,
+            brow,
+        )
+        base = pair_off[p] + (s - pair_s0[p]) * nt
+        for j in range(nt):
+            out[base + j] = blen[j]
+
+
+@njit(cache=True, parallel=True)
+def transitions(
+    job_s,
+    job_pair,
+    pair_t0,
+    pair_t1,
+    pair_bound,
+    pair_lmax,
+    pair_off,
+    pair_s0,
+    ostart,
+    oarc,
+    ofrac,
+    first,
+    out_arc,
+    tcost,
+    cost,
+    length,
+    minpen,
+    out,
+    ok,
+    label,
+    llab,
+    tmark,
+    touched,
+    parc,
+    hd,
+    hn,
+):
+    """Transition tables by bounded searches (OSRM's ``getNetworkDistance`` with its weight bound): one
+    turn-expanded Dijkstra on arcs from each source candidate ``job_s[k]`` of pair ``job_pair[k]`` until every
+    candidate of the pair's target range ``pair_t0:pair_t1`` is final or the bound (metric units) is passed
+    (arcs whose route is longer than ``pair_lmax`` metres are not expanded: the HMM cannot use such a route);
+    the length (m) of the weight-optimal route to each written to ``out[pair_off + (s - pair_s0) * nt + j]``
+    (inf where none within the bound). Candidates are the points of a PhantomSet (``ostart`` rows, ``oarc``,
+    ``ofrac``); turns of arc ``a`` are ``first[a]:first[a + 1]`` onto ``out_arc``, costing ``tcost`` (penalty
+    + the out-arc's cost; < 0 forbidden); ``cost`` (m,) metric units, ``length`` (m,) metres; ``minpen`` <= 0 the
+    least turn penalty (``tcost`` less the out-arc's cost) of any allowed turn. ``prange`` over the workers,
+    one per row of the scratch (:func:`new_scratch`: no two threads share a buffer); worker ``w`` takes jobs
+    ``w, w + W, ...`` (:func:`transition_chunk`). ``ok[k]`` is set False where job ``k``'s heap ran full (the
+    caller computes that pair another way)."""
+    nj = job_s.size
+    W = label.shape[0]
+    for w in prange(W):
+        if w < nj:
+            transition_chunk(
+                w,
+                nj,
+                W,
+                job_s,
+                job_pair,
+                pair_t0,
+                pair_t1,
+                pair_bound,
+                pair_lmax,
+                pair_off,
+                pair_s0,
+                ostart,
+                oarc,
+                ofrac,
+                first,
+                out_arc,
+                tcost,
+                cost,
+                length,
+                minpen,
+                out,
+                ok,
+                label[w],
+                llab[w],
+                tmark[w],
+                touched[w],
+                parc[w],
+                hd[w],
+                hn[w],
+            )
+
+
+@njit(cache=True, nogil=True)
+def leg_chunk(
+    leg_s,
+    leg_t,
+    pair_t0,
+    pair_t1,
+    pair_bound,
+    pair_lmax,
+    ostart,
+    oarc,
+    ofrac,
+    first,
+    out_arc,
+    tcost,
+    cost,
+    length,
+    minpen,
+    label,
+    llab,
+    tmark,
+    touched,
+    parc,
+    hd,
+    hn,
+):
+    """The routes of the matched transitions ``leg_s[k] -> leg_t[k]`` (source candidate, target candidate of
+    leg ``k``'s pair range ``pair_t0[k]:pair_t1[k]``, bound and lmax as :func:`transitions`'), found by the
+    very search that computed the transition (:func:`_one_transition`, the same exploration order: the same
+    route and length the Viterbi read) and unpacked from its parents. Serial, without the GIL (callers run
+    chunks of legs on threads), on one worker's scratch (as :func:`transition_chunk`).
+
+    Returns
+    -------
+    dep, arr : int64 (L,)
+        The source and target option rows the route leaves and reaches (-1 where the leg has no route within
+        its bound: the caller routes that matching another way).
+    mid_off : int64 (L + 1,)
+        Leg ``k``'s arcs strictly between the departure and arrival arcs are ``mid[mid_off[k]:mid_off[k + 1]]``.
+    mid : int64
+    same : bool (L,)
+        The leg stays on the departure arc (ahead on it; no turn).
+    blen : float64 (L,)
+        The route's length (m).
+    """
+    L = leg_s.size
+    m = cost.size
+    maxt = 1
+    maxr = 1
+    for k in range(L):
+        if pair_t1[k] - pair_t0[k] > maxt:
+            maxt = pair_t1[k] - pair_t0[k]
+        if ostart[pair_t1[k]] - ostart[pair_t0[k]] > maxr:
+            maxr = ostart[pair_t1[k]] - ostart[pair_t0[k]]
+    tnext = np.empty(maxr, dtype=np.int64)
+    best = np.empty(maxt)
+    blen = np.empty(maxt)
+    bjoin = np.empty(maxt, dtype=np.int64)
+    brow = np.empty(maxt, dtype=np.int64)
+    dep = np.full(L, -1, dtype=np.int64)
+    arr = np.full(L, -1, dtype=np.int64)
+    same = np.zeros(L, dtype=np.bool_)
+    out_len = np.full(L, np.inf)
+    mid_off = np.zeros(L + 1, dtype=np.int64)
+    mid = np.empty(max(64, 16 * L), dtype=np.int64)
+    rev = np.empty(m, dtype=np.int64)
+    n_mid = 0
+    for k in range(L):
+        t0 = pair_t0[k]
+        t1 = pair_t1[k]
+        j = leg_t[k] - t0
+        ok = _one_transition(
+            leg_s[k], t0, t1, pair_bound[k], pair_lmax[k], ostart, oarc, ofrac, first, out_arc, tcost, cost,
+            length, minpen, label, llab, tmark, tnext, touched, hd, hn, best, blen, parc, bjoin, brow,
+        )
+        if ok and blen[j] < np.inf:
+            arr[k] = brow[j]
+            out_len[k] = blen[j]
+            x = bjoin[j]
+            if x < 0:
+                dep[k] = -1 - x
+                same[k] = True
+            else:
+                c = 0
+                while x >= 0:  # back to the seed arc: the arcs after it, last first
+                    rev[c] = x
+                    c += 1
+                    x = parc[x]
+                dep[k] = -1 - x
+                if n_mid + c > mid.size:
+                    grown = np.empty(2 * (n_mid + c), dtype=np.int64)
+                    grown[:n_mid] = mid[:n_mid]
+                    mid = grown
+                for i in range(c - 1):  # rev[c - 1] is the departure arc itself
+                    mid[n_mid + i] = rev[c - 2 - i]
+                n_mid += c - 1
+        mid_off[k + 1] = n_mid
+    return dep, arr, mid_off, mid[:n_mid].copy(), same, out_len
+
+
+@njit(cache=True, nogil=True)
+def leg_sums(
+    dep_arc,
+    dep_frac,
+    arr_arc,
+    arr_frac,
+    same,
+    mid_off,
+    mid,
+    start_lon,
+    start_lat,
+    end_lon,
+    end_lat,
+    coords,
+    head,
+    wcost,
+    wf,
+    dcost,
+    df,
+    has_dur,
+    length,
+    has_tc,
+    t_first,
+    fo,
+    from_snapshot,
+    is_time,
+    turn_cost,
+    tcost_arc,
+    twf,
+    tscale,
+    tc_dur,
+    tc_w,
+    name_id,
+    want_points,
+):
+    """What the route service's legs (:func:`gpuroute.engine.services.route._leg` and ``_leg_json``) read of
+    ``L`` legs without steps or annotations, in one pass: each leg's pieces by
+    :func:`gpuroute.engine.legs.leg_pieces`, its turns by :func:`~gpuroute.engine.legs.turn_sums` and its
+    summary by :func:`~gpuroute.engine.legs.summary_ids` -- the same kernels, the same arguments, so the same
+    bits. Leg ``k`` leaves arc ``dep_arc[k]`` at ``dep_frac[k]`` and arrives on ``arr_arc[k]`` at
+    ``arr_frac[k]`` through ``mid[mid_off[k]:mid_off[k + 1]]`` (``same[k]``: on the departure arc, no path).
+
+    Returns
+    -------
+    sums : float64 (L, 5)
+        weight_sum, duration_sum, distance_sum, turn_weight, turn_duration.
+    summary : int64 (L, 2)
+        Name ids (-1: none).
+    pts_off : int64 (L + 1,), pts : float64 (P, 2)
+        Leg ``k``'s points (``want_points``; else empty).
+    """
+    L = dep_arc.size
+    sums = np.zeros((L, 5))
+    summ = np.full((L, 2), -1, dtype=np.int64)
+    pts_off = np.zeros(L + 1, dtype=np.int64)
+    cap = 64
+    if want_points:
+        cap = 2 * (mid.size + 3 * L) + 64
+    pts = np.empty((cap, 2))
+    n_pts = 0
+    for k in range(L):
+        lo = mid_off[k]
+        hi = mid_off[k + 1]
+        m_k = mid[lo:hi].copy()
+        has_path = not same[k]
+        nodes = np.empty(m_k.size + 1, dtype=np.int64)
+        if has_path:
+            nodes[0] = head[dep_arc[k]]
+            for i in range(m_k.size):
+                nodes[i + 1] = head[m_k[i]]
+        arcs, frac, p, w, d, ln, w_sum, d_sum, l_sum = leg_pieces(
+            dep_arc[k], dep_frac[k], arr_arc[k], arr_frac[k], m_k, nodes, has_path, start_lon[k], start_lat[k],
+            end_lon[k], end_lat[k], coords, wcost, wf, dcost, df, has_dur, length,
+        )
+        sums[k, 0] = w_sum
+        sums[k, 1] = d_sum
+        sums[k, 2] = l_sum
+        if has_tc and has_path:
+            seq = np.empty(m_k.size + 2, dtype=np.int64)
+            seq[0] = dep_arc[k]
+            seq[seq.size - 1] = arr_arc[k]
+            for i in range(m_k.size):
+                seq[i + 1] = m_k[i]
+            td, tw = turn_sums(seq, t_first, fo, head, from_snapshot, is_time, turn_cost, tcost_arc, twf, tscale,
+                               tc_dur, tc_w)
+            sums[k, 3] = tw
+            sums[k, 4] = td
+        ids = summary_ids(name_id[arcs], ln)
+        for i in range(ids.size):
+            summ[k, i] = ids[i]
+        if want_points:
+            if n_pts + p.shape[0] > pts.shape[0]:
+                grown = np.empty((2 * (n_pts + p.shape[0]), 2))
+                grown[:n_pts] = pts[:n_pts]
+                pts = grown
+            pts[n_pts : n_pts + p.shape[0]] = p
+            n_pts += p.shape[0]
+        pts_off[k + 1] = n_pts
+    return sums, summ, pts_off, pts[:n_pts].copy()

@@ -1,0 +1,329 @@
+"""CVRP search by Slack Induction by String Removals (SISR; Christiaens and Vanden Berghe, "Slack Induction
+by String Removals for Vehicle Routing Problems", Transportation Science 54(2), 2020): the CPU search of
+:func:`gpuroute.tours.cvrp`.
+
+One step ruins the current solution by removing a few *strings* (runs of consecutive customers) from
+routes near a random seed customer (§5.2: the string and split-string removals), recreates it by greedy
+insertion with blinks (§5.3: each removed customer, in one of four orders, goes to its cheapest feasible
+position, each position skipped with probability ``blink``), and accepts the result by simulated annealing
+(§5.1: accepted when ``new < current - T ln U``; the caller lowers ``T`` geometrically with the time
+used). The best solution seen is kept. A rejected step is undone from a log of the routes it touched, so
+a step costs what it touches, not what the solution holds.
+
+State (as :mod:`gpuroute.tours.cvrp`'s): routes in a padded array ``E`` (int64 (R, W)): route ``r`` has
+``lens[r]`` customers at ``E[r, 1..lens[r]]`` and the depot at ``E[r, 0]`` and ``E[r, lens[r] + 1]``;
+routes ``0..nr-1`` are in use (some may be empty here; :func:`gpuroute.tours.cvrp.normalize` compacts
+them). Per route ``load`` (float64 (R,)) and ``rcost`` (float64 (R,): the route's cost, depot to depot);
+per stop ``rt`` and ``ps`` (int64 (n,)): its route and position (-1 for the depot and removed stops).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["sisr_init", "sisr_steps", "SISR_CBAR", "SISR_LMAX", "SISR_BLINK", "SISR_SPLIT",
+           "SISR_T0", "SISR_TF"]
+
+#: average number of customers a ruin removes (the paper's c-bar)
+SISR_CBAR = 10.0
+#: longest string removed (L^max)
+SISR_LMAX = 10.0
+#: probability to skip an insertion position (beta, the blink rate)
+SISR_BLINK = 0.01
+#: probability of the split-string removal (else the string removal)
+SISR_SPLIT = 0.5
+#: start and end temperatures of the annealing, as fractions of the mean arc cost of the start solution
+#: (the paper's T0 = 100 and Tf = 1 on X instances, whose arcs average ~50-250)
+SISR_T0 = 0.5
+SISR_TF = 0.003
+
+
+@njit(cache=True)
+def _route_cost(C, E, r, m):
+    s = 0.0
+    for t in range(m + 1):
+        s += C[E[r, t], E[r, t + 1]]
+    return s
+
+
+@njit(cache=True)
+def _gap(lb):
+    """Positions evaluated before the next blink: geometric with ``lb = ln(1 - blink)`` (each position
+    blinks with probability ``blink``, independently; one draw a blink, not one a position)."""
+    if lb == 0.0:
+        return 1 << 62
+    return int(np.log(1.0 - np.random.random()) / lb)
+
+
+@njit(cache=True)
+def sisr_init(C, dem, E, lens, nr, load, rcost, rt, ps):
+    """Fill ``load``, ``rcost``, ``rt``, ``ps`` for routes ``0..nr-1``; returns the total cost."""
+    rt[:] = -1
+    ps[:] = -1
+    tot = 0.0
+    for r in range(nr):
+        m = lens[r]
+        ld = 0.0
+        for t in range(1, m + 1):
+            v = E[r, t]
+            rt[v] = r
+            ps[v] = t
+            ld += dem[v]
+        load[r] = ld
+        rcost[r] = _route_cost(C, E, r, m)
+        tot += rcost[r]
+    return tot
+
+
+@njit(cache=True)
+def _touch(r, E, lens, load, rcost, touched, bkE, bkl, bkload, bkcost, ids, nt):
+    """Log route r (once a step) before it changes; returns the new count of logged routes."""
+    if touched[r]:
+        return nt
+    touched[r] = True
+    m = lens[r]
+    for t in range(m + 2):
+        bkE[nt, t] = E[r, t]
+    bkl[nt] = m
+    bkload[nt] = load[r]
+    bkcost[nt] = rcost[r]
+    ids[nt] = r
+    return nt + 1
+
+
+@njit(cache=True)
+def _remove_positions(C, dem, E, lens, load, rcost, rt, ps, r, lo, hi, keep_lo, keep_hi, out, nout):
+    """Remove the customers at positions lo..hi of route r except keep_lo..keep_hi (an empty keep when
+    keep_lo > keep_hi) into ``out``; returns the new count in ``out``."""
+    m = lens[r]
+    w = lo
+    for t in range(lo, m + 1):
+        v = E[r, t]
+        if t <= hi and not (keep_lo <= t <= keep_hi):
+            out[nout] = v
+            nout += 1
+            rt[v] = -1
+            ps[v] = -1
+            load[r] -= dem[v]
+        else:
+            E[r, w] = v
+            ps[v] = w
+            w += 1
+    E[r, w] = E[r, 0]
+    lens[r] = w - 1
+    rcost[r] = _route_cost(C, E, r, w - 1)
+    return nout
+
+
+@njit(cache=True)
+def _order_removed(C, dem, depot, rem, nrem):
+    """SISR's insertion orders, weights 4 : 4 : 2 : 1: random, largest demand first, farthest from the
+    depot first, closest first (ties in random order: a shuffle first, then a stable sort)."""
+    np.random.shuffle(rem[:nrem])
+    u = np.random.random() * 11.0
+    if u < 4.0:
+        return
+    key = np.empty(nrem)
+    for q in range(nrem):
+        x = rem[q]
+        if u < 8.0:
+            key[q] = -dem[x]
+        elif u < 10.0:
+            key[q] = -(C[depot, x] + C[x, depot])
+        else:
+            key[q] = C[depot, x] + C[x, depot]
+    o = np.argsort(key, kind="mergesort")
+    tmp = rem[:nrem].copy()
+    for q in range(nrem):
+        rem[q] = tmp[o[q]]
+
+
+@njit(cache=True)
+def sisr_steps(C, dem, cap, depot, E, lens, load, rcost, rt, ps, st, cost, bestE, bestl, adj, temp, iters, budget,
+               seed_val, cbar, lmax, blink, split):
+    """At most ``iters`` SISR steps and about ``budget`` work units (checked before each step; a step is
+    at most ``(removed + 1) (N + nr)`` units: its removals and one insertion scan a removed customer).
+
+    Parameters
+    ----------
+    C : float64 (n, n)
+        Arc costs, zero diagonal.
+    dem : float64 (n,)
+        Demands (the depot's 0); ``cap`` the capacity.
+    E, lens, load, rcost, rt, ps
+        The current solution (module docstring; :func:`sisr_init` fills the last four), changed in place.
+    st : int64 (2,)
+        ``st[0]``: routes in use of the current solution; ``st[1]``: of the best (rows of ``bestE``).
+    cost : float64 (2,)
+        Current and best cost (the best's routes in ``bestE``, ``bestl``: shaped as ``E``, ``lens``).
+    adj : int64 (n, K)
+        Each customer's nearest customers (the seed's neighbourhood of the ruin).
+    temp : float
+        Annealing temperature of these steps (cost units).
+    seed_val : int
+        Seed of numba's random state for these steps.
+    cbar, lmax, blink, split : float
+        Average removed customers, longest string, blink rate, split-string probability.
+
+    Returns
+    -------
+    (steps, accepted, improvements, work) : int
+        Steps done, steps accepted, new best solutions, work units (positions evaluated + customers moved).
+    """
+    np.random.seed(seed_val)
+    n = C.shape[0]
+    R, W = E.shape
+    K = adj.shape[1]
+    touched = np.zeros(R, np.bool_)
+    ruined = np.zeros(R, np.bool_)
+    bkE = np.empty((R, W), np.int64)
+    bkl = np.empty(R, np.int64)
+    bkload = np.empty(R)
+    bkcost = np.empty(R)
+    ids = np.empty(R, np.int64)
+    rem = np.empty(n, np.int64)
+    lb = np.log(1.0 - blink) if blink > 0 else 0.0
+    skip = _gap(lb)
+    steps = 0
+    acc = 0
+    imp = 0
+    work = 0
+    while steps < iters and work < budget:
+        nr = st[0]
+        N = 0
+        used = 0
+        for r in range(nr):
+            N += lens[r]
+            if lens[r] > 0:
+                used += 1
+        # ---- ruin (Algorithm 2)
+        lsmax = min(lmax, N / max(1, used))
+        ksmax = 4.0 * cbar / (1.0 + lsmax) - 1.0
+        ks = int(np.random.random() * ksmax) + 1
+        cs = np.random.randint(0, n - 1)
+        if cs >= depot:
+            cs += 1
+        nt = 0
+        nrem = 0
+        strings = 0
+        for q in range(-1, K):
+            if strings >= ks:
+                break
+            c = cs if q < 0 else adj[cs, q]
+            r = rt[c]
+            if r < 0 or ruined[r]:
+                continue
+            m = lens[r]
+            ltmax = min(float(m), lsmax)
+            lt = int(np.random.random() * ltmax) + 1
+            nt = _touch(r, E, lens, load, rcost, touched, bkE, bkl, bkload, bkcost, ids, nt)
+            ruined[r] = True
+            strings += 1
+            p = ps[c]
+            if lt < m and np.random.random() < split:
+                mm = 1  # customers kept inside the window (split string)
+                while mm < m - lt and np.random.random() < 0.5:
+                    mm += 1
+                span = lt + mm
+                lo_min = max(1, p - span + 1)
+                lo = lo_min + np.random.randint(0, min(p, m - span + 1) - lo_min + 1)
+                klo = lo + np.random.randint(0, lt + 1)
+                nrem = _remove_positions(C, dem, E, lens, load, rcost, rt, ps, r, lo, lo + span - 1, klo,
+                                         klo + mm - 1, rem, nrem)
+            else:
+                lo_min = max(1, p - lt + 1)
+                lo = lo_min + np.random.randint(0, min(p, m - lt + 1) - lo_min + 1)
+                nrem = _remove_positions(C, dem, E, lens, load, rcost, rt, ps, r, lo, lo + lt - 1, 1, 0, rem, nrem)
+            work += m
+        # ---- recreate (Algorithm 3: greedy insertion with blinks)
+        _order_removed(C, dem, depot, rem, nrem)
+        for q in range(nrem):
+            x = rem[q]
+            dx = dem[x]
+            best = C[depot, x] + C[x, depot]  # a new route
+            br = -1
+            bb = 0
+            for r in range(nr):
+                m = lens[r]
+                if m == 0 or load[r] + dx > cap:
+                    continue
+                work += m + 1
+                for b in range(m + 1):
+                    if skip == 0:  # a blink: this position is not evaluated
+                        skip = _gap(lb)
+                        continue
+                    skip -= 1
+                    u = E[r, b]
+                    v = E[r, b + 1]
+                    d = C[u, x] + C[x, v] - C[u, v]
+                    if d < best:
+                        best = d
+                        br = r
+                        bb = b
+            work += nr
+            if br < 0:  # open a route: an empty one in use, else a new row
+                for r in range(nr):
+                    if lens[r] == 0:
+                        br = r
+                        break
+                if br < 0:
+                    br = nr
+                    nr += 1
+                    E[br, 0] = depot
+                    E[br, 1] = depot
+                    lens[br] = 0
+                    load[br] = 0.0
+                    rcost[br] = 0.0
+                bb = 0
+            nt = _touch(br, E, lens, load, rcost, touched, bkE, bkl, bkload, bkcost, ids, nt)
+            m = lens[br]
+            for t in range(m + 1, bb, -1):
+                E[br, t + 1] = E[br, t]
+                ps[E[br, t + 1]] = t + 1
+            E[br, bb + 1] = x
+            rt[x] = br
+            ps[x] = bb + 1
+            lens[br] = m + 1
+            load[br] += dx
+            rcost[br] += best
+            work += m
+        # ---- accept (simulated annealing) or undo
+        delta = 0.0
+        for s in range(nt):
+            r = ids[s]
+            delta += rcost[r] - bkcost[s]
+        new = cost[0] + delta
+        steps += 1
+        if new < cost[0] - temp * np.log(1.0 - np.random.random()):
+            acc += 1
+            cost[0] = new
+            st[0] = nr
+            if new < cost[1] - 1e-9 * max(1.0, abs(cost[1])):
+                imp += 1
+                cost[1] = new
+                st[1] = nr
+                for r in range(nr):
+                    m = lens[r]
+                    bestl[r] = m
+                    for t in range(m + 2):
+                        bestE[r, t] = E[r, t]
+                work += nr
+        else:
+            for s in range(nt):
+                r = ids[s]
+                m = bkl[s]
+                for t in range(m + 2):
+                    E[r, t] = bkE[s, t]
+                    if 1 <= t <= m:
+                        rt[E[r, t]] = r
+                        ps[E[r, t]] = t
+                lens[r] = m
+                load[r] = bkload[s]
+                rcost[r] = bkcost[s]
+            for r in range(st[0], nr):  # rows opened by this step
+                lens[r] = 0
+        for s in range(nt):
+            touched[ids[s]] = False
+            ruined[ids[s]] = False
+        work += nt
+    return steps, acc, imp, work
