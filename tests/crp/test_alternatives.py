@@ -16,7 +16,7 @@ from turn_oracle import turn_graph, turns_allowed
 
 from gpuroute import INF, Overlay, Partition, config
 from gpuroute.crp import phantom_search as ps
-from gpuroute.crp.alternatives import alternatives
+from gpuroute.crp.alternatives import alternatives, settings, t_window
 
 
 def _overlay(seed, n=160):
@@ -164,3 +164,26 @@ def test_bad_input():
         alternatives(q, st, [1], [0], [g.n_arcs], [0])
     with pytest.raises(ValueError, match="one cost per arc"):
         alternatives(q, st, [1], [0, 1], [3], [0])
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float64])
+def test_t_window_is_the_papers_window(dtype):
+    """The T-test's ends (shared by the CH and overlay alternatives) against the definition written with NumPy:
+    the last position at least T before the via (else 0), the first at least T after it (else the last)."""
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        k = int(rng.integers(1, 12))
+        cum = np.cumsum(rng.integers(0, 9, k)).astype(dtype)
+        iv = int(rng.integers(0, k))
+        T = float(rng.integers(0, 30)) + (0.5 if dtype is np.float64 else 0.0)
+        before = np.flatnonzero(cum[iv] - cum[:iv + 1] >= T)
+        after = np.flatnonzero(cum[iv:] - cum[iv] >= T)
+        want = (int(before[-1]) if before.size else 0, iv + int(after[0]) if after.size else k - 1)
+        assert tuple(int(v) for v in t_window(cum, iv, T)) == want
+
+
+def test_settings_defaults_and_given(monkeypatch):
+    monkeypatch.setattr(config, "SERVE_ALTERNATIVES_STRETCH", 0.4)
+    monkeypatch.setattr(config, "SERVE_ALTERNATIVES_CANDIDATES", 7)
+    assert settings() == (0.4, float(config.SERVE_ALTERNATIVES_SHARING), float(config.SERVE_ALTERNATIVES_ALPHA), 7)
+    assert settings(0.1, 0.2, 0.3, "5") == (0.1, 0.2, 0.3, 5)

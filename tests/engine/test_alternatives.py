@@ -31,6 +31,14 @@ SHARING = float(config.SERVE_ALTERNATIVES_SHARING)
 ALPHA = float(config.SERVE_ALTERNATIVES_ALPHA)
 
 
+def _t_window(cum, iv, T):
+    """The T-test's ends by the paper's definition (sec. 3.1), the oracle: the last position at least ``T``
+    before the via ``iv`` (else 0), the first at least ``T`` after it (else the last)."""
+    before = np.flatnonzero(cum[iv] - cum[:iv + 1] >= T)
+    after = np.flatnonzero(cum[iv:] - cum[iv] >= T)
+    return (int(before[-1]) if before.size else 0), (iv + int(after[0]) if after.size else cum.size - 1)
+
+
 def _points(e, k, seed):
     """``k`` coordinate pairs inside random segments of at least 20 m (20..80 % along: no zero pieces)."""
     s = e.segments
@@ -120,10 +128,7 @@ def check_alternatives(e, coords, res, oracle, n_min=0):
         T = ALPHA * best
         ok = False
         for iv in vias:
-            before = np.flatnonzero(cum[iv] - cum[:iv + 1] >= T)
-            x = int(before[-1]) if before.size else 0
-            after = np.flatnonzero(cum[iv:] - cum[iv] >= T)
-            y = iv + int(after[0]) if after.size else arcs.size - 1
+            x, y = _t_window(cum, iv, T)
             d = oracle.forward([int(arcs[x])], [0.0])
             if x < y and abs(d[arcs[y]] - (cum[y] - cum[x])) < 1e-6:
                 ok = True
@@ -259,10 +264,7 @@ def test_hierarchy_alternatives_admissible(ch_engine):
                 T = ALPHA * best
                 ok = False
                 for iv in vias:
-                    before = np.flatnonzero(cum[iv] - cum[:iv + 1] >= T)
-                    x = int(before[-1]) if before.size else 0
-                    after = np.flatnonzero(cum[iv:] - cum[iv] >= T)
-                    y = iv + int(after[0]) if after.size else arcs.size - 1
+                    x, y = _t_window(cum, iv, T)
                     d = _dist(n, e._tail, e._head, w, [int(heads[x])], [0.0])
                     ok = ok or (x < y and abs(d[heads[y]] - (whole[y] - whole[x])) < 1e-6)
                 assert ok

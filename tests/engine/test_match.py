@@ -65,18 +65,16 @@ def _run(lon, lat, clon, clat, cstart, cpoint, emis, tables, ts=None, split=True
     asked = []
     ask_d = np.zeros(0)
     while True:
-        status = H.forward(st["sc"], st["V"], st["par"], st["plen"], st["pruned"], st["brk"], st["stack"],
-                           st["splits"], cstart, emis, lon, lat, clon, clat, tsa, use_ts, split, 50.0,
-                           max(1.0, med) * 10, 10, 2000.0, 10.0, toff, tdist, ask_d)
+        status = H.forward(st, cstart, emis, lon, lat, clon, clat, tsa, use_ts, split, 50.0, max(1.0, med) * 10, 10,
+                           2000.0, 10.0, toff, tdist, ask_d)
         if status != H.NEED_TABLE:
             break
-        p, q = int(st["sc"][5]), int(st["sc"][6])
+        p, q = int(st[0][5]), int(st[0][6])
         asked.append((p, q))
         ask_d = ask[(p, q)]
     if status == H.NO_MATCH:
         return None, asked
-    return H.reconstruct(st["sc"], st["V"], st["par"], st["plen"], st["pruned"], st["brk"], st["splits"], cstart,
-                         cpoint, lon, lat), asked
+    return H.reconstruct(st, cstart, cpoint, lon, lat), asked
 
 
 def _brute(lon, lat, clon, clat, cstart, emis, tables, beta=10.0, max_delta=2000.0):

@@ -22,7 +22,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .. import config
+from ..crp.alternatives import settings, t_window
 from ..graph.heap import heap_pop, heap_push_grow
 
 __all__ = ["alternatives", "PATHS_PER_TESTED"]
@@ -279,10 +279,7 @@ def alternatives(e, a, fa, b, fb, *, k=1, main_arcs=None, stretch=None, sharing=
     ValueError
         An arc in both option lists; a negative ``k``.
     """
-    stretch = float(config.SERVE_ALTERNATIVES_STRETCH if stretch is None else stretch)
-    sharing = float(config.SERVE_ALTERNATIVES_SHARING if sharing is None else sharing)
-    alpha = float(config.SERVE_ALTERNATIVES_ALPHA if alpha is None else alpha)
-    candidates = int(config.SERVE_ALTERNATIVES_CANDIDATES if candidates is None else candidates)
+    stretch, sharing, alpha, candidates = settings(stretch, sharing, alpha, candidates)
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     fa = np.asarray(fa, dtype=np.float64)
@@ -346,10 +343,7 @@ def alternatives(e, a, fa, b, fb, *, k=1, main_arcs=None, stretch=None, sharing=
         if cost > best * (1.0 + stretch) or float(pieces[np.isin(arcs, union)].sum()) > sharing * best:
             continue  # (never: the same sums as the filter's)
         iv = int(cvia[j])  # the via is the head of arcs[iv]
-        before = np.flatnonzero(cum[iv] - cum[:iv + 1] >= T)
-        x = int(before[-1]) if before.size else 0
-        after = np.flatnonzero(cum[iv:] - cum[iv] >= T)
-        y = iv + int(after[0]) if after.size else arcs.size - 1
+        x, y = (int(i) for i in t_window(cum, iv, T))
         if x == y:
             continue
         d = float(q.table(np.array([head[arcs[x]]]), np.array([head[arcs[y]]]))[0, 0])

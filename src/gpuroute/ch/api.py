@@ -16,22 +16,15 @@ METHODS = ("cu-ch", "sequential")
 
 
 def node_ids(n, x, what):
-    """Node ids as int64 (k,) from an int, a list, NumPy or CuPy; IndexError naming the bad id."""
+    """``(ids, scalar)``: node ids as int64 (k,) from an int, a list, NumPy or CuPy (copied to the host), and
+    whether ``x`` was one id. Validated by :func:`gpuroute.ch.query.id_array` (IndexError naming the bad id,
+    ValueError for more than one dimension, TypeError for non-integers)."""
+    from .query import id_array
+
     if is_cupy_array(x):
         x = x.get()
     a = np.asarray(x)
-    scalar = a.ndim == 0
-    a = np.atleast_1d(a)
-    if a.ndim != 1:
-        raise ValueError(f"{what} must be a node id or a 1-D array of node ids, got shape {a.shape}")
-    if a.size and a.dtype.kind not in "iu":
-        raise TypeError(f"{what} must be integer node ids (dtype {a.dtype})")
-    a = a.astype(np.int64)
-    bad = (a < 0) | (a >= n)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise IndexError(f"{what}[{i}] = {int(a[i])} is outside the node range [0, {n})")
-    return a, scalar
+    return id_array(a, n, what), a.ndim == 0
 
 
 class ContractionHierarchy:
@@ -282,10 +275,11 @@ class ContractionHierarchy:
         if dev == "gpu":
             lab = self._gpu_labels() if t.size <= int(config.CH_LABELS_TABLE_MAX_TARGETS) else None
             glab = lab if lab is not None else self._gpu_labels()
-            if self._rphast_pays(s.size, t.size) and glab is not None and t.tobytes() in self._selections:
+            sel = self._selection(t, build=False) if self._rphast_pays(s.size, t.size) and glab is not None else None
+            if sel is not None:
                 from .rphast_gpu import rphast_gpu
 
-                d = rphast_gpu(self.h, self.select_targets(t), s, gpu_labels=glab, to_host=not want_cupy)
+                d = rphast_gpu(self.h, sel, s, gpu_labels=glab, to_host=not want_cupy)
                 if dtype == "uint32":
                     from ..sssp.api import narrow_to_uint32
 
@@ -317,28 +311,22 @@ class ContractionHierarchy:
         """RPHAST's target selection of ``targets`` (Delling, Goldberg, Werneck, ATMOS 2011, sec. 4): the
         nodes from which a downward path reaches them, renumbered by depth, with their downward in-arcs
         (:class:`gpuroute.ch.rphast.TargetSelection`). The last ``config.CH_RPHAST_SELECTIONS`` target sets
-        are kept (a repeated set is not selected again).
-
-        Parameters
-        ----------
-        targets : array_like of int, shape (t,)
-            Node ids (NumPy, CuPy or a list); repeats allowed.
-
-        Returns
-        -------
-        TargetSelection
-
-        Raises
-        ------
-        IndexError
-            A target outside ``[0, n)``.
+        are kept (a repeated set is not selected again). ``targets`` and the errors are those of
+        :meth:`TargetSelection.build <gpuroute.ch.rphast.TargetSelection.build>`; CuPy targets are accepted too.
         """
-        from .rphast import TargetSelection
-
         t, _ = node_ids(self.n_nodes, targets, "targets")
+        return self._selection(t, build=True)
+
+    def _selection(self, t, build):
+        """The kept selection of the validated targets ``t`` (int64 (t,)), now the newest; when none is kept,
+        selected and kept (``build``) or None."""
         key = t.tobytes()
         sel = self._selections.pop(key, None)
         if sel is None:
+            if not build:
+                return None
+            from .rphast import TargetSelection
+
             sel = TargetSelection.build(self.h, t)
         self._selections[key] = sel  # the newest last
         while len(self._selections) > max(1, int(config.CH_RPHAST_SELECTIONS)):

@@ -35,8 +35,33 @@ _MIN_PER_CHUNK = 8
 _CHUNKS_PER_THREAD = 4
 
 
-def _n_chunks(k):
-    return max(1, min(k // _MIN_PER_CHUNK, _CHUNKS_PER_THREAD * numba.get_num_threads()))
+def _n_chunks(k, min_per_chunk=_MIN_PER_CHUNK):
+    """Parallel chunks for ``k`` searches: at least ``min_per_chunk`` each, at most ``_CHUNKS_PER_THREAD`` a
+    thread (the CPU twins of PHAST and RPHAST)."""
+    return max(1, min(k // min_per_chunk, _CHUNKS_PER_THREAD * numba.get_num_threads()))
+
+
+@njit(cache=True, inline="always")
+def _chunk(ci, k, n_chunks):
+    """Items ``lo .. hi`` of chunk ``ci`` of ``k`` items in ``n_chunks`` chunks."""
+    return ci * k // n_chunks, (ci + 1) * k // n_chunks
+
+
+@njit(cache=True)
+def _search_buffers(n, c, heap_cap):
+    """One chunk's buffers for :func:`_bucket_search`: ``(d int64 (n,) all INF, heap keys int64, heap nodes int32,
+    touched int32 (n,), entries int32 (c,), settled nodes int32 (n,), settled distances int64 (n,))``."""
+    m = max(n, 1)
+    return (np.full(n, _INF, dtype=np.int64), np.empty(heap_cap, dtype=np.int64), np.empty(heap_cap, dtype=np.int32),
+            np.empty(m, dtype=np.int32), np.empty(max(c, 1), dtype=np.int32), np.empty(m, dtype=np.int32),
+            np.empty(m, dtype=np.int64))
+
+
+@njit(cache=True, inline="always")
+def _reset(d, touched, nt):
+    """``d`` back to all INF after a search that set ``d`` at ``touched[:nt]`` only."""
+    for q in range(nt):
+        d[touched[q]] = _INF
 
 
 # ---------------------------------------------------------------------------------------------- kernels
@@ -128,8 +153,7 @@ def _trees(rec, nw, core_pos, core_dist, core, rank, sources, heap_cap, n_chunks
     n = core_pos.shape[0]
     out = np.empty((k, n), dtype=np.int64)
     for ci in prange(n_chunks):
-        lo = ci * k // n_chunks
-        hi = (ci + 1) * k // n_chunks
+        lo, hi = _chunk(ci, k, n_chunks)
         hk = np.empty(heap_cap, dtype=np.int64)
         hn = np.empty(heap_cap, dtype=np.int32)
         entries = np.empty(max(core.shape[0], 1), dtype=np.int32)
@@ -175,7 +199,8 @@ def _bucket_search(side, rec, nw, core_pos, s, d, hk, hn, touched, entries, sett
     stall-on-demand, no core node expanded. Writes the settled, unstalled non-core nodes and their
     distances to ``sett_node``/``sett_dist`` and the reached core nodes to ``entries``; returns
     ``(n_settled, n_entries, n_touched)`` (``touched`` lists every node whose ``d`` was set, for the
-    caller's reset)."""
+    caller's reset). With ``side=0, stall=False`` it is PHAST's upward pass without a bound (every node set
+    listed): RPHAST's upward search (:mod:`gpuroute.ch.rphast`)."""
     ns = 0
     ne = 0
     nt = 1
@@ -235,15 +260,8 @@ def _backward(rec, nw, core_pos, core_dist_t, targets, heap_cap, n_chunks, stall
     n = core_pos.shape[0]
     c = core_dist_t.shape[0]
     for ci in prange(n_chunks):
-        lo = ci * k // n_chunks
-        hi = (ci + 1) * k // n_chunks
-        d = np.full(n, _INF, dtype=np.int64)
-        hk = np.empty(heap_cap, dtype=np.int64)
-        hn = np.empty(heap_cap, dtype=np.int32)
-        touched = np.empty(n, dtype=np.int32)
-        entries = np.empty(max(c, 1), dtype=np.int32)
-        sn = np.empty(n, dtype=np.int32)
-        sd = np.empty(n, dtype=np.int64)
+        lo, hi = _chunk(ci, k, n_chunks)
+        d, hk, hn, touched, entries, sn, sd = _search_buffers(n, c, heap_cap)
         for j in range(lo, hi):
             ns, ne, nt = _bucket_search(1, rec, nw, core_pos, targets[j], d, hk, hn, touched, entries, sn, sd, stall)
             if not fill:
@@ -262,8 +280,7 @@ def _backward(rec, nw, core_pos, core_dist_t, targets, heap_cap, n_chunks, stall
                         cd = row[ai]
                         if cd != _INF and cd + dy < tv[ai]:
                             tv[ai] = cd + dy
-            for i in range(nt):
-                d[touched[i]] = _INF
+            _reset(d, touched, nt)
 
 
 @njit(cache=True)
@@ -299,15 +316,8 @@ def _forward(rec, nw, core_pos, core_dist, sources, heap_cap, n_chunks, stall, b
     c = core_dist.shape[0]
     out = np.full((k, n_targets), _INF, dtype=np.int64)
     for ci in prange(n_chunks):
-        lo = ci * k // n_chunks
-        hi = (ci + 1) * k // n_chunks
-        d = np.full(n, _INF, dtype=np.int64)
-        hk = np.empty(heap_cap, dtype=np.int64)
-        hn = np.empty(heap_cap, dtype=np.int32)
-        touched = np.empty(n, dtype=np.int32)
-        entries = np.empty(max(c, 1), dtype=np.int32)
-        sn = np.empty(n, dtype=np.int32)
-        sd = np.empty(n, dtype=np.int64)
+        lo, hi = _chunk(ci, k, n_chunks)
+        d, hk, hn, touched, entries, sn, sd = _search_buffers(n, c, heap_cap)
         for i in range(lo, hi):
             row = out[i]
             ns, ne, nt = _bucket_search(0, rec, nw, core_pos, sources[i], d, hk, hn, touched, entries, sn, sd, stall)
@@ -327,8 +337,7 @@ def _forward(rec, nw, core_pos, core_dist, sources, heap_cap, n_chunks, stall, b
                     y = tr[jt]
                     if y != _INF and da + y < row[jt]:
                         row[jt] = da + y
-            for q in range(nt):
-                d[touched[q]] = _INF
+            _reset(d, touched, nt)
     return out
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import config
 from ..backend.flags import DINF, check_overflow
-from ..backend.kernels import load_module
+from ..backend.kernels import load_module, multiprocessors
 from ..graph.constants import INF
 
 
@@ -28,6 +28,21 @@ def _balanced(k, per):
     per = max(1, int(per))
     passes = -(-max(k, 1) // per)
     return -(-max(k, 1) // passes)
+
+
+def _u32(a, what):
+    """``a`` (int64, INF where unreachable) as the kernels' uint32 distances, DINF for INF.
+
+    Raises
+    ------
+    OverflowError
+        A finite value ``>= DINF`` (the message names ``what``).
+    """
+    a = np.asarray(a, dtype=np.int64)
+    fin = a != INF
+    if fin.any() and int(a[fin].max()) >= DINF:
+        raise OverflowError(f"{what} does not fit the GPU's 32-bit distances; use device='cpu'")
+    return np.where(fin, a, DINF).astype(np.uint32)
 
 
 class GPUHierarchy:
@@ -88,12 +103,7 @@ class GPUHierarchy:
         dt = h.down_tail.astype(np.int64)
         keep = ~(in_core[dt] & in_core[dh])
         dfo, dtl, dw = self._csr(pos[dh[keep]], pos[dt[keep]], h.down_weight[keep])
-        D = np.asarray(h.core_dist, dtype=np.int64)
-        if c:
-            fin = D != INF
-            if fin.any() and int(D[fin].max()) >= DINF:
-                raise OverflowError("a core distance does not fit the GPU's 32-bit distances; use device='cpu'")
-            D = np.where(fin, D, DINF).astype(np.uint32)
+        D = _u32(h.core_dist, "a core distance") if c else None
         self.up_fo_host, self.down_fo_host = ufo, dfo
         self.up = tuple(cp.asarray(a) for a in (ufo, utl, uw))
         self.down = tuple(cp.asarray(a) for a in (dfo, dtl, dw))
@@ -122,7 +132,7 @@ class GPUHierarchy:
         # shared by every call (the service's worker threads share one hierarchy)
         self.lock = threading.RLock()
         self.tpb = int(config.CH_PHAST_THREADS)
-        self.sms = int(cp.cuda.Device().attributes["MultiProcessorCount"])
+        self.sms = multiprocessors()
         self._passes = {}  # k -> (graph, d, src buffer)
         self._search_buf = None  # stamp + two frontiers of the one-source upward search (3n int32)
         cp.cuda.Device().synchronize()

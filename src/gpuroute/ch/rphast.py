@@ -33,13 +33,12 @@ from __future__ import annotations
 
 import weakref
 
-import numba
 import numpy as np
 from numba import njit, prange
 
 from ..graph.constants import DIST_DTYPE, INDEX_DTYPE, INF
-from ..graph.heap import heap_pop, heap_push
-from .query import built_hub_labels, id_array, prepared, uidx
+from .phast import _bucket_search, _chunk, _n_chunks, _reset, _search_buffers
+from .query import built_hub_labels, id_array, prepared
 
 __all__ = ["TargetSelection", "select_targets", "rphast_cpu", "upward_entries", "resolve_upward", "label_rids",
            "UPWARD", "INF"]
@@ -53,11 +52,18 @@ _INF = INF
 _MIN_PER_CHUNK = 4
 
 
-def _n_chunks(k):
-    return max(1, min(k // _MIN_PER_CHUNK, 4 * numba.get_num_threads()))
-
-
 # ---------------------------------------------------------------------------------------------- selection
+@njit(cache=True, inline="always")
+def _visit(u, mark, in_core, stack, top):
+    """Mark ``u``; push it on ``stack`` (``top`` entries; returns the new top) when first marked and not core."""
+    if not mark[u]:
+        mark[u] = True
+        if not in_core[u]:
+            stack[top] = u
+            return top + 1
+    return top
+
+
 @njit(cache=True)
 def _closure(dfo, dtail, in_core, targets, mark):
     """Mark every node from which a downward path reaches a target (``mark`` bool (n,), False on entry):
@@ -67,22 +73,12 @@ def _closure(dfo, dtail, in_core, targets, mark):
     stack = np.empty(max(n, 1), dtype=np.int32)
     top = 0
     for i in range(targets.shape[0]):
-        t = targets[i]
-        if not mark[t]:
-            mark[t] = True
-            if not in_core[t]:
-                stack[top] = t
-                top += 1
+        top = _visit(targets[i], mark, in_core, stack, top)
     while top > 0:
         top -= 1
         v = stack[top]
         for a in range(dfo[v], dfo[v + 1]):
-            u = dtail[a]
-            if not mark[u]:
-                mark[u] = True
-                if not in_core[u]:
-                    stack[top] = u
-                    top += 1
+            top = _visit(dtail[a], mark, in_core, stack, top)
 
 
 @njit(cache=True)
@@ -97,6 +93,20 @@ def _depths(sel_by_rank, dfo, dtail, in_core, depth):
             if not in_core[u] and depth[u] + 1 > dv:
                 dv = depth[u] + 1
         depth[v] = dv
+
+
+@njit(cache=True, inline="always")
+def _offer(v, x, wx, seen, best, lst, cnt):
+    """An in-arc ``x -> v`` of weight ``wx`` for the merged arcs of ``v``: the first from ``x`` is listed in
+    ``lst`` (``cnt`` of them so far; returns the new count), a later one only lowers ``best[x]``."""
+    if seen[x] != v:
+        seen[x] = v
+        best[x] = wx
+        lst[cnt] = x
+        return cnt + 1
+    if wx < best[x]:
+        best[x] = wx
+    return cnt
 
 
 @njit(cache=True)
@@ -121,24 +131,10 @@ def _merge_levels(c, phase, fo, tl, w):
         for a in range(fo[v], fo[v + 1]):
             u = tl[a]
             wu = w[a]
-            if seen[u] != v:
-                seen[u] = v
-                best[u] = wu
-                lst[cnt] = u
-                cnt += 1
-            elif wu < best[u]:
-                best[u] = wu
+            cnt = _offer(v, u, wu, seen, best, lst, cnt)
             if u >= c and phase[u] == phase[v]:
                 for b in range(nfo[u], nfo[u + 1]):
-                    x = ntl[b]
-                    wx = nw[b] + wu
-                    if seen[x] != v:
-                        seen[x] = v
-                        best[x] = wx
-                        lst[cnt] = x
-                        cnt += 1
-                    elif wx < best[x]:
-                        best[x] = wx
+                    cnt = _offer(v, ntl[b], nw[b] + wu, seen, best, lst, cnt)
         if m + cnt > ntl.shape[0]:
             new = max(2 * ntl.shape[0], m + cnt)
             t2 = np.empty(new, dtype=np.int32)
@@ -332,61 +328,37 @@ def select_targets(h, targets):
 
 
 # ---------------------------------------------------------------------------------------------- upward passes
-@njit(cache=True)
-def _search(rec, nw, core_pos, s, d, hk, hn, touched):
-    """Upward Dijkstra from rank ``s`` into ``d`` (by rank, INF on entry), expanding no core node (PHAST's
-    upward pass, :func:`gpuroute.ch.phast._upward`); lists every node it set in ``touched``, returns how
-    many."""
-    d[s] = 0
-    touched[0] = s
-    nt = 1
-    if core_pos[s] >= 0:
-        return nt
-    size = heap_push(hk, hn, 0, 0, s)
-    while size > 0:
-        du, u, size = heap_pop(hk, hn, size)
-        if du > d[uidx(u)]:
-            continue
-        for j in range(rec[uidx(2 * u)], rec[uidx(2 * u + 1)]):
-            v = nw[uidx(2 * j)]
-            nd = du + nw[uidx(2 * j + 1)]
-            if nd < d[uidx(v)]:
-                if d[uidx(v)] == _INF:
-                    touched[nt] = v
-                    nt += 1
-                d[uidx(v)] = nd
-                if core_pos[uidx(v)] < 0:
-                    size = heap_push(hk, hn, size, nd, v)
-    return nt
+@njit(cache=True, inline="always")
+def _keep(r, x, fill, e_rid, e_dist, o, m):
+    """An upward distance ``x`` at restricted id ``r`` (-1: outside the selection, dropped): the source's
+    ``m``-th entry, written at ``o + m`` when ``fill``; returns the new count."""
+    if r < 0:
+        return m
+    if fill:
+        e_rid[o + m] = r
+        e_dist[o + m] = x
+    return m + 1
 
 
 @njit(cache=True, parallel=True)
-def _search_entries(rec, nw, core_pos, rid_rank, sources, heap_cap, n_chunks, offsets, e_rid, e_dist, fill):
-    """The upward searches of ``sources`` (ranks), kept where they meet the selection. ``fill=False``:
-    ``offsets[i + 1]`` = entries of source ``i``; ``fill=True``: write them at ``offsets[i]`` into
-    ``e_rid`` (restricted ids) and ``e_dist``."""
+def _search_entries(rec, nw, core_pos, c, rid_rank, sources, heap_cap, n_chunks, offsets, e_rid, e_dist, fill):
+    """The upward searches of ``sources`` (ranks; PHAST's, :func:`gpuroute.ch.phast._bucket_search` without
+    stalling; ``c`` core nodes), kept where they meet the selection. ``fill=False``: ``offsets[i + 1]`` =
+    entries of source ``i``; ``fill=True``: write them at ``offsets[i]`` into ``e_rid`` (restricted ids) and
+    ``e_dist``."""
     k = sources.shape[0]
     n = core_pos.shape[0]
     for ci in prange(n_chunks):
-        lo = ci * k // n_chunks
-        hi = (ci + 1) * k // n_chunks
-        d = np.full(n, _INF, dtype=np.int64)
-        hk = np.empty(heap_cap, dtype=np.int64)
-        hn = np.empty(heap_cap, dtype=np.int32)
-        touched = np.empty(max(n, 1), dtype=np.int32)
+        lo, hi = _chunk(ci, k, n_chunks)
+        d, hk, hn, touched, entries, sn, sd = _search_buffers(n, c, heap_cap)
         for i in range(lo, hi):
-            nt = _search(rec, nw, core_pos, sources[i], d, hk, hn, touched)
+            _, _, nt = _bucket_search(0, rec, nw, core_pos, sources[i], d, hk, hn, touched, entries, sn, sd, False)
             m = 0
             o = offsets[i] if fill else 0
             for q in range(nt):
                 u = touched[q]
-                r = rid_rank[u]
-                if r >= 0:
-                    if fill:
-                        e_rid[o + m] = r
-                        e_dist[o + m] = d[u]
-                    m += 1
-                d[u] = _INF
+                m = _keep(rid_rank[u], d[u], fill, e_rid, e_dist, o, m)
+            _reset(d, touched, nt)
             if not fill:
                 offsets[i + 1] = m
 
@@ -400,12 +372,7 @@ def _label_entries(node, hub, dist, lidr, slid, offsets, e_rid, e_dist, fill):
         m = 0
         o = offsets[i] if fill else 0
         for q in range(node[v, 0], node[v + 1, 0]):
-            r = lidr[hub[q]]
-            if r >= 0:
-                if fill:
-                    e_rid[o + m] = r
-                    e_dist[o + m] = dist[q]
-                m += 1
+            m = _keep(lidr[hub[q]], dist[q], fill, e_rid, e_dist, o, m)
         if not fill:
             offsets[i + 1] = m
 
@@ -461,28 +428,25 @@ def upward_entries(h, sel, sources, upward="auto"):
     """
     upward, lab = resolve_upward(h, upward)
     k = int(sources.size)
-    offsets = np.zeros(k + 1, dtype=np.int64)
-    dummy_r, dummy_d = np.zeros(0, dtype=INDEX_DTYPE), np.zeros(0, dtype=DIST_DTYPE)
     if upward == "labels":
-        lidr = label_rids(sel, lab)
         slid = np.asarray(lab.node_lid, dtype=np.int64)[sources]
-        args = (lab.node, lab.hub, lab.dist, lidr, slid)
-        _label_entries(*args, offsets, dummy_r, dummy_d, False)
-        np.cumsum(offsets, out=offsets)
-        e_rid = np.empty(int(offsets[-1]), dtype=INDEX_DTYPE)
-        e_dist = np.empty(int(offsets[-1]), dtype=DIST_DTYPE)
-        _label_entries(*args, offsets, e_rid, e_dist, True)
-        return offsets, e_rid, e_dist
+        return _two_passes(_label_entries, (lab.node, lab.hub, lab.dist, label_rids(sel, lab), slid), k)
     p = prepared(h)
     rid_rank = sel.rid[p.order]  # rank -> restricted id
-    rec, nw = p.rec.ravel(), p.nw.ravel()
     src = p.rank[sources].astype(np.int64)
-    nc = _n_chunks(k)
-    _search_entries(rec, nw, p.core_pos, rid_rank, src, p.heap_cap, nc, offsets, dummy_r, dummy_d, False)
+    return _two_passes(_search_entries, (p.rec.ravel(), p.nw.ravel(), p.core_pos, int(h.core.size), rid_rank, src,
+                                         p.heap_cap, _n_chunks(k, _MIN_PER_CHUNK)), k)
+
+
+def _two_passes(entries, args, k):
+    """``(offsets, e_rid, e_dist)`` of ``k`` sources from ``entries(*args, offsets, e_rid, e_dist, fill)``
+    (:func:`_search_entries` or :func:`_label_entries`): one pass counting, one filling."""
+    offsets = np.zeros(k + 1, dtype=np.int64)
+    entries(*args, offsets, np.zeros(0, dtype=INDEX_DTYPE), np.zeros(0, dtype=DIST_DTYPE), False)
     np.cumsum(offsets, out=offsets)
     e_rid = np.empty(int(offsets[-1]), dtype=INDEX_DTYPE)
     e_dist = np.empty(int(offsets[-1]), dtype=DIST_DTYPE)
-    _search_entries(rec, nw, p.core_pos, rid_rank, src, p.heap_cap, nc, offsets, e_rid, e_dist, True)
+    entries(*args, offsets, e_rid, e_dist, True)
     return offsets, e_rid, e_dist
 
 
@@ -498,8 +462,7 @@ def _rows(offsets, e_rid, e_dist, c, core_sel, core_dist_sel, first_out, tail, w
     cb = core_sel.shape[0]
     out = np.empty((k, t), dtype=np.int64)
     for ci in prange(n_chunks):
-        lo = ci * k // n_chunks
-        hi = (ci + 1) * k // n_chunks
+        lo, hi = _chunk(ci, k, n_chunks)
         rd = np.empty(R, dtype=np.int64)
         up = np.empty(max(c, 1), dtype=np.int64)
         for i in range(lo, hi):
@@ -565,4 +528,4 @@ def rphast_cpu(h, selection, sources, *, upward="auto"):
     offsets, e_rid, e_dist = upward_entries(h, selection, s, upward)
     sel = selection
     return _rows(offsets, e_rid, e_dist, sel.c, sel.core_sel, sel.core_dist_sel, sel.first_out, sel.tail, sel.weight,
-                 sel.target_rid, _n_chunks(s.size))
+                 sel.target_rid, _n_chunks(s.size, _MIN_PER_CHUNK))

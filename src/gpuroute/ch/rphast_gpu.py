@@ -28,7 +28,8 @@ from .. import config
 from ..backend import kernels
 from ..backend.flags import DINF, check_overflow
 from ..graph.constants import INF
-from .query import id_array
+from .api import node_ids
+from .phast_gpu import _balanced, _u32
 from .rphast import label_rids, resolve_upward, upward_entries
 
 __all__ = ["rphast_gpu", "device_selection", "DeviceSelection"]
@@ -39,20 +40,6 @@ log = logging.getLogger(__name__)
 
 class _PersistentFailed(RuntimeError):
     """The persistent pass did not launch (its kernel is switched off for this selection)."""
-
-
-def _balanced(k, per):
-    per = max(1, int(per))
-    passes = -(-max(k, 1) // per)
-    return -(-max(k, 1) // passes)
-
-
-def _u32(a, what):
-    a = np.asarray(a, dtype=np.int64)
-    fin = a != INF
-    if fin.any() and int(a[fin].max()) >= DINF:
-        raise OverflowError(f"{what} does not fit the GPU's 32-bit distances; use device='cpu'")
-    return np.where(fin, a, DINF).astype(np.uint32)
 
 
 class _DeviceLabels:
@@ -453,6 +440,6 @@ def rphast_gpu(h, selection, sources, *, upward="auto", gpu_labels=None, to_host
     resolve_device("gpu")
     selection.check(h)
     want_cupy = is_cupy_array(sources)
-    s = id_array(sources.get() if want_cupy else sources, h.n_nodes, "sources")
+    s, _ = node_ids(h.n_nodes, sources, "sources")
     return device_selection(selection).run(h, s, upward, gpu_labels, to_host=(not want_cupy) if to_host is None
                                            else bool(to_host))

@@ -44,15 +44,44 @@ from numba import njit
 
 from .. import config
 from ..graph.constants import INF
-from .phantom_search import LABEL_LIMIT, SCALE, SEARCHES, prepare_seeds, tree_numbering
-from .search import bidir_states, ih_pop, ih_update, reset, state_level
+from .phantom_search import SCALE, SEARCHES, seed_arrays, seed_states, tree_numbering
+from .search import bidir_kernel, bidir_states, reset
 
-__all__ = ["alternatives", "Alternative", "AlternativeSet", "PACKED_PER_UNPACKED"]
+__all__ = ["alternatives", "Alternative", "AlternativeSet", "PACKED_PER_UNPACKED", "settings", "t_window"]
 
 #: Packed candidate paths read from the searches per path unpacked: the packed sharing filter (the edges a
 #: candidate shares with the shortest route and the alternatives taken, each edge's cost its subpath's) drops
 #: most candidates before they are unpacked.
 PACKED_PER_UNPACKED = 8
+
+
+def settings(stretch=None, sharing=None, alpha=None, candidates=None):
+    """The admissibility parameters of an alternatives query, ``None`` taking ``config.SERVE_ALTERNATIVES_STRETCH``,
+    ``_SHARING``, ``_ALPHA``, ``_CANDIDATES``: ``(stretch, sharing, alpha, candidates)`` as float, float, float,
+    int (the stretch and sharing bounds are fractions of the shortest route's cost, ``T = alpha`` times it)."""
+    return (float(config.SERVE_ALTERNATIVES_STRETCH if stretch is None else stretch),
+            float(config.SERVE_ALTERNATIVES_SHARING if sharing is None else sharing),
+            float(config.SERVE_ALTERNATIVES_ALPHA if alpha is None else alpha),
+            int(config.SERVE_ALTERNATIVES_CANDIDATES if candidates is None else candidates))
+
+
+@njit(cache=True)
+def t_window(cum, iv, T):
+    """The T-test's subpath around the via (Abraham et al. sec. 3.1): ``cum`` (k,) the path's costs at the
+    end of each of its arcs (ascending), ``iv`` the via's position, ``T`` a cost. Returns ``(x, y)``: ``x``
+    the last position at least ``T`` before ``iv`` (else 0), ``y`` the first at least ``T`` after it (else
+    ``k - 1``)."""
+    x = 0
+    for i in range(iv, -1, -1):
+        if cum[iv] - cum[i] >= T:
+            x = i
+            break
+    y = cum.size - 1
+    for i in range(iv, cum.size):
+        if cum[i] - cum[iv] >= T:
+            y = i
+            break
+    return x, y
 
 
 @dataclass
@@ -114,147 +143,10 @@ def _overlap(keep, src, scost, dst, dcost, stretch, scale, tfirst, tout, tcost, 
     Returns ``(best, nt, settled, overflow, cand, ccost)``: ``cand`` int64 the states settled by both
     searches with ``forward + backward <= limit``, sorted by that sum (``ccost``), ties by state;
     the records stay in ``R`` (``nt`` touched states) for :func:`_chains`; the caller resets them."""
-    nt = 0
-    best = INF
-    limit = INF
-    fsize = 0
-    bsize = 0
-    settled = 0
-    overflow = False
-    for k0 in range(src.size):
-        b = src[k0]
-        c = scost[k0]
-        if c < R[8 * b]:
-            if R[8 * b] == INF and R[8 * b + 1] == INF:
-                touched[nt] = b
-                nt += 1
-            R[8 * b] = c
-            R[8 * b + 4] = -1
-            R[8 * b + 5] = -1
-            fsize = ih_update(hk, hv, R, 2, fsize, c, b)
-    for k in range(dst.size):
-        a = dst[k]
-        c = dcost[k]
-        if c < R[8 * a + 1]:
-            if R[8 * a] == INF and R[8 * a + 1] == INF:
-                touched[nt] = a
-                nt += 1
-            R[8 * a + 1] = c
-            R[8 * a + 6] = -1
-            R[8 * a + 7] = -1
-            bsize = ih_update(hk2, hv2, R, 3, bsize, c, a)
-            if R[8 * a] < INF and R[8 * a] + c < best:
-                best = R[8 * a] + c
-                limit = best + np.int64(np.floor(best * stretch))
-    fmin0 = INF  # the least start label of each side: a state settles on both sides iff within the limit
-    for k0 in range(scost.size):
-        fmin0 = min(fmin0, scost[k0])
-    bmin0 = INF
-    for k in range(dcost.size):
-        bmin0 = min(bmin0, dcost[k])
-    while True:
-        fmin = hk[0] if fsize > 0 else INF
-        bmin = hk2[0] if bsize > 0 else INF
-        if fmin > LABEL_LIMIT and fsize > 0 or bmin > LABEL_LIMIT and bsize > 0:
-            overflow = True
-            break
-        fok = fsize > 0 and fmin + bmin0 <= limit
-        bok = bsize > 0 and bmin + fmin0 <= limit
-        if not fok and not bok:
-            break
-        settled += 1
-        if fok and (not bok or fmin <= bmin):
-            d = fmin
-            a = hv[0]
-            fsize = ih_pop(hk, hv, R, 2, fsize)
-            q = state_level(a, hc, keep)
-            if q == 0:
-                lo = tfirst[a]
-                hi = tfirst[a + 1]
-                base = 0
-                g = 0
-            else:
-                p = q - 1
-                g = cell_base[p] + hc[a, p]
-                i = entry_idx[a, p]
-                if i < 0:
-                    continue
-                nx = ex_first[g + 1] - ex_first[g]
-                base = cq_first[g] + i * nx
-                lo = 0
-                hi = nx
-            for e in range(lo, hi):
-                if q == 0:
-                    c = tcost[e]
-                    if c < 0:
-                        continue
-                    b = tout[e]
-                    ref = e
-                else:
-                    c = clique[base + e]
-                    if c >= INF:
-                        continue
-                    b = ex_arc[ex_first[g] + e]
-                    ref = -(1 + base + e)
-                nd = d + c * scale
-                if nd < R[8 * b]:
-                    if R[8 * b] == INF and R[8 * b + 1] == INF:
-                        touched[nt] = b
-                        nt += 1
-                    R[8 * b] = nd
-                    R[8 * b + 4] = a
-                    R[8 * b + 5] = ref
-                    fsize = ih_update(hk, hv, R, 2, fsize, nd, b)
-                    if R[8 * b + 1] < INF and nd + R[8 * b + 1] < best:
-                        best = nd + R[8 * b + 1]
-                        limit = best + np.int64(np.floor(best * stretch))
-        else:
-            d = bmin
-            b = hv2[0]
-            bsize = ih_pop(hk2, hv2, R, 3, bsize)
-            q = state_level(b, tc, keep)
-            if q == 0:
-                lo = rfirst[b]
-                hi = rfirst[b + 1]
-                g = 0
-                j = 0
-                nx = 0
-            else:
-                p = q - 1
-                g = cell_base[p] + tc[b, p]
-                j = exit_idx[b, p]
-                if j < 0:
-                    continue
-                nx = ex_first[g + 1] - ex_first[g]
-                lo = 0
-                hi = ent_first[g + 1] - ent_first[g]
-            for k in range(lo, hi):
-                if q == 0:
-                    tt = rturn[k]
-                    c = tcost[tt]
-                    if c < 0:
-                        continue
-                    a = rin[k]
-                    ref = tt
-                else:
-                    pos = cq_first[g] + k * nx + j
-                    c = clique[pos]
-                    if c >= INF:
-                        continue
-                    a = ent_arc[ent_first[g] + k]
-                    ref = -(1 + pos)
-                nd = d + c * scale
-                if nd < R[8 * a + 1]:
-                    if R[8 * a] == INF and R[8 * a + 1] == INF:
-                        touched[nt] = a
-                        nt += 1
-                    R[8 * a + 1] = nd
-                    R[8 * a + 6] = b
-                    R[8 * a + 7] = ref
-                    bsize = ih_update(hk2, hv2, R, 3, bsize, nd, a)
-                    if R[8 * a] < INF and nd + R[8 * a] < best:
-                        best = nd + R[8 * a]
-                        limit = best + np.int64(np.floor(best * stretch))
+    best, _, nt, limit, settled, overflow = bidir_kernel(
+        True, stretch, scale, keep, src, scost, dst, dcost, tfirst, tout, tcost, rfirst, rin, rturn, hc, tc,
+        entry_idx, exit_idx, cell_base, ent_first, ent_arc, ex_first, ex_arc, cq_first, clique, R, touched, hk, hv,
+        hk2, hv2)
     n = 0
     for i in range(nt):
         a = touched[i]
@@ -416,16 +308,7 @@ def _assess(arcs, tfirst, tout, turn_cost, arc_cost, seed_cost, offset, scale, u
             x = np.searchsorted(plateau, arcs[i])
             if x < plateau.size and plateau[x] == arcs[i] and abs(cum[i] - mid) < abs(cum[iv] - mid):
                 iv = i
-    x = 0
-    for i in range(iv, -1, -1):
-        if cum[iv] - cum[i] >= T:
-            x = i
-            break
-    y = k - 1
-    for i in range(iv, k):
-        if cum[i] - cum[iv] >= T:
-            y = i
-            break
+    x, y = t_window(cum, iv, T)
     return ok, cost, shared, iv, x, y, cum[y] - cum[x]
 
 
@@ -481,28 +364,15 @@ def alternatives(q, st, seed_arcs, seed_costs, target_arcs, target_offsets, *, k
     IndexError
         An arc id outside ``[0, m)``.
     """
-    stretch = float(config.SERVE_ALTERNATIVES_STRETCH if stretch is None else stretch)
-    sharing = float(config.SERVE_ALTERNATIVES_SHARING if sharing is None else sharing)
-    alpha = float(config.SERVE_ALTERNATIVES_ALPHA if alpha is None else alpha)
-    candidates = int(config.SERVE_ALTERNATIVES_CANDIDATES if candidates is None else candidates)
+    stretch, sharing, alpha, candidates = settings(stretch, sharing, alpha, candidates)
     ov = q.overlay
-    g = ov.graph
-    m = g.n_arcs
-    sa = np.ascontiguousarray(seed_arcs, dtype=np.int64).ravel()
-    sc = np.ascontiguousarray(seed_costs, dtype=np.int64).ravel()
-    da = np.ascontiguousarray(target_arcs, dtype=np.int64).ravel()
-    dc = np.ascontiguousarray(target_offsets, dtype=np.int64).ravel()
-    if sa.size != sc.size or da.size != dc.size:
-        raise ValueError(f"one cost per arc: {sa.size} seed arcs, {sc.size} seed costs, {da.size} target arcs, "
-                         f"{dc.size} target offsets")
+    m = ov.graph.n_arcs
+    sa, sc, da, dc = seed_arrays(seed_arcs, seed_costs, target_arcs, target_offsets)
     if int(k) < 0 or int(scale) < 1:
         raise ValueError(f"k must be >= 0 and scale >= 1, got k={k!r}, scale={scale!r}")
     qg = ov._qg
     topo = ov._topo
-    bad, keep, src, dst = prepare_seeds(sa, da, m, g.head, ov.partition.cells, qg["perm"])
-    if bad >= 0:
-        what, a, i = ("seed_arcs", sa, bad) if bad < sa.size else ("target_arcs", da, bad - sa.size)
-        raise IndexError(f"{what}[{i}] = {int(a[i])} is outside the arc range [0, {m})")
+    keep, src, dst = seed_states(ov, sa, da)
     both = np.intersect1d(sa, da)
     if both.size:
         raise ValueError(f"arc {int(both[0])} is both a seed and a target (the same-arc case has no via)")

@@ -39,16 +39,13 @@ import numpy as np
 from numba import njit
 
 from ..graph.constants import INF
-from .search import ih_pop, ih_update, reset, state_level
+from .search import LABEL_LIMIT, ih_pop, ih_update, reset, state_level
 
 __all__ = ["search", "TargetCosts", "SEARCHES", "SearchCounter", "SCALE", "LABEL_LIMIT"]
 
 #: Labels per unit of the metric that :func:`search` callers use by default (1024: a fraction-weighted start
 #: cost is rounded to 1/1024 of a unit, e.g. 0.1 ms for deciseconds).
 SCALE = 1024
-#: A label above this stops the search with ``overflow`` set (the caller then searches again with
-#: ``scale=1``): with every turn and clique cost below 2^52 (arc costs are below 2^31), no sum overflows.
-LABEL_LIMIT = 1 << 61
 
 
 class SearchCounter:
@@ -357,24 +354,13 @@ def search(q, st, seed_arcs, seed_costs, target_arcs, target_offsets, *, every_t
         Arrays of different lengths, or ``scale < 1``. IndexError: an arc id outside ``[0, m)``.
     """
     ov = q.overlay
-    g = ov.graph
-    m = g.n_arcs
-    sa = np.ascontiguousarray(seed_arcs, dtype=np.int64).ravel()
-    sc = np.ascontiguousarray(seed_costs, dtype=np.int64).ravel()
-    da = np.ascontiguousarray(target_arcs, dtype=np.int64).ravel()
-    dc = np.ascontiguousarray(target_offsets, dtype=np.int64).ravel()
-    if sa.size != sc.size or da.size != dc.size:
-        raise ValueError(f"one cost per arc: {sa.size} seed arcs, {sc.size} seed costs, {da.size} target arcs, "
-                         f"{dc.size} target offsets")
+    sa, sc, da, dc = seed_arrays(seed_arcs, seed_costs, target_arcs, target_offsets)
     if int(scale) < 1:
         raise ValueError(f"scale must be >= 1, got {scale!r}")
     qg = ov._qg
     topo = ov._topo
     hk, hv = q._h[0], q._h[1]
-    bad, keep, src, dst = prepare_seeds(sa, da, m, g.head, ov.partition.cells, qg["perm"])
-    if bad >= 0:  # nothing searched
-        what, a, i = ("seed_arcs", sa, bad) if bad < sa.size else ("target_arcs", da, bad - sa.size)
-        raise IndexError(f"{what}[{i}] = {int(a[i])} is outside the arc range [0, {m})")
+    keep, src, dst = seed_states(ov, sa, da)  # nothing searched if it raises
     SEARCHES.add("overlay_search")
     tbest, tseed, cfirst, cstates, crefs, settled, overflow = _targets(
         keep, src, sc, dst, dc, bool(every_target), np.int64(min(int(bound), INF)), np.int64(scale),
@@ -382,6 +368,40 @@ def search(q, st, seed_arcs, seed_costs, target_arcs, target_offsets, *, every_t
         qg["ex_st"], topo["cq_first"], st.clique, q._R, q._touched, hk, hv)
     cost = np.where(tbest < INF, tbest + dc, INF)
     return TargetCosts(cost, tbest, tseed, sc, int(scale), int(settled), bool(overflow), cfirst, cstates, crefs)
+
+
+def seed_arrays(seed_arcs, seed_costs, target_arcs, target_offsets):
+    """:func:`search`'s seeds and targets as contiguous int64 (s,), (s,), (k,), (k,) arrays (one copy at most).
+
+    Raises
+    ------
+    ValueError
+        Arrays of different lengths (one cost per arc)."""
+    sa = np.ascontiguousarray(seed_arcs, dtype=np.int64).ravel()
+    sc = np.ascontiguousarray(seed_costs, dtype=np.int64).ravel()
+    da = np.ascontiguousarray(target_arcs, dtype=np.int64).ravel()
+    dc = np.ascontiguousarray(target_offsets, dtype=np.int64).ravel()
+    if sa.size != sc.size or da.size != dc.size:
+        raise ValueError(f"one cost per arc: {sa.size} seed arcs, {sc.size} seed costs, {da.size} target arcs, "
+                         f"{dc.size} target offsets")
+    return sa, sc, da, dc
+
+
+def seed_states(ov, sa, da):
+    """:func:`prepare_seeds` on overlay ``ov``: ``(keep, src, dst)`` for seed arcs ``sa`` and target arcs ``da``
+    (int64, from :func:`seed_arrays`).
+
+    Raises
+    ------
+    IndexError
+        An arc id outside ``[0, m)`` (named by its array and position)."""
+    g = ov.graph
+    m = g.n_arcs
+    bad, keep, src, dst = prepare_seeds(sa, da, m, g.head, ov.partition.cells, ov._qg["perm"])
+    if bad >= 0:
+        what, a, i = ("seed_arcs", sa, bad) if bad < sa.size else ("target_arcs", da, bad - sa.size)
+        raise IndexError(f"{what}[{i}] = {int(a[i])} is outside the arc range [0, {m})")
+    return keep, src, dst
 
 
 @njit(cache=True)

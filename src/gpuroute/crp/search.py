@@ -22,6 +22,10 @@ from numba import njit, prange
 from ..graph.constants import INF
 from ..graph.heap import ah_pop, ah_update
 
+#: A label above this stops a search with ``overflow`` set (the caller then searches again with ``scale=1``):
+#: with every turn and clique cost below 2^52 (arc costs are below 2^31), no sum overflows.
+LABEL_LIMIT = 1 << 61
+
 
 @njit(cache=True, inline="always")
 def state_level(a, hc, keep):
@@ -111,6 +115,23 @@ def bidir_states(keep, src, scost, dst, dcost, tfirst, tout, tcost, rfirst, rin,
     the next state towards the target and its edge. :func:`new_records` makes them; the ``n_touched``
     states listed in ``touched`` are the ones :func:`reset` puts back.
     """
+    best, meet, nt, _, _, _ = bidir_kernel(
+        False, 0.0, 1, keep, src, scost, dst, dcost, tfirst, tout, tcost, rfirst, rin, rturn, hc, tc, entry_idx,
+        exit_idx, cell_base, ent_first, ent_arc, ex_first, ex_arc, cq_first, clique, R, touched, hk, hv, hk2, hv2)
+    return best, meet, nt
+
+
+@njit(cache=True)
+def bidir_kernel(bounded, stretch, scale, keep, src, scost, dst, dcost, tfirst, tout, tcost, rfirst, rin, rturn, hc,
+                 tc, entry_idx, exit_idx, cell_base, ent_first, ent_arc, ex_first, ex_arc, cq_first, clique,
+                 R, touched, hk, hv, hk2, hv2):
+    """The loop of :func:`bidir_states` (the same arguments after the first three; every edge cost times
+    ``scale``). ``bounded`` False: the shortest distance (stop once ``fmin + bmin >= best``). True: each side
+    runs instead until its minimum plus the other side's least start label passes ``limit = best +
+    floor(stretch best)`` (every state ``v`` with ``d_f(v) + d_b(v) <= limit`` is then settled by both, its
+    labels exact: :mod:`gpuroute.crp.alternatives`' overlap search), and stops with ``overflow`` set once a
+    minimum passes :data:`LABEL_LIMIT`. Returns ``(best, meet, n_touched, limit, settled, overflow)``
+    (``limit`` INF and ``settled`` 0 unless ``bounded``)."""
     nt = 0
     best = INF
     meet = -1
@@ -141,16 +162,41 @@ def bidir_states(keep, src, scost, dst, dcost, tfirst, tout, tcost, rfirst, rin,
             if R[8 * a] < INF and R[8 * a] + c < best:
                 best = R[8 * a] + c
                 meet = a
-    while fsize > 0 or bsize > 0:
+                if bounded:
+                    limit = best + np.int64(np.floor(best * stretch))
+    limit = INF
+    settled = 0
+    overflow = False
+    fmin0 = INF  # the least start label of each side (``bounded``: a state settles on both sides iff within
+    for k0 in range(scost.size):  # the limit)
+        fmin0 = min(fmin0, scost[k0])
+    bmin0 = INF
+    for k in range(dcost.size):
+        bmin0 = min(bmin0, dcost[k])
+    while True:
         fmin = hk[0] if fsize > 0 else INF
         bmin = hk2[0] if bsize > 0 else INF
-        if fmin == INF or bmin == INF:
-            # one side is exhausted: every state it can reach is settled, and each meeting with the
-            # other side's start was checked when it was relaxed
-            break
-        if best < INF and fmin + bmin >= best:
-            break
-        if fmin <= bmin:
+        if bounded:
+            if fmin > LABEL_LIMIT and fsize > 0 or bmin > LABEL_LIMIT and bsize > 0:
+                overflow = True
+                break
+            fok = fsize > 0 and fmin + bmin0 <= limit
+            bok = bsize > 0 and bmin + fmin0 <= limit
+            if not fok and not bok:
+                break
+            settled += 1
+            forward = fok and (not bok or fmin <= bmin)
+        else:
+            if fsize == 0 and bsize == 0:
+                break
+            if fmin == INF or bmin == INF:
+                # one side is exhausted: every state it can reach is settled, and each meeting with the
+                # other side's start was checked when it was relaxed
+                break
+            if best < INF and fmin + bmin >= best:
+                break
+            forward = fmin <= bmin
+        if forward:
             d = fmin
             a = hv[0]
             fsize = ih_pop(hk, hv, R, 2, fsize)
@@ -161,7 +207,7 @@ def bidir_states(keep, src, scost, dst, dcost, tfirst, tout, tcost, rfirst, rin,
                     if c < 0:
                         continue
                     b = tout[tt]
-                    nd = d + c
+                    nd = d + c * scale
                     if nd < R[8 * b]:
                         if R[8 * b] == INF and R[8 * b + 1] == INF:
                             touched[nt] = b
@@ -173,6 +219,8 @@ def bidir_states(keep, src, scost, dst, dcost, tfirst, tout, tcost, rfirst, rin,
                         if R[8 * b + 1] < INF and nd + R[8 * b + 1] < best:
                             best = nd + R[8 * b + 1]
                             meet = b
+                            if bounded:
+                                limit = best + np.int64(np.floor(best * stretch))
             else:
                 p = q - 1
                 cell = hc[a, p]
@@ -186,7 +234,7 @@ def bidir_states(keep, src, scost, dst, dcost, tfirst, tout, tcost, rfirst, rin,
                         if w >= INF:
                             continue
                         b = ex_arc[ex_first[g] + j]
-                        nd = d + w
+                        nd = d + w * scale
                         if nd < R[8 * b]:
                             if R[8 * b] == INF and R[8 * b + 1] == INF:
                                 touched[nt] = b
@@ -198,6 +246,8 @@ def bidir_states(keep, src, scost, dst, dcost, tfirst, tout, tcost, rfirst, rin,
                             if R[8 * b + 1] < INF and nd + R[8 * b + 1] < best:
                                 best = nd + R[8 * b + 1]
                                 meet = b
+                                if bounded:
+                                    limit = best + np.int64(np.floor(best * stretch))
         else:
             d = bmin
             b = hv2[0]
@@ -210,7 +260,7 @@ def bidir_states(keep, src, scost, dst, dcost, tfirst, tout, tcost, rfirst, rin,
                     if c < 0:
                         continue
                     a = rin[k]
-                    nd = d + c
+                    nd = d + c * scale
                     if nd < R[8 * a + 1]:
                         if R[8 * a] == INF and R[8 * a + 1] == INF:
                             touched[nt] = a
@@ -222,6 +272,8 @@ def bidir_states(keep, src, scost, dst, dcost, tfirst, tout, tcost, rfirst, rin,
                         if R[8 * a] < INF and nd + R[8 * a] < best:
                             best = nd + R[8 * a]
                             meet = a
+                            if bounded:
+                                limit = best + np.int64(np.floor(best * stretch))
             else:
                 p = q - 1
                 g = cell_base[p] + tc[b, p]
@@ -235,7 +287,7 @@ def bidir_states(keep, src, scost, dst, dcost, tfirst, tout, tcost, rfirst, rin,
                         if w >= INF:
                             continue
                         a = ent_arc[ent_first[g] + i]
-                        nd = d + w
+                        nd = d + w * scale
                         if nd < R[8 * a + 1]:
                             if R[8 * a] == INF and R[8 * a + 1] == INF:
                                 touched[nt] = a
@@ -247,7 +299,9 @@ def bidir_states(keep, src, scost, dst, dcost, tfirst, tout, tcost, rfirst, rin,
                             if R[8 * a] < INF and nd + R[8 * a] < best:
                                 best = nd + R[8 * a]
                                 meet = a
-    return best, meet, nt
+                                if bounded:
+                                    limit = best + np.int64(np.floor(best * stretch))
+    return best, meet, nt, limit, settled, overflow
 
 
 @njit(cache=True)

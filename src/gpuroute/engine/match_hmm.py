@@ -36,6 +36,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ..crp.customize import edge_tail
 from ..geo import EARTH_RADIUS_M
 from ..geo.kernels import gc_metres
 from ..geo.segments import project_one
@@ -78,19 +79,22 @@ def emission_log_prob(distance, sigma):
 
 
 def new_state(n, N):
-    """The Viterbi state of a trace of ``n`` points and ``N`` candidates: a dict of arrays (``V`` log
-    probabilities, ``par`` parent candidate, ``plen`` network distance from the parent (m), ``pruned``,
-    ``brk`` (per point), ``stack``, ``splits``, ``sc`` scalars)."""
-    return {
-        "V": np.full(N, -np.inf),
-        "par": np.zeros(N, dtype=np.int64),
-        "plen": np.zeros(N),
-        "pruned": np.ones(N, dtype=np.bool_),
-        "brk": np.ones(n, dtype=np.bool_),
-        "stack": np.zeros(max(n, 1), dtype=np.int64),
-        "splits": np.zeros(n + 2, dtype=np.int64),
-        "sc": np.array([0, 0, -1, 0, -1, -1, -1], dtype=np.int64),
-    }
+    """The Viterbi state of a trace of ``n`` points and ``N`` candidates, the tuple :func:`forward` and
+    :func:`reconstruct` take: ``(sc, V, par, plen, pruned, brk, stack, splits)``, ``sc`` int64 (7,) the scalars
+    (``sc[5], sc[6]``: the points of the table :func:`forward` asks for), ``V`` float64 (N,) log probabilities,
+    ``par`` int64 (N,) parent candidate, ``plen`` float64 (N,) network distance from the parent (m), ``pruned``
+    bool (N,), ``brk`` bool (n,) broken points, ``stack`` int64 (max(n, 1),) the unbroken points, ``splits``
+    int64 (n + 2,)."""
+    return (
+        np.array([0, 0, -1, 0, -1, -1, -1], dtype=np.int64),
+        np.full(N, -np.inf),
+        np.zeros(N, dtype=np.int64),
+        np.zeros(N),
+        np.ones(N, dtype=np.bool_),
+        np.ones(n, dtype=np.bool_),
+        np.zeros(max(n, 1), dtype=np.int64),
+        np.zeros(n + 2, dtype=np.int64),
+    )
 
 
 @njit(cache=True)
@@ -127,14 +131,7 @@ def _initialize(V, par, pruned, brk, cstart, emis, t0):
 
 @njit(cache=True, nogil=True)
 def forward(
-    sc,
-    V,
-    par,
-    plen,
-    pruned,
-    brk,
-    stack,
-    splits,
+    state,
     cstart,
     emis,
     lon,
@@ -157,7 +154,7 @@ def forward(
 
     Parameters
     ----------
-    sc, V, par, plen, pruned, brk, stack, splits
+    state : tuple
         The state (:func:`new_state`), updated in place.
     cstart : int64 (n + 1,)
     emis : float64 (N,)
@@ -190,6 +187,7 @@ def forward(
         :data:`DONE`; :data:`NEED_TABLE` (the table between points ``sc[5]`` and ``sc[6]`` is needed: call
         again with it as ``ask_dist``); :data:`NO_MATCH` (no point to start from).
     """
+    sc, V, par, plen, pruned, brk, stack, splits = state
     n = cstart.size - 1
     log_beta = math.log(beta)
     if sc[_INIT] < 0:  # first call
@@ -290,8 +288,8 @@ def forward(
 
 
 @njit(cache=True, nogil=True)
-def reconstruct(sc, V, par, plen, pruned, brk, splits, cstart, cpoint, lon, lat):
-    """The matchings of a finished :func:`forward` (OSRM's reconstruction).
+def reconstruct(state, cstart, cpoint, lon, lat):
+    """The matchings of a finished :func:`forward` (OSRM's reconstruction) from its state (:func:`new_state`).
 
     Returns
     -------
@@ -303,6 +301,7 @@ def reconstruct(sc, V, par, plen, pruned, brk, splits, cstart, cpoint, lon, lat)
         Sum of the network distances between consecutive matched points (m), and of their great-circle
         distances (the two lengths of OSRM's confidence).
     """
+    sc, V, par, plen, pruned, brk, _stack, splits = state
     n = cstart.size - 1
     N = cstart[n]
     reach = np.zeros(N, dtype=np.bool_)
@@ -437,41 +436,30 @@ def candidate_pairs(lon, lat, radius, lens, samples, sample_segment, lon_u, lat_
 
 
 # ------------------------------------------------------------------------------------------ transitions
+# The searches' inputs travel as tuples (numba types each one by its elements):
+#   ``opts = (ostart, oarc, ofrac)``: the candidates' options (the rows of a PhantomSet: candidate ``c``'s are
+#       ``ostart[c]:ostart[c + 1]``, each an arc ``oarc`` (int64) and the fraction ``ofrac`` along it);
+#   ``net = (first, out_arc, tcost, cost, length, minpen)``: the turn-expanded metric (turns of arc ``a`` are
+#       ``first[a]:first[a + 1]`` onto ``out_arc``, costing ``tcost``: penalty + the out-arc's cost, < 0
+#       forbidden; ``cost`` (m,) metric units, ``length`` (m,) metres; ``minpen`` <= 0 the least turn penalty,
+#       ``tcost`` less the out-arc's cost, of any allowed turn);
+#   ``ws = (label, llab, tmark, touched, parc, hd, hn)``: one worker's scratch (a row of :func:`new_scratch`'s
+#       arrays, clean on entry and left clean by every search but ``parc``, the parents).
 @njit(cache=True)
-def _one_transition(
-    s,
-    t0,
-    t1,
-    bound,
-    lmax,
-    ostart,
-    oarc,
-    ofrac,
-    first,
-    out_arc,
-    tcost,
-    cost,
-    length,
-    minpen,
-    label,
-    llab,
-    tmark,
-    tnext,
-    touched,
-    hd,
-    hn,
-    best,
-    blen,
-    parc,
-    bjoin,
-    brow,
-):
-    """The weight-optimal route from candidate ``s`` to each candidate of ``t0:t1`` within ``bound`` (metric
-    units): ``best``/``blen`` (t1 - t0,) its cost and length (inf: none). Scratch arrays are left clean but
-    ``parc`` (m,): the arc each arc labelled was reached from (``-1 - q`` where seeded by source option row
-    ``q``), and ``bjoin``/``brow`` (t1 - t0,): the arc before the target's arc on its route (``-1 - q``: on
-    source option ``q``'s own arc) and the target option row reached (the legs are unpacked from them:
-    :func:`leg_chunk`)."""
+def _search(s, t0, t1, bound, lmax, opts, net, ws, tb):
+    """The one bounded search of the transitions and of the legs (OSRM's ``getNetworkDistance`` with its
+    weight bound): a turn-expanded Dijkstra on arcs from candidate ``s``'s options until every candidate of
+    ``t0:t1`` is final or the bound (metric units) is passed; arcs whose route is longer than ``lmax`` metres are
+    not expanded (the HMM cannot use such a route). Writes the target buffers ``tb = (tnext, best, blen, bjoin,
+    brow)`` (:func:`_target_buffers`): ``best``/``blen`` (t1 - t0,) the weight-optimal route's cost and length
+    (inf: none within the bound and ``lmax``), ``bjoin``/``brow`` the arc before the target's arc on it (``-1 -
+    q``: on source option ``q``'s own arc) and the target option row reached; and ``parc`` (m,) of ``ws``: the
+    arc each arc labelled was reached from (``-1 - q`` where seeded by source option row ``q``). Returns False
+    where the heap ran full (the results are then incomplete)."""
+    ostart, oarc, ofrac = opts
+    first, out_arc, tcost, cost, length, minpen = net
+    label, llab, tmark, touched, parc, hd, hn = ws
+    tnext, best, blen, bjoin, brow = tb
     nt = t1 - t0
     for j in range(nt):
         best[j] = np.inf
@@ -490,7 +478,7 @@ def _one_transition(
         r = tmark[a]
         while r >= 0:
             if ofrac[r] >= fa:
-                j = _cand_of(ostart, t0, t1, r)
+                j = edge_tail(ostart, t0, t1, r) - t0
                 v = (ofrac[r] - fa) * cost[a]
                 if v < best[j]:
                     best[j] = v
@@ -536,7 +524,7 @@ def _one_transition(
             nd = d + tc
             r = tmark[y]
             while r >= 0:  # the relaxation-time join: a target on the arc turned into
-                j = _cand_of(ostart, t0, t1, r)
+                j = edge_tail(ostart, t0, t1, r) - t0
                 v = nd - cost[y] + ofrac[r] * cost[y]
                 if v < best[j]:
                     best[j] = v
@@ -568,17 +556,16 @@ def _one_transition(
 
 
 @njit(cache=True)
-def _cand_of(ostart, t0, t1, r):
-    """The candidate (offset from ``t0``) whose options hold row ``r`` (a binary search of ``ostart``)."""
-    lo = t0
-    hi = t1
-    while hi - lo > 1:
-        mid = (lo + hi) >> 1
-        if ostart[mid] <= r:
-            lo = mid
-        else:
-            hi = mid
-    return lo - t0
+def _target_buffers(pair_t0, pair_t1, ostart):
+    """:func:`_search`'s target buffers ``(tnext, best, blen, bjoin, brow)``, sized for every target range
+    ``pair_t0[i]:pair_t1[i]``."""
+    maxt = 1
+    maxr = 1
+    for p in range(pair_t0.size):
+        maxt = max(maxt, pair_t1[p] - pair_t0[p])
+        maxr = max(maxr, ostart[pair_t1[p]] - ostart[pair_t0[p]])
+    return (np.empty(maxr, dtype=np.int64), np.empty(maxt), np.empty(maxt), np.empty(maxt, dtype=np.int64),
+            np.empty(maxt, dtype=np.int64))
 
 
 def new_scratch(rows, m):
@@ -597,199 +584,59 @@ def new_scratch(rows, m):
     )
 
 
+@njit(cache=True)
+def _row(scratch, w):
+    """Worker ``w``'s scratch ``ws`` (row ``w`` of each of :func:`new_scratch`'s arrays)."""
+    label, llab, tmark, touched, parc, hd, hn = scratch
+    return label[w], llab[w], tmark[w], touched[w], parc[w], hd[w], hn[w]
+
+
 @njit(cache=True, nogil=True)
-def transition_chunk(
-    lo,
-    hi,
-    step,
-    job_s,
-    job_pair,
-    pair_t0,
-    pair_t1,
-    pair_bound,
-    pair_lmax,
-    pair_off,
-    pair_s0,
-    ostart,
-    oarc,
-    ofrac,
-    first,
-    out_arc,
-    tcost,
-    cost,
-    length,
-    minpen,
-    out,
-    ok,
-    label,
-    llab,
-    tmark,
-    touched,
-    parc,
-    hd,
-    hn,
-):
+def transition_chunk(lo, hi, step, jobs, opts, net, out, ok, ws):
     """Jobs ``lo, lo + step, ...`` below ``hi`` of :func:`transitions`, serially, on one worker's scratch
-    (one row of :func:`new_scratch`'s arrays: clean on entry, left clean)."""
-    maxt = 1
-    maxr = 1
-    for p in range(pair_t0.size):
-        if pair_t1[p] - pair_t0[p] > maxt:
-            maxt = pair_t1[p] - pair_t0[p]
-        if ostart[pair_t1[p]] - ostart[pair_t0[p]] > maxr:
-            maxr = ostart[pair_t1[p]] - ostart[pair_t0[p]]
-    tnext = np.empty(maxr, dtype=np.int64)
-    best = np.empty(maxt)
-    blen = np.empty(maxt)
-    bjoin = np.empty(maxt, dtype=np.int64)
-    brow = np.empty(maxt, dtype=np.int64)
+    ``ws``."""
+    job_s, job_pair, pair_t0, pair_t1, pair_bound, pair_lmax, pair_off, pair_s0 = jobs
+    tb = _target_buffers(pair_t0, pair_t1, opts[0])
+    blen = tb[2]
     for k in range(lo, hi, step):
         p = job_pair[k]
         s = job_s[k]
         t0 = pair_t0[p]
         t1 = pair_t1[p]
-        nt = t1 - t0
-        ok[k] = _one_transition(
-            s,
-            t0,
-            t1,
-            pair_bound[p],
-            pair_lmax[p],
-            ostart,
-            oarc,
-            ofrac,
-            first,
-            out_arc,
-            tcost,
-            cost,
-            length,
-            minpen,
-            label,
-            llab,
-            tmark,
-            tnext,
-            touched,
-            hd,
-            hn,
-            best,
-            blen,
-            parc,
-            bjoin,
-            brow,
-        )
-        base = pair_off[p] + (s - pair_s0[p]) * nt
-        for j in range(nt):
+        ok[k] = _search(s, t0, t1, pair_bound[p], pair_lmax[p], opts, net, ws, tb)
+        base = pair_off[p] + (s - pair_s0[p]) * (t1 - t0)
+        for j in range(t1 - t0):
             out[base + j] = blen[j]
 
 
 @njit(cache=True, parallel=True)
-def transitions(
-    job_s,
-    job_pair,
-    pair_t0,
-    pair_t1,
-    pair_bound,
-    pair_lmax,
-    pair_off,
-    pair_s0,
-    ostart,
-    oarc,
-    ofrac,
-    first,
-    out_arc,
-    tcost,
-    cost,
-    length,
-    minpen,
-    out,
-    ok,
-    label,
-    llab,
-    tmark,
-    touched,
-    parc,
-    hd,
-    hn,
-):
-    """Transition tables by bounded searches (OSRM's ``getNetworkDistance`` with its weight bound): one
-    turn-expanded Dijkstra on arcs from each source candidate ``job_s[k]`` of pair ``job_pair[k]`` until every
-    candidate of the pair's target range ``pair_t0:pair_t1`` is final or the bound (metric units) is passed
-    (arcs whose route is longer than ``pair_lmax`` metres are not expanded: the HMM cannot use such a route);
+def transitions(jobs, opts, net, out, ok, scratch):
+    """Transition tables by bounded searches (:func:`_search`, from each source candidate ``job_s[k]`` of pair
+    ``job_pair[k]`` to the pair's target range ``pair_t0:pair_t1``, within ``pair_bound`` and ``pair_lmax``):
     the length (m) of the weight-optimal route to each written to ``out[pair_off + (s - pair_s0) * nt + j]``
-    (inf where none within the bound). Candidates are the points of a PhantomSet (``ostart`` rows, ``oarc``,
-    ``ofrac``); turns of arc ``a`` are ``first[a]:first[a + 1]`` onto ``out_arc``, costing ``tcost`` (penalty
-    + the out-arc's cost; < 0 forbidden); ``cost`` (m,) metric units, ``length`` (m,) metres; ``minpen`` <= 0 the
-    least turn penalty (``tcost`` less the out-arc's cost) of any allowed turn. ``prange`` over the workers,
-    one per row of the scratch (:func:`new_scratch`: no two threads share a buffer); worker ``w`` takes jobs
-    ``w, w + W, ...`` (:func:`transition_chunk`). ``ok[k]`` is set False where job ``k``'s heap ran full (the
-    caller computes that pair another way)."""
-    nj = job_s.size
-    W = label.shape[0]
+    (inf where none within the bound).
+
+    ``jobs = (job_s, job_pair, pair_t0, pair_t1, pair_bound, pair_lmax, pair_off, pair_s0)``: int64 (J,) twice,
+    int64 (P,) twice, float64 (P,) (metric units) and float64 (P,) (m), int64 (P,) twice; ``opts`` and ``net``
+    as the section notes say; ``out`` float64; ``ok`` bool (J,), set False where job ``k``'s heap ran full
+    (the caller computes that pair another way). ``prange`` over the workers, one per row of ``scratch``
+    (:func:`new_scratch`: no two threads share a buffer); worker ``w`` takes jobs ``w, w + W, ...``
+    (:func:`transition_chunk`)."""
+    nj = jobs[0].size
+    W = scratch[0].shape[0]
     for w in prange(W):
         if w < nj:
-            transition_chunk(
-                w,
-                nj,
-                W,
-                job_s,
-                job_pair,
-                pair_t0,
-                pair_t1,
-                pair_bound,
-                pair_lmax,
-                pair_off,
-                pair_s0,
-                ostart,
-                oarc,
-                ofrac,
-                first,
-                out_arc,
-                tcost,
-                cost,
-                length,
-                minpen,
-                out,
-                ok,
-                label[w],
-                llab[w],
-                tmark[w],
-                touched[w],
-                parc[w],
-                hd[w],
-                hn[w],
-            )
+            transition_chunk(w, nj, W, jobs, opts, net, out, ok, _row(scratch, w))
 
 
 @njit(cache=True, nogil=True)
-def leg_chunk(
-    leg_s,
-    leg_t,
-    pair_t0,
-    pair_t1,
-    pair_bound,
-    pair_lmax,
-    ostart,
-    oarc,
-    ofrac,
-    first,
-    out_arc,
-    tcost,
-    cost,
-    length,
-    minpen,
-    label,
-    llab,
-    tmark,
-    touched,
-    parc,
-    hd,
-    hn,
-):
-    """The routes of the matched transitions ``leg_s[k] -> leg_t[k]`` (source candidate, target candidate of
-    leg ``k``'s pair range ``pair_t0[k]:pair_t1[k]``, bound and lmax as :func:`transitions`'), found by the
-    very search that computed the transition (:func:`_one_transition`, the same exploration order: the same
-    route and length the Viterbi read) and unpacked from its parents. Serial, without the GIL (callers run
-    chunks of legs on threads), on one worker's scratch (as :func:`transition_chunk`).
+def leg_chunk(legs, opts, net, ws):
+    """The routes of the matched transitions ``leg_s[k] -> leg_t[k]`` (``legs = (leg_s, leg_t, pair_t0,
+    pair_t1, pair_bound, pair_lmax)``, int64 (L,) four times, float64 (L,) twice: source candidate, target
+    candidate of leg ``k``'s pair range ``pair_t0[k]:pair_t1[k]``, bound and lmax as :func:`transitions`'),
+    found by the very search that computed the transition (:func:`_search`, the same exploration order: the
+    same route and length the Viterbi read) and unpacked from its parents. Serial, without the GIL (callers run
+    chunks of legs on threads), on one worker's scratch ``ws`` (as :func:`transition_chunk`).
 
     Returns
     -------
@@ -804,36 +651,23 @@ def leg_chunk(
     blen : float64 (L,)
         The route's length (m).
     """
+    leg_s, leg_t, pair_t0, pair_t1, pair_bound, pair_lmax = legs
+    parc = ws[4]
     L = leg_s.size
-    m = cost.size
-    maxt = 1
-    maxr = 1
-    for k in range(L):
-        if pair_t1[k] - pair_t0[k] > maxt:
-            maxt = pair_t1[k] - pair_t0[k]
-        if ostart[pair_t1[k]] - ostart[pair_t0[k]] > maxr:
-            maxr = ostart[pair_t1[k]] - ostart[pair_t0[k]]
-    tnext = np.empty(maxr, dtype=np.int64)
-    best = np.empty(maxt)
-    blen = np.empty(maxt)
-    bjoin = np.empty(maxt, dtype=np.int64)
-    brow = np.empty(maxt, dtype=np.int64)
+    tb = _target_buffers(pair_t0, pair_t1, opts[0])
+    blen, bjoin, brow = tb[2], tb[3], tb[4]
     dep = np.full(L, -1, dtype=np.int64)
     arr = np.full(L, -1, dtype=np.int64)
     same = np.zeros(L, dtype=np.bool_)
     out_len = np.full(L, np.inf)
     mid_off = np.zeros(L + 1, dtype=np.int64)
     mid = np.empty(max(64, 16 * L), dtype=np.int64)
-    rev = np.empty(m, dtype=np.int64)
+    rev = np.empty(parc.size, dtype=np.int64)
     n_mid = 0
     for k in range(L):
         t0 = pair_t0[k]
-        t1 = pair_t1[k]
         j = leg_t[k] - t0
-        ok = _one_transition(
-            leg_s[k], t0, t1, pair_bound[k], pair_lmax[k], ostart, oarc, ofrac, first, out_arc, tcost, cost,
-            length, minpen, label, llab, tmark, tnext, touched, hd, hn, best, blen, parc, bjoin, brow,
-        )
+        ok = _search(leg_s[k], t0, pair_t1[k], pair_bound[k], pair_lmax[k], opts, net, ws, tb)
         if ok and blen[j] < np.inf:
             arr[k] = brow[j]
             out_len[k] = blen[j]

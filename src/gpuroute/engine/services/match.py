@@ -441,7 +441,7 @@ class _Tables:
 
         from ..match_hmm import transition_chunk, transitions
 
-        first, out_arc, tcost, cost, scale, minpen = _turn_metric(self.engine, self.snap)
+        opts, net, scale = _search_inputs(self.engine, self.snap, self.allc)
         P = len(pairs)
         arr = np.asarray([p[:4] for p in pairs], dtype=np.int64).reshape(P, 4)
         bound = np.asarray([p[4] if self.bounded else np.inf for p in pairs], dtype=np.float64) / scale
@@ -455,42 +455,21 @@ class _Tables:
         job_pair = np.repeat(np.arange(P, dtype=np.int64), ns)
         job_s = np.repeat(arr[:, 0], ns) + (np.arange(job_pair.size, dtype=np.int64) - np.repeat(off_of(ns), ns))
         out = np.full(int(off[-1]), np.inf)
-        a = self.allc
         ok = np.ones(job_s.size, dtype=np.bool_)
-        args = (
-            job_s,
-            job_pair,
-            arr[:, 2].copy(),
-            arr[:, 3].copy(),
-            bound,
-            lmax,
-            off[:-1].copy(),
-            arr[:, 0].copy(),
-            a.point_start,
-            a.arc.astype(np.int64),
-            a.fraction,
-            first,
-            out_arc,
-            tcost,
-            cost,
-            np.ascontiguousarray(self.engine._len, dtype=np.float64),
-            minpen,
-            out,
-            ok,
-        )
+        jobs = (job_s, job_pair, arr[:, 2].copy(), arr[:, 3].copy(), bound, lmax, off[:-1].copy(), arr[:, 0].copy())
         threads = numba.get_num_threads()
-        m = cost.size
+        m = net[3].size
         if threads > 1 and job_s.size >= int(config.SERVE_MATCH_PARALLEL_JOBS):
             sc = _SCRATCH.get(m, min(threads, job_s.size))
             try:
                 with self.engine._table_lock:  # numba's workqueue layer: one parallel call at a time per engine
-                    transitions(*args, *sc)
+                    transitions(jobs, opts, net, out, ok, sc)
             finally:
                 _SCRATCH.put(m, sc)
         else:  # a few searches: on this thread
             sc = _SCRATCH.get(m, 1)
             try:
-                transition_chunk(0, job_s.size, 1, *args, *(x[0] for x in sc))
+                transition_chunk(0, job_s.size, 1, jobs, opts, net, out, ok, tuple(x[0] for x in sc))
             finally:
                 _SCRATCH.put(m, sc)
         self.calls += 1
@@ -548,6 +527,17 @@ class _Tables:
                 out[k] = np.ascontiguousarray(np.where((c <= bound) & (d <= lmax), d, np.inf)).ravel()
             i = j
         return out
+
+
+def _search_inputs(engine, snap, allc):
+    """The inputs of :mod:`gpuroute.engine.match_hmm`'s bounded searches on the metric snapshot ``snap``:
+    ``(opts, net, scale)``, the candidates' options (PhantomSet ``allc``), the turn-expanded metric
+    (:func:`_turn_metric`'s arrays and the engine's arc lengths, m) and the metric's scale (weight units per
+    metric unit: a bound in OSRM's weight divided by it is in metric units)."""
+    first, out_arc, tcost, cost, scale, minpen = _turn_metric(engine, snap)
+    opts = (allc.point_start, allc.arc.astype(np.int64), allc.fraction)
+    net = (first, out_arc, tcost, cost, np.ascontiguousarray(engine._len, dtype=np.float64), minpen)
+    return opts, net, scale
 
 
 def off_of(counts):
@@ -613,14 +603,7 @@ def _viterbi(t, tables, tdist, max_speed):
     ask = np.zeros(0)
     while True:
         status = forward(
-            st["sc"],
-            st["V"],
-            st["par"],
-            st["plen"],
-            st["pruned"],
-            st["brk"],
-            st["stack"],
-            st["splits"],
+            st,
             t.cstart,
             t.emis,
             t.lon,
@@ -644,21 +627,9 @@ def _viterbi(t, tables, tdist, max_speed):
         if status == DONE:
             break
         assert status == NEED_TABLE
-        p, q = int(st["sc"][5]), int(st["sc"][6])
+        p, q = int(st[0][5]), int(st[0][6])
         (ask,) = tables.run([_pair(t, p, q, max_speed)])
-    return reconstruct(
-        st["sc"],
-        st["V"],
-        st["par"],
-        st["plen"],
-        st["pruned"],
-        st["brk"],
-        st["splits"],
-        t.cstart,
-        t.cpoint,
-        t.lon,
-        t.lat,
-    )
+    return reconstruct(st, t.cstart, t.cpoint, t.lon, t.lat)
 
 
 def _answer(engine, t, allc, rec, p, ex, snap, plans=None):
@@ -836,7 +807,7 @@ def _leg_plans(engine, tables, traces, recs, max_speed):
 
     from ..match_hmm import leg_chunk
 
-    first, out_arc, tcost, cost, scale, minpen = _turn_metric(engine, tables.snap)
+    opts, net, scale = _search_inputs(engine, tables.snap, tables.allc)
     cols = [[] for _ in range(6)]
     for t, rec in zip(traces, recs, strict=True):
         if rec is None or rec[0].size < 2:
@@ -858,17 +829,13 @@ def _leg_plans(engine, tables, traces, recs, max_speed):
     if not cols[0]:
         return [None] * len(traces)
     leg_s, leg_t, t0, t1, bound, lmax = (np.ascontiguousarray(np.concatenate(c)) for c in cols)
-    a = tables.allc
-    oarc = a.arc.astype(np.int64)
-    const = (a.point_start, oarc, a.fraction, first, out_arc, tcost, cost,
-             np.ascontiguousarray(engine._len, dtype=np.float64), minpen)
     L = leg_s.size
     n_chunks = max(1, min(numba.get_num_threads(), L // max(1, int(LEG_CHUNK))))
-    m = cost.size
+    m = net[3].size
     sc = _SCRATCH.get(m, n_chunks)
     try:
         if n_chunks == 1:
-            parts = [leg_chunk(leg_s, leg_t, t0, t1, bound, lmax, *const, *(x[0] for x in sc))]
+            parts = [leg_chunk((leg_s, leg_t, t0, t1, bound, lmax), opts, net, tuple(x[0] for x in sc))]
         else:  # leg_chunk runs without the GIL: one chunk of legs per thread, each on its own scratch row
             from concurrent.futures import ThreadPoolExecutor
 
@@ -876,13 +843,14 @@ def _leg_plans(engine, tables, traces, recs, max_speed):
 
             def one(c):
                 q = slice(cuts[c], cuts[c + 1])
-                return leg_chunk(leg_s[q], leg_t[q], t0[q], t1[q], bound[q], lmax[q], *const, *(x[c] for x in sc))
+                legs = (leg_s[q], leg_t[q], t0[q], t1[q], bound[q], lmax[q])
+                return leg_chunk(legs, opts, net, tuple(x[c] for x in sc))
 
             with ThreadPoolExecutor(n_chunks) as pool:
                 parts = list(pool.map(one, range(n_chunks)))
     finally:
         _SCRATCH.put(m, sc)
-    legs = _Legs(engine, tables.snap, a, parts)
+    legs = _Legs(engine, tables.snap, tables.allc, parts)
     dep = legs.dep
     out = []
     g = 0
