@@ -35,21 +35,21 @@ _MIN_PER_CHUNK = 8
 _CHUNKS_PER_THREAD = 4
 
 
-def _n_chunks(k, min_per_chunk=_MIN_PER_CHUNK):
+def chunk_count(k, min_per_chunk=_MIN_PER_CHUNK):
     """Parallel chunks for ``k`` searches: at least ``min_per_chunk`` each, at most ``_CHUNKS_PER_THREAD`` a
     thread (the CPU twins of PHAST and RPHAST)."""
     return max(1, min(k // min_per_chunk, _CHUNKS_PER_THREAD * numba.get_num_threads()))
 
 
 @njit(cache=True, inline="always")
-def _chunk(ci, k, n_chunks):
+def chunk_bounds(ci, k, n_chunks):
     """Items ``lo .. hi`` of chunk ``ci`` of ``k`` items in ``n_chunks`` chunks."""
     return ci * k // n_chunks, (ci + 1) * k // n_chunks
 
 
 @njit(cache=True)
-def _search_buffers(n, c, heap_cap):
-    """One chunk's buffers for :func:`_bucket_search`: ``(d int64 (n,) all INF, heap keys int64, heap nodes int32,
+def search_buffers(n, c, heap_cap):
+    """One chunk's buffers for :func:`bucket_search`: ``(d int64 (n,) all INF, heap keys int64, heap nodes int32,
     touched int32 (n,), entries int32 (c,), settled nodes int32 (n,), settled distances int64 (n,))``."""
     m = max(n, 1)
     return (np.full(n, _INF, dtype=np.int64), np.empty(heap_cap, dtype=np.int64), np.empty(heap_cap, dtype=np.int32),
@@ -58,7 +58,7 @@ def _search_buffers(n, c, heap_cap):
 
 
 @njit(cache=True, inline="always")
-def _reset(d, touched, nt):
+def reset_touched(d, touched, nt):
     """``d`` back to all INF after a search that set ``d`` at ``touched[:nt]`` only."""
     for q in range(nt):
         d[touched[q]] = _INF
@@ -153,7 +153,7 @@ def _trees(rec, nw, core_pos, core_dist, core, rank, sources, heap_cap, n_chunks
     n = core_pos.shape[0]
     out = np.empty((k, n), dtype=np.int64)
     for ci in prange(n_chunks):
-        lo, hi = _chunk(ci, k, n_chunks)
+        lo, hi = chunk_bounds(ci, k, n_chunks)
         hk = np.empty(heap_cap, dtype=np.int64)
         hn = np.empty(heap_cap, dtype=np.int32)
         entries = np.empty(max(core.shape[0], 1), dtype=np.int32)
@@ -194,7 +194,7 @@ def _within(rec, nw, core_pos, core_dist, core, rank, source, heap_cap, bound):
 
 
 @njit(cache=True)
-def _bucket_search(side, rec, nw, core_pos, s, d, hk, hn, touched, entries, sett_node, sett_dist, stall):
+def bucket_search(side, rec, nw, core_pos, s, d, hk, hn, touched, entries, sett_node, sett_dist, stall):
     """Full upward search from rank ``s`` (``side`` 0: forward over up arcs; 1: backward over down arcs),
     stall-on-demand, no core node expanded. Writes the settled, unstalled non-core nodes and their
     distances to ``sett_node``/``sett_dist`` and the reached core nodes to ``entries``; returns
@@ -260,10 +260,10 @@ def _backward(rec, nw, core_pos, core_dist_t, targets, heap_cap, n_chunks, stall
     n = core_pos.shape[0]
     c = core_dist_t.shape[0]
     for ci in prange(n_chunks):
-        lo, hi = _chunk(ci, k, n_chunks)
-        d, hk, hn, touched, entries, sn, sd = _search_buffers(n, c, heap_cap)
+        lo, hi = chunk_bounds(ci, k, n_chunks)
+        d, hk, hn, touched, entries, sn, sd = search_buffers(n, c, heap_cap)
         for j in range(lo, hi):
-            ns, ne, nt = _bucket_search(1, rec, nw, core_pos, targets[j], d, hk, hn, touched, entries, sn, sd, stall)
+            ns, ne, nt = bucket_search(1, rec, nw, core_pos, targets[j], d, hk, hn, touched, entries, sn, sd, stall)
             if not fill:
                 counts[j] = ns
             else:
@@ -280,7 +280,7 @@ def _backward(rec, nw, core_pos, core_dist_t, targets, heap_cap, n_chunks, stall
                         cd = row[ai]
                         if cd != _INF and cd + dy < tv[ai]:
                             tv[ai] = cd + dy
-            _reset(d, touched, nt)
+            reset_touched(d, touched, nt)
 
 
 @njit(cache=True)
@@ -316,11 +316,11 @@ def _forward(rec, nw, core_pos, core_dist, sources, heap_cap, n_chunks, stall, b
     c = core_dist.shape[0]
     out = np.full((k, n_targets), _INF, dtype=np.int64)
     for ci in prange(n_chunks):
-        lo, hi = _chunk(ci, k, n_chunks)
-        d, hk, hn, touched, entries, sn, sd = _search_buffers(n, c, heap_cap)
+        lo, hi = chunk_bounds(ci, k, n_chunks)
+        d, hk, hn, touched, entries, sn, sd = search_buffers(n, c, heap_cap)
         for i in range(lo, hi):
             row = out[i]
-            ns, ne, nt = _bucket_search(0, rec, nw, core_pos, sources[i], d, hk, hn, touched, entries, sn, sd, stall)
+            ns, ne, nt = bucket_search(0, rec, nw, core_pos, sources[i], d, hk, hn, touched, entries, sn, sd, stall)
             for q in range(ns):
                 v = sn[q]
                 dv = sd[q]
@@ -337,7 +337,7 @@ def _forward(rec, nw, core_pos, core_dist, sources, heap_cap, n_chunks, stall, b
                     y = tr[jt]
                     if y != _INF and da + y < row[jt]:
                         row[jt] = da + y
-            _reset(d, touched, nt)
+            reset_touched(d, touched, nt)
     return out
 
 
@@ -369,7 +369,7 @@ def tree_cpu(h, sources):
     """
     s = id_array(sources, h.n_nodes, "sources")
     p = prepared(h)
-    return _trees(*_flat(p), p.core, p.rank, p.rank[s], p.heap_cap, _n_chunks(s.size))
+    return _trees(*_flat(p), p.core, p.rank, p.rank[s], p.heap_cap, chunk_count(s.size))
 
 
 def within_cpu(h, source, bound):
@@ -446,7 +446,7 @@ def table_cpu(h, sources, targets, *, stall=True):
     dummy_i = np.zeros(0, dtype=INDEX_DTYPE)
     dummy_d = np.zeros(0, dtype=DIST_DTYPE)
     no_core = np.zeros((t.size, 0), dtype=DIST_DTYPE)
-    nc = _n_chunks(t.size)
+    nc = chunk_count(t.size)
     rec, nw, core_pos, core_dist = a
     core_dist_t = np.ascontiguousarray(core_dist.T)
     _backward(rec, nw, core_pos, core_dist_t, t, p.heap_cap, nc, bool(stall), counts, counts, dummy_i, dummy_d,
@@ -460,4 +460,4 @@ def table_cpu(h, sources, targets, *, stall=True):
               tcore, True)
     tcore = np.ascontiguousarray(tcore.T)  # (c, |T|): the forward search reads one row per core entry
     b_first, b_tgt, b_d = _bucket_csr(n, offsets, b_node, b_dist)
-    return _forward(*a, s, p.heap_cap, _n_chunks(s.size), bool(stall), b_first, b_tgt, b_d, tcore, t.size)
+    return _forward(*a, s, p.heap_cap, chunk_count(s.size), bool(stall), b_first, b_tgt, b_d, tcore, t.size)

@@ -23,14 +23,14 @@ from ..backend.kernels import load_module, multiprocessors
 from ..graph.constants import INF
 
 
-def _balanced(k, per):
+def balanced_passes(k, per):
     """Pass size: at most ``per``, the ``k`` items split into equal passes."""
     per = max(1, int(per))
     passes = -(-max(k, 1) // per)
     return -(-max(k, 1) // passes)
 
 
-def _u32(a, what):
+def to_u32(a, what):
     """``a`` (int64, INF where unreachable) as the kernels' uint32 distances, DINF for INF.
 
     Raises
@@ -103,7 +103,7 @@ class GPUHierarchy:
         dt = h.down_tail.astype(np.int64)
         keep = ~(in_core[dt] & in_core[dh])
         dfo, dtl, dw = self._csr(pos[dh[keep]], pos[dt[keep]], h.down_weight[keep])
-        D = _u32(h.core_dist, "a core distance") if c else None
+        D = to_u32(h.core_dist, "a core distance") if c else None
         self.up_fo_host, self.down_fo_host = ufo, dfo
         self.up = tuple(cp.asarray(a) for a in (ufo, utl, uw))
         self.down = tuple(cp.asarray(a) for a in (dfo, dtl, dw))
@@ -316,7 +316,7 @@ class GPUHierarchy:
         check_overflow(host)
 
     def _pass_size(self, k):
-        return _balanced(k, int(config.CH_PHAST_BATCH_ITEMS) // max(self.n, 1))
+        return balanced_passes(k, int(config.CH_PHAST_BATCH_ITEMS) // max(self.n, 1))
 
     # ------------------------------------------------------------------ queries
     def tree(self, sources, want_pred, dtype="int64", to_host=True):

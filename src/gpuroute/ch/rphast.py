@@ -37,7 +37,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..graph.constants import DIST_DTYPE, INDEX_DTYPE, INF
-from .phast import _bucket_search, _chunk, _n_chunks, _reset, _search_buffers
+from .phast import bucket_search, chunk_bounds, chunk_count, reset_touched, search_buffers
 from .query import built_hub_labels, id_array, prepared
 
 __all__ = ["TargetSelection", "select_targets", "rphast_cpu", "upward_entries", "resolve_upward", "label_rids",
@@ -342,23 +342,23 @@ def _keep(r, x, fill, e_rid, e_dist, o, m):
 
 @njit(cache=True, parallel=True)
 def _search_entries(rec, nw, core_pos, c, rid_rank, sources, heap_cap, n_chunks, offsets, e_rid, e_dist, fill):
-    """The upward searches of ``sources`` (ranks; PHAST's, :func:`gpuroute.ch.phast._bucket_search` without
+    """The upward searches of ``sources`` (ranks; PHAST's, :func:`gpuroute.ch.phast.bucket_search` without
     stalling; ``c`` core nodes), kept where they meet the selection. ``fill=False``: ``offsets[i + 1]`` =
     entries of source ``i``; ``fill=True``: write them at ``offsets[i]`` into ``e_rid`` (restricted ids) and
     ``e_dist``."""
     k = sources.shape[0]
     n = core_pos.shape[0]
     for ci in prange(n_chunks):
-        lo, hi = _chunk(ci, k, n_chunks)
-        d, hk, hn, touched, entries, sn, sd = _search_buffers(n, c, heap_cap)
+        lo, hi = chunk_bounds(ci, k, n_chunks)
+        d, hk, hn, touched, entries, sn, sd = search_buffers(n, c, heap_cap)
         for i in range(lo, hi):
-            _, _, nt = _bucket_search(0, rec, nw, core_pos, sources[i], d, hk, hn, touched, entries, sn, sd, False)
+            _, _, nt = bucket_search(0, rec, nw, core_pos, sources[i], d, hk, hn, touched, entries, sn, sd, False)
             m = 0
             o = offsets[i] if fill else 0
             for q in range(nt):
                 u = touched[q]
                 m = _keep(rid_rank[u], d[u], fill, e_rid, e_dist, o, m)
-            _reset(d, touched, nt)
+            reset_touched(d, touched, nt)
             if not fill:
                 offsets[i + 1] = m
 
@@ -435,7 +435,7 @@ def upward_entries(h, sel, sources, upward="auto"):
     rid_rank = sel.rid[p.order]  # rank -> restricted id
     src = p.rank[sources].astype(np.int64)
     return _two_passes(_search_entries, (p.rec.ravel(), p.nw.ravel(), p.core_pos, int(h.core.size), rid_rank, src,
-                                         p.heap_cap, _n_chunks(k, _MIN_PER_CHUNK)), k)
+                                         p.heap_cap, chunk_count(k, _MIN_PER_CHUNK)), k)
 
 
 def _two_passes(entries, args, k):
@@ -462,7 +462,7 @@ def _rows(offsets, e_rid, e_dist, c, core_sel, core_dist_sel, first_out, tail, w
     cb = core_sel.shape[0]
     out = np.empty((k, t), dtype=np.int64)
     for ci in prange(n_chunks):
-        lo, hi = _chunk(ci, k, n_chunks)
+        lo, hi = chunk_bounds(ci, k, n_chunks)
         rd = np.empty(R, dtype=np.int64)
         up = np.empty(max(c, 1), dtype=np.int64)
         for i in range(lo, hi):
@@ -528,4 +528,4 @@ def rphast_cpu(h, selection, sources, *, upward="auto"):
     offsets, e_rid, e_dist = upward_entries(h, selection, s, upward)
     sel = selection
     return _rows(offsets, e_rid, e_dist, sel.c, sel.core_sel, sel.core_dist_sel, sel.first_out, sel.tail, sel.weight,
-                 sel.target_rid, _n_chunks(s.size, _MIN_PER_CHUNK))
+                 sel.target_rid, chunk_count(s.size, _MIN_PER_CHUNK))

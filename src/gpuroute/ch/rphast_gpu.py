@@ -29,7 +29,7 @@ from ..backend import kernels
 from ..backend.flags import DINF, check_overflow
 from ..graph.constants import INF
 from .api import node_ids
-from .phast_gpu import _balanced, _u32
+from .phast_gpu import balanced_passes, to_u32
 from .rphast import label_rids, resolve_upward, upward_entries
 
 __all__ = ["rphast_gpu", "device_selection", "DeviceSelection"]
@@ -107,8 +107,8 @@ class DeviceSelection:
         lb, fo, tl, w = sel.merged(self.merge)
         if fo[-1] >= 2**31:
             raise OverflowError("the merged sweep has 2^31 arcs or more; lower config.CH_RPHAST_MERGE_LEVELS")
-        w = _u32(w, "a hierarchy arc weight")
-        D = _u32(sel.core_dist_sel, "a core distance") if self.c else np.zeros(1, dtype=np.uint32)
+        w = to_u32(w, "a hierarchy arc weight")
+        D = to_u32(sel.core_dist_sel, "a core distance") if self.c else np.zeros(1, dtype=np.uint32)
         self.fo_host = fo
         self.n_arcs = int(tl.size)
         self.levels = [(int(a), int(b)) for a, b in zip(lb[:-1], lb[1:], strict=True)]
@@ -206,7 +206,7 @@ class DeviceSelection:
         first = np.empty(2 * k + 1, dtype=np.int64)
         first[0::2] = offsets
         first[1::2] = offsets[1:] - np.bincount(src[core], minlength=k)
-        return first, e_rid[o].astype(np.int32), _u32(e_dist[o], "an upward distance")
+        return first, e_rid[o].astype(np.int32), to_u32(e_dist[o], "an upward distance")
 
     # ------------------------------------------------------------------ launches
     def _args_up(self, kind, inputs):
@@ -367,7 +367,7 @@ class DeviceSelection:
             if k_all == 0 or self.t == 0:
                 res = np.full((k_all, self.t), INF, dtype=np.int64)
                 return res if to_host else cp.asarray(res)
-            per = _balanced(k_all, int(config.CH_RPHAST_BATCH_ITEMS) // max(self.R, 1))
+            per = balanced_passes(k_all, int(config.CH_RPHAST_BATCH_ITEMS) // max(self.R, 1))
             with self.stream:
                 out32 = cp.empty((k_all, self.t), dtype=cp.uint32)
                 self.flags.fill(0)
