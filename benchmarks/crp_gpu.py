@@ -8,8 +8,10 @@ Measured on NY (the shipped DIMACS graph; the partition from out/crp_bench/ when
   end: metric upload, decode, levels, cliques and trees back to the host, the host's decoded turn costs
   and query arrays), the device time per level (CUDA events) and the Bellman-Ford rounds;
 * the same with the trees not kept (``CRP_KEEP_TREES = False``);
-* a traffic update of 1,000 random arcs (``Overlay.update``), and of 1,000 arcs inside a 5 km disc around a
-  random node (what traffic looks like: a few neighbouring cells), both checked against the CPU update;
+* a traffic update of 1,000 random arcs (``Overlay.update``), of 1,000 arcs inside a 5 km disc around a
+  random node and of the arcs inside a 2 km disc (what traffic looks like: a few neighbouring cells), all
+  checked against the CPU update, in steady state (:func:`bench_update`), with the state's changed ranges
+  copied and with every array copied whole (the way before), end to end and on the device;
 * a sweep of threads per block, shared memory per unit and the Bellman-Ford frontier on or off;
 * ``--plans``: customization plans compared in one run (gpuroute.crp.customize.CustomizationPlan, the paper's
   sec. 3-4): mezzanine levels on or off, the lowest mezzanine level by microinstructions or by Bellman-Ford.
@@ -41,6 +43,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+#: device memory bandwidth the update's copy floors are measured against (H100 SXM, bytes/s, what a copy reaches)
+DEVICE_BW = 2.8e12
 sys.path.insert(0, str(ROOT / "src"))
 
 import gpuroute  # noqa: E402
@@ -111,50 +115,28 @@ def main():
         emit(rows, what="customize", metric=mname, impl="gpu (trees kept)", seconds=med(wall),
              device_level_seconds=np.median(np.array(lv), axis=0).tolist(),
              device_seconds=med(np.sum(lv, axis=1)), rounds=rounds, exact=exact, last_host_seconds=host)
-        # traffic: 1,000 random arcs
+        # traffic: 1,000 random arcs, then 1,000 arcs inside a 5 km disc and those inside a 2 km disc around
+        # random nodes (what traffic looks like: a few neighbouring cells)
         base = np.asarray(ov.arc_cost)[ids]
         costs = np.maximum(1, base * rng.integers(1, 4, ids.size))
-        ug = []
-        for _ in range(args.reps):
-            ov.customize(metric, device="gpu")
-            t0 = time.perf_counter()
-            u = ov.update(ids, costs, device="gpu")
-            ug.append(time.perf_counter() - t0)
-        got = ov._state.clique.copy()
-        uc = []
-        for _ in range(max(2, args.reps // 3)):
-            ov.customize(metric, device="cpu")
-            t0 = time.perf_counter()
-            ov.update(ids, costs, device="cpu")
-            uc.append(time.perf_counter() - t0)
-        emit(rows, what="update 1000 arcs", metric=mname, gpu_seconds=med(ug), cpu_seconds=med(uc),
-             cells=u["cells"], gpu_device_level_seconds=u["level_seconds"],
-             exact=bool(np.array_equal(got, ov._state.clique)))
-        # clustered traffic: 1,000 arcs whose tails lie within 5 km of a random node
+        rng2 = np.random.default_rng(1)  # the second sets (``two_sets``): the measured ones stay those of before
+        ids2 = rng2.integers(0, g.n_arcs, ids.size)
+        sets = [("update 1000 arcs", ids, costs, (ids2, np.maximum(1, np.asarray(ov.arc_cost)[ids2]
+                                                                    * rng2.integers(1, 4, ids2.size))))]
+        tails = np.repeat(np.arange(g.n_nodes), np.diff(g.first_out))
         for radius_m in (5000.0, 2000.0):
-            centre = int(rng.integers(0, g.n_nodes))
-            tails = np.repeat(np.arange(g.n_nodes), np.diff(g.first_out))
-            near = gpuroute.haversine_m(g.coords[tails, 0], g.coords[tails, 1], g.coords[centre, 0],
-                                        g.coords[centre, 1]) <= radius_m
-            cand = np.flatnonzero(near)
-            cids = rng.choice(cand, min(1000, cand.size), replace=False)
-            cbase = np.asarray(ov.arc_cost)[cids]
-            ccosts = np.maximum(1, cbase * rng.integers(1, 4, cids.size))
-            ug, dev_s = [], []
-            for _ in range(args.reps):
-                ov.customize(metric, device="gpu")
-                t0 = time.perf_counter()
-                u = ov.update(cids, ccosts, device="gpu")
-                ug.append(time.perf_counter() - t0)
-                dev_s.append(sum(u["level_seconds"]))
-            got = ov._state.clique.copy()
-            ov.customize(metric, device="cpu")
-            t0 = time.perf_counter()
-            ov.update(cids, ccosts, device="cpu")
-            cpu_s = time.perf_counter() - t0
-            emit(rows, what=f"update {cids.size} arcs in a {radius_m / 1000:g} km disc", metric=mname,
-                 gpu_seconds=med(ug), gpu_device_seconds=med(dev_s), cpu_seconds=cpu_s, cells=u["cells"],
-                 gpu_device_level_seconds=u["level_seconds"], exact=bool(np.array_equal(got, ov._state.clique)))
+            discs = []
+            for r_ in (rng, rng2):  # the set measured, and a second disc elsewhere
+                centre = int(r_.integers(0, g.n_nodes))
+                near = gpuroute.haversine_m(g.coords[tails, 0], g.coords[tails, 1], g.coords[centre, 0],
+                                            g.coords[centre, 1]) <= radius_m
+                cand = np.flatnonzero(near)
+                cids = r_.choice(cand, min(1000, cand.size), replace=False)
+                discs.append((cids, np.maximum(1, np.asarray(ov.arc_cost)[cids] * r_.integers(1, 4, cids.size))))
+            (cids, ccosts), other = discs
+            sets.append((f"update {cids.size} arcs in a {radius_m / 1000:g} km disc", cids, ccosts, other))
+        for what, uids, ucosts, other in sets:
+            bench_update(rows, ov, metric, mname, what, uids, ucosts, args.reps, other)
         if args.updates_only:
             break
     if args.updates_only:
@@ -192,6 +174,208 @@ def main():
     except ImportError:
         pass
     finish(rows, args)
+
+
+#: the range-copy kernels the update path had before crp_copy_chunks (one block per range, one element per
+#: thread, one launch per array), kept here to measure against in the same run
+OLD_COPY_SRC = r"""
+typedef long long i64;
+template <class T>
+__device__ __forceinline__ void copy_ranges(i64 n, const i64* __restrict__ ranges, const T* __restrict__ src,
+                                            T* __restrict__ dst) {
+    for (i64 k = blockIdx.x; k < n; k += gridDim.x) {
+        const i64 s = ranges[3 * k], d = ranges[3 * k + 1], len = ranges[3 * k + 2];
+        for (i64 i = threadIdx.x; i < len; i += blockDim.x) dst[d + i] = src[s + i];
+    }
+}
+extern "C" __global__ void old_copy_i64(i64 n, const i64* r, const i64* s, i64* d) { copy_ranges(n, r, s, d); }
+extern "C" __global__ void old_copy_i32(i64 n, const i64* r, const int* s, int* d) { copy_ranges(n, r, s, d); }
+extern "C" __global__ void old_copy_u16(i64 n, const i64* r, const unsigned short* s, unsigned short* d) {
+    copy_ranges(n, r, s, d);
+}
+"""
+
+
+def bench_copy_kernels(ov, ids, reps, burst=10):
+    """The copies of an update alone, on the device, over the ranges of the cells ``ids`` touch (cliques in the
+    plan's layout, trees): what the next update's sync copies when its cells are elsewhere, and what this one
+    packs. Per way, ``burst`` copies back to back between two CUDA events (per copy: the launches' host cost
+    hidden where the kernel is longer), median of ``reps``: ``before`` (the kernels the update path had: one
+    block per range, a launch per array), ``chunks`` (crp_copy_chunks, one launch), ``whole`` (each array whole
+    by cudaMemcpyAsync, device to device); the pack the same, into packed buffers. Checked: equal results."""
+    import cupy as cp
+
+    from gpuroute.crp.customize_gpu import _Staging
+    from gpuroute.crp.state_buffers import padded_offsets, update_ranges
+
+    g = ov._gpu_cust
+    uniq = np.unique(ids)
+    hc, tc = ov._topo["hc"], ov._topo["tc"]
+    cells = [np.unique(np.concatenate([hc[p, uniq], tc[p, uniq]])).astype(np.int64) for p in range(ov.n_levels)]
+    r = update_ranges(ov._plan, ov._tree_first, cells)
+    clique, tree = g.current["clique"], g.current["tree"]
+    (cs, cl), (ts, tl) = r["clique_ext"], r["tree"]
+    nbytes = 8 * int(cl.sum()) + tree.dtype.itemsize * int(tl.sum())
+    mod = cp.RawModule(code=OLD_COPY_SRC, options=("-std=c++17",))
+    k64 = mod.get_function("old_copy_i64")
+    kt = mod.get_function("old_copy_u16" if tree.dtype == np.uint16 else "old_copy_i32")
+
+    def tri(s, d, n):
+        t = np.stack([s, d, n], axis=1).astype(np.int64)
+        return cp.asarray(t.ravel())
+
+    out = {"bytes": nbytes, "floor_seconds": 2 * nbytes / DEVICE_BW, "ranges": [int(cs.size), int(ts.size)]}
+    c_at, c_n = padded_offsets(cs, cl, 8)
+    t_at, t_n = padded_offsets(ts, tl, tree.dtype.itemsize)
+    stream = cp.cuda.get_current_stream()
+    for part in ("sync", "pack"):
+        if part == "sync":
+            dc, dt_ = cp.zeros_like(clique), cp.zeros_like(tree)
+            c_dst, t_dst = cs, ts
+        else:
+            dc, dt_ = cp.zeros(max(c_n, 1), clique.dtype), cp.zeros(max(t_n, 1), tree.dtype)
+            c_dst, t_dst = c_at, t_at
+        tc_, tt_ = tri(cs, c_dst, cl), tri(ts, t_dst, tl)
+
+        def run_old(dc=dc, dt_=dt_, tc_=tc_, tt_=tt_):
+            if cs.size:
+                k64((min(int(cs.size), 65535),), (256,), (np.int64(cs.size), tc_, clique, dc))
+            if ts.size:
+                kt((min(int(ts.size), 65535),), (256,), (np.int64(ts.size), tt_, tree, dt_))
+
+        staged = _Staging()
+        tab = g._stage_copies(staged, [(clique, dc, cs, c_dst, cl), (tree, dt_, ts, t_dst, tl)])
+        staged.upload(cp)
+
+        def run_new(staged=staged, tab=tab):
+            g._copy_launch(staged, tab)
+
+        def run_whole(dc=dc, dt_=dt_):
+            for src, dst in ((clique, dc), (tree, dt_)):
+                n = min(src.nbytes, dst.nbytes)
+                cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, n, cp.cuda.runtime.memcpyDeviceToDevice,
+                                            stream.ptr)
+
+        got = {}
+        for name, fn in (("before", run_old), ("chunks", run_new), ("whole", run_whole)):
+            dc.fill(0)
+            dt_.fill(0)
+            fn()
+            if name != "whole":
+                got[name] = (dc.get(), dt_.get())
+            ts_ = []
+            for _ in range(max(reps, 3)):
+                a, b = cp.cuda.Event(), cp.cuda.Event()
+                a.record()
+                for _ in range(burst):
+                    fn()
+                b.record()
+                b.synchronize()
+                ts_.append(cp.cuda.get_elapsed_time(a, b) / 1e3 / burst)
+            out[f"{part}_seconds_{name}"] = med(ts_)
+        out[f"{part}_equal"] = bool(all(np.array_equal(x, y) for x, y in zip(got["before"], got["chunks"], strict=True)))
+    return out
+
+
+def device_copy_summary(parts, u):
+    """The device parts' medians over updates (``parts``: their ``device_seconds``), and the bytes the last
+    update ``u`` copied on the device with their floor (each byte read once and written once at DEVICE_BW)."""
+    cp_ = u.get("copied") or {}
+    moved = {k: sum(v.get(k, {}).get("bytes", 0) for v in cp_.values()) for k in ("device_sync", "device_full",
+                                                                                  "device_pack")}
+    return {"device_parts_median": {k: med([x[k] for x in parts if k in x]) for k in (parts[-1] if parts else {})},
+            "device_bytes": moved,
+            "device_floor_seconds": {"sync": 2 * (moved["device_sync"] + moved["device_full"]) / DEVICE_BW,
+                                     "pack": 2 * moved["device_pack"] / DEVICE_BW}}
+
+
+def bench_update(rows, ov, metric, mname, what, ids, costs, reps, other=None):
+    """One kind of traffic update on the GPU, end to end and on the device, in one run: with the state's
+    ranges copied (config.CRP_UPDATE_DIRTY_RANGES, the default), the dirty cells split into their own work
+    units (config.CRP_UPDATE_TARGET_UNITS) in blocks of config.CRP_UPDATE_THREADS (keys without suffix); the
+    same in blocks of config.CRP_GPU_THREADS (``_base_threads``); with the levels' own units as well
+    (``_level_units``); and with every array copied whole (``_whole_copies``: the way before). Checked bit
+    for bit against the CPU update.
+
+    Steady state: after one customization, the update and its reverse alternate (each touches the same
+    cells; every update after the first two finds a recycled buffer that only needs the ranges the update
+    before changed). ``gpu_seconds``: wall time of ``Overlay.update`` (the trees may still be arriving, as
+    the state allows); ``gpu_seconds_with_trees``: until the trees are on the host too;
+    ``gpu_device_seconds``: CUDA events from the first copy on the device to the last (sync of the spare
+    copy, levels, packing); ``gpu_device_level_seconds``: the levels alone; ``copied``: bytes per array and
+    kind of copy (host sync/full, device sync/full/pack, upload, download) of the last update;
+    ``device_parts_median``: each device part's median over the reps (``sync``, ``levels``, ``pack``, ``total``,
+    ``upload``: the descriptors' one upload before them); ``device_bytes`` and ``device_floor_seconds``: the
+    bytes the sync and pack copied and their floor (each byte read and written once at ``DEVICE_BW``).
+    ``other`` (ids, costs): a second set of arcs of the same kind; ``two_sets``: the same device figures with
+    the two sets updated in turn (the spare then catches up with the other set's cells: what the alternation
+    of one set, whose cells each update rewrites whole, does not copy), and whether the state after them
+    equals a customization of the metric (``exact``).
+    """
+    base = np.asarray(ov.arc_cost)[ids].copy()
+    out, gots = {}, {}
+    target, threads = config.CRP_UPDATE_TARGET_UNITS, config.CRP_UPDATE_THREADS
+    for key, mode, units, thr in (("", True, target, threads), ("_base_threads", True, target, 0),
+                                  ("_level_units", True, 0, 0), ("_whole_copies", False, 0, 0)):
+        config.CRP_UPDATE_DIRTY_RANGES, config.CRP_UPDATE_TARGET_UNITS, config.CRP_UPDATE_THREADS = mode, units, thr
+        ov.customize(metric, device="gpu")
+        t0 = time.perf_counter()
+        ov.update(ids, costs, device="gpu")
+        ov._state.tree  # noqa: B018
+        first = time.perf_counter() - t0
+        wall, wall_t, dev, lev, parts = [], [], [], [], []
+        for _ in range(max(reps, 3)):
+            for c in (base, costs):
+                t0 = time.perf_counter()
+                u = ov.update(ids, c, device="gpu")
+                wall.append(time.perf_counter() - t0)
+                ov._state.tree  # noqa: B018
+                wall_t.append(time.perf_counter() - t0)
+                lev.append(sum(u["level_seconds"]))
+                dev.append(u.get("device_seconds", {}).get("total", float("nan")))
+                parts.append(u.get("device_seconds") or {})
+        out.update({f"gpu_seconds{key}": med(wall), f"gpu_seconds_with_trees{key}": med(wall_t),
+                    f"gpu_device_level_seconds_total{key}": med(lev), f"gpu_first_update_seconds{key}": first})
+        if mode:
+            out[f"gpu_device_seconds{key}"] = med(dev)
+        if not key:
+            out.update(device_copy_summary(parts, u))
+            out.update(target_units=units, update_threads=thr, device_parts=u.get("device_seconds"), copied=u.get("copied"),
+                       gpu_device_level_seconds=u["level_seconds"], cells=u["cells"])
+        gots[key or "_dirty_units"] = (ov._state.clique.copy(), ov._state.turn_cost.copy(),
+                                       ov._state.q_turn_cost.copy(), ov._state.tree.copy())
+    config.CRP_UPDATE_DIRTY_RANGES, config.CRP_UPDATE_TARGET_UNITS, config.CRP_UPDATE_THREADS = True, target, threads
+    two = None
+    if other is not None:  # two sets of arcs in turn: each update's spare catches up with the other set's cells
+        oids, ocosts = other
+        ov.customize(metric, device="gpu")
+        mbase, obase = np.asarray(ov.arc_cost)[ids].copy(), np.asarray(ov.arc_cost)[oids].copy()
+        parts = []
+        for _ in range(max(reps, 3)):
+            for i_, c_ in ((ids, costs), (oids, ocosts), (ids, mbase), (oids, obase)):
+                u = ov.update(i_, c_, device="gpu")
+                ov._state.tree  # noqa: B018
+                parts.append(u.get("device_seconds") or {})
+        two = (ov._state.clique.copy(), ov._state.tree.copy())  # back to the metric itself
+        out["two_sets"] = dict(device_copy_summary(parts, u), cells=u["cells"])
+    if ov._gpu_cust is not None and ov._gpu_cust.current is not None and ov._gpu_cust.current["tree"] is not None:
+        try:  # (a measurement beside the update's: its failure must not lose the rest)
+            out["copy_kernels"] = bench_copy_kernels(ov, ids, reps)
+        except Exception as e:  # noqa: BLE001
+            out["copy_kernels"] = {"error": f"{type(e).__name__}: {e}"}
+    ov.customize(metric, device="cpu")
+    if two is not None:
+        out["two_sets"]["exact"] = bool(np.array_equal(two[0], ov._state.clique))
+    t0 = time.perf_counter()
+    ov.update(ids, costs, device="cpu")
+    cpu_s = time.perf_counter() - t0
+    st = ov._state
+    # cliques and costs equal the CPU's; the GPU's trees equal across the three ways
+    exact = {k: bool(np.array_equal(v[0], st.clique) and np.array_equal(v[1], st.turn_cost)
+                     and np.array_equal(v[2], st.q_turn_cost)) for k, v in gots.items()}
+    trees_equal = all(np.array_equal(v[3], gots["_dirty_units"][3]) for v in gots.values())
+    emit(rows, what=what, metric=mname, cpu_seconds=cpu_s, exact=all(exact.values()), exact_by_way=exact,
+         gpu_trees_equal=trees_equal, **out)
 
 
 def parse_plan(spec, part):

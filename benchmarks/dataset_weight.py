@@ -21,8 +21,8 @@ own car.lua (``gpuroute build X.osm.pbf --profile car.lua -o DIR``; the profile 
   goes: imports, ``Engine.open``, the application, the warm-up per service, measured in one child process
   that does what ``serve`` does, with its ``cProfile`` (top functions by cumulative time) and
   ``python -X importtime`` (the modules that cost most, and the total of ``import gpuroute``).
-* ``memory``: RSS and PSS (``/proc/PID/smaps_rollup``, MiB) of the one process of ``--workers 1`` and of the
-  parent and each worker of ``--workers 2``, after each answered a few ``/route``, ``/table`` and
+* ``memory``: RSS, PSS and USS (``/proc/PID/smaps_rollup``, MiB; USS: the pages only that process maps, what one
+  more forked worker adds) of the one process of ``--workers 1`` and of the parent and each worker of ``--workers 2``, after each answered a few ``/route``, ``/table`` and
   ``/nearest``.
 
 Usage (from the repo root; ~2 minutes per extract on a 2-core machine):
@@ -372,14 +372,17 @@ def cpu_s(pid):
 
 
 def mem_mb(pid):
-    """(Rss, Pss) MiB from /proc/PID/smaps_rollup."""
-    rss = pss = 0.0
+    """(Rss, Pss, Uss) MiB from /proc/PID/smaps_rollup; Uss: the pages this process alone maps
+    (``Private_Clean + Private_Dirty``), what one more forked worker adds."""
+    rss = pss = uss = 0.0
     for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
         if line.startswith("Rss:"):
             rss = int(line.split()[1]) / 1024
         elif line.startswith("Pss:"):
             pss = int(line.split()[1]) / 1024
-    return round(rss, 1), round(pss, 1)
+        elif line.startswith(("Private_Clean:", "Private_Dirty:")):
+            uss += int(line.split()[1]) / 1024
+    return round(rss, 1), round(pss, 1), round(uss, 1)
 
 
 class Server:
@@ -519,17 +522,17 @@ def measure(directory, repeat):
 
 def summary_md(doc):
     lines = ["| extract | on disk (MB) | ch/ (MB) | build (s) | load (s) | imports (s) | open (s) | warm-up (s) | "
-             "start to first /route (s) | RSS / PSS 1 process (MiB) | PSS parent / worker, 2 workers (MiB) |",
+             "start to first /route (s) | RSS / PSS 1 process (MiB) | PSS parent / worker (worker USS), 2 workers (MiB) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in doc["extracts"].items():
         d, p, b, m = r["disk"], r["parts"], r["start_breakdown"], r["memory"]
         one = m["workers_1"]["parent"]
         two = m["workers_2"]
-        w = two["workers"][0] if two["workers"] else (0, 0)
+        w = two["workers"][0] if two["workers"] else (0, 0, 0)
         lines.append(f"| {name} | {d['total_bytes'] / 1e6:.2f} | {d['parts'].get('ch', 0) / 1e6:.2f} | "
                      f"{r['build']['wall_s']:.1f} | {sum(p['load_s'].values()):.3f} | {b['import_s']:.2f} | "
                      f"{b['open_s']:.2f} | {b['warm_s']:.2f} | {r['start']['median_s']:.2f} | "
-                     f"{one[0]:.0f} / {one[1]:.0f} | {two['parent'][1]:.0f} / {w[1]:.0f} |")
+                     f"{one[0]:.0f} / {one[1]:.0f} | {two['parent'][1]:.0f} / {w[1]:.0f} ({w[2]:.0f}) |")
     return "\n".join(lines)
 
 

@@ -34,7 +34,6 @@ import argparse
 import datetime
 import json
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -115,13 +114,25 @@ def run_mode(eng, a, c100, kw100, batch, items, matched_length):
               "p90_s": float(np.quantile(times, 0.9)), "matchings": len(res100["matchings"]),
               "matched_points": sum(tp is not None for tp in res100["tracepoints"])}
     from gpuroute import config
+    from gpuroute.engine.services import match as match_service
 
-    keep = config.SERVE_MATCH_PARALLEL_JOBS
-    try:  # warm-up of the parallel kernels too (numba loads or compiles them on first use)
-        config.SERVE_MATCH_PARALLEL_JOBS = 1
+    keep = (config.SERVE_MATCH_PARALLEL_JOBS, match_service.VITERBI_CHUNK, match_service.LEG_CHUNK)
+    try:  # warm-up of the parallel kernels and threaded paths too (numba loads or compiles them on first use)
+        config.SERVE_MATCH_PARALLEL_JOBS = match_service.VITERBI_CHUNK = match_service.LEG_CHUNK = 1
         eng.match_many(items[:8], device=a.device, overview="false")
+        import numba
+
+        threads = numba.get_num_threads()
+        numba.set_num_threads(1)  # the Viterbi pass that searches its own tables, on one thread ...
+        try:
+            eng.match_many(items[:8], device=a.device, overview="false")
+        finally:
+            numba.set_num_threads(threads)
+        # ... and its parallel kernel: taken for match_service.LAZY_TRACES_PER_THREAD traces a thread and more
+        # (its first call compiles it: ~10 s on the 16-core host, cached on disk afterwards)
+        eng.match_many(items[: match_service.LAZY_TRACES_PER_THREAD * threads + 1], device=a.device, overview="false")
     finally:
-        config.SERVE_MATCH_PARALLEL_JOBS = keep
+        config.SERVE_MATCH_PARALLEL_JOBS, match_service.VITERBI_CHUNK, match_service.LEG_CHUNK = keep
     t = time.perf_counter()
     one = []
     for c, ts, _ in batch:
@@ -197,16 +208,12 @@ def main(argv=None):
         out["transitions"][mode] = run_mode(eng, a, c100, kw100, batch, items, matched_length)
 
     if bindir is not None and not a.no_osrm:
-        from osrm_peer import OSRMRouted, run_tool
+        from osrm_peer import OSRMRouted, build_mld
 
         work = OUT / ("osrm-" + Path(a.pbf).name.split(".")[0])
         base = work / (Path(a.pbf).name.split(".")[0] + ".osrm")
         if not (work / "done").exists():
-            work.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(a.pbf, work / Path(a.pbf).name)
-            run_tool([bindir / "osrm-extract", "-p", lua, "-t", "4", work / Path(a.pbf).name], work)
-            run_tool([bindir / "osrm-partition", base], work)
-            run_tool([bindir / "osrm-customize", base], work)
+            build_mld(bindir, a.pbf, lua, work, threads=4)
             (work / "done").write_text("ok\n")
         srv = OSRMRouted(bindir, base, algorithm="mld", extra=["--max-matching-size", "100000"])
         try:

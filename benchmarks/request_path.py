@@ -20,8 +20,9 @@ Usage (from the repo root):
     .venv/bin/python benchmarks/request_path.py [--routes 1000] [--tables 20] [--profile-top 25]
         [--requests benchmarks/results/serve_dataset_2026-11-26_before_75fde7b.requests.json.gz]
         [--json OUT.json]
-Prints, per case, the CPU ms per request (through the HTTP adapter, and of the engine call alone) and the top
-of its cProfile (by total time and by cumulative time).
+Prints, per case, the CPU ms per request (through the HTTP adapter: the general parse, the engine and the JSON;
+through ``app.direct``, the path the server takes for a GET: its short parse where it has one; and of the engine
+call alone) and the top of its cProfile (by total time and by cumulative time).
 """
 from __future__ import annotations
 
@@ -75,6 +76,24 @@ def adapter_call(server, path):
     service, _, profile, coords, query = split_target(path)
     call = parse_request(service, profile, coords, parse_query(query), server.limits)
     return server.work(call)
+
+
+def direct_scope(path):
+    """The ASGI scope of a GET ``path`` as the HTTP protocol hands it to ``app.direct`` (the server's own path
+    for a short request: the short parse of :mod:`gpuroute.server.fastpath` where the tree has it, the engine on
+    the event loop, the JSON; no socket)."""
+    raw, _, query = path.partition("?")
+    return {"type": "http", "method": "GET", "http_version": "1.1", "path": raw, "raw_path": raw.encode(),
+            "query_string": query.encode(), "headers": [], "scheme": "http", "server": None, "client": None}
+
+
+def direct_call(app, scope):
+    """``app.direct(scope)``, or (a request for a worker thread) the adapter's ``answer_get`` and ``work``."""
+    got = app.direct(scope)
+    if got is None:
+        status, body, call = app.state.adapter.answer_get(scope)
+        return app.state.adapter.work(call) if call is not None else (status, body)
+    return got[0], got[2]
 
 
 def engine_call(engine, server, path):
@@ -238,14 +257,17 @@ def main():
         ok = sum(adapter_call(server, p)[0] == 200 for p in paths)
         calls = [engine_call(eng, server, p) for p in paths]
         adapter_ms = cpu_ms(lambda p: adapter_call(server, p), paths)
+        scopes = [direct_scope(p) for p in paths]
+        direct_ms = cpu_ms(lambda sc: direct_call(app, sc), scopes)
         engine_ms = cpu_ms(lambda f: f(), calls)
         tot, by_tot = profile_top(lambda p: adapter_call(server, p), paths, args.profile_top, "tottime")
         _, by_cum = profile_top(lambda p: adapter_call(server, p), paths, args.profile_top, "cumulative")
         out[name] = {"requests": len(paths), "ok": ok, "adapter_cpu_ms": round(adapter_ms, 3),
+                     "direct_cpu_ms": round(direct_ms, 3),
                      "engine_cpu_ms": round(engine_ms, 3), "profile_total": tot, "by_tottime": by_tot,
                      "by_cumtime": by_cum}
         print(f"## {name}: {len(paths)} requests ({ok} answered 200); CPU ms/request: adapter (parse + engine + "
-              f"encode) {adapter_ms:.3f}, engine alone {engine_ms:.3f}")
+              f"encode) {adapter_ms:.3f}, the server's GET path (app.direct) {direct_ms:.3f}, engine alone {engine_ms:.3f}")
         print(f"cProfile over the {len(paths)} requests through the adapter: {tot}")
         print("\n".join(by_tot))
         print()

@@ -37,6 +37,10 @@ runs, each with the 1-minute load average at its start), rewritten after every r
 was done); a Markdown table is printed, for CVRP with issue 23's targets per row when PyVRP ran (at 10 s: a
 gap <= PyVRP's; at 60 s up to 401 stops: <= 1 %); ``--report FILE`` prints it again from a JSON.
 
+``--variant NAME:KEY=VALUE,...`` (repeatable) adds the CVRP solver ``gpuroute-cpu-NAME``: gpuroute's CPU
+search with those ``SISR_*`` constants of ``gpuroute.tours.vrp_sisr`` set for its runs (``--variant
+pen:PEN=1``), its own column and target verdict, to compare settings in the same run.
+
 ``--instances X:1001`` names every X instance up to 1,001 stops found in --data-dir / --cvrp-dir
 (``X:167-401``: a size range). ``--jobs J`` deals the instances to J child processes (each one after the
 other, every solver on one thread) and merges their JSONs: a many-core host runs the whole X set in minutes.
@@ -370,7 +374,53 @@ def _lkh(inst, T, seed, runs=0, timeout=None):
             "solve_s": r["solve_s"], "lkh_params": params.strip().replace("\n", "; ")}
 
 
+def parse_variants(specs):
+    """``--variant NAME:KEY=VALUE,...`` -> {"gpuroute-cpu-NAME": {"SISR_KEY": value}}: gpuroute's CPU CVRP
+    search with these constants of :mod:`gpuroute.tours.vrp_sisr` set for its runs (one more solver column).
+    Raises ValueError naming the spec and the key when a key is not such a constant or a value not a
+    number."""
+    from gpuroute.tours import vrp_sisr
+
+    out = {}
+    for spec in specs:
+        name, sep, body = spec.partition(":")
+        if not sep or not name or not body:
+            raise ValueError(f"--variant {spec!r}: expected NAME:KEY=VALUE[,KEY=VALUE...]")
+        sets = {}
+        for kv in body.split(","):
+            k, eq, v = kv.partition("=")
+            key = "SISR_" + k.strip().upper().removeprefix("SISR_")
+            if not eq or not hasattr(vrp_sisr, key):
+                raise ValueError(f"--variant {spec!r}: {k!r} is not a constant of gpuroute.tours.vrp_sisr "
+                                 f"(known: {sorted(x[5:] for x in dir(vrp_sisr) if x.startswith('SISR_'))})")
+            try:
+                sets[key] = type(getattr(vrp_sisr, key))(float(v))
+            except ValueError:
+                raise ValueError(f"--variant {spec!r}: {k}={v!r} is not a number") from None
+        out[f"gpuroute-cpu-{name}"] = sets
+    return out
+
+
+def _variant(sets):
+    """gpuroute-cpu with the constants ``sets`` of vrp_sisr set during the call (restored after)."""
+    def run(inst, T, seed):
+        from gpuroute.tours import vrp_sisr
+
+        old = {k: getattr(vrp_sisr, k) for k in sets}
+        try:
+            for k, v in sets.items():
+                setattr(vrp_sisr, k, v)
+            return _gpuroute(inst, T, "cpu", seed)
+        finally:
+            for k, v in old.items():
+                setattr(vrp_sisr, k, v)
+    return run
+
+
 def solver_fn(name, a):
+    variants = parse_variants(getattr(a, "variant", None) or [])
+    if name in variants:
+        return _variant(variants[name])
     if name == "gpuroute-gpu":
         return lambda inst, T, seed: _gpuroute(inst, T, "gpu", seed)
     if name == "gpuroute-cpu":
@@ -638,7 +688,11 @@ def main(argv=None):
                     help="comma-separated subset of gpuroute-gpu,gpuroute-cpu,pyvrp,ortools,lkh (default: all)")
     ap.add_argument("--limits", default=None, help="time limits T in seconds, comma-separated (default 1,10)")
     ap.add_argument("--with-60", action="store_true", help="add T = 60 s to --limits")
-    ap.add_argument("--seeds", type=int, default=1, help="seeds 0..K-1 per solver and T")
+    ap.add_argument("--seeds", type=int, default=1, help="seeds S..S+K-1 per solver and T (S: --first-seed)")
+    ap.add_argument("--first-seed", type=int, default=0, help="the first seed S (default 0)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...",
+                    help="CVRP: one more solver, gpuroute-cpu-NAME, with these SISR_* constants of "
+                         "gpuroute.tours.vrp_sisr (e.g. pen:PEN=1,NEAR=10); repeatable")
     ap.add_argument("--lkh-runs", type=int, default=0,
                     help="LKH: K runs with no time limit (elkai's mode) instead of RUNS=1 + TIME_LIMIT=T")
     ap.add_argument("--numba-threads", type=int, default=0,
@@ -681,11 +735,16 @@ def main(argv=None):
     if bad:
         ap.error(f"--problems: unknown kind(s) {bad}; known: cvrp, tsp")
     wanted = a.solvers.split(",") if a.solvers else sorted(set(sum(SOLVERS.values(), ())))
+    try:
+        variants = list(parse_variants(a.variant))
+    except ValueError as e:
+        ap.error(str(e))
     for s in wanted:
         solver_fn(s, a)  # unknown names fail here, before any work
     instances = [inst for inst in (load(nm, a) for nm in names) if inst.kind in kinds]
     kinds_here = [k for k in ("cvrp", "tsp") if any(i.kind == k for i in instances)]
-    solvers = {k: [s for s in SOLVERS[k] if s in wanted] for k in kinds_here}
+    solvers = {k: [s for s in SOLVERS[k] if s in wanted] + (variants if k == "cvrp" else [])
+               for k in kinds_here}
     skipped = availability(sorted(set(sum(solvers.values(), []))))
     date = dt.date.today().isoformat()
     path = Path(a.out) / f"tours_peers_{date}{'_' + a.tag if a.tag else ''}.json"
@@ -703,7 +762,7 @@ def main(argv=None):
                   f"{r['sol_cost_on_matrix']}", flush=True)
     write_json(path, doc)
     devs = [d for d, s in (("cpu", "gpuroute-cpu"), ("gpu", "gpuroute-gpu"))
-            if any(s in v for v in solvers.values()) and s not in skipped]
+            if any(x.startswith(s) for v in solvers.values() for x in v) and s not in skipped]
     if devs:
         firsts = [next(i for i in instances if i.kind == k) for k in kinds_here]
         doc["meta"]["warmup"] = warm_gpuroute(firsts, devs)
@@ -715,7 +774,7 @@ def main(argv=None):
                 if s in skipped:
                     continue
                 fn = solver_fn(s, a)
-                for seed in range(a.seeds):
+                for seed in range(a.first_seed, a.first_seed + a.seeds):
                     row = run_one(inst, s, fn, T, seed)
                     doc["runs"].append(row)
                     write_json(path, doc)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -51,6 +52,21 @@ def run_tool(cmd, cwd, timeout=600):
     r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, cwd=cwd)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(map(str, cmd))} exited {r.returncode}:\n{(r.stdout + r.stderr)[-1500:]}")
+
+
+def build_mld(bindir, pbf, lua, work, threads=2):
+    """OSRM's MLD files of the extract ``pbf`` with the profile ``lua``, made in the folder ``work`` (created) as
+    osrm-routed's users make them: the extract copied in, ``osrm-extract -p lua -t threads``, ``osrm-partition``,
+    ``osrm-customize``. Returns the ``.osrm`` base path; RuntimeError as :func:`run_tool`."""
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    src = work / Path(pbf).name
+    shutil.copyfile(pbf, src)
+    run_tool([Path(bindir) / "osrm-extract", "-p", lua, "-t", str(threads), src], work)
+    base = work / (Path(pbf).name.split(".")[0] + ".osrm")
+    run_tool([Path(bindir) / "osrm-partition", base], work)
+    run_tool([Path(bindir) / "osrm-customize", base], work)
+    return base
 
 
 def free_port():

@@ -73,3 +73,32 @@ def random_points(e, k, seed):
     nodes = rng.choice(np.flatnonzero(largest_scc_mask(g)), k, replace=False)
     j = 30 / 111_000
     return [(float(g.coords[v, 0] + rng.uniform(-j, j)), float(g.coords[v, 1] + rng.uniform(-j, j))) for v in nodes]
+
+
+def option_point(arcs, frac):
+    """A phantom as the oracles read it (tests/turn_oracle.py ``phantom_cost``): ``arcs`` and ``all_arcs``, lists
+    of (arc, fraction), from one row of option arrays (arc -1: an unused slot)."""
+    opts = [(int(a), float(f)) for a, f in zip(arcs, frac, strict=True) if a >= 0]
+    return SimpleNamespace(arcs=opts, all_arcs=opts)
+
+
+def random_options(g, rng, k, o=3):
+    """``k`` points as option arrays (arcs int64 (k, o), fractions float64 (k, o); the many-to-many tables'
+    input): an arc at a random fraction, its reverse arc (where there is one) at ``1 - f`` four times in five,
+    now and then a third arc (a snapping tie); unused slots -1, and some rows with the first slot unused."""
+    m = g.n_arcs
+    rev = {(int(u), int(v)): i for i, (u, v) in enumerate(zip(g.tail, g.head, strict=True))}
+    arcs = np.full((k, o), -1, np.int64)
+    frac = np.zeros((k, o))
+    for i in range(k):
+        a, f = int(rng.integers(m)), float(rng.random())
+        arcs[i, 0], frac[i, 0] = a, f
+        r = rev.get((int(g.head[a]), int(g.tail[a])))
+        if r is not None and rng.random() < 0.8:
+            arcs[i, 1], frac[i, 1] = r, 1.0 - f
+        if rng.random() < 0.3:
+            arcs[i, 2], frac[i, 2] = int(rng.integers(m)), float(rng.random())
+        if rng.random() < 0.2:
+            arcs[i] = np.roll(arcs[i], 1)
+            frac[i] = np.roll(frac[i], 1)
+    return arcs, frac

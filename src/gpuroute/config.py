@@ -188,6 +188,24 @@ CRP_GPU_TARGET_UNITS = 2048
 #: Relax, in each Bellman-Ford round of the GPU customization, only the vertices one of whose in-neighbours
 #: improved in the round before (two flags per vertex in shared memory); False relaxes every vertex.
 CRP_GPU_FRONTIER = True
+#: Traffic updates (Overlay.update, gpuroute.crp.state_buffers): a recycled buffer of the customized state
+#: (host or device copy) is brought up to date range by range while the ranges to copy are at most this
+#: fraction of the array; above it, one whole copy.
+CRP_UPDATE_FULL_FRACTION = 0.5
+#: Traffic updates copy only the ranges they change (True). False: every update copies the whole state, the
+#: GPU's device copy included, and copies back every clique and tree (the way before; kept so that
+#: benchmarks/crp_gpu.py compares the two in one run).
+CRP_UPDATE_DIRTY_RANGES = True
+#: GPU traffic updates: the dirty cells of a level are split into about this many work units of their own
+#: (CustomizationPlan's units are sized for all of a level's cells: 5 dirty cells of NY's level 1 are ~100
+#: blocks sweeping several entry points each per Bellman-Ford round); 0: the level's own units. Measured on
+#: the H100 (BENCHMARKS.md, "CRP updates copy only what they change"): the level's own units were as fast or
+#: faster on NY at 1,000 random arcs and 5 km / 2 km discs, so 0 is the default.
+CRP_UPDATE_TARGET_UNITS = 0
+#: GPU traffic updates: threads per block of the Bellman-Ford kernel (at least CRP_GPU_THREADS; capped by what
+#: the compiled kernel allows): a few dirty cells leave most multiprocessors' warp slots empty. 0:
+#: CRP_GPU_THREADS (the default: 1,024 measured no faster on the H100, see CRP_UPDATE_TARGET_UNITS).
+CRP_UPDATE_THREADS = 0
 #: Mezzanine levels (Delling, Kobitzsch, Werneck, Euro-Par 2014, sec. 3; gpuroute.crp.customize.CustomizationPlan):
 #: finer nested levels whose cliques are computed first and used only to customize the level above (queries
 #: never see them; same cliques). Keyed by the cell size of a partition level: the sizes of the mezzanine

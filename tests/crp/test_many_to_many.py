@@ -13,7 +13,7 @@ import pytest
 from crp_oracle import with_restrictions
 from naive import random_road_graph
 from osrm_peer import osrm_bin_dir, osrm_profiles_dir
-from phantoms import from_options
+from phantoms import from_options, option_point, random_options
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 from turn_oracle import phantom_cost, turn_graph
@@ -29,37 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PARTS = [((2, 4, 8, 16), "inertial"), ((3, 9), "kahip"), ((6, 30, 60), "inertial"), ((4,), "kahip")]
 
 
-class _Point:
-    """A phantom as the oracles read it: ``arcs`` / ``all_arcs`` lists of (arc, fraction)."""
-
-    def __init__(self, arcs, frac):
-        self.arcs = self.all_arcs = [(int(a), float(f)) for a, f in zip(arcs, frac, strict=True) if a >= 0]
-
-
 def _leg(sa, sf, ta, tf):
     """The two waypoints of a one-leg route as the router takes them (a PhantomSet of their options)."""
-    return from_options([_Point(sa, sf).arcs, _Point(ta, tf).arcs])
-
-
-def _points(g, rng, k, o=3):
-    """``k`` points: an arc at a random fraction, its reverse arc (where there is one) at ``1 - f``, now and
-    then a third arc (a snapping tie); unused slots -1, and some rows with the first slot unused."""
-    m = g.n_arcs
-    rev = {(int(u), int(v)): i for i, (u, v) in enumerate(zip(g.tail, g.head, strict=True))}
-    arcs = np.full((k, o), -1, np.int64)
-    frac = np.zeros((k, o))
-    for i in range(k):
-        a, f = int(rng.integers(m)), float(rng.random())
-        arcs[i, 0], frac[i, 0] = a, f
-        r = rev.get((int(g.head[a]), int(g.tail[a])))
-        if r is not None and rng.random() < 0.8:
-            arcs[i, 1], frac[i, 1] = r, 1.0 - f
-        if rng.random() < 0.3:
-            arcs[i, 2], frac[i, 2] = int(rng.integers(m)), float(rng.random())
-        if rng.random() < 0.2:
-            arcs[i] = np.roll(arcs[i], 1)
-            frac[i] = np.roll(frac[i], 1)
-    return arcs, frac
+    return from_options([option_point(sa, sf).arcs, option_point(ta, tf).arcs])
 
 
 def _same_arcs(sa, sf, ta, tf, rng, k):
@@ -81,8 +53,8 @@ def _overlay(seed, n=70, max_cost=1000, mezzanine=None):
 
 def _oracle(ov, sa, sf, ta, tf):
     tg = turn_graph(ov)
-    return np.array([[phantom_cost(ov, _Point(sa[s], sf[s]), _Point(ta[t], tf[t]), tg) for t in range(ta.shape[0])]
-                     for s in range(sa.shape[0])])
+    return np.array([[phantom_cost(ov, option_point(sa[s], sf[s]), option_point(ta[t], tf[t]), tg)
+                      for t in range(ta.shape[0])] for s in range(sa.shape[0])])
 
 
 def _oracle_path_sums(ov, a, fa, b, fb, quantities):
@@ -144,7 +116,7 @@ def _check_choice(ov, res, sa, sf, ta, tf):
         if res.same_arc[s, t]:
             assert a == b and fa <= fb and res.cost[s, t] == (fb - fa) * c[a]
         else:
-            one = phantom_cost(ov, _Point([a], [fa]), _Point([b], [fb]), tg)
+            one = phantom_cost(ov, option_point([a], [fa]), option_point([b], [fb]), tg)
             assert res.cost[s, t] == pytest.approx(one, abs=1e-6)
 
 
@@ -152,8 +124,8 @@ def _check_choice(ov, res, sa, sf, ta, tf):
 @pytest.mark.parametrize("seed", range(4))
 def test_random_graphs_equal_the_turn_oracle(seed):
     g, ov, rng = _overlay(seed)
-    sa, sf = _points(g, rng, 14)
-    ta, tf = _points(g, rng, 12)
+    sa, sf = random_options(g, rng, 14)
+    ta, tf = random_options(g, rng, 12)
     _same_arcs(sa, sf, ta, tf, rng, 5)
     res = table(ov, sa, sf, ta, tf)
     want = _oracle(ov, sa, sf, ta, tf)
@@ -176,8 +148,8 @@ def test_along_sums_equal_the_oracle_path(seed, variant, monkeypatch):
     g, ov, rng = _overlay(seed + 10, n=60, max_cost=10**6, mezzanine={sizes[0]: (2,)} if variant == "mezzanine" else None)
     assert ov._plan.identity == (variant != "mezzanine")
     assert (ov._tree_first[-1] == 0) == (variant == "no trees")
-    sa, sf = _points(g, rng, 10)
-    ta, tf = _points(g, rng, 9)
+    sa, sf = random_options(g, rng, 10)
+    ta, tf = random_options(g, rng, 9)
     _same_arcs(sa, sf, ta, tf, rng, 3)
     tr = ov.turns
     pen = np.where(ov.turn_cost >= 0, ov.turn_cost - ov.arc_cost[tr.out_arc], 0).astype(np.float64)
@@ -209,8 +181,8 @@ def test_per_state_items_are_made_again_after_a_customization(variant):
     ``overlay.update``, and on the old state again, give each state's oracle costs and oracle path sums."""
     g, ov, rng = _overlay(21, n=60, max_cost=10**6, mezzanine={3: (2,)} if variant == "mezzanine" else None)
     assert ov._plan.identity == (variant != "mezzanine")
-    sa, sf = _points(g, rng, 8)
-    ta, tf = _points(g, rng, 7)
+    sa, sf = random_options(g, rng, 8)
+    ta, tf = random_options(g, rng, 7)
     _same_arcs(sa, sf, ta, tf, rng, 2)
     tr = ov.turns
     qs = [(rng.random(g.n_arcs), rng.random(tr.out_arc.size)), (rng.random(g.n_arcs) * 100, None)]
@@ -322,8 +294,8 @@ def test_every_round_of_a_full_buffer_gives_the_same_table(monkeypatch):
     """Room for one bucket entry per target and one tree node per source: the chunks stop, and the targets
     (sources) left run again with more room; the table is the same."""
     g, ov, rng = _overlay(5)
-    sa, sf = _points(g, rng, 9)
-    ta, tf = _points(g, rng, 11)
+    sa, sf = random_options(g, rng, 9)
+    ta, tf = random_options(g, rng, 11)
     q = [(rng.random(g.n_arcs), None)]
     ref = table(ov, sa, sf, ta, tf, along=q)
     assert ref.stats["rounds"] == (1, 1)
@@ -379,8 +351,8 @@ def test_monaco_equals_the_routes_and_follows_traffic(monaco):
     g, ov = monaco
     ov.customize("time-uturn")
     rng = np.random.default_rng(1)
-    sa, sf = _points(g, rng, 12)
-    ta, tf = _points(g, rng, 12)
+    sa, sf = random_options(g, rng, 12)
+    ta, tf = random_options(g, rng, 12)
     _same_arcs(sa, sf, ta, tf, rng, 4)
     router = TrafficRouter(g, ov)
     length = (g.weight("distance").astype(np.float64), None)
@@ -423,8 +395,8 @@ def test_monaco_car_lua_weights_with_durations_and_distances_along(car_lua):
     durations (segment + turn durations) and distances of the weight-optimal paths, as the routes do."""
     g, ov = car_lua
     rng = np.random.default_rng(2)
-    sa, sf = _points(g, rng, 12)
-    ta, tf = _points(g, rng, 12)
+    sa, sf = random_options(g, rng, 12)
+    ta, tf = random_options(g, rng, 12)
     _same_arcs(sa, sf, ta, tf, rng, 4)
     tc = g.turn_costs
     dur = (g.weight("travel_time").astype(np.float64), np.maximum(tc.duration, 0).astype(np.float64))

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from crp_oracle import with_restrictions
 from naive import random_road_graph
+from phantoms import option_point, random_options
 from turn_oracle import phantom_cost, turn_graph
 
 import gpuroute
@@ -31,32 +32,6 @@ from gpuroute.crp import many_to_many_gpu as mg
 from gpuroute.partition.multilevel import topology_fingerprint
 
 PARTS = [((2, 4, 8, 16), "inertial"), ((3, 9), "kahip"), ((6, 30, 60), "inertial"), ((4,), "kahip")]
-
-
-class _Point:
-    def __init__(self, arcs, frac):
-        self.arcs = self.all_arcs = [(int(a), float(f)) for a, f in zip(arcs, frac, strict=True) if a >= 0]
-
-
-def _points(g, rng, k, o=3):
-    """``k`` points: an arc at a random fraction, often its reverse at ``1 - f``, now and then a third arc;
-    unused slots -1, some rows with the first slot unused."""
-    m = g.n_arcs
-    rev = {(int(u), int(v)): i for i, (u, v) in enumerate(zip(g.tail, g.head, strict=True))}
-    arcs = np.full((k, o), -1, np.int64)
-    frac = np.zeros((k, o))
-    for i in range(k):
-        a, f = int(rng.integers(m)), float(rng.random())
-        arcs[i, 0], frac[i, 0] = a, f
-        r = rev.get((int(g.head[a]), int(g.tail[a])))
-        if r is not None and rng.random() < 0.8:
-            arcs[i, 1], frac[i, 1] = r, 1.0 - f
-        if rng.random() < 0.3:
-            arcs[i, 2], frac[i, 2] = int(rng.integers(m)), float(rng.random())
-        if rng.random() < 0.2:
-            arcs[i] = np.roll(arcs[i], 1)
-            frac[i] = np.roll(frac[i], 1)
-    return arcs, frac
 
 
 def _overlay(seed, n=70, max_cost=1000):
@@ -72,8 +47,8 @@ def _overlay(seed, n=70, max_cost=1000):
 
 
 def _inputs(g, ov, rng, S, T, k_same):
-    sa, sf = _points(g, rng, S)
-    ta, tf = _points(g, rng, T)
+    sa, sf = random_options(g, rng, S)
+    ta, tf = random_options(g, rng, T)
     ta[:k_same], tf[:k_same] = sa[:k_same], rng.random(sf[:k_same].shape)  # targets on the sources' own arcs
     tr = ov.turns
     along = [(rng.random(g.n_arcs), rng.random(tr.out_arc.size)), (rng.random(g.n_arcs) * 100, None)]
@@ -82,8 +57,8 @@ def _inputs(g, ov, rng, S, T, k_same):
 
 def _oracle(ov, sa, sf, ta, tf):
     tg = turn_graph(ov)
-    return np.array([[phantom_cost(ov, _Point(sa[s], sf[s]), _Point(ta[t], tf[t]), tg) for t in range(ta.shape[0])]
-                     for s in range(sa.shape[0])])
+    return np.array([[phantom_cost(ov, option_point(sa[s], sf[s]), option_point(ta[t], tf[t]), tg)
+                      for t in range(ta.shape[0])] for s in range(sa.shape[0])])
 
 
 def _assert_same_table(res, ref):
@@ -174,15 +149,22 @@ def _ring():
     return g, ov
 
 
-def test_emulation_same_arc_cases_and_unused_slots():
-    """Target behind the source on its arc (round the ring, through a clique), ahead of it (one-arc leg), on
-    an isolated arc (behind: none), unused option slots and rows without options."""
-    g, ov = _ring()
+def _ring_cases(ov):
+    """On :func:`_ring`: a target behind the source on its arc (round the ring, through a clique), ahead of it
+    (one-arc leg), on an isolated arc (behind: none), unused option slots and rows without options; ``along``
+    quantities per arc and per turn. Returns ``sa, sf, ta, tf, along``."""
     sa = np.array([[3, -1], [3, -1], [4, -1], [-1, 4], [-1, -1], [-1, 0]])
     sf = np.array([[0.8, 0], [0.2, 0], [0.9, 0], [0, 0.2], [0, 0], [0, 0.5]])
     ta = np.array([[3, -1, -1], [4, -1, 1], [-1, 2, -1], [-1, -1, -1]])
     tf = np.array([[0.3, 0, 0], [0.7, 0, 0.5], [0, 0.25, 0], [0, 0, 0]])
     along = [(np.arange(5.0), np.ones(ov.turns.out_arc.size))]
+    return sa, sf, ta, tf, along
+
+
+def test_emulation_same_arc_cases_and_unused_slots():
+    """:func:`_ring_cases`, against the CPU twin and the oracle."""
+    g, ov = _ring()
+    sa, sf, ta, tf, along = _ring_cases(ov)
     ref = mm.table(ov, sa, sf, ta, tf, along=along)
     res = mg._emulate(ov, sa, sf, ta, tf, along=along)
     _assert_same_table(res, ref)
@@ -302,11 +284,7 @@ def test_gpu_equals_the_cpu_twin(seed, max_cost, monkeypatch):
 @pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a CUDA GPU")
 def test_gpu_same_arc_cases():
     g, ov = _ring()
-    sa = np.array([[3, -1], [3, -1], [4, -1], [-1, 4], [-1, -1], [-1, 0]])
-    sf = np.array([[0.8, 0], [0.2, 0], [0.9, 0], [0, 0.2], [0, 0], [0, 0.5]])
-    ta = np.array([[3, -1, -1], [4, -1, 1], [-1, 2, -1], [-1, -1, -1]])
-    tf = np.array([[0.3, 0, 0], [0.7, 0, 0.5], [0, 0.25, 0], [0, 0, 0]])
-    along = [(np.arange(5.0), np.ones(ov.turns.out_arc.size))]
+    sa, sf, ta, tf, along = _ring_cases(ov)
     _assert_same_table(mg.table(ov, sa, sf, ta, tf, along=along), mm.table(ov, sa, sf, ta, tf, along=along))
 
 

@@ -280,8 +280,8 @@ def test_transition_searches_equal_many_to_many(car_engine, overlay_engine, trac
     for i in (1, 9, 17):
         sigma, dt, coords, ts, _ = traces[i]
         p = MatchParams.from_kwargs(coords[:40], limits=eng.limits, timestamps=ts[:40], radiuses=[sigma] * 40)
-        t = M.Trace(p, 5.0)
-        allc = M._candidates(M.candidate_index(eng), [t])
+        t = M.Traces([p], 5.0)
+        allc = M._candidates(M.candidate_index(eng), t)
         snap = metric_snapshot(eng)
         tables = M._Tables(eng, allc, None, snap, "cpu")
         pairs = [M._pair(t, q - 1, q, 50.0) for q in range(1, t.n)]

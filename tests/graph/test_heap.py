@@ -129,12 +129,13 @@ def test_addressable_heap_equals_a_dict(shift, kdt, idt, stride, off, seed):
 
 
 def test_no_other_binary_heap_in_the_source():
-    """Sift loops (``(i - 1) >> k``) live in graph/heap.py; the known exceptions are the CH witness search
-    (written out: measured faster, see its docstring) and the CPU emulation of the GPU many-to-many."""
+    """Sift loops (``(i - 1) >> k``) live in graph/heap.py; the known exception is the CH witness search
+    (written out: measured faster, see its docstring). The CPU emulation of the GPU many-to-many kept its own
+    copy until session 22; it now runs graph/heap.py's (through crp/search.py's ih_update / ih_pop)."""
     from pathlib import Path
 
     import gpuroute
 
     root = Path(gpuroute.__file__).parent
     hits = {str(p.relative_to(root)) for p in root.rglob("*.py") if "(i - 1) >> " in p.read_text(encoding="utf-8")}
-    assert hits <= {"graph/heap.py", "ch/sequential.py", "crp/many_to_many_gpu.py"}, hits
+    assert hits <= {"graph/heap.py", "ch/sequential.py"}, hits

@@ -12,13 +12,12 @@ The binaries and profiles come from the ``osrm-bindings`` wheel (tests/osrm_peer
 this test, it never skips."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 from match_traces import make_trace, matched_length
-from osrm_peer import OSRMRouted, osrm_bin_dir, osrm_profiles_dir, run_tool
+from osrm_peer import OSRMRouted, build_mld, osrm_bin_dir, osrm_profiles_dir
 
 pytest.importorskip("osmium")
 pytest.importorskip("lupa", reason="lupa (pip install 'gpuroute[lua]') runs OSRM's car.lua")
@@ -39,13 +38,7 @@ def peers(tmp_path_factory, monaco_car_dir):
     """(gpuroute Engine, osrm-routed MLD) on Monaco with OSRM's car.lua."""
     bindir = osrm_bin_dir(required=True)
     lua = osrm_profiles_dir(bindir) / "car.lua"
-    work = tmp_path_factory.mktemp("osrm_match")
-    src = work / "monaco.osm.pbf"
-    shutil.copyfile(MONACO, src)
-    run_tool([bindir / "osrm-extract", "-p", lua, "-t", "2", src], work)
-    base = work / "monaco.osrm"
-    run_tool([bindir / "osrm-partition", base], work)
-    run_tool([bindir / "osrm-customize", base], work)
+    base = build_mld(bindir, MONACO, lua, tmp_path_factory.mktemp("osrm_match"))
     eng = Engine.open(monaco_car_dir)  # the session's Monaco with the same car.lua (tests/conftest.py)
     eng.limits["max_locations_map_matching"] = 1000
     server = OSRMRouted(bindir, base, algorithm="mld", extra=["--max-matching-size", "1000"])

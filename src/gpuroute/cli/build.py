@@ -48,7 +48,7 @@ def run(args):
 
     spec = args.graph
     s = build_dataset(spec, args.output, profile=args.profile, weight=args.weight, cell_sizes=args.cell_sizes,
-                      progress=_stage_printer())
+                      progress=_stage_printer(), time_profile=args.time_profile)
     g = s["graph"]
     missing = g.get("ways_missing_nodes", 0)
     if missing:
@@ -72,6 +72,8 @@ def run(args):
              ("time", ", ".join(f"{k} {fmt_ms(v)}" for k, v in sec.items())
               + f"; total {fmt_ms(s['total_seconds'])}"),
              ("saved", s["directory"]),
+             *([("depart", f"time profile {s['time_profile']['file']} ({s['time_profile']['rows']} rows, "
+                         f"{s['time_profile']['timezone']}; depart_at reads it)")] if s.get("time_profile") else []),
              ("serve", f"gpuroute serve {s['directory']}")]
     print_rows(rows)
     return EXIT_OK
@@ -106,6 +108,10 @@ def add_parser(sub, common):
     c.add_argument("--cell-sizes", type=parse_cell_sizes, default=None, metavar="U0,U1,...",
                    help="largest cell size per partition level, finest first (default 256,4096,65536, the "
                         "levels smaller than the graph)")
+    c.add_argument("--time-profile", dest="time_profile", metavar="FILE", default=None,
+                   help="a time profile (CSV or Parquet) to store in the directory as time_profile.csv, checked "
+                        "against the built dataset first: serve DIR, route and trip read it for depart_at (gpuroute "
+                        "timeprofile DIR FILE stores one later)")
     c.add_argument("--json", action="store_true", help="print the summary as a JSON object")
     c.set_defaults(func=run)
     return c

@@ -355,3 +355,54 @@ def open_ch(directory, graph_spec=None):
     dt = time.perf_counter() - t0
     log.info("loaded %r with %r in %.3f s", ch, graph, dt)
     return ch, graph, dt
+
+
+def depart_at_arg(text):
+    """``--depart-at``: the departure time as the HTTP API's ``depart_at`` reads it
+    (:func:`gpuroute.engine.timeslots.parse_depart_at`: ISO 8601, e.g. ``2026-11-26T08:00`` -- wall-clock time
+    in the time profile's zone -- or ``2026-11-26T08:00+01:00``, or ``now``); a datetime.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Not an ISO 8601 date and time (the engine's message, naming the value).
+    """
+    from ..engine.osrm import EngineError
+    from ..engine.timeslots import parse_depart_at
+
+    try:
+        return parse_depart_at(text)
+    except EngineError as e:
+        raise argparse.ArgumentTypeError(e.message) from None
+
+
+def open_engine(spec, *, time_profile=None, depart_at=None, weight=None):
+    """:meth:`gpuroute.engine.Engine.open` for the commands that answer through the engine (``trip``, ``route
+    --alternatives/--depart-at``): ``time_profile`` (``--time-profile FILE``) overrides the one a dataset
+    directory stores (``gpuroute timeprofile DIR FILE``); returns ``(engine, seconds)``.
+
+    Raises
+    ------
+    CLIError
+        A graph or dataset that cannot be opened, a bad ``--time-profile`` (naming the file and line), or
+        ``depart_at`` given and no time profile (neither given nor stored).
+    """
+    from ..engine import Engine, EngineError
+
+    t0 = time.perf_counter()
+    try:
+        with progress(f"opening {spec}"):
+            engine = Engine.open(spec, weight=weight, time_profile=False if time_profile is not None else None)
+    except KeyError as e:
+        raise CLIError(one_line(e.args[0] if e.args else e)) from None
+    except FileNotFoundError as e:
+        raise CLIError(f"{e.strerror}: {e.filename}" if e.filename and e.strerror else one_line(e)) from None
+    if time_profile is not None:
+        try:
+            engine.set_time_profile(time_profile)
+        except (OSError, ValueError, EngineError) as e:  # TimeProfileError names the file and line
+            raise CLIError(f"--time-profile: {one_line(e)}") from None
+    if depart_at is not None and engine.info.get("time_profile") is None:
+        raise CLIError("--depart-at needs a time profile: --time-profile FILE, or one stored in the dataset "
+                       "directory (gpuroute timeprofile DIR FILE)")
+    return engine, time.perf_counter() - t0

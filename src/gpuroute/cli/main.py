@@ -1,6 +1,6 @@
 """``gpuroute`` command line: the parser and the dispatch. Each command is one module of this package
 (``route``, ``info``, ``sssp``, ``contract``, ``tree``, ``table``, ``partition``, ``customize``, ``build``,
-``serve``, ``trip``, ``accessibility``, ``match``) that parses its arguments, calls one stage or service of the library
+``serve``, ``trip``, ``accessibility``, ``match``, ``timeprofile``) that parses its arguments, calls one stage or service of the library
 and formats the answer.
 
 Customizable Route Planning runs as stages on one overlay directory (:mod:`gpuroute.pipeline.overlay_dir`):
@@ -34,6 +34,7 @@ from . import (
     serve,
     sssp,
     table,
+    timeprofile,
     tree,
     trip,
 )
@@ -55,7 +56,8 @@ def build_parser():
     p.add_argument("-v", "--verbose", action="count", default=0, help="log debug information to stderr")
     p.add_argument("--version", action="version", version=f"gpuroute {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in (route, info, sssp, contract, tree, table, partition, customize, build, serve, trip, accessibility, match):
+    for mod in (route, info, sssp, contract, tree, table, partition, customize, build, serve, trip, accessibility, match,
+                timeprofile):
         mod.add_parser(sub, common)
     return p
 

@@ -1,7 +1,13 @@
 """``gpuroute route``: snap two points and query one shortest path (:func:`gpuroute.geo.nearest_node` +
 :func:`gpuroute.query.shortest_path`, or with ``--ch DIR`` a saved contraction hierarchy's
 :meth:`~gpuroute.ch.ContractionHierarchy.route`, or with ``--overlay DIR`` a customized CRP overlay's
-:meth:`~gpuroute.Overlay.route`, turn-aware); text or GeoJSON (:mod:`gpuroute.geo.geojson`)."""
+:meth:`~gpuroute.Overlay.route`, turn-aware); text or GeoJSON (:mod:`gpuroute.geo.geojson`).
+
+With ``--alternatives N`` or ``--depart-at ISO8601`` the route is the engine's (:meth:`gpuroute.engine.Engine.route`
+on ``--graph``, best a dataset directory: the HTTP API's ``/route`` with ``alternatives=N`` / ``depart_at``, its
+checks, limits and error codes; ``--depart-at`` reads the value as the HTTP API does,
+:func:`gpuroute.cli.common.depart_at_arg`, and needs a time profile: ``--time-profile FILE`` or the one stored in the
+dataset directory, :mod:`gpuroute.cli.timeprofile`)."""
 from __future__ import annotations
 
 import argparse
@@ -20,6 +26,7 @@ from .common import (
     CLIError,
     check_device,
     check_point,
+    depart_at_arg,
     describe_node,
     external_id,
     fmt_int,
@@ -29,6 +36,7 @@ from .common import (
     log,
     one_line,
     open_ch,
+    open_engine,
     parse_point,
     pick_weight,
     print_rows,
@@ -82,6 +90,8 @@ def run(args):
         raise CLIError("give both --from and --to, or neither (for the default route on the NY network)")
     default_route = args.from_ is None
     points = list(LANDMARKS) if default_route else [(None, *args.from_), (None, *args.to)]
+    if args.alternatives is not None or args.depart_at is not None or args.time_profile is not None:
+        return _run_engine(args, points)
     ch = overlay = None
     unit = None
     if args.ch is not None and args.overlay is not None:
@@ -159,6 +169,120 @@ def run(args):
               f"{describe_node(graph, src)} in {graph.name!r}", file=sys.stderr)
         return EXIT_NO_ROUTE
     return EXIT_OK
+
+
+def parse_alternatives(text):
+    """``--alternatives N``: an integer >= 0 (the HTTP API's ``alternatives=N``; its limit is the engine's).
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Not an integer >= 0 (naming the value).
+    """
+    t = text.strip()
+    if not (t.isascii() and t.isdigit()):
+        raise argparse.ArgumentTypeError(f"--alternatives {text}: expected a number of alternative routes >= 0")
+    return int(t)
+
+
+def _run_engine(args, points):
+    """``--alternatives`` / ``--depart-at``: the route through :meth:`gpuroute.engine.Engine.route` (the Python
+    API and the HTTP API's ``/route``: the same checks, limits and errors), on ``--graph`` (a dataset directory,
+    a graph file or a shipped name)."""
+    from ..engine import EngineError
+
+    for opt, bad in (("--ch", args.ch), ("--overlay", args.overlay), ("--method", args.method)):
+        if bad is not None:
+            raise CLIError(f"{opt} does not apply with --alternatives/--depart-at (the route is the engine's: give "
+                           "a dataset directory as --graph)")
+    if args.device == "gpu":
+        raise CLIError("--alternatives/--depart-at route with the engine on the CPU; leave --device out")
+    if args.snapping != "default":
+        raise CLIError(f"--snapping {args.snapping} does not apply with --alternatives/--depart-at (the engine snaps "
+                       "onto road segments, as OSRM)")
+    spec = args.graph or DEFAULT_GRAPH
+    coords = [(x, y) for _, x, y in points]
+    for (x, y), opt in zip(coords, ("--from", "--to"), strict=True):
+        if abs(x) > 180 or abs(y) > 90:
+            raise CLIError(f"{opt} {x:g},{y:g} is not a position: longitude must be in [-180, 180] and latitude "
+                           "in [-90, 90]")
+    engine, t_open = open_engine(spec, time_profile=args.time_profile, depart_at=args.depart_at,
+                                 weight=METRICS.get(args.metric))
+    kw = {"alternatives": 0 if args.alternatives is None else args.alternatives, "depart_at": args.depart_at,
+          "geometries": "geojson", "overview": "full"}
+    if args.radius is not None:
+        kw["radiuses"] = [None if math.isinf(args.radius) else args.radius] * 2
+    t0 = time.perf_counter()
+    try:
+        with progress(f"routing on {engine.graph.name}"):
+            res = engine.route(coords, **kw)
+    except EngineError as e:
+        if e.code == "NoRoute":
+            print(f"gpuroute route: no route: {e.message}", file=sys.stderr)
+            return EXIT_NO_ROUTE
+        raise CLIError(f"{e.code}: {e.message}") from None
+    t_query = time.perf_counter() - t0
+    names = [name for name, _, _ in points]
+    if args.json:
+        json.dump(_engine_feature_collection(engine, res, names, coords, args), sys.stdout)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    _print_engine_text(engine, res, names, coords, args, t_open, t_query)
+    return EXIT_OK
+
+
+def _engine_feature_collection(engine, res, names, coords, args):
+    """GeoJSON of an engine route: one LineString per route (the shortest first, ``alternative`` false; then
+    each alternative) with OSRM's ``duration`` (s), ``distance`` (m), ``weight``, ``weight_name``, and one
+    Point per waypoint (the snapped location, ``query``, ``name``, ``snap_distance_m``)."""
+    features = []
+    for i, r in enumerate(res["routes"]):
+        features.append({"type": "Feature", "geometry": r["geometry"],
+                         "properties": {"route": i, "alternative": i > 0, "duration": r["duration"],
+                                        "distance": r["distance"], "weight": r["weight"],
+                                        "weight_name": r["weight_name"]}})
+    for role, w, name, q in zip(("source", "target"), res["waypoints"], names, coords, strict=True):
+        props = {"role": role, "query": list(q), "street": w.get("name"), "snap_distance_m": w.get("distance")}
+        if name:
+            props["name"] = name
+        features.append({"type": "Feature", "geometry": {"type": "Point", "coordinates": list(w["location"])},
+                         "properties": props})
+    return {"type": "FeatureCollection", "features": features,
+            "properties": {"graph": engine.graph.name, "weight": engine.weight, "reachable": True,
+                           "alternatives_asked": 0 if args.alternatives is None else args.alternatives,
+                           "depart_at": None if args.depart_at is None else args.depart_at.isoformat()}}
+
+
+def _print_engine_text(engine, res, names, coords, args, t_open, t_query):
+    g = engine.graph
+    rows = [("graph", f"{g.name} ({fmt_int(g.n_nodes)} nodes, {fmt_int(g.n_arcs)} arcs; weight {engine.weight})")]
+    for label, w, name, (x, y) in zip(("from", "to"), res["waypoints"], names, coords, strict=True):
+        rows.append((label, f"{name} ({x:.5f}, {y:.5f})" if name else f"{x:.5f}, {y:.5f}"))
+        lon, lat = w["location"]
+        street = f" on {w['name']}" if w.get("name") else ""
+        rows.append(("", f"-> {lon:.5f}, {lat:.5f}{street}, snapped {w['distance']:,.1f} m away"))
+    if args.depart_at is not None:
+        tp = engine.info.get("time_profile") or {}
+        rows.append(("depart", f"{args.depart_at.isoformat()} (time profile {tp.get('file')}, {tp.get('timezone')}; "
+                               "the slot at departure for the whole route)"))
+    routes = res["routes"]
+    w0 = routes[0]["weight"]
+    for i, r in enumerate(routes):
+        what = f"{_duration(r['duration'])}, {_distance(r['distance'])} (weight {r['weight']:g} {r['weight_name']}"
+        what += ")" if i == 0 or not w0 else f", x{r['weight'] / w0:.3f} the route's)"
+        rows.append(("route" if i == 0 else f"alternative {i}", what))
+    if args.alternatives:
+        rows.append(("", f"{len(routes) - 1} of up to {args.alternatives} alternatives found"))
+    rows.append(("time", f"{(t_open + t_query) * 1e3:,.1f} ms (open {t_open * 1e3:,.1f}, query {t_query * 1e3:,.1f})"))
+    print_rows(rows)
+
+
+def _duration(s):
+    return "no duration" if s is None else f"{s:,.1f} s"
+
+
+def _distance(m):
+    return f"{m / 1000:,.2f} km" if m >= 1000 else f"{m:,.0f} m"
 
 
 def _open_overlay(args):
@@ -260,6 +384,18 @@ def add_parser(sub, common):
                    help="default: only nodes of the largest strongly connected component; any: every node")
     r.add_argument("--radius", type=parse_radius, default=None, metavar="R",
                    help="largest snap distance, >= 0 (metres; planar units on planar graphs)")
-    r.add_argument("--json", action="store_true", help="print a GeoJSON FeatureCollection")
+    r.add_argument("--alternatives", type=parse_alternatives, default=None, metavar="N",
+                   help="up to N alternative routes besides the shortest (the HTTP API's alternatives=N: at most the "
+                        "engine's max_alternatives, config.SERVE_MAX_ALTERNATIVES; a route through the engine: give "
+                        "a dataset directory, graph file or shipped name as --graph)")
+    r.add_argument("--depart-at", dest="depart_at", type=depart_at_arg, default=None, metavar="ISO8601",
+                   help="departure time, e.g. 2026-11-26T08:00 (local time in the profile's zone) or "
+                        "2026-11-26T08:00+01:00: the route on that time slot's metric (the HTTP API's depart_at; "
+                        "needs a time profile: --time-profile, or the one stored in the dataset directory)")
+    r.add_argument("--time-profile", dest="time_profile", metavar="FILE", default=None,
+                   help="a time profile (CSV or Parquet) for --depart-at, overriding the one stored in the dataset "
+                        "directory (gpuroute timeprofile DIR FILE)")
+    r.add_argument("--json", action="store_true", help="print a GeoJSON FeatureCollection (with --alternatives: one "
+                                                       "LineString per route)")
     r.set_defaults(func=run)
     return r

@@ -189,7 +189,9 @@ def serve(args, sock, workers=1):
     spec = args.dataset or DEFAULT_DATASET
     t0 = time.perf_counter()
     with progress(f"opening {spec}"):
-        engine = Engine.open(spec, weight=args.weight)
+        # a dataset directory's stored time profile (gpuroute timeprofile), unless --time-profile overrides it
+        engine = Engine.open(spec, weight=args.weight,
+                             time_profile=False if getattr(args, "time_profile", None) is not None else None)
     if getattr(args, "time_profile", None) is not None:  # depart_at= (gpuroute.engine.timeslots)
         from ..engine import EngineError
 
@@ -206,6 +208,9 @@ def serve(args, sock, workers=1):
     counts = {"max_locations_route": args.max_viaroute_size, "max_locations_table": table,
               "max_locations_nearest": args.max_nearest_size}
     counts = {k: v for k, v in counts.items() if v is not None}
+    alts = getattr(args, "max_alternatives", None)
+    if alts is not None:  # 0: no alternative (osrm-routed's meaning); < 0: no limit, reported as null on /health
+        counts["max_alternatives"] = None if alts < 0 else alts
     engine_limits = getattr(engine, "limits", None)
     if counts and isinstance(engine_limits, dict):
         engine_limits.update(counts)  # our engine: the server and the engine enforce the same limits
@@ -274,6 +279,10 @@ def add_parser(sub, common):
                         "the engine's limit, 100 x 100; <= 0: none)")
     s.add_argument("--max-nearest-size", type=int, default=None, metavar="N",
                    help="largest 'number' of a nearest query (default: the engine's limit; <= 0: none)")
+    s.add_argument("--max-alternatives", dest="max_alternatives", type=int, default=None, metavar="N",
+                   help="most alternative routes one /route may ask for (osrm-routed's --max-alternatives: 0 refuses "
+                        "every alternative, alternatives=true included; default: the engine's limit, "
+                        "config.SERVE_MAX_ALTERNATIVES = 3; < 0: none)")
     s.add_argument("--default-radius", type=float, default=None, metavar="M",
                    help="snapping radius in metres of coordinates given no radius (default unlimited, as OSRM; with "
                         "it, a point farther from every road is answered NoSegment)")
@@ -288,7 +297,8 @@ def add_parser(sub, common):
     s.add_argument("--time-profile", dest="time_profile", metavar="FILE", default=None,
                    help="a time profile (CSV, or Parquet with pandas + pyarrow: speeds or factors per road class, "
                         "way or arc per time slot) that depart_at= reads on /route, /table, /trip and /isochrone "
-                        "(README: departure time; needs a dataset directory)")
+                        "(README: departure time; needs a dataset directory; overrides the profile stored in it "
+                        "by gpuroute timeprofile DIR FILE)")
     s.add_argument("--threads", type=int, default=None, metavar="N",
                    help="threads running queries at once in each process (default min(8, CPUs))")
     s.add_argument("--http", choices=("auto", "httptools", "h11"), default=None,

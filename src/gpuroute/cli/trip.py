@@ -12,7 +12,7 @@ import json
 import os
 import time
 
-from .common import EXIT_NO_ROUTE, EXIT_OK, CLIError, fmt_ms, print_rows, progress
+from .common import EXIT_NO_ROUTE, EXIT_OK, CLIError, depart_at_arg, fmt_ms, open_engine, print_rows, progress
 
 #: The graph used without ``--graph`` (the shipped extract ``gpuroute serve`` serves by default).
 DEFAULT_TRIP_GRAPH = "monaco"
@@ -71,21 +71,11 @@ def _distance(m):
 
 
 def run(args):
-    from ..engine import Engine, EngineError
+    from ..engine import EngineError
 
     stops = read_stops(args.stops)
     spec = args.graph or DEFAULT_TRIP_GRAPH
-    t0 = time.perf_counter()
-    with progress(f"opening {spec}"):
-        engine = Engine.open(spec)
-        if args.time_profile is not None:
-            try:
-                engine.set_time_profile(args.time_profile)
-            except (OSError, ValueError, EngineError) as e:  # TimeProfileError names the file and line
-                raise CLIError(f"--time-profile: {e}") from None
-    if args.depart_at is not None and args.time_profile is None:
-        raise CLIError("--depart-at needs --time-profile FILE")
-    t_open = time.perf_counter() - t0
+    engine, t_open = open_engine(spec, time_profile=args.time_profile, depart_at=args.depart_at)
     source = "first" if args.source is None and not args.roundtrip else (args.source or "any")
     destination = "last" if args.destination is None and not args.roundtrip else (args.destination or "any")
     t0 = time.perf_counter()
@@ -150,8 +140,9 @@ def add_parser(sub, common):
                         "order is exact and no search runs; default: the service's, "
                         "config.SERVE_TRIP_TIME_PER_STOP_S x stops within SERVE_TRIP_TIME_MIN_S.._MAX_S)")
     t.add_argument("--time-profile", dest="time_profile", metavar="FILE", default=None,
-                   help="a time profile (CSV or Parquet) for --depart-at (needs a dataset directory as --graph)")
-    t.add_argument("--depart-at", dest="depart_at", metavar="ISO8601", default=None,
+                   help="a time profile (CSV or Parquet) for --depart-at (needs a dataset directory as --graph; "
+                        "overrides the one stored in it by gpuroute timeprofile)")
+    t.add_argument("--depart-at", dest="depart_at", metavar="ISO8601", default=None, type=depart_at_arg,
                    help="departure time, e.g. 2026-11-26T08:00 (local time in the profile's zone) or "
                         "2026-11-26T08:00+01:00: the trip on that time slot's metric (slot-at-departure)")
     t.add_argument("--json", action="store_true", help="print the OSRM-shaped /trip response (JSON)")

@@ -289,3 +289,98 @@ extern "C" __global__ void crp_micro(const int* __restrict__ blocks, const i64* 
         clique[o_dst[k]] = p < 0 ? I64INF : M[p];
     }
 }
+
+// crp_aggregate over some ranges of the incoming edges only (a traffic update: the in-edges of its dirty
+// cells, contiguous per cell); ranges: (first edge, count) pairs, one block per range.
+extern "C" __global__ void crp_aggregate_ranges(i64 n_ranges, const i64* __restrict__ ranges,
+                                                const i64* __restrict__ r_ref, const i64* __restrict__ turn_cost,
+                                                const i64* __restrict__ clique, i64* __restrict__ ecost) {
+    for (i64 k = blockIdx.x; k < n_ranges; k += gridDim.x) {
+        const i64 s = ranges[2 * k], len = ranges[2 * k + 1];
+        for (i64 i = threadIdx.x; i < len; i += blockDim.x) {
+            const i64 a = s + i;
+            const i64 ref = r_ref[a];
+            i64 c;
+            if (ref >= 0) {
+                c = turn_cost[ref];
+                if (c < 0) c = I64INF;
+            } else {
+                c = clique[-ref - 1];
+            }
+            ecost[a] = c;
+        }
+    }
+}
+
+// Ranges of up to four (source, destination) array pairs copied in one launch (gpuroute.crp.state_buffers: a
+// traffic update brings the spare device copy up to date -- cliques, trees, decoded turn costs, and the new turn
+// costs from the upload -- and packs the cells it re-customized for the copy back, without touching the rest).
+//   seg (n_seg x 4)          per range: pair (0..3), source byte offset, destination byte offset, bytes
+//   chunk_first (n_seg + 1)  the range's first chunk: a range is cut into chunks of chunk_bytes (a multiple of
+//                            16), the last one shorter; empty ranges have none
+// One warp per chunk (grid-stride over the chunks): the range by a binary search over chunk_first, then the
+// chunk's bytes in the widest words both addresses allow (16-byte vectors where source and destination agree
+// modulo 16; 8, 4, 2, 1 bytes otherwise), the unaligned head and tail byte by byte; coalesced. The ranges'
+// destinations must not overlap (they are written concurrently).
+struct alignas(16) crp_v16 {
+    unsigned long long lo, hi;
+};
+
+template <class W>
+__device__ __forceinline__ void copy_words(const unsigned char* __restrict__ s, unsigned char* __restrict__ d, i64 n,
+                                           int lane) {
+    const W* __restrict__ sw = (const W*)s;
+    W* __restrict__ dw = (W*)d;
+    for (i64 k0 = 0; k0 < n; k0 += 128) {  // four words per lane in flight
+        W v0, v1, v2, v3;
+        const i64 k = k0 + lane;
+        if (k < n) v0 = sw[k];
+        if (k + 32 < n) v1 = sw[k + 32];
+        if (k + 64 < n) v2 = sw[k + 64];
+        if (k + 96 < n) v3 = sw[k + 96];
+        if (k < n) dw[k] = v0;
+        if (k + 32 < n) dw[k + 32] = v1;
+        if (k + 64 < n) dw[k + 64] = v2;
+        if (k + 96 < n) dw[k + 96] = v3;
+    }
+}
+
+extern "C" __global__ void crp_copy_chunks(i64 n_seg, const i64* __restrict__ seg, const i64* __restrict__ chunk_first,
+                                           i64 chunk_bytes, const unsigned char* s0, unsigned char* d0,
+                                           const unsigned char* s1, unsigned char* d1, const unsigned char* s2,
+                                           unsigned char* d2, const unsigned char* s3, unsigned char* d3) {
+    if (n_seg <= 0) return;
+    const i64 n_chunks = chunk_first[n_seg];
+    const i64 warps = ((i64)gridDim.x * blockDim.x) >> 5;
+    const int lane = (int)(threadIdx.x & 31);
+    for (i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < n_chunks; w += warps) {
+        i64 lo = 0, hi = n_seg - 1;  // the last range whose first chunk is <= w
+        while (lo < hi) {
+            const i64 mid = (lo + hi + 1) >> 1;
+            if (chunk_first[mid] <= w) lo = mid;
+            else hi = mid - 1;
+        }
+        const i64* g = seg + 4 * lo;
+        const i64 pair = g[0];
+        const i64 off = (w - chunk_first[lo]) * chunk_bytes;
+        i64 n = g[3] - off;
+        if (n > chunk_bytes) n = chunk_bytes;
+        const unsigned char* s = (pair == 0 ? s0 : pair == 1 ? s1 : pair == 2 ? s2 : s3) + g[1] + off;
+        unsigned char* d = (pair == 0 ? d0 : pair == 1 ? d1 : pair == 2 ? d2 : d3) + g[2] + off;
+        const unsigned long long x = (unsigned long long)s ^ (unsigned long long)d;
+        i64 wb = 16;
+        while (wb > 1 && (x & (unsigned long long)(wb - 1))) wb >>= 1;
+        i64 head = (i64)((unsigned long long)(wb - (i64)((unsigned long long)s & (unsigned long long)(wb - 1))) &
+                         (unsigned long long)(wb - 1));
+        if (head > n) head = n;
+        const i64 nw = (n - head) / wb;
+        const i64 t0 = head + nw * wb;
+        if (lane < head) d[lane] = s[lane];  // head and tail: fewer than wb <= 16 bytes each
+        if (t0 + lane < n) d[t0 + lane] = s[t0 + lane];
+        if (wb == 16) copy_words<crp_v16>(s + head, d + head, nw, lane);
+        else if (wb == 8) copy_words<unsigned long long>(s + head, d + head, nw, lane);
+        else if (wb == 4) copy_words<unsigned int>(s + head, d + head, nw, lane);
+        else if (wb == 2) copy_words<unsigned short>(s + head, d + head, nw, lane);
+        else copy_words<unsigned char>(s + head, d + head, nw, lane);
+    }
+}

@@ -26,6 +26,12 @@ microcode level, no host synchronisation until the results are copied back. The 
 written by the same kernel: for each vertex, 1 + the smallest forward edge index that is tight (positive
 costs make every tight edge point away from the entry, so parents form a tree); the CPU twin keeps the
 edge its Dijkstra relaxed last, so trees may pick other, equally short, paths.
+
+A traffic update (:meth:`GPUCustomizer.launch_update`) builds every descriptor on the host with NumPy and
+uploads them in one copy; then one ``crp_copy_chunks`` launch brings the spare device copy up to date (the
+ranges the update before changed, of cliques, trees and turn costs, and the new turn costs), 2 launches per
+Bellman-Ford level (1 per microcode level) re-customize the touched cells, and one more ``crp_copy_chunks``
+launch packs their cliques and trees for the copy back: no host work between the launches.
 """
 from __future__ import annotations
 
@@ -35,8 +41,45 @@ import numpy as np
 
 from .. import config
 from ..backend.kernels import load_module
+from .state_buffers import EMPTY, chunk_table, difference, index_ranges, padded_offsets, points_complement
 
 KERNELS = "crp/customize.cu"
+#: crp_copy_chunks: threads per block (a warp per chunk) and bytes per chunk (a multiple of 16: 32 lanes x 4
+#: words of 16 bytes, one pass of each warp)
+COPY_THREADS = 256
+COPY_CHUNK_BYTES = 2048
+
+
+class _Staging:
+    """Host arrays gathered into one byte buffer (each at a 16-byte aligned offset) that goes to the device in
+    one upload; :meth:`dev` then gives each array's device view (same dtype and length)."""
+
+    def __init__(self):
+        self.parts, self.at, self.n = [], [], 0
+        self.buf = None
+
+    def add(self, a):
+        """Stage a 1-D host array; returns its key."""
+        a = np.ascontiguousarray(a).ravel()
+        self.parts.append(a)
+        self.at.append(self.n)
+        self.n += -(-a.nbytes // 16) * 16
+        return len(self.parts) - 1
+
+    def host(self, k):
+        return self.parts[k]
+
+    def upload(self, cp):
+        """One host-to-device copy of everything staged; returns its bytes."""
+        buf = np.zeros(max(self.n, 16), np.uint8)
+        for a, o in zip(self.parts, self.at, strict=True):
+            buf[o:o + a.nbytes] = a.view(np.uint8)
+        self.buf = cp.asarray(buf)
+        return int(buf.nbytes)
+
+    def dev(self, k):
+        a, o = self.parts[k], self.at[k]
+        return self.buf[o:o + a.nbytes].view(a.dtype)
 
 
 def _units(vf, ent_first, smem_items, max_group):
@@ -223,6 +266,8 @@ class GPUCustomizer:
         self.k_aggregate = mod.get_function("crp_aggregate")
         self.k_level = mod.get_function("crp_bf_level_u16" if self.tree_dtype == np.uint16 else "crp_bf_level_i32")
         self.k_micro = mod.get_function("crp_micro")
+        self.k_aggregate_ranges = mod.get_function("crp_aggregate_ranges")
+        self.k_copy_chunks = mod.get_function("crp_copy_chunks")
         self.frontier = bool(config.CRP_GPU_FRONTIER)
         if self.smem_items * 10 > 48 * 1024:  # above the default per-block limit: opt in
             self.k_level.max_dynamic_shared_size_bytes = self.smem_items * 10
@@ -255,7 +300,8 @@ class GPUCustomizer:
             dev["cq_first"] = cp.asarray(np.ascontiguousarray(cq[cb0:cb1 + 1], np.int64))
             dev["tree_first"] = cp.asarray(np.ascontiguousarray(tf[cb0:cb1 + 1], np.int64))
             dev["all_units"] = cp.arange(h["u_cell"].size, dtype=np.int32)
-            self.levels.append({"host": {"u_cell": h["u_cell"]}, "dev": dev, "n_edges": int(h["r_ref"].size),
+            self.levels.append({"host": {"u_cell": h["u_cell"], "vf": h["vf"], "ent_first": h["ent_first"], "r_first": h["r_first"],
+                                         "scratch": int(h["scratch"])}, "dev": dev, "n_edges": int(h["r_ref"].size),
                                 "n_units": int(h["u_cell"].size)})
             scratch = max(scratch, h["scratch"])
             max_e = max(max_e, int(h["r_ref"].size))
@@ -263,8 +309,11 @@ class GPUCustomizer:
         self.ecost = cp.empty(max_e, np.int64)
         self.rounds = cp.zeros(len(self.levels), np.int32)
         self.copy_stream = cp.cuda.Stream(non_blocking=True)
-        # the device copy of the current customization (None until the first run is committed)
+        # the device copy of the current customization (None until the first run is committed): a dict of
+        # clique, tree, tcost (decoded turn costs) and dirty (the ranges where it differs from spare; None:
+        # everywhere); spare: the buffers of the copy before it, which the next update writes
         self.current = None
+        self.spare = None
         self.setup_seconds = time.perf_counter() - t0
 
     def units(self, p, cells):
@@ -275,6 +324,33 @@ class GPUCustomizer:
             return lv["dev"]["all_units"]
         mask = np.isin(lv["host"]["u_cell"], np.asarray(cells, np.int64))
         return cp.asarray(np.flatnonzero(mask).astype(np.int32))
+
+    def update_units(self, p, cells, target):
+        """Work units for re-customizing only ``cells`` of level ``p`` (a traffic update's few cells): the
+        cells' entry points split into groups of ``g = ceil(their entries / target)`` (at most
+        ``config.CRP_GPU_MAX_GROUP``, as shared memory allows), so that a few dirty cells still fill the GPU
+        (the level's own units are sized for all its cells: a handful of them are a handful of blocks, each
+        sweeping many entry points per Bellman-Ford round).
+
+        Returns
+        -------
+        (u_cell int32, u_i0 int32, u_g int32, u_scr int64) of the units (level-local cells; scratch offsets
+        from 0), or None when they need more global scratch than the level's own units (then those are used).
+        """
+        h = self.levels[p]["host"]
+        c = np.asarray(cells, np.int64)
+        vf, ef = h["vf"], h["ent_first"]
+        n = vf[c + 1] - vf[c]
+        k = ef[c + 1] - ef[c]
+        sub_vf = np.zeros(c.size + 1, np.int64)
+        np.cumsum(n, out=sub_vf[1:])
+        sub_ef = np.zeros(c.size + 1, np.int64)
+        np.cumsum(k, out=sub_ef[1:])
+        g = max(1, min(int(config.CRP_GPU_MAX_GROUP), -(-int(sub_ef[-1]) // max(int(target), 1))))
+        u_cell, u_i0, u_g, u_scr, scratch = _units(sub_vf, sub_ef, self.smem_items, g)
+        if scratch > self.scratch.size:
+            return None
+        return c[u_cell].astype(np.int32), u_i0, u_g, u_scr
 
     def launch(self, arc_cost, penalty, override, cells_per_level=None, base=None, keep_tree=True):
         """Start one customization on the current stream (asynchronous); :meth:`finish` waits for it.
@@ -315,7 +391,7 @@ class GPUCustomizer:
         partial = cells_per_level is not None
         plan = self.plan
         if partial:
-            if base is not None or self.current is None or (keep_tree and self.current[1] is None):
+            if base is not None or self.current is None or (keep_tree and self.current["tree"] is None):
                 if base is None:
                     raise ValueError("a partial customization needs the customization it starts from")
                 if plan.identity:
@@ -327,8 +403,8 @@ class GPUCustomizer:
                         clique[a:a + n].set(b0[qa:qa + n])
                 tree = cp.asarray(base[1]) if keep_tree else cp.empty(1, self.tree_dtype)
             else:
-                clique = self.current[0].copy()
-                tree = self.current[1].copy() if keep_tree else cp.empty(1, self.tree_dtype)
+                clique = self.current["clique"].copy()
+                tree = self.current["tree"].copy() if keep_tree else cp.empty(1, self.tree_dtype)
         else:
             clique = cp.empty(max(self.n_clique, 1), np.int64)
             tree = cp.empty(max(self.n_tree, 1) if keep_tree else 1, self.tree_dtype)
@@ -374,7 +450,8 @@ class GPUCustomizer:
             e = cp.cuda.Event()
             e.record()
             ev.append(e)
-        return {"clique": clique, "tree": tree, "events": ev, "keep_tree": keep_tree, "launch_s": time.perf_counter() - t0}
+        return {"clique": clique, "tree": tree, "tcost": tcost, "dirty": None, "events": ev, "keep_tree": keep_tree,
+                "launch_s": time.perf_counter() - t0}
 
     def finish(self, run):
         """Wait for a launched run and copy its cliques to the host; its trees are copied asynchronously
@@ -420,5 +497,288 @@ class GPUCustomizer:
         return clique, tree, level_s, rounds
 
     def commit(self, run):
-        """Make a finished run the device copy that later partial runs start from."""
-        self.current = (run["clique"], run["tree"] if run["keep_tree"] else None)
+        """Make a finished run the device copy that later partial runs start from (the copy before it
+        becomes the spare the next update writes)."""
+        old = self.current
+        self.current = {"clique": run["clique"], "tree": run["tree"] if run["keep_tree"] else None,
+                        "tcost": run["tcost"], "dirty": run.get("dirty")}
+        if old is not None and old["clique"] is not run["clique"]:
+            self.spare = old
+
+    # ---------------------------------------------------------------------------------- traffic updates
+    def can_update(self, keep_tree):
+        """Whether :meth:`launch_update` can start from the device copy (one was committed, with trees
+        where ``keep_tree``)."""
+        cur = self.current
+        return cur is not None and cur["tcost"] is not None and (not keep_tree or cur["tree"] is not None)
+
+    def _copy_launch(self, staged, table, event=None):
+        """One ``crp_copy_chunks`` launch of a :func:`~gpuroute.crp.state_buffers.chunk_table` ``table``
+        (``(seg, first, n_chunks, pairs)``, its descriptors staged; ``pairs``: up to four (source, destination)
+        device arrays); nothing when it has no chunk. ``event`` (a CUDA event) is recorded just before the
+        launch, its arguments ready (the part's start: no host work after it)."""
+        seg_k, first_k, n_chunks, arrays = table
+        args = None
+        if n_chunks:
+            args = []
+            for k in range(4):
+                src, dst = arrays[k] if k < len(arrays) else arrays[0]
+                args += [staged.dev(src) if isinstance(src, int) else src, dst]
+            blocks = min(-(-n_chunks // (COPY_THREADS // 32)), 65535)
+            args = ((blocks,), (COPY_THREADS,), (np.int64(staged.host(seg_k).size // 4), staged.dev(seg_k),
+                                                 staged.dev(first_k), np.int64(COPY_CHUNK_BYTES), *args))
+        if event is not None:
+            event.record()
+        if args is not None:
+            self.k_copy_chunks(*args)
+
+    def _stage_copies(self, staged, pairs):
+        """Stage the descriptors of one copy launch: ``pairs`` a list of (source, destination, src starts, dst
+        starts, lens) in elements (source and destination of one dtype; the source a device array or the key of
+        a staged host array, bound once uploaded). Returns the table for :meth:`_copy_launch`."""
+        byte_pairs = []
+        arrays = []
+        for src, dst, ss, ds, ln in pairs:
+            b = int(dst.dtype.itemsize)
+            byte_pairs.append((np.asarray(ss, np.int64) * b, np.asarray(ds, np.int64) * b, np.asarray(ln, np.int64) * b))
+            arrays.append((src, dst))
+        seg, first = chunk_table(byte_pairs, COPY_CHUNK_BYTES)
+        return staged.add(seg), staged.add(first), int(first[-1]), arrays
+
+    def launch_update(self, into, tvals, cells_per_level, ranges, keep_tree, stats=None):
+        """Start a traffic update from the device copy (asynchronous; :meth:`finish_update` waits for it).
+
+        The spare device buffers are brought up to date with the current copy (only the ranges the last
+        update changed, less the cells this one re-customizes, whose cliques and trees its levels write whole;
+        everything after a whole customization), the changed turn costs written into them,
+        the cells re-customized, and their cliques and trees packed for the copy back. Nothing of the
+        current copy is written: an update that fails leaves it whole.
+
+        Every descriptor (the ranges to copy, the turn costs, the work units of each level) is built on the
+        host with NumPy first and goes up in one upload; then the device runs, with no host work between
+        launches: one ``crp_copy_chunks`` launch brings the spare up to date (cliques, trees, turn costs) and
+        writes the new turn costs, the levels run, one more packs the touched cells (each range keeping its
+        16-byte alignment: :func:`~gpuroute.crp.state_buffers.padded_offsets`).
+
+        Parameters
+        ----------
+        into : int64 (k,)
+            The turns whose decoded costs changed (the turns into the changed arcs; distinct).
+        tvals : int64 (k,)
+            Their new decoded costs.
+        cells_per_level : list of int64 arrays
+            Level-local cells to re-customize, per query level.
+        ranges : dict
+            :func:`gpuroute.crp.state_buffers.update_ranges` of those cells.
+        keep_tree : bool
+        stats : gpuroute.crp.state_buffers.CopyStats, optional
+            Counts the bytes copied on the device and across the bus.
+
+        Returns
+        -------
+        dict
+            The pending run; ``run["pack_at"]``: the packed cliques' and trees' offsets (elements, int64 (R,)),
+            one per range of ``ranges["clique_copy"]`` and ``ranges["tree"]``.
+        """
+        cp = self.cp
+        t0 = time.perf_counter()
+        self.copy_stream.synchronize()
+        cur = self.current
+        spare, self.spare = self.spare, None  # being written: not a valid spare until committed
+        if spare is None or (keep_tree and spare["tree"] is None):
+            spare = {k: None if v is None else cp.empty(v.shape, v.dtype) for k, v in cur.items() if k != "dirty"}
+            dirty = None
+        else:
+            dirty = cur["dirty"]
+        into = np.asarray(into, np.int64)
+        tvals = np.asarray(tvals, np.int64)
+        staged = _Staging()
+        # 1. the spare brought up to date: the ranges where it differs from the current copy (all of it after a
+        # whole customization), except the turns this update writes; then the new turn costs from the upload
+        order = np.argsort(into, kind="stable")
+        t_idx, t_val = into[order], tvals[order]
+        names = (("clique", "clique"), ("tree", "tree")) if keep_tree else (("clique", "clique"),)
+        sync = []
+        if dirty is None:
+            for key, what in names:
+                n = int(cur[key].size)
+                sync.append((cur[key], spare[key], [0], [0], [n]))
+                if stats is not None:
+                    stats.add(what, "device_full", cur[key].nbytes)
+            ts, tl = points_complement(t_idx, int(cur["tcost"].size))
+            kind = "device_full"
+        else:  # (not what this update's levels rewrite whole: its cells' cliques and trees)
+            for key, what in names:
+                s_, l_ = difference(dirty[key], ranges["clique_ext" if key == "clique" else "tree"])
+                sync.append((cur[key], spare[key], s_, s_, l_))
+                if stats is not None and s_.size:
+                    stats.add(what, "device_sync", int(l_.sum()) * cur[key].dtype.itemsize, s_.size)
+            ts, tl = index_ranges(np.setdiff1d(dirty["into"], t_idx))
+            kind = "device_sync"
+        sync.append((cur["tcost"], spare["tcost"], ts, ts, tl))
+        if stats is not None and ts.size:
+            stats.add("turn_cost", kind, 8 * int(tl.sum()), ts.size)
+        if t_idx.size:  # runs of consecutive turns: one range each, from the uploaded values
+            rs = np.concatenate([np.zeros(1, np.int64), np.flatnonzero(np.diff(t_idx) != 1) + 1])
+            rl = np.diff(np.concatenate([rs, np.array([t_idx.size], np.int64)]))
+            sync.append((staged.add(t_val), spare["tcost"], rs, t_idx[rs], rl))
+            if stats is not None:
+                stats.add("turn_cost", "device_sync", 8 * int(t_idx.size), int(rs.size))
+        sync_tab = self._stage_copies(staged, sync)
+        # 2. the levels' work units and in-edge ranges
+        plan = self.plan
+        ext_cells = plan.ext_cells(cells_per_level)
+        threads = max(self.threads, int(config.CRP_UPDATE_THREADS))
+        threads = min(threads, int(getattr(self.k_level, "max_threads_per_block", threads)))
+        target = int(config.CRP_UPDATE_TARGET_UNITS)
+        level_work = []
+        for p, lv in enumerate(self.levels):
+            if lv is None:  # microinstructions
+                blocks = self.micro["prog"].blocks_of(ext_cells[p])
+                level_work.append({"blocks": staged.add(blocks), "nb": int(blocks.size)})
+                continue
+            w = {"nu": 0}
+            split = self.update_units(p, ext_cells[p], target) if target > 0 and ext_cells[p].size else None
+            if split is not None:  # the dirty cells' own units (see update_units)
+                nu = int(split[0].size)
+                w.update(nu=nu, units=staged.add(np.arange(nu, dtype=np.int32)), u_cell=staged.add(split[0]),
+                         u_i0=staged.add(split[1]), u_g=staged.add(split[2]), u_scr=staged.add(split[3]))
+            else:
+                mask = np.isin(lv["host"]["u_cell"], np.asarray(ext_cells[p], np.int64))
+                units = np.flatnonzero(mask).astype(np.int32)
+                w.update(nu=int(units.size), units=staged.add(units))
+            if w["nu"] and lv["n_edges"]:  # the dirty cells' incoming edges only (contiguous per cell)
+                h = lv["host"]
+                c = ext_cells[p]
+                rf = h["r_first"][h["vf"][c]]
+                w["pairs"] = staged.add(np.stack([rf, h["r_first"][h["vf"][c + 1]] - rf], axis=1).ravel())
+                w["nr"] = int(c.size)
+            level_work.append(w)
+        # 3. the re-customized cells' cliques (query levels) and trees, packed, each range 16-byte aligned
+        cs, cd, cl = ranges["clique_copy"]
+        c_at, c_size = padded_offsets(cs, cl, 8)
+        pc = cp.empty(max(c_size, 1), np.int64)
+        pack = [(spare["clique"], pc, cs, c_at, cl)]
+        pt, t_at, t_size = None, EMPTY[0], 0
+        if keep_tree:
+            ts2, tl2 = ranges["tree"]
+            t_at, t_size = padded_offsets(ts2, tl2, spare["tree"].dtype.itemsize)
+            pt = cp.empty(max(t_size, 1), spare["tree"].dtype)
+            pack.append((spare["tree"], pt, ts2, t_at, tl2))
+        pack_tab = self._stage_copies(staged, pack)
+        if stats is not None:
+            stats.add("clique", "device_pack", 8 * int(cl.sum()), cl.size)
+            if keep_tree:
+                stats.add("tree", "device_pack", int(ranges["tree"][1].sum()) * pt.dtype.itemsize, ranges["tree"][0].size)
+        # one upload of every descriptor, then the device work back to back
+        self.rounds.fill(0)
+        ev_up = cp.cuda.Event()
+        ev_up.record()
+        nbytes = staged.upload(cp)
+        if stats is not None:
+            stats.add("descriptors", "upload", nbytes, 1)
+        ev0 = cp.cuda.Event()
+        self._copy_launch(staged, sync_tab, ev0)
+        clique, tree, tcost = spare["clique"], spare["tree"], spare["tcost"]
+        ev = [cp.cuda.Event()]
+        ev[0].record()
+        smem = self.smem_items * 10
+        for p, lv in enumerate(self.levels):
+            w = level_work[p]
+            if lv is None:  # microinstructions
+                mi = self.micro
+                md = mi["dev"]
+                if w["nb"]:
+                    self.k_micro((w["nb"],), (mi["threads"],),
+                                 (staged.dev(w["blocks"]), md["b_arc_first"], md["ai_turn"], md["ai_pos"], md["b_lay_first"],
+                                  md["lay_word"], md["words"], md["b_wide"], md["b_scr"], md["b_out_first"], md["o_pos"],
+                                  md["o_dst"], np.int32(mi["prog"].a_bits), np.int32(mi["prog"].db_bits), tcost, clique,
+                                  mi["scratch"]), shared_mem=mi["smem"])
+            elif w["nu"]:
+                d = lv["dev"]
+                if "u_cell" in w:
+                    u_cell, u_i0, u_g, u_scr = (staged.dev(w[k]) for k in ("u_cell", "u_i0", "u_g", "u_scr"))
+                else:
+                    u_cell, u_i0, u_g, u_scr = d["u_cell"], d["u_i0"], d["u_g"], d["u_scr"]
+                if "pairs" in w:
+                    nr = w["nr"]
+                    self.k_aggregate_ranges((min(nr, 65535),), (256,), (np.int64(nr), staged.dev(w["pairs"]), d["r_ref"],
+                                                                         tcost, clique, self.ecost))
+                self.k_level((w["nu"],), (threads,),
+                             (staged.dev(w["units"]), u_cell, u_i0, u_g, u_scr, d["vf"], d["v_orig"], d["f_first"],
+                              d["f_dst"], d["r_first"], d["r_src"],
+                              d["r_fe"], self.ecost, d["ent_first"], d["ent_loc"], d["ex_first"], d["ex_loc"],
+                              d["cq_first"], d["tree_first"], clique, tree if keep_tree else self._no_tree(),
+                              self.scratch, np.int32(keep_tree), np.int32(self.smem_items), np.int32(self.frontier),
+                              self.rounds[p:]), shared_mem=smem)
+            e = cp.cuda.Event()
+            e.record()
+            ev.append(e)
+        self._copy_launch(staged, pack_tab)
+        ev_pack = cp.cuda.Event()
+        ev_pack.record()
+        dirty_new = {"clique": ranges["clique_ext"], "tree": ranges["tree"], "into": into}
+        return {"clique": clique, "tree": tree, "tcost": tcost, "dirty": dirty_new, "events": ev, "ev0": ev0,
+                "ev_up": ev_up, "ev_pack": ev_pack, "packed": (pc, c_size, pt, t_size), "pack_at": (c_at, t_at),
+                "staged": staged, "keep_tree": keep_tree, "stats": stats, "launch_s": time.perf_counter() - t0}
+
+    def _no_tree(self):
+        t = getattr(self, "_tree1", None)
+        if t is None:
+            t = self._tree1 = self.cp.empty(1, self.tree_dtype)
+        return t
+
+    def finish_update(self, run, stats=None):
+        """Wait for :meth:`launch_update`'s run, copy its packed cliques back; its packed trees come back
+        asynchronously on the second stream.
+
+        Returns
+        -------
+        (level_seconds list of float (per plan level), packed cliques int64 (pinned host), wait)
+            ``wait()`` waits for the packed trees and returns them (pinned host; None without trees). Range
+            ``r`` of ``ranges["clique_copy"]`` (``ranges["tree"]``) is at ``run["pack_at"][0][r]`` (``[1][r]``)
+            of the packed cliques (trees).
+            ``run["device_seconds"]`` (CUDA events, seconds): ``sync`` (the spare brought up to date and the
+            new turn costs written: one launch), ``levels``, ``pack`` (one launch), ``total`` (their sum), and
+            ``upload`` (the descriptors' one host-to-device copy before them, the host's staging included).
+        """
+        import cupyx
+
+        cp = self.cp
+        ev = run["events"]
+        pc, nc, pt, nt = run["packed"]
+        stats = run.get("stats") if stats is None else stats
+        tree_h = None
+        done = None
+        if pt is not None and nt == 0:
+            tree_h = np.zeros(0, pt.dtype)
+        elif pt is not None:
+            tree_h = cupyx.empty_pinned((nt,), pt.dtype)
+            side = self.copy_stream
+            side.wait_event(run["ev_pack"])
+            done = cp.cuda.Event()
+            with side:
+                pt[:nt].get(out=tree_h, stream=side, blocking=False)
+                done.record(side)
+        clique_h = cupyx.empty_pinned((nc,), np.int64)
+        run["ev_pack"].synchronize()
+        if nc:
+            pc[:nc].get(out=clique_h)
+        if stats is not None:
+            stats.add("clique", "download", 8 * nc, 1)
+            if pt is not None:
+                stats.add("tree", "download", nt * pt.dtype.itemsize, 1)
+        level_s = [cp.cuda.get_elapsed_time(ev[i], ev[i + 1]) / 1e3 for i in range(len(ev) - 1)]
+        sync = cp.cuda.get_elapsed_time(run["ev0"], ev[0]) / 1e3
+        pack = cp.cuda.get_elapsed_time(ev[-1], run["ev_pack"]) / 1e3
+        up = cp.cuda.get_elapsed_time(run["ev_up"], run["ev0"]) / 1e3
+        run["device_seconds"] = {"sync": sync, "levels": sum(level_s), "pack": pack, "total": sync + sum(level_s) + pack,
+                                 "upload": up}
+        run["rounds"] = [int(x) for x in self.rounds.get()]
+
+        def wait(done=done, tree_h=tree_h, pt=pt):  # keeps the packed device trees alive until copied
+            if done is not None:
+                done.synchronize()
+            return tree_h
+
+        return level_s, clique_h, wait

@@ -19,7 +19,11 @@
 // search whose table or output slice fills stops with status 1 or 2; the launcher runs it again with more
 // room.
 //
-// The numba emulation in many_to_many_gpu.py (_emu_*) is this file statement for statement: change both.
+// A search's steps are one device function each, used by both searches: m2m_relax (a label into the search's
+// hash-table record), m2m_level_edges / m2m_level_edge (a settled state's edges at its query level), m2m_join (a
+// forward label meeting bucket entries), m2m_put_entry (a bucket entry).
+// The numba emulation in many_to_many_gpu.py (_emu_*, _relax; the steps shared with the CPU twin:
+// many_to_many.level_edges, level_edge, join, put_entry) is this file statement for statement: change both.
 #include "gpuroute_common.cuh"
 
 typedef long long i64;
@@ -51,6 +55,14 @@ __device__ __forceinline__ i64 m2m_find(const int* __restrict__ hkey, i64 base, 
     }
 }
 
+// Heap slot i of the search at base holds key k and record r (local index); the record holds its slot.
+__device__ __forceinline__ void m2m_heap_put(i64* __restrict__ hk, int* __restrict__ hv, int* __restrict__ r32,
+                                             i64 base, i64 i, i64 k, int r) {
+    hk[base + i] = k;
+    hv[base + i] = r;
+    R_SLOT(base + r) = (int)i;
+}
+
 // gpuroute.crp.search.ih_update: insert record r (local index) with key k or lower its key.
 __device__ __forceinline__ i64 m2m_heap_update(i64* __restrict__ hk, int* __restrict__ hv, int* __restrict__ r32,
                                                i64 base, i64 size, i64 k, int r) {
@@ -60,16 +72,12 @@ __device__ __forceinline__ i64 m2m_heap_update(i64* __restrict__ hk, int* __rest
         size += 1;
     }
     while (i > 0) {
-        i64 p = (i - 1) >> 1;
+        const i64 p = (i - 1) >> 1;
         if (hk[base + p] <= k) break;
-        hk[base + i] = hk[base + p];
-        hv[base + i] = hv[base + p];
-        R_SLOT(base + hv[base + i]) = (int)i;
+        m2m_heap_put(hk, hv, r32, base, i, hk[base + p], hv[base + p]);
         i = p;
     }
-    hk[base + i] = k;
-    hv[base + i] = r;
-    R_SLOT(base + r) = (int)i;
+    m2m_heap_put(hk, hv, r32, base, i, k, r);
     return size;
 }
 
@@ -79,22 +87,18 @@ __device__ __forceinline__ i64 m2m_heap_pop(i64* __restrict__ hk, int* __restric
     R_SLOT(base + hv[base]) = -2;
     size -= 1;
     if (size == 0) return 0;
-    i64 k = hk[base + size];
-    int v = hv[base + size];
+    const i64 k = hk[base + size];
+    const int v = hv[base + size];
     i64 i = 0;
     while (true) {
         i64 c = 2 * i + 1;
         if (c >= size) break;
         if (c + 1 < size && hk[base + c + 1] < hk[base + c]) c += 1;
         if (hk[base + c] >= k) break;
-        hk[base + i] = hk[base + c];
-        hv[base + i] = hv[base + c];
-        R_SLOT(base + hv[base + i]) = (int)i;
+        m2m_heap_put(hk, hv, r32, base, i, hk[base + c], hv[base + c]);
         i = c;
     }
-    hk[base + i] = k;
-    hv[base + i] = v;
-    R_SLOT(base + v) = (int)i;
+    m2m_heap_put(hk, hv, r32, base, i, k, v);
     return size;
 }
 
@@ -114,6 +118,140 @@ __device__ __forceinline__ int m2m_level(i64 a, const int* __restrict__ cells, i
         if (!hit) return p + 1;
     }
     return 0;
+}
+
+// What m2m_relax returns instead of a record (many_to_many_gpu._NOT_LOWER, _TABLE_FULL).
+#define RELAX_NOT_LOWER (-1LL)
+#define RELAX_TABLE_FULL (-2LL)
+
+// Label d for state s in the search's table [base, base + H) where it is lower than its label (a state without
+// a record has none: a new record, never queued, aux -1; at most lim records, `used` of them taken), with its
+// root option, previous record (local; -1 for a seed label) and edge reference; its heap key follows. Returns
+// the record (global) whose label was lowered, RELAX_NOT_LOWER, or RELAX_TABLE_FULL where s needs a new record
+// and the table is full. many_to_many_gpu._relax.
+__device__ __forceinline__ i64 m2m_relax(int* __restrict__ hkey, i64* __restrict__ rec, i64* __restrict__ hk,
+                                         int* __restrict__ hv, i64 base, i64 H, i64 lim, i64& used, i64& size, i64 s,
+                                         i64 d, int root, int prev, i64 ref) {
+    int* r32 = reinterpret_cast<int*>(rec);
+    i64 x = m2m_find(hkey, base, H, s);
+    const i64 cur = x < 0 ? I64INF : R_D(x);
+    if (d >= cur) return RELAX_NOT_LOWER;
+    if (x < 0) {
+        if (used >= lim) return RELAX_TABLE_FULL;
+        x = -1 - x;
+        hkey[x] = (int)s;
+        R_SLOT(x) = -1;
+        R_AUX(x) = -1;
+        used += 1;
+    }
+    R_D(x) = d;
+    R_ROOT(x) = root;
+    R_PREV(x) = prev;
+    R_REF(x) = ref;
+    size = m2m_heap_update(hk, hv, r32, base, size, d, (int)(x - base));
+    return x;
+}
+
+// The edges a search relaxes from settled state v (forward: out of it, backward: into it) at its query level q
+// (m2m_level over cells: the head cells forward, the tail cells backward), the range lo <= k < hi that
+// m2m_level_edge reads: level 0, the turns at CSR positions first[v] .. first[v + 1]; level q > 0, the clique of
+// v's cell at that level, forward the row of its entry idx (k over the cell's exits: clique position start + k,
+// far state ex_st[far + k]; far_first = ex_first), backward the column of its exit (k over the entries: position
+// start + k * stride, stride the cell's exit count, far state ent_st[far + k]; far_first = ent_first); empty
+// where v is none of its cell's entries (exits). many_to_many.level_edges.
+struct m2m_edges {
+    int q;
+    i64 lo, hi, start, stride, far;
+};
+
+__device__ __forceinline__ m2m_edges m2m_level_edges(i64 v, const int* __restrict__ cells, int L,
+                                                     const int* __restrict__ keep, int o, const i64* __restrict__ first,
+                                                     const int* __restrict__ idx, const i64* __restrict__ cell_base,
+                                                     const i64* __restrict__ cq_first, const i64* __restrict__ ex_first,
+                                                     const i64* __restrict__ far_first, bool backward) {
+    m2m_edges e = {m2m_level(v, cells, L, keep, o), 0, 0, 0, 0, 0};
+    if (e.q == 0) {
+        e.lo = first[v];
+        e.hi = first[v + 1];
+        return e;
+    }
+    const int p = e.q - 1;
+    const i64 g = cell_base[p] + cells[v * L + p];
+    const i64 i = idx[v * L + p];
+    if (i < 0) return e;
+    const i64 nx = ex_first[g + 1] - ex_first[g];
+    e.far = far_first[g];
+    if (backward) {
+        e.hi = far_first[g + 1] - far_first[g];
+        e.start = cq_first[g] + i;
+        e.stride = nx;
+    } else {
+        e.hi = nx;
+        e.start = cq_first[g] + i * nx;
+        e.stride = 1;
+    }
+    return e;
+}
+
+// Edge k of m2m_level_edges' range: its cost (unscaled; negative where it is closed: a forbidden turn, no path
+// across the cell), its far state x and edge reference ref (a turn id, or -(1 + clique position)). Level 0: the
+// turn is turn[k] backward (rturn), k itself forward (turn unused), x = head0[k] (rin / tout); else
+// x = far_st[far + k] (ent_st / ex_st). many_to_many.level_edge.
+__device__ __forceinline__ i64 m2m_level_edge(const m2m_edges& e, i64 k, const i64* __restrict__ turn,
+                                              const i64* __restrict__ tcost, const i64* __restrict__ head0,
+                                              const i64* __restrict__ clique, const i64* __restrict__ far_st,
+                                              bool backward, i64& x, i64& ref) {
+    if (e.q == 0) {
+        ref = backward ? turn[k] : k;
+        const i64 c = tcost[ref];
+        if (c < 0) return c;
+        x = head0[k];
+        return c;
+    }
+    const i64 pos = e.start + k * e.stride;
+    const i64 c = clique[pos];
+    if (c >= I64INF) return -1;
+    x = far_st[e.far + k];
+    ref = -(1 + pos);
+    return c;
+}
+
+// Bucket entry n of a backward search: its state, backward label, parent entry (-1 for a seed entry), edge
+// reference (NO_REF for a seed entry), root option and whether it is a seed entry. many_to_many.put_entry.
+__device__ __forceinline__ void m2m_put_entry(int* __restrict__ e_state, i64* __restrict__ e_label,
+                                              int* __restrict__ e_parent, i64* __restrict__ e_ref,
+                                              int* __restrict__ e_root, unsigned char* __restrict__ e_seed, i64 n,
+                                              i64 state, i64 label, int parent, i64 ref, int root, int seed) {
+    e_state[n] = (int)state;
+    e_label[n] = label;
+    e_parent[n] = parent;
+    e_ref[n] = ref;
+    e_root[n] = root;
+    e_seed[n] = (unsigned char)seed;
+}
+
+// A forward label d meets the bucket entries [lo, hi) (target tgt, backward label lab, entry id eid): every
+// target t whose cell row + t it improves gets the label d + lab, the meeting record at, the extra edge ref
+// (NO_REF: a settle-time meeting), the entry and the source option root. Returns found plus the cells reached
+// for the first time. many_to_many.join.
+__device__ __forceinline__ i64 m2m_join(i64 d, i64 lo, i64 hi, const i64* __restrict__ tgt,
+                                        const i64* __restrict__ lab, const i64* __restrict__ eid,
+                                        i64* __restrict__ best, i64* __restrict__ meet, i64* __restrict__ xref,
+                                        i64* __restrict__ ent, i64* __restrict__ froot, i64 row, i64 at, i64 ref,
+                                        int root, i64 found) {
+    for (i64 i = lo; i < hi; ++i) {
+        const i64 t = row + tgt[i];
+        const i64 c = d + lab[i];
+        if (c < best[t]) {
+            if (best[t] == I64INF) found += 1;
+            best[t] = c;
+            meet[t] = at;
+            xref[t] = ref;
+            ent[t] = eid[i];
+            froot[t] = root;
+        }
+    }
+    return found;
 }
 
 // Python's floor division of int64 (the CPU twin's //).
@@ -151,32 +289,13 @@ extern "C" __global__ void m2m_backward(
             stat = ST_OUT_FULL;
             break;
         }
-        e_state[eb + n] = (int)b;
-        e_label[eb + n] = c;
-        e_parent[eb + n] = -1;
-        e_ref[eb + n] = NO_REF;
-        e_root[eb + n] = k;
-        e_seed[eb + n] = 1;
-        i64 x = m2m_find(hkey, base, H, b);
-        const i64 cur = x < 0 ? I64INF : R_D(x);
-        if (c < cur) {
-            if (x < 0) {
-                if (used >= lim) {
-                    stat = ST_HASH_FULL;
-                    break;
-                }
-                x = -1 - x;
-                hkey[x] = (int)b;
-                R_SLOT(x) = -1;
-                used += 1;
-            }
-            R_D(x) = c;
-            R_ROOT(x) = k;
-            R_PREV(x) = -1;
-            R_REF(x) = NO_REF;
-            R_AUX(x) = (int)n;
-            size = m2m_heap_update(hk, hv, r32, base, size, c, (int)(x - base));
+        m2m_put_entry(e_state, e_label, e_parent, e_ref, e_root, e_seed, eb + n, b, c, -1, NO_REF, k, 1);
+        const i64 x = m2m_relax(hkey, rec, hk, hv, base, H, lim, used, size, b, c, k, -1, NO_REF);
+        if (x == RELAX_TABLE_FULL) {
+            stat = ST_HASH_FULL;
+            break;
         }
+        if (x >= 0) R_AUX(x) = (int)n;
         n += 1;
     }
     while (stat == ST_OK && size > 0) {
@@ -190,63 +309,22 @@ extern "C" __global__ void m2m_backward(
                 stat = ST_OUT_FULL;
                 break;
             }
-            e_state[eb + n] = (int)b;
-            e_label[eb + n] = d;
-            e_parent[eb + n] = R_AUX(base + R_PREV(x));
-            e_ref[eb + n] = R_REF(x);
-            e_root[eb + n] = R_ROOT(x);
-            e_seed[eb + n] = 0;
+            m2m_put_entry(e_state, e_label, e_parent, e_ref, e_root, e_seed, eb + n, b, d, R_AUX(base + R_PREV(x)),
+                          R_REF(x), R_ROOT(x), 0);
             R_AUX(x) = (int)n;
             n += 1;
         }
         const int root = R_ROOT(x);
-        const int q = m2m_level(b, tc, L, keep, o);
-        i64 g = 0, j = 0, nx = 0, lo, hi;
-        if (q == 0) {
-            lo = rfirst[b];
-            hi = rfirst[b + 1];
-        } else {
-            const int p = q - 1;
-            g = cell_base[p] + tc[b * L + p];
-            j = exit_idx[b * L + p];
-            if (j < 0) continue;
-            nx = ex_first[g + 1] - ex_first[g];
-            lo = 0;
-            hi = ent_first[g + 1] - ent_first[g];
-        }
-        for (i64 k = lo; k < hi; ++k) {
-            i64 c, a, ref;
-            if (q == 0) {
-                ref = rturn[k];
-                c = tcost[ref];
-                if (c < 0) continue;
-                a = rin[k];
-            } else {
-                const i64 pos = cq_first[g] + k * nx + j;
-                c = clique[pos];
-                if (c >= I64INF) continue;
-                a = ent_st[ent_first[g] + k];
-                ref = -(1 + pos);
-            }
-            const i64 nd = d + c * scale;
-            i64 y = m2m_find(hkey, base, H, a);
-            const i64 cur = y < 0 ? I64INF : R_D(y);
-            if (nd < cur) {
-                if (y < 0) {
-                    if (used >= lim) {
-                        stat = ST_HASH_FULL;
-                        break;
-                    }
-                    y = -1 - y;
-                    hkey[y] = (int)a;
-                    R_SLOT(y) = -1;
-                    used += 1;
-                }
-                R_D(y) = nd;
-                R_ROOT(y) = root;
-                R_PREV(y) = r;
-                R_REF(y) = ref;
-                size = m2m_heap_update(hk, hv, r32, base, size, nd, (int)(y - base));
+        const m2m_edges es = m2m_level_edges(b, tc, L, keep, o, rfirst, exit_idx, cell_base, cq_first, ex_first,
+                                             ent_first, true);
+        for (i64 k = es.lo; k < es.hi; ++k) {
+            i64 a, ref;
+            const i64 c = m2m_level_edge(es, k, rturn, tcost, rin, clique, ent_st, true, a, ref);
+            if (c < 0) continue;
+            if (m2m_relax(hkey, rec, hk, hv, base, H, lim, used, size, a, d + c * scale, root, r, ref) ==
+                RELAX_TABLE_FULL) {
+                stat = ST_HASH_FULL;
+                break;
             }
         }
     }
@@ -305,26 +383,10 @@ extern "C" __global__ void m2m_forward(
     for (int k = 0; k < o; ++k) {
         const i64 a = s_st[s * o + k];
         if (a < 0) continue;
-        const i64 c = s_lab[s * o + k];
-        i64 x = m2m_find(hkey, base, H, a);
-        const i64 cur = x < 0 ? I64INF : R_D(x);
-        if (c < cur) {
-            if (x < 0) {
-                if (used >= lim) {
-                    stat = ST_HASH_FULL;
-                    break;
-                }
-                x = -1 - x;
-                hkey[x] = (int)a;
-                R_SLOT(x) = -1;
-                R_AUX(x) = -1;
-                used += 1;
-            }
-            R_D(x) = c;
-            R_ROOT(x) = k;
-            R_PREV(x) = -1;
-            R_REF(x) = NO_REF;
-            size = m2m_heap_update(hk, hv, r32, base, size, c, (int)(x - base));
+        if (m2m_relax(hkey, rec, hk, hv, base, H, lim, used, size, a, s_lab[s * o + k], k, -1, NO_REF) ==
+            RELAX_TABLE_FULL) {
+            stat = ST_HASH_FULL;
+            break;
         }
     }
     i64 found = 0, worst = I64INF, pops = 0;
@@ -344,94 +406,24 @@ extern "C" __global__ void m2m_forward(
         pops += 1;
         const i64 v = hkey[x];
         const int root = R_ROOT(x);
-        for (i64 e = b_first[v]; e < b_first[v + 1]; ++e) {
-            const i64 t = b_tgt[e];
-            const i64 c = d + b_lab[e];
-            if (c < o_best[row + t]) {
-                if (o_best[row + t] == I64INF) found += 1;
-                o_best[row + t] = c;
-                o_node[row + t] = r;
-                o_xref[row + t] = NO_REF;
-                o_eid[row + t] = b_eid[e];
-                o_root[row + t] = root;
-            }
-        }
-        if (R_PREV(x) >= 0) {  // a label that came by an edge: the target seeds here are reached too
-            for (i64 e = z_first[v]; e < z_first[v + 1]; ++e) {
-                const i64 t = z_tgt[e];
-                const i64 c = d + z_lab[e];
-                if (c < o_best[row + t]) {
-                    if (o_best[row + t] == I64INF) found += 1;
-                    o_best[row + t] = c;
-                    o_node[row + t] = r;
-                    o_xref[row + t] = NO_REF;
-                    o_eid[row + t] = z_eid[e];
-                    o_root[row + t] = root;
-                }
-            }
-        }
-        const int q = m2m_level(v, hc, L, keep, o);
-        i64 qbase = 0, g = 0, lo, hi;
-        if (q == 0) {
-            lo = tfirst[v];
-            hi = tfirst[v + 1];
-        } else {
-            const int p = q - 1;
-            g = cell_base[p] + hc[v * L + p];
-            const i64 i0 = entry_idx[v * L + p];
-            if (i0 < 0) continue;
-            const i64 nx = ex_first[g + 1] - ex_first[g];
-            qbase = cq_first[g] + i0 * nx;
-            lo = 0;
-            hi = nx;
-        }
-        for (i64 k = lo; k < hi; ++k) {
-            i64 c, y, ref;
-            if (q == 0) {
-                c = tcost[k];
-                if (c < 0) continue;
-                y = tout[k];
-                ref = k;
-            } else {
-                c = clique[qbase + k];
-                if (c >= I64INF) continue;
-                y = ex_st[ex_first[g] + k];
-                ref = -(1 + qbase + k);
-            }
+        found = m2m_join(d, b_first[v], b_first[v + 1], b_tgt, b_lab, b_eid, o_best, o_node, o_xref, o_eid, o_root,
+                         row, r, NO_REF, root, found);
+        if (R_PREV(x) >= 0)  // a label that came by an edge: the target seeds here are reached too
+            found = m2m_join(d, z_first[v], z_first[v + 1], z_tgt, z_lab, z_eid, o_best, o_node, o_xref, o_eid,
+                             o_root, row, r, NO_REF, root, found);
+        const m2m_edges es = m2m_level_edges(v, hc, L, keep, o, tfirst, entry_idx, cell_base, cq_first, ex_first,
+                                             ex_first, false);
+        for (i64 k = es.lo; k < es.hi; ++k) {
+            i64 y, ref;
+            const i64 c = m2m_level_edge(es, k, nullptr, tcost, tout, clique, ex_st, false, y, ref);
+            if (c < 0) continue;
             const i64 nd = d + c * scale;
-            if (y != v) {  // an edge into a target's option state: the target behind (or at) it
-                for (i64 e = z_first[y]; e < z_first[y + 1]; ++e) {
-                    const i64 t = z_tgt[e];
-                    const i64 cc = nd + z_lab[e];
-                    if (cc < o_best[row + t]) {
-                        if (o_best[row + t] == I64INF) found += 1;
-                        o_best[row + t] = cc;
-                        o_node[row + t] = r;
-                        o_xref[row + t] = ref;
-                        o_eid[row + t] = z_eid[e];
-                        o_root[row + t] = root;
-                    }
-                }
-            }
-            i64 z = m2m_find(hkey, base, H, y);
-            const i64 cur = z < 0 ? I64INF : R_D(z);
-            if (nd < cur) {
-                if (z < 0) {
-                    if (used >= lim) {
-                        stat = ST_HASH_FULL;
-                        break;
-                    }
-                    z = -1 - z;
-                    hkey[z] = (int)y;
-                    R_SLOT(z) = -1;
-                    R_AUX(z) = -1;
-                    used += 1;
-                }
-                R_D(z) = nd;
-                R_ROOT(z) = root;
-                R_PREV(z) = r;
-                R_REF(z) = ref;
-                size = m2m_heap_update(hk, hv, r32, base, size, nd, (int)(z - base));
+            if (y != v)  // an edge into a target's option state: the target behind (or at) it
+                found = m2m_join(nd, z_first[y], z_first[y + 1], z_tgt, z_lab, z_eid, o_best, o_node, o_xref, o_eid,
+                                 o_root, row, r, ref, root, found);
+            if (m2m_relax(hkey, rec, hk, hv, base, H, lim, used, size, y, nd, root, r, ref) == RELAX_TABLE_FULL) {
+                stat = ST_HASH_FULL;
+                break;
             }
         }
     }

@@ -142,6 +142,105 @@ def _reset(R, touched, nt):
         R[8 * a + 2] = -1
 
 
+# The steps of a search that the CPU twin and the GPU twin's emulation (many_to_many_gpu._emu_*; in the kernels
+# m2m_level_edges, m2m_level_edge, m2m_join, m2m_put_entry of many_to_many.cu) share. Compiled with
+# ``_nrt=False``: they take their arrays without reference counting, and LLVM inlines them into the loops at no
+# cost; numba's own inlining (``inline="always"``) or a plain call increfs and decrefs every array argument at
+# every call, which made the searches 2.5-4x slower on NY (measured).
+@njit(cache=True, _nrt=False)
+def level_edges(v, cells, keep, first, idx, cell_base, cq_first, ex_first, far_first, backward):
+    """The edges a search relaxes from settled state ``v`` (forward: out of it, backward: into it), at its
+    query level ``q`` (:func:`~gpuroute.crp.search.state_level` over ``cells``: the head cells forward, the
+    tail cells backward). Returns ``(q, lo, hi, start, stride, far)``, the range ``lo <= k < hi`` that
+    :func:`level_edge` reads: level 0, the graph's turns at CSR positions ``first[v]:first[v + 1]``; level
+    ``q > 0``, the clique of ``v``'s cell at that level, forward the row of its entry ``idx[v, q - 1]``
+    (``k`` over the cell's exits: clique position ``start + k``, far state ``ex_st[far + k]``, ``far_first`` =
+    ``ex_first``), backward the column of its exit (``k`` over the entries: position ``start + k * stride``,
+    ``stride`` the cell's exit count, far state ``ent_st[far + k]``, ``far_first`` = ``ent_first``); empty
+    where ``v`` is none of its cell's entries (exits)."""
+    q = state_level(v, cells, keep)
+    if q == 0:
+        return 0, first[v], first[v + 1], 0, 0, 0
+    p = q - 1
+    g = cell_base[p] + cells[v, p]
+    i = idx[v, p]
+    if i < 0:
+        return q, 0, 0, 0, 0, 0
+    nx = ex_first[g + 1] - ex_first[g]
+    if backward:
+        return q, 0, far_first[g + 1] - far_first[g], cq_first[g] + i, nx, far_first[g]
+    return q, 0, nx, cq_first[g] + i * nx, 1, far_first[g]
+
+
+@njit(cache=True, _nrt=False)
+def level_edge(k, q, start, stride, far, turn, tcost, head0, clique, far_st, backward):
+    """Edge ``k`` of :func:`level_edges`' range: ``(c, x, ref)``, its cost (unscaled; negative where it is
+    closed: a forbidden turn, no path across the cell; then ``x`` and ``ref`` mean nothing), the far state ``x``
+    and the edge reference (a turn id ``>= 0``, or ``-(1 + clique position)``). Level 0: the turn is
+    ``turn[k]`` backward (``rturn``), ``k`` itself forward (``turn`` unused), ``x = head0[k]`` (``rin`` /
+    ``tout``); else ``x = far_st[far + k]`` (``ent_st`` / ``ex_st``)."""
+    if q == 0:
+        ref = turn[k] if backward else k
+        c = tcost[ref]
+        if c < 0:
+            return c, 0, ref
+        return c, head0[k], ref
+    pos = start + k * stride
+    c = clique[pos]
+    if c >= INF:
+        return -1, 0, 0
+    return c, far_st[far + k], -(1 + pos)
+
+
+@njit(cache=True, _nrt=False)
+def join(d, lo, hi, tgt, lab, eid, best, meet, xref, ent, froot, row, at, ref, root, found):
+    """A forward label ``d`` meets the bucket entries ``lo:hi`` (target ``tgt``, backward label ``lab``, entry
+    id ``eid``): every target ``t`` whose cell ``row + t`` it improves gets the label ``d + lab``, the meeting
+    ``at``, the extra edge ``ref`` (:data:`_NO_REF`: a settle-time meeting), the entry and the source option
+    ``root``. Returns ``found`` plus the cells reached for the first time."""
+    for i in range(lo, hi):
+        t = row + tgt[i]
+        c = d + lab[i]
+        if c < best[t]:
+            if best[t] == INF:
+                found += 1
+            best[t] = c
+            meet[t] = at
+            xref[t] = ref
+            ent[t] = eid[i]
+            froot[t] = root
+    return found
+
+
+@njit(cache=True, _nrt=False)
+def put_entry(e_state, e_label, e_parent, e_ref, e_root, e_seed, n, state, label, parent, ref, root, seed):
+    """Bucket entry ``n`` of a backward search: its state, backward label, parent entry (-1 for a seed entry),
+    edge reference (:data:`_NO_REF` for a seed entry), root option and whether it is a seed entry."""
+    e_state[n] = state
+    e_label[n] = label
+    e_parent[n] = parent
+    e_ref[n] = ref
+    e_root[n] = root
+    e_seed[n] = seed
+
+
+@njit(cache=True, _nrt=False)
+def _relax(R, touched, nt, hk, hv, size, x, d, root, prev, ref):
+    """Label ``d`` for state ``x`` where it is lower than its label (record ``R[8x + k]``: 0 distance, 2 heap
+    slot, 3 root option, 4 previous state, 5 edge reference; a first label adds ``x`` to ``touched``).
+    Returns ``(lowered, nt, size)``."""
+    if d >= R[8 * x]:
+        return False, nt, size
+    if R[8 * x] == INF:
+        touched[nt] = x
+        nt += 1
+    R[8 * x] = d
+    R[8 * x + 3] = root
+    R[8 * x + 4] = prev
+    R[8 * x + 5] = ref
+    return True, nt, ih_update(hk, hv, R, 2, size, d, x)
+
+
 @njit(cache=True)
 def _backward_one(keep, seeds, labs, scale, rfirst, rin, rturn, tcost, tc, exit_idx, cell_base, ent_first,
                   ent_st, ex_first, cq_first, clique, R, touched, hk, hv, e_state, e_label, e_parent, e_ref, e_root,
@@ -160,80 +259,36 @@ def _backward_one(keep, seeds, labs, scale, rfirst, rin, rturn, tcost, tc, exit_
         if b < 0:
             continue
         c = labs[k]
-        e_state[n] = b
-        e_label[n] = c
-        e_parent[n] = -1
-        e_ref[n] = _NO_REF
-        e_root[n] = k
-        e_seed[n] = True
-        if c < R[8 * b]:
-            if R[8 * b] == INF:
-                touched[nt] = b
-                nt += 1
-            R[8 * b] = c
-            R[8 * b + 3] = k
-            R[8 * b + 4] = -1
-            R[8 * b + 5] = _NO_REF
+        put_entry(e_state, e_label, e_parent, e_ref, e_root, e_seed, n, b, c, -1, _NO_REF, k, True)
+        low, nt, size = _relax(R, touched, nt, hk, hv, size, b, c, k, -1, _NO_REF)
+        if low:
             R[8 * b + 6] = n
-            size = ih_update(hk, hv, R, 2, size, c, b)
         n += 1
     while size > 0:
         d = hk[0]
         b = hv[0]
         size = ih_pop(hk, hv, R, 2, size)
         if R[8 * b + 4] >= 0:
-            w = R[8 * b + 4]
-            e_state[n] = b
-            e_label[n] = d
-            e_parent[n] = R[8 * w + 6]
-            e_ref[n] = R[8 * b + 5]
-            e_root[n] = R[8 * b + 3]
-            e_seed[n] = False
+            put_entry(e_state, e_label, e_parent, e_ref, e_root, e_seed, n, b, d, R[8 * R[8 * b + 4] + 6], R[8 * b + 5],
+                      R[8 * b + 3], False)
             R[8 * b + 6] = n
             n += 1
         root = R[8 * b + 3]
-        q = state_level(b, tc, keep)
-        g = 0
-        j = 0
-        nx = 0
-        if q == 0:
-            lo = rfirst[b]
-            hi = rfirst[b + 1]
-        else:
-            p = q - 1
-            g = cell_base[p] + tc[b, p]
-            j = exit_idx[b, p]
-            if j < 0:
-                continue
-            nx = ex_first[g + 1] - ex_first[g]
-            lo = 0
-            hi = ent_first[g + 1] - ent_first[g]
+        q, lo, hi, start, stride, far = level_edges(b, tc, keep, rfirst, exit_idx, cell_base, cq_first, ex_first,
+                                                    ent_first, True)
         for k in range(lo, hi):
-            if q == 0:
-                ref = rturn[k]
-                c = tcost[ref]
-                if c < 0:
-                    continue
-                a = rin[k]
-            else:
-                pos = cq_first[g] + k * nx + j
-                c = clique[pos]
-                if c >= INF:
-                    continue
-                a = ent_st[ent_first[g] + k]
-                ref = -(1 + pos)
-            nd = d + c * scale
-            if nd < R[8 * a]:
-                if R[8 * a] == INF:
-                    touched[nt] = a
-                    nt += 1
-                R[8 * a] = nd
-                R[8 * a + 3] = root
-                R[8 * a + 4] = b
-                R[8 * a + 5] = ref
-                size = ih_update(hk, hv, R, 2, size, nd, a)
+            c, a, ref = level_edge(k, q, start, stride, far, rturn, tcost, rin, clique, ent_st, True)
+            if c < 0:
+                continue
+            _, nt, size = _relax(R, touched, nt, hk, hv, size, a, d + c * scale, root, b, ref)
     _reset(R, touched, nt)
     return n
+
+
+@njit(cache=True)
+def _scratch(m):
+    """One search's records (unreached), touched list and heap (keys, states) over ``m`` states."""
+    return new_records(m), np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
 
 
 @njit(cache=True, parallel=True)
@@ -250,10 +305,7 @@ def _backward_chunks(items, n_chunks, cap, keepT, t_st, t_lab, scale, rfirst, ri
     for ch in prange(n_chunks):
         lo = ch * k_items // n_chunks
         hi = (ch + 1) * k_items // n_chunks
-        R = new_records(m)
-        touched = np.empty(m, np.int64)
-        hk = np.empty(m, np.int64)
-        hv = np.empty(m, np.int64)
+        R, touched, hk, hv = _scratch(m)
         cmax = m + no + 1
         e_state = np.empty(cmax, np.int64)
         e_label = np.empty(cmax, np.int64)
@@ -303,18 +355,8 @@ def _forward_one(keep, seeds, labs, scale, tfirst, tout, tcost, hc, entry_idx, c
     size = 0
     for k in range(seeds.size):
         a = seeds[k]
-        if a < 0:
-            continue
-        c = labs[k]
-        if c < R[8 * a]:
-            if R[8 * a] == INF:
-                touched[nt] = a
-                nt += 1
-            R[8 * a] = c
-            R[8 * a + 3] = k
-            R[8 * a + 4] = -1
-            R[8 * a + 5] = _NO_REF
-            size = ih_update(hk, hv, R, 2, size, c, a)
+        if a >= 0:
+            _, nt, size = _relax(R, touched, nt, hk, hv, size, a, labs[k], k, -1, _NO_REF)
     found = 0
     worst = INF
     pops = 0
@@ -329,80 +371,22 @@ def _forward_one(keep, seeds, labs, scale, tfirst, tout, tcost, hc, entry_idx, c
         size = ih_pop(hk, hv, R, 2, size)
         pops += 1
         root = R[8 * v + 3]
-        for i in range(b_first[v], b_first[v + 1]):
-            t = b_tgt[i]
-            c = d + b_lab[i]
-            if c < best[t]:
-                if best[t] == INF:
-                    found += 1
-                best[t] = c
-                meet[t] = v
-                xref[t] = _NO_REF
-                eid[t] = b_eid[i]
-                froot[t] = root
+        found = join(d, b_first[v], b_first[v + 1], b_tgt, b_lab, b_eid, best, meet, xref, eid, froot, 0, v, _NO_REF,
+                     root, found)
         if R[8 * v + 4] >= 0:  # a label that came by an edge: the target seeds here are reached too
-            for i in range(z_first[v], z_first[v + 1]):
-                t = z_tgt[i]
-                c = d + z_lab[i]
-                if c < best[t]:
-                    if best[t] == INF:
-                        found += 1
-                    best[t] = c
-                    meet[t] = v
-                    xref[t] = _NO_REF
-                    eid[t] = z_eid[i]
-                    froot[t] = root
-        q = state_level(v, hc, keep)
-        base = 0
-        g = 0
-        if q == 0:
-            lo = tfirst[v]
-            hi = tfirst[v + 1]
-        else:
-            p = q - 1
-            g = cell_base[p] + hc[v, p]
-            i0 = entry_idx[v, p]
-            if i0 < 0:
-                continue
-            nx = ex_first[g + 1] - ex_first[g]
-            base = cq_first[g] + i0 * nx
-            lo = 0
-            hi = nx
+            found = join(d, z_first[v], z_first[v + 1], z_tgt, z_lab, z_eid, best, meet, xref, eid, froot, 0, v,
+                         _NO_REF, root, found)
+        q, lo, hi, start, stride, far = level_edges(v, hc, keep, tfirst, entry_idx, cell_base, cq_first, ex_first,
+                                                    ex_first, False)
         for k in range(lo, hi):
-            if q == 0:
-                c = tcost[k]
-                if c < 0:
-                    continue
-                x = tout[k]
-                ref = k
-            else:
-                c = clique[base + k]
-                if c >= INF:
-                    continue
-                x = ex_st[ex_first[g] + k]
-                ref = -(1 + base + k)
+            c, x, ref = level_edge(k, q, start, stride, far, tout, tcost, tout, clique, ex_st, False)
+            if c < 0:
+                continue
             nd = d + c * scale
             if x != v:  # an edge into a target's option state: the target behind (or at) it
-                for i in range(z_first[x], z_first[x + 1]):
-                    t = z_tgt[i]
-                    cc = nd + z_lab[i]
-                    if cc < best[t]:
-                        if best[t] == INF:
-                            found += 1
-                        best[t] = cc
-                        meet[t] = v
-                        xref[t] = ref
-                        eid[t] = z_eid[i]
-                        froot[t] = root
-            if nd < R[8 * x]:
-                if R[8 * x] == INF:
-                    touched[nt] = x
-                    nt += 1
-                R[8 * x] = nd
-                R[8 * x + 3] = root
-                R[8 * x + 4] = v
-                R[8 * x + 5] = ref
-                size = ih_update(hk, hv, R, 2, size, nd, x)
+                found = join(nd, z_first[x], z_first[x + 1], z_tgt, z_lab, z_eid, best, meet, xref, eid, froot, 0, v,
+                             ref, root, found)
+            _, nt, size = _relax(R, touched, nt, hk, hv, size, x, nd, root, v, ref)
     return nt
 
 
@@ -420,10 +404,7 @@ def _forward_chunks(items, n_chunks, cap, want_tree, keepS, s_st, s_lab, scale, 
     for ch in prange(n_chunks):
         lo = ch * k_items // n_chunks
         hi = (ch + 1) * k_items // n_chunks
-        R = new_records(m)
-        touched = np.empty(m, np.int64)
-        hk = np.empty(m, np.int64)
-        hv = np.empty(m, np.int64)
+        R, touched, hk, hv = _scratch(m)
         best = np.empty(n_t, np.int64)
         meet = np.empty(n_t, np.int64)
         xref = np.empty(n_t, np.int64)
@@ -850,6 +831,51 @@ def _label_scale(st):
     return SCALE if bound * SCALE < LABEL_LIMIT else 1
 
 
+def request(overlay, src_arcs, src_frac, dst_arcs, dst_frac, state, along):
+    """What both twins' tables start from, checked (raises as :func:`table`): ``(st, m, sa, sf, ta, tf, qs,
+    scale, cost, seeds)``, the overlay state read once, the arc count, the options (:func:`_options`), the
+    ``along`` quantities (:func:`_along`), the label scale and float arc costs (:func:`_per_state`), and the
+    phantom seeds ``(s_st, t_st, s_lab, t_lab, keepS, keepT)``: per point and option its state in query order
+    (-1: an unused slot) and seed label (a source's ``rint(scale (1 - fa) c(a))``, a target's ``-rint(scale
+    (1 - fb) c(b))``; int64 (points, o)), and per point its query cells (:func:`_keep`)."""
+    st = overlay._need_state() if state is None else state
+    g = overlay.graph
+    m = int(g.n_arcs)
+    sa, sf = _options("src_arcs", "src_frac", src_arcs, src_frac, m)
+    ta, tf = _options("dst_arcs", "dst_frac", dst_arcs, dst_frac, m)
+    qs = _along(along, overlay, st, m, int(overlay.turns.out_arc.size))
+    scale, cost = _per_state(st)
+    perm = overlay._qg["perm"]
+    s_st = np.where(sa >= 0, perm[np.maximum(sa, 0)], -1).astype(np.int64)
+    t_st = np.where(ta >= 0, perm[np.maximum(ta, 0)], -1).astype(np.int64)
+    s_lab = np.where(sa >= 0, np.rint(scale * (1.0 - sf) * cost[np.maximum(sa, 0)]), 0).astype(np.int64)
+    t_lab = np.where(ta >= 0, -np.rint(scale * (1.0 - tf) * cost[np.maximum(ta, 0)]), 0).astype(np.int64)
+    cells = np.asarray(overlay.partition.cells)
+    head = np.asarray(g.head, dtype=np.int64)
+    seeds = (s_st, t_st, s_lab, t_lab, _keep(cells, head, sa), _keep(cells, head, ta))
+    return st, m, sa, sf, ta, tf, qs, scale, cost, seeds
+
+
+def empty_table(S, T, qs, metric, stats):
+    """The table of ``S`` sources and ``T`` targets where one of them is 0 (``qs``: :func:`_along`'s)."""
+    z = np.zeros((S, T))
+    nq = qs[0].shape[0] if qs else 0
+    return TableResult(z.copy(), np.full((S, T), NO_OPTION, np.int64), np.full((S, T), NO_OPTION, np.int64),
+                       np.zeros((S, T), bool), tuple(z.copy() for _ in range(nq)), metric,
+                       {**stats, "bucket_entries": 0, "rounds": (0, 0)})
+
+
+def bucket_csrs(csr, e_state, e_seed, e_tgt, e_label, m):
+    """The bucket entries as the forward searches read them: ``(b_first, b_tgt, b_lab, b_ids, z_first, z_tgt,
+    z_lab, z_ids, lowb)``, the entries settled by a path (``b_``) and the seed entries (``z_``) grouped by
+    state (``csr(state, mask, m)``: offsets (m + 1,) and entry ids), their targets and labels, and the least
+    label (0 without entries). NumPy arrays (:func:`_csr_by_state`) or CuPy arrays (the GPU twin's)."""
+    b_first, b_ids = csr(e_state, ~e_seed, m)
+    z_first, z_ids = csr(e_state, e_seed, m)
+    lowb = int(e_label.min()) if e_label.size else 0
+    return b_first, e_tgt[b_ids], e_label[b_ids], b_ids, z_first, e_tgt[z_ids], e_label[z_ids], z_ids, lowb
+
+
 def table(overlay, src_arcs, src_frac, dst_arcs, dst_frac, *, state=None, along=()):
     """Many-to-many table between phantom nodes over the customized overlay: turn costs, restrictions and
     the current traffic (one metric snapshot); see the module docstring for the algorithm.
@@ -895,34 +921,16 @@ def table(overlay, src_arcs, src_frac, dst_arcs, dst_frac, *, state=None, along=
         Arc ids that are not integers.
     """
     t_all = time.perf_counter()
-    st = overlay._need_state() if state is None else state
-    g = overlay.graph
-    m = int(g.n_arcs)
-    sa, sf = _options("src_arcs", "src_frac", src_arcs, src_frac, m)
-    ta, tf = _options("dst_arcs", "dst_frac", dst_arcs, dst_frac, m)
-    n_turns = int(overlay.turns.out_arc.size)
-    qs = _along(along, overlay, st, m, n_turns)
-    nq = qs[0].shape[0] if qs else 0
+    st, m, sa, sf, ta, tf, qs, scale, cost, seeds = request(overlay, src_arcs, src_frac, dst_arcs, dst_frac, state,
+                                                            along)
     S, T = sa.shape[0], ta.shape[0]
     secs = {}
-    scale, cost = _per_state(st)
     stats = {"scale": scale, "seconds": secs}
     if S == 0 or T == 0:
-        z = np.zeros((S, T))
-        return TableResult(z.copy(), np.full((S, T), NO_OPTION, np.int64), np.full((S, T), NO_OPTION, np.int64),
-                           np.zeros((S, T), bool), tuple(z.copy() for _ in range(nq)), st.metric,
-                           {**stats, "bucket_entries": 0, "rounds": (0, 0)})
+        return empty_table(S, T, qs, st.metric, stats)
+    s_st, t_st, s_lab, t_lab, keepS, keepT = seeds
     qg = overlay._qg
     topo = overlay._topo
-    perm = qg["perm"]
-    s_st = np.where(sa >= 0, perm[np.maximum(sa, 0)], -1).astype(np.int64)
-    t_st = np.where(ta >= 0, perm[np.maximum(ta, 0)], -1).astype(np.int64)
-    s_lab = np.where(sa >= 0, np.rint(scale * (1.0 - sf) * cost[np.maximum(sa, 0)]), 0).astype(np.int64)
-    t_lab = np.where(ta >= 0, -np.rint(scale * (1.0 - tf) * cost[np.maximum(ta, 0)]), 0).astype(np.int64)
-    cells = np.asarray(overlay.partition.cells)
-    head = np.asarray(g.head, dtype=np.int64)
-    keepS = _keep(cells, head, sa)
-    keepT = _keep(cells, head, ta)
     clique = st.clique
     tcost = st.q_turn_cost
 
@@ -956,11 +964,7 @@ def table(overlay, src_arcs, src_frac, dst_arcs, dst_frac, *, state=None, along=
         new = np.flatnonzero(np.r_[True, e_tgt[1:] != e_tgt[:-1]])
         t_start[e_tgt[new]] = new
     e_parent = np.where(e_parent >= 0, e_parent + t_start[e_tgt], -1)
-    b_first, b_ids = _csr_by_state(e_state, ~e_seed, m)
-    z_first, z_ids = _csr_by_state(e_state, e_seed, m)
-    b_tgt, b_lab = e_tgt[b_ids], e_label[b_ids]
-    z_tgt, z_lab = e_tgt[z_ids], e_label[z_ids]
-    lowb = int(e_label.min()) if E else 0
+    buckets = bucket_csrs(_csr_by_state, e_state, e_seed, e_tgt, e_label, m)
     secs["backward"] = time.perf_counter() - t0
 
     # ---- forward searches: every cell's best label, meeting and chosen options
@@ -972,8 +976,8 @@ def table(overlay, src_arcs, src_frac, dst_arcs, dst_frac, *, state=None, along=
     o_xref = np.empty((S, T), np.int64)
     o_node = np.empty((S, T), np.int64)
     args_f = (keepS, s_st, s_lab, scale, qg["tfirst"], qg["tout"], tcost, qg["hc"], qg["entry_idx"], topo["cell_base"],
-              topo["ex_first"], qg["ex_st"], topo["cq_first"], clique, b_first, b_tgt, b_lab, b_ids, z_first, z_tgt,
-              z_lab, z_ids, lowb, T, o_best, o_root, o_eid, o_xref, o_node)
+              topo["ex_first"], qg["ex_st"], topo["cq_first"], clique, *buckets, T, o_best, o_root, o_eid, o_xref,
+              o_node)
 
     def run_f(items, n_chunks, cap):
         cap = cap if want_tree else 0

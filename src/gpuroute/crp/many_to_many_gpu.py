@@ -57,7 +57,8 @@ from numba import njit
 from .. import config
 from ..graph.constants import INF
 from . import many_to_many as mm
-from .search import state_level
+from .many_to_many import join, level_edge, level_edges, put_entry
+from .search import ih_pop, ih_update
 
 __all__ = ["table", "release"]
 
@@ -68,6 +69,9 @@ _NO_REF = mm._NO_REF
 _HASH_MUL = 2654435761
 #: Search status: done; the hash table was full; the output slice was full.
 _OK, _HASH_FULL, _OUT_FULL = 0, 1, 2
+#: What :func:`_relax` returns for a record (``m2m_relax``'s RELAX_NOT_LOWER, RELAX_TABLE_FULL): the label was not
+#: lowered; the state needs a new record and the hash table is full.
+_NOT_LOWER, _TABLE_FULL = -1, -2
 #: Bytes per hash slot (key 4, record 32, heap key 8, heap value 4), per bucket entry of a slice (state 4, label 8, parent 4, reference 8, root 4,
 #: seed 1) and per union-tree node (state 4, parent 4, reference 8).
 _SLOT_BYTES = 48
@@ -82,7 +86,9 @@ _NODE_BYTES = 16
 
 # ------------------------------------------------------------------------------------------ emulation
 # The kernels of many_to_many.cu, statement for statement, over the same flat arrays; one "thread" (slot)
-# after another.
+# after another. A search's steps are the kernels' device functions: _relax (m2m_relax), and the CPU twin's
+# level_edges, level_edge, join, put_entry (m2m_level_edges, m2m_level_edge, m2m_join, m2m_put_entry); its heap
+# is the CPU twin's (gpuroute.crp.search.ih_update / ih_pop over the search's H slots; m2m_heap_update / _pop).
 @njit(cache=True, inline="always")
 def _find(hkey, base, H, s):
     """Record index (global) of state ``s`` in the table ``[base, base + H)``, or ``-1 - free slot``."""
@@ -96,53 +102,30 @@ def _find(hkey, base, H, s):
         i = (i + 1) & (H - 1)
 
 
-@njit(cache=True, inline="always")
-def _heap_update(hk, hv, R32, base, size, k, r):
-    """:func:`gpuroute.crp.search.ih_update` with the heap at ``base`` and record ``r`` (local index)."""
-    i = R32[8 * (base + r) + 4]
-    if i < 0:
-        i = size
-        size += 1
-    while i > 0:
-        p = (i - 1) >> 1
-        if hk[base + p] <= k:
-            break
-        hk[base + i] = hk[base + p]
-        hv[base + i] = hv[base + p]
-        R32[8 * (base + hv[base + i]) + 4] = i
-        i = p
-    hk[base + i] = k
-    hv[base + i] = r
-    R32[8 * (base + r) + 4] = i
-    return size
-
-
-@njit(cache=True, inline="always")
-def _heap_pop(hk, hv, R32, base, size):
-    """:func:`gpuroute.crp.search.ih_pop` with the heap at ``base``."""
-    R32[8 * (base + hv[base]) + 4] = -2
-    size -= 1
-    if size == 0:
-        return 0
-    k = hk[base + size]
-    v = hv[base + size]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= size:
-            break
-        if c + 1 < size and hk[base + c + 1] < hk[base + c]:
-            c += 1
-        if hk[base + c] >= k:
-            break
-        hk[base + i] = hk[base + c]
-        hv[base + i] = hv[base + c]
-        R32[8 * (base + hv[base + i]) + 4] = i
-        i = c
-    hk[base + i] = k
-    hv[base + i] = v
-    R32[8 * (base + v) + 4] = i
-    return size
+@njit(cache=True, _nrt=False)  # no reference counting of its arrays: see many_to_many.level_edges
+def _relax(hkey, R, R32, hk, hv, base, H, lim, used, size, s, d, root, prev, ref):
+    """``m2m_relax``: label ``d`` for state ``s`` in the search's table ``[base, base + H)`` where it is lower
+    than its label (a state without a record has none: a new record, never queued, ``aux`` -1), its heap
+    (``hk``, ``hv``: the search's own ``H`` slots, records by local index) keyed to match. Returns
+    ``(x, used, size)``: ``x`` the record (global) whose label was lowered, :data:`_NOT_LOWER`, or
+    :data:`_TABLE_FULL` where ``s`` needs a new record and the table holds ``lim`` already."""
+    x = _find(hkey, base, H, s)
+    cur = INF if x < 0 else R[4 * x]
+    if d >= cur:
+        return _NOT_LOWER, used, size
+    if x < 0:
+        if used >= lim:
+            return _TABLE_FULL, used, size
+        x = -1 - x
+        hkey[x] = s
+        R32[8 * x + 4] = -1
+        R32[8 * x + 7] = -1
+        used += 1
+    R[4 * x] = d
+    R32[8 * x + 5] = root
+    R32[8 * x + 6] = prev
+    R[4 * x + 1] = ref
+    return x, used, ih_update(hk, hv, R32, 8 * base + 4, size, d, x - base)
 
 
 @njit(cache=True)
@@ -158,6 +141,8 @@ def _emu_backward(items, H, cap, keepT, t_st, t_lab, scale, rfirst, rin, rturn, 
         keep = keepT[t]
         base = i * H
         eb = i * cap
+        hks = hk[base:base + H]  # the search's heap (records by local index: slot at R32[8 * (base + r) + 4])
+        hvs = hv[base:base + H]
         n = 0
         used = 0
         size = 0
@@ -170,96 +155,40 @@ def _emu_backward(items, H, cap, keepT, t_st, t_lab, scale, rfirst, rin, rturn, 
             if n >= cap:
                 stat = _OUT_FULL
                 break
-            e_state[eb + n] = b
-            e_label[eb + n] = c
-            e_parent[eb + n] = -1
-            e_ref[eb + n] = _NO_REF
-            e_root[eb + n] = k
-            e_seed[eb + n] = 1
-            x = _find(hkey, base, H, b)
-            cur = INF if x < 0 else R[4 * x]
-            if c < cur:
-                if x < 0:
-                    if used >= lim:
-                        stat = _HASH_FULL
-                        break
-                    x = -1 - x
-                    hkey[x] = b
-                    R32[8 * x + 4] = -1
-                    used += 1
-                R[4 * x] = c
-                R32[8 * x + 5] = k
-                R32[8 * x + 6] = -1
-                R[4 * x + 1] = _NO_REF
+            put_entry(e_state, e_label, e_parent, e_ref, e_root, e_seed, eb + n, b, c, -1, _NO_REF, k, 1)
+            x, used, size = _relax(hkey, R, R32, hks, hvs, base, H, lim, used, size, b, c, k, -1, _NO_REF)
+            if x == _TABLE_FULL:
+                stat = _HASH_FULL
+                break
+            if x >= 0:
                 R32[8 * x + 7] = n
-                size = _heap_update(hk, hv, R32, base, size, c, x - base)
             n += 1
         while stat == _OK and size > 0:
-            d = hk[base]
-            r = hv[base]
+            d = hks[0]
+            r = hvs[0]
             x = base + r
-            size = _heap_pop(hk, hv, R32, base, size)
+            size = ih_pop(hks, hvs, R32, 8 * base + 4, size)
             b = hkey[x]
             if R32[8 * x + 6] >= 0:
                 if n >= cap:
                     stat = _OUT_FULL
                     break
-                e_state[eb + n] = b
-                e_label[eb + n] = d
-                e_parent[eb + n] = R32[8 * (base + R32[8 * x + 6]) + 7]
-                e_ref[eb + n] = R[4 * x + 1]
-                e_root[eb + n] = R32[8 * x + 5]
-                e_seed[eb + n] = 0
+                put_entry(e_state, e_label, e_parent, e_ref, e_root, e_seed, eb + n, b, d,
+                          R32[8 * (base + R32[8 * x + 6]) + 7], R[4 * x + 1], R32[8 * x + 5], 0)
                 R32[8 * x + 7] = n
                 n += 1
             root = R32[8 * x + 5]
-            q = state_level(b, tc, keep)
-            g = 0
-            j = 0
-            nx = 0
-            if q == 0:
-                lo = rfirst[b]
-                hi = rfirst[b + 1]
-            else:
-                p = q - 1
-                g = cell_base[p] + tc[b, p]
-                j = exit_idx[b, p]
-                if j < 0:
-                    continue
-                nx = ex_first[g + 1] - ex_first[g]
-                lo = 0
-                hi = ent_first[g + 1] - ent_first[g]
+            q, lo, hi, start, stride, far = level_edges(b, tc, keep, rfirst, exit_idx, cell_base, cq_first, ex_first,
+                                                           ent_first, True)
             for k in range(lo, hi):
-                if q == 0:
-                    ref = rturn[k]
-                    c = tcost[ref]
-                    if c < 0:
-                        continue
-                    a = rin[k]
-                else:
-                    pos = cq_first[g] + k * nx + j
-                    c = clique[pos]
-                    if c >= INF:
-                        continue
-                    a = ent_st[ent_first[g] + k]
-                    ref = -(1 + pos)
-                nd = d + c * scale
-                y = _find(hkey, base, H, a)
-                cur = INF if y < 0 else R[4 * y]
-                if nd < cur:
-                    if y < 0:
-                        if used >= lim:
-                            stat = _HASH_FULL
-                            break
-                        y = -1 - y
-                        hkey[y] = a
-                        R32[8 * y + 4] = -1
-                        used += 1
-                    R[4 * y] = nd
-                    R32[8 * y + 5] = root
-                    R32[8 * y + 6] = r
-                    R[4 * y + 1] = ref
-                    size = _heap_update(hk, hv, R32, base, size, nd, y - base)
+                c, a, ref = level_edge(k, q, start, stride, far, rturn, tcost, rin, clique, ent_st, True)
+                if c < 0:
+                    continue
+                y, used, size = _relax(hkey, R, R32, hks, hvs, base, H, lim, used, size, a, d + c * scale, root, r,
+                                       ref)
+                if y == _TABLE_FULL:
+                    stat = _HASH_FULL
+                    break
         e_cnt[i] = n
         status[i] = stat
 
@@ -301,6 +230,8 @@ def _emu_forward(items, H, cap, want_tree, keepS, s_st, s_lab, scale, tfirst, to
         keep = keepS[s]
         base = i * H
         nb = i * cap
+        hks = hk[base:base + H]  # the search's heap (records by local index: slot at R32[8 * (base + r) + 4])
+        hvs = hv[base:base + H]
         row = s * n_t
         for t in range(n_t):
             o_best[row + t] = INF
@@ -311,24 +242,10 @@ def _emu_forward(items, H, cap, want_tree, keepS, s_st, s_lab, scale, tfirst, to
             a = s_st[s, k]
             if a < 0:
                 continue
-            c = s_lab[s, k]
-            x = _find(hkey, base, H, a)
-            cur = INF if x < 0 else R[4 * x]
-            if c < cur:
-                if x < 0:
-                    if used >= lim:
-                        stat = _HASH_FULL
-                        break
-                    x = -1 - x
-                    hkey[x] = a
-                    R32[8 * x + 4] = -1
-                    R32[8 * x + 7] = -1
-                    used += 1
-                R[4 * x] = c
-                R32[8 * x + 5] = k
-                R32[8 * x + 6] = -1
-                R[4 * x + 1] = _NO_REF
-                size = _heap_update(hk, hv, R32, base, size, c, x - base)
+            x, used, size = _relax(hkey, R, R32, hks, hvs, base, H, lim, used, size, a, s_lab[s, k], k, -1, _NO_REF)
+            if x == _TABLE_FULL:
+                stat = _HASH_FULL
+                break
         found = 0
         worst = INF
         pops = 0
@@ -339,97 +256,34 @@ def _emu_forward(items, H, cap, want_tree, keepS, s_st, s_lab, scale, tfirst, to
                     for t in range(1, n_t):
                         if o_best[row + t] > worst:
                             worst = o_best[row + t]
-                if hk[base] + lowb >= worst:
+                if hks[0] + lowb >= worst:
                     break
-            d = hk[base]
-            r = hv[base]
+            d = hks[0]
+            r = hvs[0]
             x = base + r
-            size = _heap_pop(hk, hv, R32, base, size)
+            size = ih_pop(hks, hvs, R32, 8 * base + 4, size)
             pops += 1
             v = hkey[x]
             root = R32[8 * x + 5]
-            for e in range(b_first[v], b_first[v + 1]):
-                t = b_tgt[e]
-                c = d + b_lab[e]
-                if c < o_best[row + t]:
-                    if o_best[row + t] == INF:
-                        found += 1
-                    o_best[row + t] = c
-                    o_node[row + t] = r
-                    o_xref[row + t] = _NO_REF
-                    o_eid[row + t] = b_eid[e]
-                    o_root[row + t] = root
+            found = join(d, b_first[v], b_first[v + 1], b_tgt, b_lab, b_eid, o_best, o_node, o_xref, o_eid, o_root,
+                            row, r, _NO_REF, root, found)
             if R32[8 * x + 6] >= 0:
-                for e in range(z_first[v], z_first[v + 1]):
-                    t = z_tgt[e]
-                    c = d + z_lab[e]
-                    if c < o_best[row + t]:
-                        if o_best[row + t] == INF:
-                            found += 1
-                        o_best[row + t] = c
-                        o_node[row + t] = r
-                        o_xref[row + t] = _NO_REF
-                        o_eid[row + t] = z_eid[e]
-                        o_root[row + t] = root
-            q = state_level(v, hc, keep)
-            qbase = 0
-            g = 0
-            if q == 0:
-                lo = tfirst[v]
-                hi = tfirst[v + 1]
-            else:
-                p = q - 1
-                g = cell_base[p] + hc[v, p]
-                i0 = entry_idx[v, p]
-                if i0 < 0:
-                    continue
-                nx = ex_first[g + 1] - ex_first[g]
-                qbase = cq_first[g] + i0 * nx
-                lo = 0
-                hi = nx
+                found = join(d, z_first[v], z_first[v + 1], z_tgt, z_lab, z_eid, o_best, o_node, o_xref, o_eid,
+                                o_root, row, r, _NO_REF, root, found)
+            q, lo, hi, start, stride, far = level_edges(v, hc, keep, tfirst, entry_idx, cell_base, cq_first, ex_first,
+                                                           ex_first, False)
             for k in range(lo, hi):
-                if q == 0:
-                    c = tcost[k]
-                    if c < 0:
-                        continue
-                    y = tout[k]
-                    ref = k
-                else:
-                    c = clique[qbase + k]
-                    if c >= INF:
-                        continue
-                    y = ex_st[ex_first[g] + k]
-                    ref = -(1 + qbase + k)
+                c, y, ref = level_edge(k, q, start, stride, far, tout, tcost, tout, clique, ex_st, False)
+                if c < 0:
+                    continue
                 nd = d + c * scale
                 if y != v:
-                    for e in range(z_first[y], z_first[y + 1]):
-                        t = z_tgt[e]
-                        cc = nd + z_lab[e]
-                        if cc < o_best[row + t]:
-                            if o_best[row + t] == INF:
-                                found += 1
-                            o_best[row + t] = cc
-                            o_node[row + t] = r
-                            o_xref[row + t] = ref
-                            o_eid[row + t] = z_eid[e]
-                            o_root[row + t] = root
-                z = _find(hkey, base, H, y)
-                cur = INF if z < 0 else R[4 * z]
-                if nd < cur:
-                    if z < 0:
-                        if used >= lim:
-                            stat = _HASH_FULL
-                            break
-                        z = -1 - z
-                        hkey[z] = y
-                        R32[8 * z + 4] = -1
-                        R32[8 * z + 7] = -1
-                        used += 1
-                    R[4 * z] = nd
-                    R32[8 * z + 5] = root
-                    R32[8 * z + 6] = r
-                    R[4 * z + 1] = ref
-                    size = _heap_update(hk, hv, R32, base, size, nd, z - base)
+                    found = join(nd, z_first[y], z_first[y + 1], z_tgt, z_lab, z_eid, o_best, o_node, o_xref, o_eid,
+                                    o_root, row, r, ref, root, found)
+                z, used, size = _relax(hkey, R, R32, hks, hvs, base, H, lim, used, size, y, nd, root, r, ref)
+                if z == _TABLE_FULL:
+                    stat = _HASH_FULL
+                    break
         nn = 0
         if stat == _OK and want_tree:
             for t in range(n_t):
@@ -745,36 +599,17 @@ def _run_rounds(kern, n_items, H0, Hmax, cap0, capmax, per_out, run, what):
 def _table(kern, overlay, src_arcs, src_frac, dst_arcs, dst_frac, state, along):
     t_all = time.perf_counter()
     xp = kern.xp
-    st = overlay._need_state() if state is None else state
-    g = overlay.graph
-    m = int(g.n_arcs)
-    sa, sf = mm._options("src_arcs", "src_frac", src_arcs, src_frac, m)
-    ta, tf = mm._options("dst_arcs", "dst_frac", dst_arcs, dst_frac, m)
-    n_turns = int(overlay.turns.out_arc.size)
-    qs = mm._along(along, overlay, st, m, n_turns)
-    nq = qs[0].shape[0] if qs else 0
+    # the checked options and the phantom seeds, exactly as the CPU twin makes them (host, NumPy)
+    st, m, sa, sf, ta, tf, qs, scale, cost, seeds = mm.request(overlay, src_arcs, src_frac, dst_arcs, dst_frac,
+                                                               state, along)
     S, T = sa.shape[0], ta.shape[0]
     secs = {}
-    scale, cost = mm._per_state(st)
     stats = {"scale": scale, "seconds": secs, "device": kern.device}
     if getattr(kern, "name", None):
         stats["device_name"] = kern.name
     if S == 0 or T == 0:
-        z = np.zeros((S, T))
-        return mm.TableResult(z.copy(), np.full((S, T), mm.NO_OPTION, np.int64),
-                              np.full((S, T), mm.NO_OPTION, np.int64), np.zeros((S, T), bool),
-                              tuple(z.copy() for _ in range(nq)), st.metric,
-                              {**stats, "bucket_entries": 0, "rounds": (0, 0)})
-    # the phantom seeds, exactly as the CPU twin makes them (host, NumPy)
-    perm = overlay._qg["perm"]
-    s_st = np.where(sa >= 0, perm[np.maximum(sa, 0)], -1).astype(np.int64)
-    t_st = np.where(ta >= 0, perm[np.maximum(ta, 0)], -1).astype(np.int64)
-    s_lab = np.where(sa >= 0, np.rint(scale * (1.0 - sf) * cost[np.maximum(sa, 0)]), 0).astype(np.int64)
-    t_lab = np.where(ta >= 0, -np.rint(scale * (1.0 - tf) * cost[np.maximum(ta, 0)]), 0).astype(np.int64)
-    cells = np.asarray(overlay.partition.cells)
-    head = np.asarray(g.head, dtype=np.int64)
-    keepS = mm._keep(cells, head, sa)
-    keepT = mm._keep(cells, head, ta)
+        return mm.empty_table(S, T, qs, st.metric, stats)
+    s_st, t_st, s_lab, t_lab, keepS, keepT = seeds
     t0 = time.perf_counter()
     ga = _graph_arrays(kern, overlay)
     d_clique, d_tcost, d_cost = _state_arrays(kern, st, cost)
@@ -822,11 +657,8 @@ def _table(kern, overlay, src_arcs, src_frac, dst_arcs, dst_frac, state, along):
         base += int(p[0].size)
     e_state, e_label, e_parent, e_ref, e_root, e_seed, e_tgt = (xp.concatenate([p[i] for p in fixed]) for i in range(7))
     E = int(e_state.size)
-    b_first, b_ids = _csr_by_state(xp, e_state, ~e_seed, m)
-    z_first, z_ids = _csr_by_state(xp, e_state, e_seed, m)
-    b_tgt, b_lab = e_tgt[b_ids], e_label[b_ids]
-    z_tgt, z_lab = e_tgt[z_ids], e_label[z_ids]
-    lowb = int(e_label.min()) if E else 0
+    buckets = mm.bucket_csrs(lambda state, mask, m: _csr_by_state(xp, state, mask, m), e_state, e_seed, e_tgt,
+                             e_label, m)
     secs["backward"] = time.perf_counter() - t0
 
     # ---- forward searches: every cell's best label, meeting and chosen source option
@@ -834,8 +666,7 @@ def _table(kern, overlay, src_arcs, src_frac, dst_arcs, dst_frac, state, along):
     want_tree = bool(qs)
     rows = tuple(xp.empty(S * T, np.int64) for _ in range(5))  # best, root, eid, xref, node
     args_f = (d_keepS, d_s_st, d_s_lab, scale, ga["tfirst"], ga["tout"], d_tcost, ga["hc"], ga["entry_idx"],
-              ga["cell_base"], ga["ex_first"], ga["ex_st"], ga["cq_first"], d_clique, b_first, b_tgt, b_lab, b_ids,
-              z_first, z_tgt, z_lab, z_ids, lowb, T)
+              ga["cell_base"], ga["ex_first"], ga["ex_st"], ga["cq_first"], d_clique, *buckets, T)
 
     def run_f(chunk, H, cap):
         n = chunk.size

@@ -17,7 +17,7 @@ import time
 import numba
 import numpy as np
 
-from .. import store
+from .. import config, store
 from ..backend import resolve_device
 from ..ch.query import id_array
 from ..graph.constants import INF
@@ -28,6 +28,7 @@ from ..query.p2p import PathResult
 from . import search
 from .customize import CustomizationPlan, unpack
 from .metric import CLOSED, FORBIDDEN, RESTRICTED, Metric, TurnTable, decode_turn_costs
+from .state_buffers import StateBuffers, index_ranges, move_ranges_fast, update_ranges
 from .topology import build_topology
 
 __all__ = ["Overlay", "OverlayQuery", "OverlayState", "FORMAT", "FORMAT_VERSION", "metric_unit", "arrays_sha"]
@@ -93,7 +94,8 @@ class OverlayState:
     __slots__ = ("metric", "arc_cost", "turn_cost", "clique", "_tree", "_tree_wait", "seconds", "q_arc_cost",
                  "q_turn_cost", "arc_duration")
 
-    def __init__(self, metric, arc_cost, turn_cost, clique, tree, seconds, qg, tree_wait=None, arc_duration=None):
+    def __init__(self, metric, arc_cost, turn_cost, clique, tree, seconds, qg, tree_wait=None, arc_duration=None,
+                 q_arc_cost=None, q_turn_cost=None):
         self.metric = metric
         # the arcs' travel times under this metric's traffic (int64 (m,), deciseconds) where they are not
         # the graph's (speed updates on a metric that is not a time); None: the graph's travel times
@@ -104,9 +106,10 @@ class OverlayState:
         self._tree = tree
         self._tree_wait = tree_wait
         self.seconds = seconds
-        # the same costs in the query's state numbering (see _query_graph)
-        self.q_arc_cost = _gather(arc_cost, qg["order"])
-        self.q_turn_cost = _gather(turn_cost, qg["torder"])
+        # the same costs in the query's state numbering (see _query_graph; a traffic update passes them,
+        # made from the previous state's by copying the changed entries only)
+        self.q_arc_cost = _gather(arc_cost, qg["order"]) if q_arc_cost is None else q_arc_cost
+        self.q_turn_cost = _gather(turn_cost, qg["torder"]) if q_turn_cost is None else q_turn_cost
 
     @property
     def tree(self):
@@ -162,6 +165,8 @@ class Overlay:
         self._state = None
         self._gpu_cust = None   # GPUCustomizer, built on the first GPU customization
         self._gpu_token = None  # the OverlayState whose cliques and trees the GPU copy holds
+        # copy-on-write buffers of the customized states: an update copies only what it changes
+        self._buffers = StateBuffers()
         cb = topo["cell_base"]
         ne = np.diff(topo["ent_first"])
         nx = np.diff(topo["ex_first"])
@@ -306,9 +311,21 @@ class Overlay:
         st, info, run = self._customized(metric, device)
         st.arc_duration = arc_durations(durations, self.graph.n_arcs)
         self._state = st
+        self._install_buffers(st)
         if run is not None:
             self._commit_gpu(run)
         return info
+
+    def _install_buffers(self, st):
+        """A whole customization's arrays become the current generation of the state's buffers
+        (:mod:`gpuroute.crp.state_buffers`): arrays this overlay made, handed over; the arc costs may be the
+        caller's or the graph's (recycled only where they own their memory and nothing references them)."""
+        b = self._buffers
+        b.install("arc_cost", st.arc_cost)
+        b.install("metric_arc", st.metric.arc_cost)
+        for name in ("turn_cost", "clique", "q_arc_cost", "q_turn_cost"):
+            b.install(name, getattr(st, name), own=True)
+        b.install("tree", st._tree, own=True)  # (may still be arriving from the GPU: the same array)
 
     def customized_state(self, metric=None, *, device="auto"):
         """A whole customization of ``metric`` into a separate state, NOT installed as the overlay's current
@@ -405,7 +422,19 @@ class Overlay:
         Returns
         -------
         dict
-            ``seconds``, ``cells`` (re-customized cells per level), ``level_seconds``, ``device``.
+            ``seconds``, ``cells`` (re-customized cells per level), ``level_seconds``, ``device``;
+            ``copied``: the bytes and ranges this update copied per array (:class:`gpuroute.crp.state_buffers.
+            CopyStats`: host buffers brought up to date, and on the GPU the device copy's, uploads, downloads);
+            on the GPU from its device copy also ``device_seconds`` (``sync``, ``levels``, ``pack``, ``total``:
+            CUDA events).
+
+        Notes
+        -----
+        The new state is the current one's arrays with the changed ranges rewritten (the changed arcs' and
+        turns' costs, the touched cells' cliques and trees), in buffers no snapshot references
+        (:mod:`gpuroute.crp.state_buffers`): a query that holds the state before keeps it unchanged. The first
+        update after a whole customization copies each array once (its second buffer); later ones copy only the
+        ranges the update before changed. ``config.CRP_UPDATE_DIRTY_RANGES = False`` copies everything.
 
         Raises
         ------
@@ -447,15 +476,23 @@ class Overlay:
             i = int(np.flatnonzero(badc)[0])
             raise ValueError(f"costs[{i}] = {int(c[i])} (arc {int(ids[i])}) must be a positive integer below 2^31 "
                              f"or CLOSED={CLOSED}")
-        arc = st.arc_cost.copy()
-        arc[ids] = c
+        bufs = self._buffers
+        bufs.stats.reset()
+        dirty_only = bool(config.CRP_UPDATE_DIRTY_RANGES)
+        if not dirty_only:
+            bufs.forget()  # every array copied whole (config.CRP_UPDATE_DIRTY_RANGES)
         uniq = np.unique(ids)
-        tcost = st.turn_cost.copy()
+        arc_r = index_ranges(uniq)
+        # every array of the new state is the current one's with its changed ranges rewritten, in a buffer
+        # no snapshot holds (gpuroute.crp.state_buffers): old snapshots stay as they were
+        arc = bufs.derive("arc_cost", st.arc_cost, arc_r)
+        arc[ids] = c
         tr = self.turns
         rv = tr.reverse()
         lo = np.asarray(rv.first_in[uniq], np.int64)
         cnt = np.asarray(rv.first_in[uniq + 1], np.int64) - lo  # the turns into each changed arc
         into = rv.turn_id[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()), dtype=np.int64)]
+        into = np.asarray(into, np.int64)
         # the decoder again on those turns (a closed out-arc forbids them; reopened, they get their penalty
         # back): what decode_turn_costs of the new metric gives, without decoding every turn
         old = st.metric
@@ -468,26 +505,92 @@ class Overlay:
             pen = np.asarray(old.turn_penalty, np.int64)[np.minimum(kind, len(old.turn_penalty) - 1)]
             shut = kind == RESTRICTED
         shut |= arc[out_arc] == CLOSED
-        tcost[into] = np.where(shut, FORBIDDEN, pen + np.where(shut, 0, arc[out_arc]))
+        tvals = np.where(shut, FORBIDDEN, pen + np.where(shut, 0, arc[out_arc]))
+        tcost = bufs.derive("turn_cost", st.turn_cost, index_ranges(into))
+        tcost[into] = tvals
+        qg = self._qg
+        qa = qg["perm"][uniq]
+        q_arc = bufs.derive("q_arc_cost", st.q_arc_cost, index_ranges(qa))
+        q_arc[qa] = arc[uniq]
+        qt = qg["tinv"][into]
+        q_turn = bufs.derive("q_turn_cost", st.q_turn_cost, index_ranges(qt))
+        q_turn[qt] = tvals
+        met = self._updated_metric(old, arc, uniq, c)
         # an arc's cost is paid inside its head's cell, and, where it is an exit point, by the cliques of
         # its tail's cell (a clique ends by traversing the exit arc)
         hc, tc = self._topo["hc"], self._topo["tc"]
         cells = [np.unique(np.concatenate([hc[p, uniq], tc[p, uniq]])).astype(np.int64)
                  for p in range(self.n_levels)]
-        met = Metric(arc, old.turn_penalty, turn_cost=old.turn_cost, name=old.name, units=old.units)
+        tree_wait = None
+        run = None
         if dev == "gpu":
-            _, clique, tree, level_s, _, run = self._run_gpu(met, arc, cells, st, decode=False)
-            level_s = self._plan.query_seconds(level_s)
+            clique, tree, level_s, tree_wait, run = self._update_gpu(st, met, arc, cells, into, tvals)
         else:
-            clique = st.clique.copy()
-            tree = st.tree.copy()
+            rng = update_ranges(self._plan, self._tree_first, cells)
+            clique = bufs.derive("clique", st.clique, rng["clique"])
+            tree = bufs.derive("tree", st.tree, rng["tree"])
             level_s, _ = self._run_levels(tcost, clique, tree, cells)
         total = time.perf_counter() - t0
-        self._state = OverlayState(met, arc, tcost, clique, tree, total, self._qg,
-                             run.get("tree_wait") if dev == "gpu" else None, dur)
-        if dev == "gpu":
+        if not dirty_only:  # regathered whole, as before
+            q_arc = q_turn = None
+        self._state = OverlayState(met, arc, tcost, clique, tree, total, qg, tree_wait, dur, q_arc, q_turn)
+        if run is not None:
             self._commit_gpu(run)
-        return {"seconds": total, "cells": [int(x.size) for x in cells], "level_seconds": level_s, "device": dev}
+        out = {"seconds": total, "cells": [int(x.size) for x in cells], "level_seconds": level_s, "device": dev,
+               "copied": bufs.stats.snapshot()}
+        if run is not None and "device_seconds" in run:
+            out["device_seconds"] = run["device_seconds"]
+        return out
+
+    def _updated_metric(self, old, arc, uniq, c):
+        """The metric of an update: ``old`` with the arc costs ``arc`` (int64 (m,)), made without checking
+        every arc again (the new costs are checked; the rest were). Its int32 costs, where no arc is closed,
+        are the previous ones' buffer with the changed entries rewritten."""
+        if old.arc_cost.dtype == np.int32 and not (c == CLOSED).any():
+            ma = self._buffers.derive("metric_arc", old.arc_cost, index_ranges(uniq))
+            ma[uniq] = arc[uniq]
+            met = Metric.__new__(type(old))
+            met.name, met.units = old.name, old.units
+            met.arc_cost = ma
+            met.turn_penalty = old.turn_penalty
+            met.turn_cost = old.turn_cost
+            return met
+        return Metric(arc, old.turn_penalty, turn_cost=old.turn_cost, name=old.name, units=old.units)
+
+    def _update_gpu(self, st, met, arc, cells, into, tvals):
+        """An update's cells re-customized on the GPU: from the device copy of ``st`` when it holds one
+        (only the changed turn costs go up, only the re-customized cells' cliques and trees come back), else
+        from ``st``'s host arrays (uploaded whole). Returns (clique, tree, level seconds, the trees' wait or
+        None, the run to commit)."""
+        g = self._gpu()
+        keep = bool(self._tree_first[-1] > 0)
+        bufs = self._buffers
+        if not config.CRP_UPDATE_DIRTY_RANGES:  # the whole device copy copied, every clique and tree back
+            _, clique, tree, level_s, _, run = self._run_gpu(met, arc, cells, st, decode=False)
+            return clique, tree, self._plan.query_seconds(level_s), run.get("tree_wait"), run
+        if self._gpu_token is not st or not g.can_update(keep):
+            self._gpu_token = None  # start from st's host arrays
+            _, clique, tree, level_s, _, run = self._run_gpu(met, arc, cells, st, decode=False)
+            bufs.install("clique", clique)
+            bufs.install("tree", tree)
+            return clique, tree, self._plan.query_seconds(level_s), run.get("tree_wait"), run
+        rng = update_ranges(self._plan, self._tree_first, cells)
+        run = g.launch_update(into, tvals, cells, rng, keep, bufs.stats)
+        src_tree = st.tree  # (waits for the trees of the state before, still arriving from the GPU)
+        clique = bufs.derive("clique", st.clique, rng["clique"])
+        tree = bufs.derive("tree", src_tree, rng["tree"]) if keep else np.empty(0, self._tree_dtype)
+        level_s, packed_clique, wait = g.finish_update(run, bufs.stats)
+        c_at, t_at = run["pack_at"]  # each range's place in the packed arrays (aligned as on the device)
+        cs, cd, cl = rng["clique_copy"]
+        move_ranges_fast(packed_clique, c_at, clique, cd, cl)
+        tree_wait = None
+        if keep:
+            ts, tl = rng["tree"]
+
+            def tree_wait(wait=wait, tree=tree, ts=ts, tl=tl, t_at=t_at):
+                move_ranges_fast(wait(), t_at, tree, ts, tl)
+
+        return clique, tree, self._plan.query_seconds(level_s), tree_wait, run
 
     def release(self):
         """Free the GPU customizer (its device copy of the cliques, trees and buffers; made again by the next
@@ -775,7 +878,7 @@ def _query_graph(graph, turns, topo):
         "order": order, "perm": perm, "torder": torder,
         "fwd_st": perm.astype(np.int64), "rev_st": perm[graph.rev_arc],
         "tfirst": tfirst, "tout": perm[turns.out_arc[torder]],
-        "rfirst": rfirst, "rin": perm[rv.in_arc[rorder]], "rturn": tinv[rv.turn_id[rorder]],
+        "rfirst": rfirst, "rin": perm[rv.in_arc[rorder]], "rturn": tinv[rv.turn_id[rorder]], "tinv": tinv,
         "hc": np.ascontiguousarray(hc.T[order]), "tc": np.ascontiguousarray(tc.T[order]),
         "entry_idx": np.ascontiguousarray(topo["entry_idx"].T[order]),
         "exit_idx": np.ascontiguousarray(topo["exit_idx"].T[order]),

@@ -486,7 +486,8 @@ def capabilities(engine):
 
     ``route``: ``"crp"`` (the customized overlay, turn restrictions honoured) when the engine has an
     overlay, else ``"ch"``; its ``alternatives``: the most alternative routes a request may ask for
-    (the engine's ``limits["max_alternatives"]``, ``/health``'s; two waypoints;
+    (the engine's ``limits["max_alternatives"]``, ``/health``'s: 0 none, None no limit,
+    :func:`gpuroute.engine.params.max_alternatives`; two waypoints;
     :mod:`gpuroute.crp.alternatives` on the overlay, :mod:`gpuroute.ch.alternatives` without one). ``table`` and ``trip``'s matrix: with an overlay, its many-to-many
     (:func:`table_search`: turn costs, restrictions, the current metric), except while that metric is
     exactly the hierarchy's with every turn free (then the hierarchy's table, the same costs, on the GPU
@@ -498,6 +499,7 @@ def capabilities(engine):
     """
     from ..backend import gpu_available
     from .exclude import excluder
+    from .params import max_alternatives
 
     try:
         gpu = bool(gpu_available())
@@ -506,7 +508,7 @@ def capabilities(engine):
     ov = engine._traffic is not None
     ch_dev = "gpu" if gpu else "cpu"
     out = [{"service": "route", "algorithm": "crp" if ov else "ch", "device": "cpu", "traffic_aware": ov,
-            "turn_aware": ov, "alternatives": int(engine.limits["max_alternatives"]),
+            "turn_aware": ov, "alternatives": max_alternatives(engine.limits),
             "note": ("multi-level overlay between the snapped phantom nodes, follows /customize; alternatives "
                      "(two waypoints): via-node, from the overlap of the overlay's forward and backward "
                      "search spaces (gpuroute.crp.alternatives)" if ov else

@@ -263,7 +263,10 @@ class Engine:
             has it (fastest routes, as OSRM's car profile), else the graph's first weight
             (:func:`gpuroute.pipeline.customize.routing_weight`: ``distance`` on ``ny``).
         time_profile : str or path-like, optional
-            A time profile (CSV or Parquet) for ``depart_at=``: :meth:`set_time_profile`.
+            A time profile (CSV or Parquet) for ``depart_at=``: :meth:`set_time_profile`. Default: the one
+            stored in a dataset directory (``DIR/time_profile.csv``, :func:`gpuroute.engine.timeslots.store_profile`,
+            ``gpuroute timeprofile DIR FILE``), if any; one given here overrides it (the stored one is not read);
+            False: none (not even the stored one).
 
         Returns
         -------
@@ -282,7 +285,11 @@ class Engine:
             profile (:class:`gpuroute.engine.timeslots.TimeProfileError`, naming the file and line).
         """
         eng = cls._open(spec, profile=profile, weight=weight)
-        if time_profile is not None:
+        if time_profile is None:  # a dataset directory's stored profile (gpuroute timeprofile DIR FILE), if any
+            from .timeslots import stored_profile_of
+
+            time_profile = stored_profile_of(spec)
+        if time_profile is not None and time_profile is not False:
             eng.set_time_profile(time_profile)
         return eng
 

@@ -13,10 +13,12 @@ probability (:func:`emission_log_prob`). A transition table between points ``p``
 Model
 -----
 * Emission: ``log N(d; 0, sigma)`` of the distance ``d`` (m) from the point to the candidate (sigma: the
-  point's GPS precision, OSRM's ``radiuses``, default :data:`gpuroute.config.SERVE_MATCH_SIGMA_M`).
+  point's GPS precision, OSRM's ``radiuses``, default :data:`gpuroute.config.SERVE_MATCH_SIGMA_M`); the caller
+  may lower it for a candidate (the match service does for U-turn candidates, ``UTURN_LOG_PENALTY``).
 * Transition: ``log Exp(d_t; beta)``, ``d_t = |route distance - great-circle distance|`` between the two
   points; a transition with ``d_t >= max_distance_delta`` (``step_time * max_speed`` with timestamps, else
   2,000 m) is impossible.
+* The points: a dense trace's grouped beyond the noise (:func:`noise_groups`, by the caller).
 * Viterbi over the points in order from the last unbroken point; a point no candidate of the last unbroken
   one reaches is *broken* (dropped, and the one before it with it: OSRM's breakage); a gap (more than
   ``max_broken_time`` = 10 x the median sampling step between timestamps with ``gaps=split``, else more
@@ -48,9 +50,22 @@ __all__ = [
     "forward",
     "reconstruct",
     "new_state",
+    "new_states",
+    "new_matchings",
+    "viterbi_chunk",
+    "viterbi_many",
+    "viterbi_search_chunk",
+    "viterbi_search_many",
+    "flatten_matchings",
     "transitions",
     "transition_chunk",
     "new_scratch",
+    "grid_cell",
+    "sample_grid",
+    "ball_samples",
+    "candidate_pairs",
+    "split_order",
+    "candidate_rows",
     "leg_chunk",
     "leg_sums",
     "DONE",
@@ -95,6 +110,87 @@ def new_state(n, N):
         np.zeros(max(n, 1), dtype=np.int64),
         np.zeros(n + 2, dtype=np.int64),
     )
+
+
+@njit(cache=True, nogil=True)
+def far_neighbours(lon, lat, ptrace, reach, window, step):
+    """For each point, the nearest point ``step`` (-1: before, +1: after) of the same trace that lies at least
+    ``reach`` metres away (:func:`gpuroute.geo.kernels.gc_metres`), looking up to ``window`` points; int64 (n,),
+    -1 where none (the U-turn rule of :func:`gpuroute.engine.services.match._allow_uturn`).
+
+    lon, lat : float64 (n,) degrees; ptrace : int64 (n,) the trace of each point; reach : float64 (n,) m.
+    """
+    n = lon.size
+    out = np.full(n, -1, dtype=np.int64)
+    for i in range(n):
+        for k in range(1, window + 1):
+            j = i + step * k
+            if j < 0 or j >= n or ptrace[j] != ptrace[i]:
+                break
+            if gc_metres(lon[i], lat[i], lon[j], lat[j]) >= reach[i]:
+                out[i] = j
+                break
+    return out
+
+
+@njit(cache=True, nogil=True)
+def noise_groups(lon, lat, sigma, poff, sigmas, dense):
+    """The points the model matches, as groups of points within the noise of each other (as Newson and Krumm
+    2009, section 4, "remove points that are within 2 sigma_z of the previous included point"): int64 (n,), each
+    point's group (ids from 0, ascending along the rows; -1: dropped). A group starts at a point at least
+    ``sigmas`` standard deviations of the difference of two noisy points, ``sqrt(sigma_a**2 + sigma_b**2)`` (m),
+    from the first point of the group before it (great circle, :func:`gpuroute.geo.kernels.gc_metres`) and holds
+    the points after it nearer than that; each trace's first and last points are groups of their own, and the
+    points within that distance of them (the first's followers, the last's trailing predecessors) are dropped.
+    Only a *dense* trace is grouped: one whose steps between consecutive points are mostly noise, its mean step
+    driven -- estimated from the steps' mean square, less the noise's (``2 (sigma_a**2 + sigma_b**2)``: each
+    point's noise is ``sigma`` per axis) -- under ``dense`` times the noise of a step's ends
+    (``sqrt(sigma_a**2 + sigma_b**2)``, root mean square over the steps); in any other trace every point is a group
+    of its own (a point near its predecessor there is a slow stretch, a corner, whose points pin the route).
+    Trace ``k``'s points are rows ``poff[k]:poff[k + 1]`` (int64 (T + 1,)); lon, lat, sigma float64 (n,) (degrees,
+    m).
+
+    Why: a candidate is the point's projection on a road, and along the road two points' projections differ by
+    the distance driven plus noise of that standard deviation: where the distance is within a few of them, the
+    later projection often lies *behind* the earlier one, and the only route there is a loop round the block (or
+    a breakage, or another road)."""
+    n = lon.size
+    grp = np.full(n, -1, dtype=np.int64)
+    g = 0
+    for k in range(poff.size - 1):
+        a = poff[k]
+        b = poff[k + 1]
+        if b <= a:
+            continue
+        step2 = 0.0
+        noise2 = 0.0
+        for i in range(a + 1, b):
+            d = gc_metres(lon[i - 1], lat[i - 1], lon[i], lat[i])
+            step2 += d * d
+            noise2 += sigma[i - 1] * sigma[i - 1] + sigma[i] * sigma[i]
+        if step2 - 2.0 * noise2 >= dense * dense * noise2:  # sum over steps: driven^2 >= dense^2 noise^2
+            for i in range(a, b):
+                grp[i] = g
+                g += 1
+            continue
+        grp[a] = g
+        g += 1
+        z = b - 1
+        e = z  # the trailing points within the noise of the last: e:z
+        while e - 1 > a and gc_metres(lon[e - 1], lat[e - 1], lon[z], lat[z]) < sigmas * math.hypot(sigma[e - 1],
+                                                                                                      sigma[z]):
+            e -= 1
+        anchor = a
+        for i in range(a + 1, e):
+            if gc_metres(lon[anchor], lat[anchor], lon[i], lat[i]) >= sigmas * math.hypot(sigma[anchor], sigma[i]):
+                anchor = i
+                grp[i] = g
+                g += 1
+            elif anchor > a:
+                grp[i] = g - 1
+        grp[z] = g
+        g += 1
+    return grp
 
 
 @njit(cache=True)
@@ -175,7 +271,8 @@ def forward(
     beta : float
         Metres.
     toff : int64 (n,)
-        Offset in ``tdist`` of the table between points ``t - 1`` and ``t`` (row-major), for ``t >= 1``.
+        Offset in ``tdist`` of the table between points ``t - 1`` and ``t`` (row-major), for ``t >= 1``; -1:
+        not computed (asked for as after a breakage: :func:`viterbi_search_chunk` computes it then).
     tdist : float64
         The tables of consecutive points.
     ask_dist : float64
@@ -219,7 +316,7 @@ def forward(
             gap = t - p > max_broken_states
         if not gap:
             nt = cstart[t + 1] - cstart[t]
-            if p == t - 1:
+            if p == t - 1 and toff[t] >= 0:
                 D = tdist[toff[t] : toff[t] + (cstart[p + 1] - cstart[p]) * nt]
             elif sc[_ASK_P] == p and sc[_ASK_T] == t and ask_dist.size == (cstart[p + 1] - cstart[p]) * nt:
                 D = ask_dist
@@ -387,6 +484,423 @@ def reconstruct(state, cstart, cpoint, lon, lat):
     return m_off[: k + 1], m_point[:r], m_cand[:r], m_alt[:r], m_route[:k], m_trace[:k]
 
 
+# ------------------------------------------------------------------------------------------ many traces
+# The traces of one call side by side (:func:`viterbi_chunk`, :func:`viterbi_many`), as tuples of flat arrays:
+#   ``trace = (poff, cstart, cpoint, emis, lon, lat, clon, clat, ts, use_ts, split_gaps)``: trace ``k``'s points
+#       are rows ``poff[k]:poff[k + 1]`` (int64 (T + 1,)) of ``lon``, ``lat``, ``ts`` (float64 (n,): degrees, seconds;
+#       ``ts`` read where ``use_ts[k]``), point ``i``'s candidates rows ``cstart[i]:cstart[i + 1]`` (int64 (n + 1,))
+#       of ``emis``, ``clon``, ``clat`` (float64 (N,)) and ``cpoint`` (int64 (N,): their points);
+#       ``use_ts``, ``split_gaps`` bool (T,);
+#   ``hmm = (max_speed, max_broken_states, max_distance_delta, beta)``: :func:`forward`'s scalars;
+#   ``tabs = (toff, tdist, ask_off, ask_dist)``: ``tdist`` float64 the tables of every trace's consecutive points,
+#       ``toff`` int64 (n,): the table between points ``i - 1`` and ``i`` (rows of one trace) starts at
+#       ``tdist[toff[i]]``; the table each trace asked for last is ``ask_dist[ask_off[k]:ask_off[k + 1]]``;
+#   ``state``: :func:`new_state`'s arrays of every trace (:func:`new_states`);
+#   ``out = (m_off, m_point, m_cand, m_alt, m_route, m_trace, nm, nr)``: :func:`reconstruct`'s arrays of trace
+#       ``k`` at ``m_off[poff[k] + k:]`` (its ``nm[k] + 1`` entries), ``m_point``, ``m_cand``, ``m_alt`` at ``poff[k]``
+#       (``nr[k]`` rows; points and candidates from 0 within the trace), ``m_route``, ``m_trace`` at ``poff[k]``.
+def new_states(T, n, N):
+    """:func:`new_state` of ``T`` traces of ``n`` points and ``N`` candidates in all (rows as the section notes
+    say): ``(sc (T, 7), V (N,), par (N,), plen (N,), pruned (N,), brk (n,), stack (n + T,), splits (n + 2T,))``."""
+    sc = np.zeros((T, 7), dtype=np.int64)
+    sc[:, 2] = -1
+    sc[:, 4:] = -1
+    return (
+        sc,
+        np.full(N, -np.inf),
+        np.zeros(N, dtype=np.int64),
+        np.zeros(N),
+        np.ones(N, dtype=np.bool_),
+        np.ones(n, dtype=np.bool_),
+        np.zeros(n + T, dtype=np.int64),
+        np.zeros(n + 2 * T, dtype=np.int64),
+    )
+
+
+def new_matchings(T, n):
+    """The ``out`` buffers of :func:`viterbi_many` for ``T`` traces of ``n`` points in all (the section notes):
+    int64 (n + T,), int64 (n,) three times, float64 (n,) twice, int64 (T,) twice."""
+    z = np.zeros
+    return (z(n + T, dtype=np.int64), z(n, dtype=np.int64), z(n, dtype=np.int64), z(n, dtype=np.int64), z(n), z(n),
+            z(T, dtype=np.int64), z(T, dtype=np.int64))
+
+
+@njit(cache=True, nogil=True)
+def _forward_one(k, trace, hmm, toff, tdist, state, ask):
+    """:func:`forward` of trace ``k`` (resumed where it stopped) on its rows of the section notes' arrays, with
+    ``ask`` the table it asked for last (or empty): its status."""
+    poff, cstart, cpoint, emis, lon, lat, clon, clat, ts, use_ts, split_gaps = trace
+    max_speed, max_broken_states, max_distance_delta, beta = hmm
+    sc, V, par, plen, pruned, brk, stack, splits = state
+    a = poff[k]
+    b = poff[k + 1]
+    ca = cstart[a]
+    cb = cstart[b]
+    if use_ts[k]:  # 10 median sampling steps (the upper median of an even count, as np.partition's)
+        d = np.sort(np.diff(ts[a:b]))
+        max_broken = max(1.0, d[d.size // 2]) * max_broken_states
+    else:
+        max_broken = float(max_broken_states)
+    st = (sc[k], V[ca:cb], par[ca:cb], plen[ca:cb], pruned[ca:cb], brk[a:b], stack[a + k : b + k + 1],
+          splits[a + 2 * k : b + 2 * k + 2])
+    cs = cstart[a : b + 1] - ca  # the trace's own, from 0
+    return forward(st, cs, emis[ca:cb], lon[a:b], lat[a:b], clon[ca:cb], clat[ca:cb], ts[a:b], use_ts[k],
+                   split_gaps[k], max_speed, max_broken, max_broken_states, max_distance_delta, beta, toff[a:b],
+                   tdist, ask)
+
+
+@njit(cache=True, nogil=True)
+def _reconstruct_one(k, trace, state, out):
+    """:func:`reconstruct` of the finished trace ``k``, written to ``out`` (the section notes)."""
+    poff, cstart, cpoint, emis, lon, lat, clon, clat, ts, use_ts, split_gaps = trace
+    sc, V, par, plen, pruned, brk, stack, splits = state
+    m_off, m_point, m_cand, m_alt, m_route, m_trace, nm, nr = out
+    a = poff[k]
+    b = poff[k + 1]
+    ca = cstart[a]
+    cb = cstart[b]
+    st = (sc[k], V[ca:cb], par[ca:cb], plen[ca:cb], pruned[ca:cb], brk[a:b], stack[a + k : b + k + 1],
+          splits[a + 2 * k : b + 2 * k + 2])
+    cs = cstart[a : b + 1] - ca
+    r_off, r_point, r_cand, r_alt, r_route, r_trace = reconstruct(st, cs, cpoint[ca:cb] - a, lon[a:b], lat[a:b])
+    km = r_route.size
+    r = r_point.size
+    nm[k] = km
+    nr[k] = r
+    for j in range(km + 1):
+        m_off[a + k + j] = r_off[j]
+    for j in range(r):
+        m_point[a + j] = r_point[j]
+        m_cand[a + j] = r_cand[j]
+        m_alt[a + j] = r_alt[j]
+    for j in range(km):
+        m_route[a + j] = r_route[j]
+        m_trace[a + j] = r_trace[j]
+
+
+@njit(cache=True, nogil=True)
+def viterbi_chunk(lo, hi, step, todo, trace, hmm, tabs, state, out, status):
+    """Traces ``todo[lo], todo[lo + step], ...`` (below ``hi``) of :func:`viterbi_many`, serially: each one's
+    :func:`forward` (resumed where it stopped) and, where it is done, its :func:`reconstruct` written to ``out``;
+    ``status[k]`` :func:`forward`'s status. The arrays are the section notes'."""
+    toff, tdist, ask_off, ask_dist = tabs
+    for i in range(lo, hi, step):
+        k = todo[i]
+        s = _forward_one(k, trace, hmm, toff, tdist, state, ask_dist[ask_off[k] : ask_off[k + 1]])
+        status[k] = s
+        if s == DONE:
+            _reconstruct_one(k, trace, state, out)
+
+
+@njit(cache=True, nogil=True)
+def viterbi_search_chunk(lo, hi, step, todo, trace, hmm, tabs, state, out, status, steps, opts, net, ws):
+    """:func:`viterbi_chunk` with the tables of consecutive points searched here, as the pass asks for them
+    (``tabs``' ``toff`` -1 there), and only the rows it reads: a source candidate the Viterbi pruned (no path
+    reaches it) is not searched (its row is ``inf``, never read); so are the tables asked for after a breakage,
+    up to ``K`` points back. Each row is :func:`_search`'s from that source to point ``t``'s candidates within
+    ``steps = (bound, lmax)`` (float64 (n, K) twice: of the table between points ``t - b`` and ``t`` at ``[t, b -
+    1]``; metric units and metres, as :func:`transitions`' pairs), on one worker's scratch ``ws``
+    (:func:`transition_chunk`'s): the rows :func:`transitions` would compute, to the bit. A trace that asks for a
+    table farther back, or whose search ran out of heap, is left at :data:`NEED_TABLE` for the caller
+    (:func:`viterbi_chunk`'s contract)."""
+    poff, cstart = trace[0], trace[1]
+    toff, tdist, ask_off, ask_dist = tabs
+    sc, pruned = state[0], state[4]
+    step_bound, step_lmax = steps
+    n = cstart.size - 1
+    tb = _target_buffers(cstart[:n], cstart[1:], opts[0])
+    blen = tb[2]
+    buf = np.empty(tb[1].size * tb[1].size)  # the widest table
+    for i in range(lo, hi, step):
+        k = todo[i]
+        a = poff[k]
+        ask = ask_dist[ask_off[k] : ask_off[k + 1]]
+        while True:
+            s = _forward_one(k, trace, hmm, toff, tdist, state, ask)
+            if s != NEED_TABLE:
+                break
+            p = a + sc[k, _ASK_P]
+            t = a + sc[k, _ASK_T]
+            back = t - p
+            if back > step_bound.shape[1]:  # farther back than the steps given: the caller's
+                break
+            bound = step_bound[t, back - 1]
+            lmax = step_lmax[t, back - 1]
+            s0 = cstart[p]
+            s1 = cstart[p + 1]
+            t0 = cstart[t]
+            t1 = cstart[t + 1]
+            nt = t1 - t0
+            D = buf[: (s1 - s0) * nt]
+            good = True
+            for src in range(s0, s1):
+                row = (src - s0) * nt
+                if pruned[src] or nt == 0:  # a row forward never reads
+                    for j in range(nt):
+                        D[row + j] = np.inf
+                    continue
+                if not _search(src, t0, t1, bound, lmax, opts, net, ws, tb):
+                    good = False
+                    break
+                for j in range(nt):
+                    D[row + j] = blen[j]
+            if not good:  # a search ran out of heap: the caller computes this table another way
+                break
+            ask = D
+        status[k] = s
+        if s == DONE:
+            _reconstruct_one(k, trace, state, out)
+
+
+@njit(cache=True, parallel=True, nogil=True)
+def viterbi_search_many(W, todo, trace, hmm, tabs, state, out, status, steps, opts, net, scratch):
+    """:func:`viterbi_search_chunk` of every trace of ``todo`` (int64), ``prange`` over ``W`` workers, one per row
+    of ``scratch`` (:func:`new_scratch`; worker ``w`` takes traces ``todo[w], todo[w + W], ...``)."""
+    for w in prange(W):
+        viterbi_search_chunk(w, todo.size, W, todo, trace, hmm, tabs, state, out, status, steps, opts, net,
+                             _row(scratch, w))
+
+
+@njit(cache=True)
+def flatten_matchings(poff, cstart, out):
+    """:func:`viterbi_many`'s ``out`` of every trace as flat rows, in trace order: ``(row_point, row_cand,
+    row_alt, mbase, m_r0, m_r1, m_route, m_trace)``: int64 (R,) the matched points and candidates (rows of the
+    call's arrays) and ``alternatives_count``; int64 (T,) trace ``k``'s first matching; int64 (M,) twice, matching
+    ``i``'s rows ``m_r0[i]:m_r1[i]``; float64 (M,) twice, its route and trace lengths (m)."""
+    m_off, m_point, m_cand, m_alt, m_route, m_trace, nm, nr = out
+    T = nm.size
+    R = 0
+    M = 0
+    for k in range(T):
+        R += nr[k]
+        M += nm[k]
+    row_point = np.empty(R, dtype=np.int64)
+    row_cand = np.empty(R, dtype=np.int64)
+    row_alt = np.empty(R, dtype=np.int64)
+    mbase = np.empty(T, dtype=np.int64)
+    m_r0 = np.empty(M, dtype=np.int64)
+    m_r1 = np.empty(M, dtype=np.int64)
+    o_route = np.empty(M)
+    o_trace = np.empty(M)
+    r = 0
+    i = 0
+    for k in range(T):
+        a = poff[k]
+        ca = cstart[a]
+        mbase[k] = i
+        for j in range(nm[k]):
+            m_r0[i] = r + m_off[a + k + j]
+            m_r1[i] = r + m_off[a + k + j + 1]
+            o_route[i] = m_route[a + j]
+            o_trace[i] = m_trace[a + j]
+            i += 1
+        for j in range(nr[k]):
+            row_point[r] = a + m_point[a + j]
+            row_cand[r] = ca + m_cand[a + j]
+            row_alt[r] = m_alt[a + j]
+            r += 1
+    return row_point, row_cand, row_alt, mbase, m_r0, m_r1, o_route, o_trace
+
+
+@njit(cache=True, parallel=True, nogil=True)
+def viterbi_many(W, todo, trace, hmm, tabs, state, out, status):
+    """:func:`viterbi_chunk` of every trace of ``todo`` (int64), ``prange`` over ``W`` workers (worker ``w`` takes
+    traces ``todo[w], todo[w + W], ...``); each trace's arrays are its own rows (the section notes)."""
+    for w in prange(W):
+        viterbi_chunk(w, todo.size, W, todo, trace, hmm, tabs, state, out, status)
+
+
+#: :func:`sample_grid`'s keys: a cell's index along each axis, offset by this (a power of two above
+#: ``EARTH_RADIUS_M`` / :data:`_GRID_MIN_M`), packed in 21 bits each.
+_GRID_OFF = 1 << 20
+_GRID_MIN_M = 8.0
+
+
+def grid_cell(h):
+    """The cell size (m) :func:`sample_grid` and :func:`ball_samples` use for a wanted size ``h``: at least
+    :data:`_GRID_MIN_M`."""
+    return max(float(h), _GRID_MIN_M)
+
+
+def sample_grid(xyz, h):
+    """A uniform grid of cube cells of ``h`` metres over points ``xyz`` float64 (S, 3) (m, Earth-centred, as a
+    segment index's k-d tree holds its samples), for :func:`ball_samples`: ``(keys, start, order)``, the occupied
+    cells' keys ascending (int64 (C,)), and the points of cell ``c``: ``order[start[c]:start[c + 1]]`` (int64)."""
+    ijk = np.floor(np.asarray(xyz, dtype=np.float64) / grid_cell(h)).astype(np.int64) + _GRID_OFF
+    key = (ijk[:, 0] << 42) | (ijk[:, 1] << 21) | ijk[:, 2]
+    order = np.argsort(key, kind="stable")
+    keys, first = np.unique(key[order], return_index=True)
+    start = np.append(first, order.size).astype(np.int64)
+    return keys, start, order.astype(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _ball_pass(q, r, xyz, h, keys, start, order, lens, cum, out):
+    """One pass of :func:`ball_samples`: the counts into ``lens`` (``out`` empty), or the samples into ``out``
+    from ``cum[i]``."""
+    fill = out.size > 0
+    for i in range(q.shape[0]):
+        rr = r[i] * r[i]
+        c = 0
+        x0 = int(math.floor((q[i, 0] - r[i]) / h))
+        x1 = int(math.floor((q[i, 0] + r[i]) / h))
+        y0 = int(math.floor((q[i, 1] - r[i]) / h))
+        y1 = int(math.floor((q[i, 1] + r[i]) / h))
+        z0 = int(math.floor((q[i, 2] - r[i]) / h))
+        z1 = int(math.floor((q[i, 2] + r[i]) / h))
+        for ix in range(x0, x1 + 1):
+            for iy in range(y0, y1 + 1):
+                for iz in range(z0, z1 + 1):
+                    key = ((ix + _GRID_OFF) << 42) | ((iy + _GRID_OFF) << 21) | (iz + _GRID_OFF)
+                    at = np.searchsorted(keys, key)
+                    if at >= keys.size or keys[at] != key:
+                        continue
+                    for e in range(start[at], start[at + 1]):
+                        s = order[e]
+                        dx = xyz[s, 0] - q[i, 0]
+                        dy = xyz[s, 1] - q[i, 1]
+                        dz = xyz[s, 2] - q[i, 2]
+                        if dx * dx + dy * dy + dz * dz <= rr:
+                            if fill:
+                                out[cum[i] + c] = s
+                            c += 1
+        if not fill:
+            lens[i] = c
+
+
+@njit(cache=True, nogil=True)
+def ball_samples(q, r, xyz, h, keys, start, order):
+    """The samples within ``r[i]`` metres (straight line) of each point ``q[i]`` (float64 (k, 3), m,
+    Earth-centred; ``r`` float64 (k,)), found through :func:`sample_grid`'s cells (``keys, start, order``, of
+    ``h`` metres: :func:`grid_cell`) over the samples ``xyz`` float64 (S, 3): ``(lens, samples)``, int64, as
+    ``cKDTree.query_ball_point`` gives them flattened (point ``i``'s ``lens[i]`` samples next, in no set order).
+    Serial, without the GIL (callers run chunks of points on threads)."""
+    k = q.shape[0]
+    lens = np.zeros(k, dtype=np.int64)
+    none = np.zeros(0, dtype=np.int64)
+    _ball_pass(q, r, xyz, h, keys, start, order, lens, none, none)
+    cum = np.zeros(k + 1, dtype=np.int64)
+    for i in range(k):
+        cum[i + 1] = cum[i] + lens[i]
+    out = np.empty(cum[k], dtype=np.int64)
+    if out.size:
+        _ball_pass(q, r, xyz, h, keys, start, order, lens, cum, out)
+    return lens, out
+
+
+@njit(cache=True, nogil=True)
+def split_order(pt, dist, both):
+    """The order of the candidates ``[originals, copies]`` (the originals' rows, then a copy of each row where
+    ``both``) by point, then distance, then that position -- ``np.lexsort((arange, dist, pt))`` of the
+    concatenation -- by one merge per point: ``pt`` int64 (k,) non-decreasing and ``dist`` float64 (k,)
+    non-decreasing within a point (as :func:`candidate_pairs` gives them, not NaN), ``both`` bool (k,). Returns
+    int64 (k + both.sum(),)."""
+    k = pt.size
+    cp = np.empty(k, dtype=np.int64)  # the copies' rows in order, and their positions after the originals
+    nc = 0
+    for i in range(k):
+        if both[i]:
+            cp[nc] = i
+            nc += 1
+    order = np.empty(k + nc, dtype=np.int64)
+    i = 0
+    j = 0
+    o = 0
+    while i < k or j < nc:
+        if j >= nc:
+            take_orig = True
+        elif i >= k:
+            take_orig = False
+        else:
+            a = cp[j]
+            take_orig = pt[i] < pt[a] or (pt[i] == pt[a] and dist[i] <= dist[a])
+        if take_orig:
+            order[o] = i
+            i += 1
+        else:
+            order[o] = k + j
+            j += 1
+        o += 1
+    return order
+
+
+@njit(cache=True, nogil=True)
+def candidate_rows(pt, seg, f, fwd, rev, both, order, name_id):
+    """The candidates and their PhantomSet rows from the projections kept (``pt``, ``seg`` int64 (k,), ``f``
+    float64 (k, 5) as :func:`candidate_pairs` gives them; ``fwd``, ``rev`` int64 (k,) the segment's usable
+    forward and reverse arcs, -1 none), a copy of each row where ``both`` (bool (k,): split into a forward-only
+    candidate and a reverse-only copy), in ``order`` (:func:`split_order`).
+
+    Returns
+    -------
+    c_pt, c_seg : int64 (N,)
+        Each candidate's point and segment.
+    c_f : float64 (N, 5)
+    c_fwd, c_rev : int64 (N,)
+        Its forward and reverse arcs (-1 none).
+    start : int64 (N + 1,)
+        Candidate ``c``'s options (PhantomSet rows): ``start[c]:start[c + 1]``, forward before reverse.
+    row_c : int64 (r,)
+        The candidate of each row.
+    arc, segment, name : int32 (r,)
+    fraction, segment_fraction, lon, lat : float64 (r,)
+        Position along the arc and along the segment, the snapped point (degrees).
+    """
+    k = pt.size
+    cp = np.empty(k, dtype=np.int64)  # the row each copy is of
+    nb = 0
+    for i in range(k):
+        if both[i]:
+            cp[nb] = i
+            nb += 1
+    N = k + nb
+    c_pt = np.empty(N, dtype=np.int64)
+    c_seg = np.empty(N, dtype=np.int64)
+    c_f = np.empty((N, 5))
+    c_fwd = np.empty(N, dtype=np.int64)
+    c_rev = np.empty(N, dtype=np.int64)
+    start = np.zeros(N + 1, dtype=np.int64)
+    for o in range(N):
+        src = order[o]
+        if src < k:
+            i = src
+            fw = fwd[i]
+            rv = -1 if both[i] else rev[i]
+        else:
+            i = cp[src - k]
+            fw = -1
+            rv = rev[i]
+        c_pt[o] = pt[i]
+        c_seg[o] = seg[i]
+        for j in range(5):
+            c_f[o, j] = f[i, j]
+        c_fwd[o] = fw
+        c_rev[o] = rv
+        start[o + 1] = start[o] + (fw >= 0) + (rv >= 0)
+    r = start[N]
+    row_c = np.empty(r, dtype=np.int64)
+    arc = np.empty(r, dtype=np.int32)
+    segment = np.empty(r, dtype=np.int32)
+    name = np.empty(r, dtype=np.int32)
+    fraction = np.empty(r)
+    segment_fraction = np.empty(r)
+    lon = np.empty(r)
+    lat = np.empty(r)
+    for c in range(N):
+        for q in range(start[c], start[c + 1]):
+            is_rev = q > start[c] or c_fwd[c] < 0
+            row_c[q] = c
+            arc[q] = c_rev[c] if is_rev else c_fwd[c]
+            fs = c_f[c, 0]
+            fraction[q] = 1.0 - fs if is_rev else fs
+            segment_fraction[q] = fs
+            segment[q] = c_seg[c]
+            name[q] = name_id[c_seg[c]]
+            lon[q] = c_f[c, 3]
+            lat[q] = c_f[c, 4]
+    return c_pt, c_seg, c_f, c_fwd, c_rev, start, row_c, arc, segment, name, fraction, segment_fraction, lon, lat
+
+
 @njit(cache=True, nogil=True)
 def candidate_pairs(lon, lat, radius, lens, samples, sample_segment, lon_u, lat_u, lon_v, lat_v):
     """Exact projections of each point onto the segments of its ball's samples, those within its radius
@@ -395,43 +909,55 @@ def candidate_pairs(lon, lat, radius, lens, samples, sample_segment, lon_u, lat_
     ``samples``. The projection is :mod:`gpuroute.geo.segments`' (local frame around the point)."""
     k = lon.size
     total = 0
+    most = 1
     for i in range(k):
         total += lens[i]
+        most = max(most, lens[i])
     o_pt = np.empty(total, dtype=np.int64)
     o_seg = np.empty(total, dtype=np.int64)
     o_f = np.empty((total, 5))
+    segs = np.empty(most, dtype=np.int64)  # one point's segments, reused: sorted and deduplicated in place
     m = 0
     pos = 0
     deg = math.pi / 180.0
     for i in range(k):
-        segs = np.empty(lens[i], dtype=np.int64)
-        for j in range(lens[i]):
-            segs[j] = sample_segment[samples[pos + j]]
-        pos += lens[i]
-        segs = np.unique(segs)
+        c = lens[i]
+        for j in range(c):  # insertion sort (a ball holds a few dozen samples), then unique: np.unique's
+            g = sample_segment[samples[pos + j]]
+            x = j
+            while x > 0 and segs[x - 1] > g:
+                segs[x] = segs[x - 1]
+                x -= 1
+            segs[x] = g
+        pos += c
+        u = 0
+        for j in range(c):
+            if u == 0 or segs[j] != segs[u - 1]:
+                segs[u] = segs[j]
+                u += 1
         kx = deg * EARTH_RADIUS_M * math.cos(lat[i] * deg)
         ky = deg * EARTH_RADIUS_M
         m0 = m
-        for j in range(segs.size):
+        for j in range(u):
             g = segs[j]
             res = project_one(lon[i], lat[i], kx, ky, lon_u[g], lat_u[g], lon_v[g], lat_v[g])
             if res[1] <= radius[i]:
-                o_pt[m] = i
-                o_seg[m] = g
-                o_f[m, 0] = res[0]
-                o_f[m, 1] = res[1]
-                o_f[m, 2] = res[2]
-                o_f[m, 3] = res[4]
-                o_f[m, 4] = res[5]
+                # by distance, stable (segment id among equals): insertion into the rows of this point
+                x = m
+                while x > m0 and o_f[x - 1, 1] > res[1]:
+                    o_pt[x] = o_pt[x - 1]
+                    o_seg[x] = o_seg[x - 1]
+                    for f in range(5):
+                        o_f[x, f] = o_f[x - 1, f]
+                    x -= 1
+                o_pt[x] = i
+                o_seg[x] = g
+                o_f[x, 0] = res[0]
+                o_f[x, 1] = res[1]
+                o_f[x, 2] = res[2]
+                o_f[x, 3] = res[4]
+                o_f[x, 4] = res[5]
                 m += 1
-        # by distance (stable: segment id among equals)
-        if m - m0 > 1:
-            order = np.argsort(o_f[m0:m, 1], kind="mergesort")
-            seg_c = o_seg[m0:m].copy()
-            f_c = o_f[m0:m].copy()
-            for j in range(order.size):
-                o_seg[m0 + j] = seg_c[order[j]]
-                o_f[m0 + j] = f_c[order[j]]
     return o_pt[:m], o_seg[:m], o_f[:m]
 
 
@@ -502,16 +1028,20 @@ def _search(s, t0, t1, bound, lmax, opts, net, ws, tb):
                 size = -1
                 break
             size = heap_push(hd, hn, size, d, a)
+    worst = 0.0
+    dirty = True  # worst (the largest best) is recomputed only after a best changed
     while size > 0:
         d, x, size = heap_pop(hd, hn, size)
         if d > label[x]:
             continue
         if d > bound:
             break
-        worst = 0.0
-        for j in range(nt):
-            if best[j] > worst:
-                worst = best[j]
+        if dirty:
+            worst = 0.0
+            for j in range(nt):
+                if best[j] > worst:
+                    worst = best[j]
+            dirty = False
         if d + minpen >= worst:  # every target final (a turn costs its out-arc plus at least minpen)
             break
         if llab[x] > lmax:  # every route through x is longer than any transition can use
@@ -531,6 +1061,7 @@ def _search(s, t0, t1, bound, lmax, opts, net, ws, tb):
                     blen[j] = llab[x] + ofrac[r] * length[y]
                     bjoin[j] = x
                     brow[j] = r
+                    dirty = True
                 r = tnext[r - r0]
             if nd < label[y]:
                 if label[y] == np.inf:
@@ -609,7 +1140,7 @@ def transition_chunk(lo, hi, step, jobs, opts, net, out, ok, ws):
             out[base + j] = blen[j]
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, nogil=True)
 def transitions(jobs, opts, net, out, ok, scratch):
     """Transition tables by bounded searches (:func:`_search`, from each source candidate ``job_s[k]`` of pair
     ``job_pair[k]`` to the pair's target range ``pair_t0:pair_t1``, within ``pair_bound`` and ``pair_lmax``):

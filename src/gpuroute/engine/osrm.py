@@ -208,6 +208,31 @@ def _fingerprint_bytes(fingerprint):
     return b
 
 
+#: From this many waypoints on, :func:`waypoints` makes the hints with :func:`hints_array` (fewer: one by one, faster
+#: below about 80 on a 2-core Xeon).
+_HINTS_ARRAY = 96
+#: base64url's alphabet, as code points (64,).
+_B64URL = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", dtype=np.uint8).astype(np.uint32)
+
+
+def hints_array(segment, fraction, fp):
+    """:func:`make_hint`'s hints of many waypoints at once: ``segment`` int (k,), ``fraction`` float64 (k,),
+    ``fp`` the fingerprint's 8 bytes (:func:`_fingerprint_bytes`); a list of k str, each the base64url of the 20
+    bytes ``<i4 segment, <f8 fraction, fp`` (28 characters, the last ``=``), as ``base64.urlsafe_b64encode``
+    writes them."""
+    k = len(segment)
+    rec = np.zeros((k, 21), dtype=np.uint8)  # 20 bytes and a zero: 7 groups of 3 bytes
+    rec[:, 0:4] = np.ascontiguousarray(segment, dtype="<i4").view(np.uint8).reshape(k, 4)
+    rec[:, 4:12] = np.ascontiguousarray(fraction, dtype="<f8").view(np.uint8).reshape(k, 8)
+    rec[:, 12:20] = np.frombuffer(fp, dtype=np.uint8)
+    g = rec.reshape(k, 7, 3).astype(np.uint32)
+    n = (g[:, :, 0] << 16) | (g[:, :, 1] << 8) | g[:, :, 2]
+    six = np.stack([n >> 18, (n >> 12) & 63, (n >> 6) & 63, n & 63], axis=2).reshape(k, 28)
+    chars = _B64URL[six]
+    chars[:, 27] = ord("=")  # the padding of 20 bytes
+    return np.ascontiguousarray(chars).view("<U28").ravel().tolist()
+
+
 def waypoints(phantoms, fingerprint, names, points=None, *, nodes=None):
     """The OSRM waypoint objects of some points of a :class:`gpuroute.geo.segments.PhantomSet` (each its
     nearest segment's, :attr:`~gpuroute.geo.segments.PhantomSet.first`): ``hint`` (base64url of the segment
@@ -240,12 +265,19 @@ def waypoints(phantoms, fingerprint, names, points=None, *, nodes=None):
     vals = round_floats([v for t in zip(phantoms.distance[rows].tolist(), phantoms.lon[rows].tolist(),
                                          phantoms.lat[rows].tolist(), strict=True) for v in t], 6)
     fp = _fingerprint_bytes(fingerprint)
-    pack, b64 = _HINT.pack, base64.urlsafe_b64encode
     n_names = len(names)
-    out = [{"hint": b64(pack(s, f) + fp).decode("ascii"), "distance": vals[3 * i],
-            "name": names[n] if 0 <= n < n_names else "", "location": [vals[3 * i + 1], vals[3 * i + 2]]}
-           for i, (s, f, n) in enumerate(zip(phantoms.segment[rows].tolist(), phantoms.segment_fraction[rows].tolist(),
-                                             phantoms.name_id[rows].tolist(), strict=True))]
+    if k >= _HINTS_ARRAY:  # many: every hint in a few array passes
+        hints = hints_array(phantoms.segment[rows], phantoms.segment_fraction[rows], fp)
+        out = [{"hint": h, "distance": vals[3 * i], "name": names[n] if 0 <= n < n_names else "",
+                "location": [vals[3 * i + 1], vals[3 * i + 2]]}
+               for i, (h, n) in enumerate(zip(hints, phantoms.name_id[rows].tolist(), strict=True))]
+    else:
+        pack, b64 = _HINT.pack, base64.urlsafe_b64encode
+        out = [{"hint": b64(pack(s, f) + fp).decode("ascii"), "distance": vals[3 * i],
+                "name": names[n] if 0 <= n < n_names else "", "location": [vals[3 * i + 1], vals[3 * i + 2]]}
+               for i, (s, f, n) in enumerate(zip(phantoms.segment[rows].tolist(),
+                                                 phantoms.segment_fraction[rows].tolist(),
+                                                 phantoms.name_id[rows].tolist(), strict=True))]
     if nodes is not None:
         for w, (u, v) in zip(out, np.asarray(nodes, dtype=np.int64).tolist(), strict=True):
             w["nodes"] = [u, v]

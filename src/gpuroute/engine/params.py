@@ -36,7 +36,8 @@ Errors (:class:`gpuroute.engine.osrm.EngineError`, the same code over HTTP and f
   ``alternatives`` above ``max_alternatives``; more contours than ``max_isochrone_contours``, a contour
   above ``max_isochrone_duration_s`` / ``max_isochrone_distance_m``.
 
-A limit that is missing, None or <= 0 is no limit. What needs the dataset stays with the engine: an
+A limit that is missing, None or <= 0 is no limit, except ``max_alternatives``: 0 allows no alternative
+(``true`` included), as ``osrm-routed --max-alternatives 0``; None or < 0 is no limit (:func:`max_alternatives`). What needs the dataset stays with the engine: an
 ``exclude`` combination, ``avoid_polygons`` / ``avoid_ways`` (:mod:`gpuroute.engine.exclude`,
 :mod:`gpuroute.engine.avoid`; carried here as given), a table of durations on a graph without travel times,
 an isochrone metric without its weight, customize's arc ids and metric names
@@ -98,6 +99,15 @@ def _limit(limits, key):
     return None if v is None or v <= 0 else v
 
 
+def max_alternatives(limits):
+    """The most alternatives one route may ask for: ``limits["max_alternatives"]`` (None:
+    :func:`default_limits`), an int >= 0 -- **0 refuses every alternative**, ``alternatives=true`` included
+    (``osrm-routed --max-alternatives 0``, measured on 26.10) -- or None for no limit (the value None or < 0,
+    which osrm-routed cannot be given). Unlike the other limits, 0 is not "no limit"."""
+    v = (default_limits() if limits is None else limits).get("max_alternatives")
+    return None if v is None or v < 0 else int(v)
+
+
 def _frozen(a):
     a.setflags(write=False)
     return a
@@ -127,7 +137,8 @@ def check_coordinates(coords):
         arr = np.zeros((0, 2))
     elif isinstance(coords, np.ndarray) and coords.ndim == 2 and coords.shape[1] == 2 and coords.dtype.kind in "biuf":
         arr = coords.astype(np.float64)
-    elif not isinstance(coords, np.ndarray) and not any(isinstance(c, (str, bytes)) for c in coords):
+    elif not isinstance(coords, np.ndarray) and (set(map(type, coords)) <= {list, tuple}  # no str: no scan
+                                                 or not any(isinstance(c, (str, bytes)) for c in coords)):
         try:
             a = np.asarray(coords, dtype=np.float64)
             arr = a if a.ndim == 2 and a.shape[1] == 2 else None
@@ -210,19 +221,33 @@ def one_entry(value, what):
     return [value]
 
 
+def _plain_numbers(value):
+    """float64 (k,) of a list or tuple of Python ints and floats (no bool), or None (anything else, or a value
+    ``float`` cannot take): the fast path of the per-value checks, which name a bad value themselves."""
+    if not isinstance(value, (list, tuple)) or not set(map(type, value)) <= {int, float}:
+        return None
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (OverflowError, TypeError, ValueError):
+        return None
+
+
 def check_radiuses(value, k):
     """float64 (k,) metres, :data:`UNLIMITED` for None/``"unlimited"`` entries, or None; InvalidOptions
     naming the coordinate."""
     value = per_coordinate(value, k, "radiuses")
     if value is None:
         return None
+    fast = _plain_numbers(value)
+    if fast is not None and fast.shape == (k,) and (fast >= 0).all():
+        return _frozen(fast)
     out = np.full(k, UNLIMITED)
     for i, r in enumerate(value):
         if r is None or (isinstance(r, str) and r == "unlimited"):
             continue
         try:
             x = float(r) if not isinstance(r, (bool, bytes)) else math.nan
-        except (TypeError, ValueError):
+        except (OverflowError, TypeError, ValueError):  # OverflowError: an int beyond any float
             x = math.nan
         if not x >= 0:
             raise EngineError("InvalidOptions", f"radius of coordinate {i} must be a number of metres >= 0 "
@@ -561,8 +586,8 @@ class RouteParams(Waypoints):
         else:
             raise EngineError("InvalidOptions", f"alternatives must be true, false or a number >= 0, "
                               f"got {alternatives!r}")
-        top = _limit(limits, "max_alternatives")
-        if top and alt > top and not isinstance(alternatives, (bool, np.bool_)):
+        top = max_alternatives(limits)
+        if top is not None and alt > top:  # true is one alternative: refused where the limit is 0 (osrm-routed)
             raise EngineError("TooBig", f"Requested number of alternatives {alt} is higher than current maximum "
                               f"({top})")
         if continue_straight is not None:
@@ -875,16 +900,9 @@ class MatchParams(Waypoints):
                                   "GPS standard deviation, a number of metres > 0")
         ts = per_coordinate(timestamps, k, "timestamps")
         if ts is not None:
-            vals = np.empty(k)
-            for i, v in enumerate(ts):
-                try:
-                    x = float(v) if not isinstance(v, (bool, str, bytes)) else math.nan
-                except (TypeError, ValueError):
-                    x = math.nan
-                if not (math.isfinite(x) and x >= 0 and x == int(x)):
-                    raise EngineError("InvalidValue", f"timestamp of coordinate {i} must be an integer number of "
-                                      f"seconds >= 0, got {v!r}")
-                vals[i] = x
+            vals = _plain_numbers(ts)  # a list of ints or floats: checked as one array
+            if vals is None or not (np.isfinite(vals) & (vals >= 0) & (vals == np.trunc(vals))).all():
+                vals = _timestamps(ts, k)
             down = np.flatnonzero(np.diff(vals) < 0)
             if down.size:
                 i = int(down[0]) + 1
@@ -895,6 +913,22 @@ class MatchParams(Waypoints):
                    steps=flag(steps, "steps"), annotations=annotation_set(annotations, ROUTE_ANNOTATIONS),
                    geometries=choice(geometries, GEOMETRIES, "geometries"),
                    overview=choice(overview, OVERVIEWS, "overview"))
+
+
+def _timestamps(ts, k):
+    """float64 (k,) of /match's timestamps checked one by one (InvalidValue naming the first that is not an
+    integer number of seconds >= 0)."""
+    vals = np.empty(k)
+    for i, v in enumerate(ts):
+        try:
+            x = float(v) if not isinstance(v, (bool, str, bytes)) else math.nan
+        except (OverflowError, TypeError, ValueError):  # OverflowError: an int beyond any float
+            x = math.nan
+        if not (math.isfinite(x) and x >= 0 and x == int(x)):
+            raise EngineError("InvalidValue", f"timestamp of coordinate {i} must be an integer number of "
+                              f"seconds >= 0, got {v!r}")
+        vals[i] = x
+    return vals
 
 
 #: Record type of each service.

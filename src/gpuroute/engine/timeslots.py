@@ -105,7 +105,8 @@ from .. import config
 from .osrm import EngineError
 
 __all__ = ["TimeProfile", "TimeProfileError", "TimeSlots", "Departure", "parse_depart_at", "departure",
-           "DAYS", "KEYS", "VALUES", "SLOT_MINUTES"]
+           "DAYS", "KEYS", "VALUES", "SLOT_MINUTES", "STORED", "stored_profile", "store_profile",
+           "remove_stored_profile", "check_profile", "stored_profile_of", "profile_bytes"]
 
 #: Day names of the ``day`` column and the weekdays (Monday = 0) each covers.
 DAYS = {"mon": (0,), "tue": (1,), "wed": (2,), "thu": (3,), "fri": (4,), "sat": (5,), "sun": (6,),
@@ -517,6 +518,42 @@ class TimeProfile:
                                               f"covers {covered} only")
         return v, d, s, local
 
+    def to_csv(self):
+        """The profile as CSV text (the format in the module notes): its metadata lines, then one row per row
+        of the profile in its order, ``day,start,end,road_class,way_id,arc,speed_kmh,factor`` (the time of day
+        as ``start``/``end``, values as Python writes floats: read back exactly). What :func:`store_profile`
+        stores for a Parquet file."""
+        by_mask = {}
+        for name, ds in DAYS.items():
+            by_mask.setdefault(sum(1 << d for d in ds), name)
+        lines = [f"# timezone: {self.timezone}", f"# slot_minutes: {self.slot_minutes}"]
+        for k in ("valid_from", "valid_until"):
+            v = getattr(self, k)
+            if v is not None:
+                lines.append(f"# {k}: {v.isoformat()}")
+        lines.append("day,start,end," + ",".join(KEYS) + "," + ",".join(VALUES))
+        r = self.rows
+
+        def hhmm(slot):
+            m = int(slot) * self.slot_minutes
+            return f"{m // 60:02d}:{m % 60:02d}"
+
+        for i in range(r["line"].size):
+            kk, vk = int(r["key_kind"][i]), int(r["value_kind"][i])
+            key = self.class_names[int(r["key"][i])] if kk == 0 else str(int(r["key"][i]))
+            keys = [key if j == kk else "" for j in range(len(KEYS))]
+            vals = [repr(float(r["value"][i])) if j == vk else "" for j in range(len(VALUES))]
+            lines.append(",".join([by_mask[int(r["mask"][i])], hhmm(r["lo"][i]), hhmm(r["hi"][i]), *keys, *vals]))
+        return "\n".join(lines) + "\n"
+
+    def same_rows(self, other):
+        """Whether ``other`` holds the same metadata and rows (lines aside)."""
+        meta = ("timezone", "slot_minutes", "valid_from", "valid_until", "class_names")
+        if any(getattr(self, k) != getattr(other, k) for k in meta):
+            return False
+        cols = [k for k in self.rows if k != "line"]
+        return all(np.array_equal(self.rows[k], other.rows[k]) for k in cols)
+
     def info(self):
         """Plain data: ``file``, ``timezone``, ``slot_minutes``, ``days`` (names), ``valid_from``,
         ``valid_until``, ``rows``, ``variants``."""
@@ -920,3 +957,148 @@ def load(engine, profile):
     if not isinstance(profile, TimeProfile):
         profile = TimeProfile.read(os.fspath(profile))
     return TimeSlots(engine, profile)
+
+
+# ------------------------------------------------------------------------------------------ in a dataset
+#: The time profile a dataset directory carries (:func:`store_profile`, ``gpuroute timeprofile DIR FILE``):
+#: :meth:`gpuroute.engine.Engine.open` of the directory, hence ``gpuroute serve DIR``, loads it; an explicit
+#: ``time_profile=`` / ``--time-profile FILE`` overrides it.
+STORED = "time_profile.csv"
+
+
+def stored_profile(directory):
+    """The path of the time profile stored in dataset directory ``directory`` (``DIR/time_profile.csv``), or
+    None where it has none."""
+    path = os.path.join(os.fspath(directory), STORED)
+    return path if os.path.isfile(path) else None
+
+
+def stored_profile_of(spec):
+    """:func:`stored_profile` of ``spec`` where it is a dataset directory (what :meth:`gpuroute.engine.Engine.open`
+    loads without ``time_profile=``), else None."""
+    from .dataset import is_dataset
+
+    try:
+        d = os.fspath(spec)
+    except TypeError:  # a RoadGraph
+        return None
+    return stored_profile(d) if is_dataset(d) else None
+
+
+def check_profile(engine, profile):
+    """Validate ``profile`` fully against ``engine`` (an engine with an overlay): every key in the graph
+    (:class:`TimeSlots`) and every variant's slot metric made from the overlay's current metric (a speed row
+    on a metric that takes none, a cost over the largest cost). Returns the :class:`TimeSlots`.
+
+    Raises
+    ------
+    TimeProfileError
+        Naming the file, the line and the field (an :class:`~gpuroute.engine.osrm.EngineError` of the slot
+        metric is raised as one).
+    EngineError
+        ``NotImplemented``: an engine without an overlay.
+    """
+    slots = TimeSlots(engine, profile)
+    base = engine._traffic.overlay._need_state()
+    for v in range(len(profile.variant_rows)):
+        try:
+            slots.slot_metric(v, base)
+        except EngineError as e:
+            raise TimeProfileError(f"{profile.path}: {e.message}") from None
+    return slots
+
+
+def profile_bytes(source, engine):
+    """A profile file checked fully against ``engine`` (:func:`check_profile`) and the bytes to store for it: a
+    CSV's own bytes (its lines keep their numbers in later messages), a Parquet file's equivalent CSV
+    (:meth:`TimeProfile.to_csv`, checked to read back to the same rows). Returns ``(TimeProfile, bytes)``.
+
+    Raises
+    ------
+    FileNotFoundError
+    TimeProfileError
+        A bad profile, naming the file, the line and the field; a file that changed while it was read.
+    """
+    src = Path(os.fspath(source))
+    if not src.is_file():
+        raise FileNotFoundError(f"time profile {str(source)!r}: no such file")
+    data = src.read_bytes()
+    prof = TimeProfile.read(src)
+    check_profile(engine, prof)
+    if src.suffix.lower() not in (".parquet", ".pq"):  # a CSV: the bytes that were checked
+        if src.read_bytes() != data:
+            raise TimeProfileError(f"{src}: changed while it was read")
+        return prof, data
+    import tempfile
+
+    text = prof.to_csv().encode("utf-8")
+    with tempfile.TemporaryDirectory() as tmp:
+        back = Path(tmp) / STORED
+        back.write_bytes(text)
+        if not prof.same_rows(TimeProfile.read(back)):  # pragma: no cover - to_csv writes what _build reads
+            raise TimeProfileError(f"{src}: does not convert to CSV exactly")
+    return prof, text
+
+
+def store_profile(directory, source, *, engine=None):
+    """Store a time profile in a dataset directory (``DIR/time_profile.csv``, :data:`STORED`), replacing the
+    one stored before; :meth:`gpuroute.engine.Engine.open` of the directory loads it from then on
+    (``gpuroute build ... --time-profile FILE`` stores one as the directory is built).
+
+    The profile is validated fully before anything is written: read (every line), bound to the dataset's
+    graph and every slot's metric made (:func:`check_profile`). A CSV is stored byte for byte (its lines keep
+    their numbers in later messages); a Parquet file as the equivalent CSV (metadata lines, then one row per
+    input row, ``day,start,end,<keys>,<values>``; checked to read back to the same rows;
+    :func:`profile_bytes`). The write is atomic (:func:`gpuroute.store.atomic_file`): on any error the
+    directory is left as it was.
+
+    Parameters
+    ----------
+    directory : str or path-like
+        A dataset directory (``gpuroute build GRAPH -o DIR``).
+    source : str or path-like
+        The profile file (``.csv``; ``.parquet`` with pandas and pyarrow; the format in the module notes).
+    engine : gpuroute.engine.Engine, optional
+        An engine opened from ``directory`` to validate against (default: the directory opened without its
+        stored profile).
+
+    Returns
+    -------
+    dict
+        The stored profile's :meth:`TimeProfile.info` (``file``: the stored path).
+
+    Raises
+    ------
+    FileNotFoundError
+        No such profile file or directory.
+    gpuroute.engine.dataset.DatasetError
+        ``directory`` is not a dataset directory.
+    TimeProfileError
+        A bad profile (naming the file, the line and the field); nothing is written.
+    """
+    from .. import store
+    from .dataset import read_manifest
+
+    directory = os.path.abspath(os.fspath(directory))
+    read_manifest(directory)  # a dataset directory, before reading anything else
+    if not Path(os.fspath(source)).is_file():
+        raise FileNotFoundError(f"time profile {str(source)!r}: no such file")
+    if engine is None:
+        from .engine import Engine
+
+        engine = Engine._open(directory)  # not the stored profile: it is being replaced (and may be bad)
+    prof, text = profile_bytes(source, engine)
+    target = os.path.join(directory, STORED)
+    with store.atomic_file(target, "wb") as f:
+        f.write(text)
+    return {**prof.info(), "file": target}
+
+
+def remove_stored_profile(directory):
+    """Delete the time profile stored in dataset directory ``directory``; True if there was one."""
+    path = os.path.join(os.fspath(directory), STORED)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +55,67 @@ from .. import config
 from . import EARTH_RADIUS_M, haversine_m, unit_vectors
 from .kernels import gc_metres, gc_metres_pairs
 from .snap import SnapError, largest_scc_mask
+
+
+def kdtree_class():
+    """scipy's ``cKDTree`` (the class itself), without importing the rest of ``scipy.spatial``.
+
+    ``from scipy.spatial import cKDTree`` runs the package's ``__init__``, which imports every submodule
+    (distances, rotations, Delaunay, ...): ~0.17 s of a server's start for the one class snapping uses (its
+    extension module alone loads in ~1 ms; BENCHMARKS.md, "Per-request CPU of GET /route and start to first
+    answer"). The extension module ``scipy.spatial._ckdtree`` is loaded from its file and registered under
+    its own name, so that a later ``import scipy.spatial`` takes that same module (one class, one
+    ``isinstance``). Where that fails (another scipy layout), the package import.
+
+    Returns
+    -------
+    type
+        ``scipy.spatial.cKDTree``.
+    """
+    import sys
+
+    name = "scipy.spatial._ckdtree"
+    with _KDTREE_LOCK:  # one load, however many threads build an index at once
+        mod = sys.modules.get(name)
+        if mod is None:
+            mod = _load_kdtree_module(name)
+    tree = getattr(mod, "cKDTree", None)
+    if tree is None:
+        from scipy.spatial import cKDTree as tree
+    return tree
+
+
+_KDTREE_LOCK = threading.Lock()
+
+
+def _load_kdtree_module(name):
+    """scipy's ``_ckdtree`` extension module loaded from its file and registered in ``sys.modules`` as ``name``
+    (None where it is not found or does not load)."""
+    import importlib.machinery
+    import importlib.util
+    import os
+    import sys
+
+    try:
+        import scipy
+
+        folder = os.path.join(os.path.dirname(scipy.__file__), "spatial")
+        path = next((p for p in (os.path.join(folder, "_ckdtree" + s) for s in importlib.machinery.EXTENSION_SUFFIXES)
+                     if os.path.isfile(p)), None)
+        if path is None:
+            return None
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        try:
+            spec.loader.exec_module(mod)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        return mod
+    except Exception:  # another layout: the package's import (kdtree_class)
+        return None
+
 
 #: Accepted values of ``approach``.
 APPROACHES = ("unrestricted", "curb")
@@ -628,7 +690,7 @@ class SegmentIndex:
     """
 
     def __init__(self, graph, *, component="largest", spacing=None, arc_mask=None, startpoints=True):
-        from scipy.spatial import cKDTree
+        cKDTree = kdtree_class()
 
         if component not in COMPONENTS:
             raise ValueError(f"component must be one of {COMPONENTS}, got {component!r}")

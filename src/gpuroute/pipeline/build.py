@@ -14,6 +14,8 @@ Layout of a dataset directory (read by :mod:`gpuroute.engine.dataset`)::
         partition/      the partition stage's output
         overlay/        the customize stage's output, for the routing weight's metric (no turn penalties;
                         a Lua profile's turn costs)
+        time_profile.csv  with ``time_profile``: the time profile ``depart_at`` reads
+                        (:func:`gpuroute.engine.timeslots.store_profile`)
 
 Each stage runs with its output inside a temporary sibling of ``DIR`` that is renamed into place only
 when every stage succeeded (:func:`gpuroute.store.atomic_directory`): a failing stage leaves nothing
@@ -78,6 +80,11 @@ class BuildConfig:
     overlay : bool, optional
         Partition and customize. Default: always for a dataset directory; in memory only for a graph
         with turn costs (a Lua profile's: every service pays them over the overlay).
+    time_profile : str or path-like, optional
+        A time profile (CSV or Parquet, :mod:`gpuroute.engine.timeslots`) stored in the dataset directory as
+        ``time_profile.csv`` (:func:`gpuroute.engine.timeslots.store_profile`'s file; ``Engine.open(DIR)``
+        loads it): read before the first stage, checked fully against the built dataset before the
+        directory is renamed into place (a bad profile: nothing is written). Needs ``output``.
     progress : callable, optional
         ``progress(stage, None)`` when each stage of :data:`STAGES` starts and ``progress(stage,
         seconds)`` when it ends (the CLI prints one line each, as OSRM logs its stages).
@@ -92,6 +99,7 @@ class BuildConfig:
     seed: int = 0
     overlay: object = None
     progress: object = None
+    time_profile: object = None
 
     def writes(self):
         return [] if self.output is None else [os.path.abspath(os.fspath(self.output))]
@@ -154,6 +162,12 @@ def run(config):
             raise ValueError(f"{os.fspath(config.output)}: a dataset directory holds the overlay (partition and "
                              "customize); overlay=False builds in memory only")
         directory = store.check_replaceable(config.output, (FORMAT,), "a dataset directory")
+    if config.time_profile is not None:
+        if directory is None:
+            raise ValueError("time_profile is stored in a dataset directory: give an output")
+        from ..engine.timeslots import TimeProfile
+
+        TimeProfile.read(os.fspath(config.time_profile))  # a bad file fails before any stage runs
     if directory is None:
         return _run(config, None)
     with store.atomic_directory(directory) as tmp:
@@ -219,10 +233,26 @@ def _run(config, tmp):
         say("save")
         t0 = time.perf_counter()
         _write_dataset_manifest(tmp, ex, g, ch, part_, ov, info, weight, metric, config.seed, secs)
+        if config.time_profile is not None:  # checked against what was built; inside the directory's temporary
+            summary["time_profile"] = _store_time_profile(tmp, config.time_profile, g, ch, ov, weight, ex.profile)
         secs["save"] = time.perf_counter() - t0
         say("save", secs["save"])
     summary["total_seconds"] = time.perf_counter() - t_all
     return Built(g, ch, part_, ov, weight, metric, ex.profile, summary)
+
+
+def _store_time_profile(tmp, source, g, ch, ov, weight, profile):
+    """Check ``source`` against an engine over the built parts and write it as ``tmp/time_profile.csv``; its
+    :meth:`gpuroute.engine.timeslots.TimeProfile.info`."""
+    from ..engine import Engine
+    from ..engine.timeslots import STORED, profile_bytes
+
+    eng = Engine(g, ch, profile=str(profile or "car"), overlay=ov, weight=weight)
+    prof, text = profile_bytes(source, eng)
+    path = os.path.join(tmp, STORED)
+    with open(path, "wb") as f:  # the whole directory is renamed into place (or removed) afterwards
+        f.write(text)
+    return {**prof.info(), "file": STORED}
 
 
 def _graph_summary(g):
@@ -265,13 +295,13 @@ def _write_dataset_manifest(tmp, ex, g, ch, part, ov, info, weight, metric, seed
 
 
 def build_dataset(source, directory, *, profile=None, weight=None, cell_sizes=None, method=None, seed=0,
-                  progress=None):
+                  progress=None, time_profile=None):
     """Run every stage -- import (extract), contract, partition, customize -- into one dataset directory
     (:func:`run` with a :class:`BuildConfig`).
 
     Parameters
     ----------
-    source, directory, profile, weight, cell_sizes, method, seed, progress
+    source, directory, profile, weight, cell_sizes, method, seed, progress, time_profile
         See :class:`BuildConfig` (``directory`` is its ``output``).
 
     Returns
@@ -283,14 +313,15 @@ def build_dataset(source, directory, *, profile=None, weight=None, cell_sizes=No
         ``weights`` (every weight of the graph -> its unit as a dict), ``metric``, ``cell_sizes``,
         ``n_cells``, ``seconds`` per stage (``import``, ``contract``, ``partition``, ``customize``,
         ``save``), ``skipped`` (a stage that did not run -> why: ``contract`` for a graph with turn costs,
-        :func:`needs_hierarchy`) and ``total_seconds``.
+        :func:`needs_hierarchy`), ``total_seconds`` and, with ``time_profile``, ``time_profile`` (the stored
+        profile's summary, ``file`` relative to the directory).
 
     Raises
     ------
     See :func:`run`.
     """
     cfg = BuildConfig(source, os.path.abspath(os.fspath(directory)), profile=profile, weight=weight,
-                      cell_sizes=cell_sizes, method=method, seed=seed, progress=progress)
+                      cell_sizes=cell_sizes, method=method, seed=seed, progress=progress, time_profile=time_profile)
     return run(cfg).summary
 
 

@@ -124,7 +124,7 @@ Limits and safety
 -----------------
 The limits are the engine's ``limits`` mapping, then :data:`DEFAULT_LIMITS` for the keys it lacks,
 then the ``limits`` argument of :func:`create_app` (``None`` or a value <= 0 means no limit for a
-count). The request's record applies them (:mod:`gpuroute.engine.params`) and the engine, handed the
+count; ``max_alternatives`` 0 allows none, as ``osrm-routed --max-alternatives 0``, and None or < 0 lifts it). The request's record applies them (:mod:`gpuroute.engine.params`) and the engine, handed the
 record, does not check again (a Python caller's record gets the engine's own ``limits``; ``gpuroute
 serve`` sets both alike).
 ``default_radius`` (metres; ``None``: unlimited, OSRM's default, as ``osrm-routed --default-radius``)
@@ -160,6 +160,7 @@ import os
 import re
 import threading
 
+from .. import config
 from ..engine.params import default_limits
 from .parse import (  # noqa: F401  (the URL grammar; FLOAT: tests/server/test_number_grammar.py)
     FLOAT,
@@ -454,8 +455,6 @@ def inline_request(call):
     ``/table`` of at most ``SERVE_INLINE_TABLE_MAX_CELLS`` cells; none with ``exclude``, ``avoid_polygons``
     or ``avoid_ways`` (the first request of a kind customizes the overlay). ``/trip`` and ``/isochrone``:
     never."""
-    from .. import config
-
     p = call.params
     if (getattr(p, "exclude", None) is not None or getattr(p, "avoid_polygons", None) is not None
             or getattr(p, "avoid_ways", None) is not None):
@@ -682,6 +681,10 @@ class _Server:
         self.busy = 0  # engine calls running in worker threads of this process
         self._unsupported = {}  # record type -> ((field, default), ...) the engine's method does not take
         self._busy_lock = threading.Lock()
+        # GET /route's options parsed once per query string (gpuroute.server.fastpath): the same records
+        from .fastpath import RouteTemplates
+
+        self.route_templates = RouteTemplates(self) if "route" in self.services else None
 
     def limiter(self):
         import asyncio
@@ -735,10 +738,12 @@ class _Server:
         """``(status, body bytes, call or None)`` of a ``GET`` of an OSRM service when it can be answered on
         the event loop (parsing, an error, a short request: :meth:`short`); ``(None, None, call)`` when the
         call is to run in a worker thread (:meth:`run`)."""
-        try:
-            call = self.call(*self.target(scope))
-        except OSRMError as e:
-            return e.status, encode({"code": e.code, "message": e.message}), None
+        call = None if self.route_templates is None else self.route_templates.call(scope)
+        if call is None:
+            try:
+                call = self.call(*self.target(scope))
+            except OSRMError as e:
+                return e.status, encode({"code": e.code, "message": e.message}), None
         if self.short(call):
             status, body = self.work(call)
             return status, body, None
@@ -866,7 +871,8 @@ class _Server:
             target = getattr(self.local, "query", None)
             if target is None:
                 target = self.local.query = self.engine.query_for_thread()
-        extra = {"table": self.table_kwargs, "isochrone": self.isochrone_kwargs}.get(call.service, {})
+        service = call.service
+        extra = self.table_kwargs if service == "table" else self.isochrone_kwargs if service == "isochrone" else None
         try:
             if callable(getattr(target, "run", None)):  # gpuroute's Engine: the checked record, checked once
                 res = target.run(dataclasses.replace(call.params, **extra) if extra else call.params)
@@ -874,7 +880,7 @@ class _Server:
                 kwargs = call.params.kwargs()
                 coords = kwargs.pop("coords")
                 arg = coords[0] if call.service in ("nearest", "isochrone") else coords
-                res = getattr(target, call.service)(arg, **(kwargs | extra))
+                res = getattr(target, call.service)(arg, **((kwargs | extra) if extra else kwargs))
         except Exception as e:
             err = _engine_error(e)
             if err is None:

@@ -51,19 +51,26 @@ def off_network_point(engine):
     return (max(float(lo[0]) - 0.02, -180.0), max(float(lo[1]) - 0.02, -90.0))
 
 
-#: Points of the warm-up's long /match trace: with a few candidates a point, more transition searches than
-#: ``config.SERVE_MATCH_PARALLEL_JOBS`` (64), so the parallel kernel is compiled before serving too.
-_MATCH_POINTS = 40
+#: Points of the warm-up's long /match trace: more transition searches than ``config.SERVE_MATCH_PARALLEL_JOBS``
+#: (64) with one candidate a point already, so the parallel kernel is compiled before serving too.
+_MATCH_POINTS = 70
+#: GPS standard deviation (metres) of the long trace's points when they lie on a segment (a ``/nearest``
+#: answer's location): a few candidates a point. The searches grow with the square of the candidates: with
+#: 50 m, 40 points cost 0.27 s of CPU at every start (Monaco), for kernels that a few candidates load too.
+_MATCH_SIGMA_M = 10
 
 
-def _requests(services, pts, limits, off=None):
+def _requests(services, pts, limits, off=None, on=None):
     """``(service, coordinates text, options)`` of the warm-up, for the services offered; ``off``: a
-    point off the network (:func:`off_network_point`) for one table request."""
+    point off the network (:func:`off_network_point`) for one table request; ``on``: a point on a segment
+    (:func:`on_network_point`) for the long ``/match`` trace (None: the first point, with 50 m)."""
     def c(*i):
         return ";".join(f"{pts[j][0]:.7f},{pts[j][1]:.7f}" for j in i)
 
     top_match = limits.get("max_locations_map_matching")
     n_match = max(2, min(_MATCH_POINTS, int(top_match) if top_match and top_match > 0 else _MATCH_POINTS))
+    trace, sigma = (c(*[0] * n_match), 50) if on is None else \
+        (";".join([f"{on[0]:.7f},{on[1]:.7f}"] * n_match), _MATCH_SIGMA_M)
     top_trip = limits.get("max_locations_trip")
     trip_stops = max(2, min(len(pts), int(top_trip) if top_trip and top_trip > 0 else len(pts)))
     top_s = _positive(limits.get("max_isochrone_duration_s"), 3600.0)
@@ -89,12 +96,46 @@ def _requests(services, pts, limits, off=None):
         # map matching's kernels (a point twice: it always matches), then a trace long enough for the
         # transition searches' parallel path (config.SERVE_MATCH_PARALLEL_JOBS searches and more)
         ("match", c(0, 0), {"timestamps": "0;1", "radiuses": "50;50"}),
-        ("match", c(*[0] * n_match), {"timestamps": ";".join(str(5 * i) for i in range(n_match)),
-                                      "radiuses": ";".join(["50"] * n_match)}),
+        ("match", trace, {"timestamps": ";".join(str(5 * i) for i in range(n_match)),
+                          "radiuses": ";".join([str(sigma)] * n_match)}),
     ]
     if off is not None:  # snapping's second step (a point the first ball does not settle)
         out.append(("table", f"{off[0]:.7f},{off[1]:.7f};{c(0)}", {"radiuses": "unlimited;unlimited"}))
     return [r for r in out if r[0] in services]
+
+
+def on_network_point(server, pts):
+    """``(lon, lat)`` of a point on a segment the engine snaps to (the location ``/nearest`` answers for the
+    first warm-up point), or None where that request fails or answers no location."""
+    import orjson
+
+    from .app import OSRMError, parse_request
+
+    if "nearest" not in server.services:
+        return None
+    try:
+        status, body = server.work(parse_request("nearest", "warm-up", f"{pts[0][0]:.7f},{pts[0][1]:.7f}", {},
+                                                 server.limits))
+        loc = orjson.loads(body)["waypoints"][0]["location"] if status == 200 else None
+        return (float(loc[0]), float(loc[1])) if loc is not None else None
+    except (OSRMError, KeyError, IndexError, TypeError, ValueError, orjson.JSONDecodeError):
+        return None
+
+
+def _on_one_thread(server, call):
+    """Answer ``call`` once more with one numba thread in this thread: map matching's Viterbi pass that searches
+    its own tables (:func:`gpuroute.engine.services.match._lazy`: taken on one thread, or for batches of many
+    traces) is then compiled too, whatever this process's thread setting."""
+    import numba
+
+    threads = numba.get_num_threads()
+    if threads == 1:  # the request just answered took it
+        return
+    numba.set_num_threads(1)
+    try:
+        server.work(call)
+    finally:
+        numba.set_num_threads(threads)
 
 
 def _positive(v, default):
@@ -137,13 +178,16 @@ def warm_up(app):
                     "compiles what it needs")
     else:
         log.info("warm-up: compiling and running %s once", ", ".join(server.services))
-        for service, coords, options in _requests(server.services, pts, server.limits, off_network_point(engine)):
+        on = on_network_point(server, pts) if "match" in server.services else None
+        for service, coords, options in _requests(server.services, pts, server.limits, off_network_point(engine), on):
             t = time.perf_counter()
             try:
                 call = parse_request(service, "warm-up", coords, options, server.limits)
                 status, body = server.work(call)
             except OSRMError as e:  # a limit below the warm-up's request: that request is not served anyway
                 status, body = e.status, e.message.encode()
+            if status == 200 and service == "match" and len(coords) > 200:
+                _on_one_thread(server, call)  # the Viterbi pass that searches its own tables
             if status != 200:
                 msg = f"{service} {options or ''}: HTTP {status} {bytes(body)[:200].decode(errors='replace')}"
                 report["failed"].append(msg)

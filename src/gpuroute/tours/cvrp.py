@@ -1098,10 +1098,11 @@ def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", se
     Clarke-Wright savings start (over each customer's :data:`NEAR_K` nearest customers). On the CPU:
     SISR (Christiaens and Vanden Berghe 2020, :mod:`gpuroute.tours.vrp_sisr`): strings of customers
     removed around a random customer, greedy reinsertion with blinks, simulated annealing from
-    ``SISR_T0`` to ``SISR_TF`` times the start's mean arc cost over the time limit, the best solution
-    kept; then, in the last ``config.TOUR_POLISH_RESERVE`` of the time limit, best-improvement descent of
-    the best solution (Brodtkorb et al. 2013's scheme over :func:`best_vrp_move`: relocate, swap and
-    2-opt* between routes, relocate, swap, 2-opt and Or-opt within a route). On the GPU
+    ``SISR_T0`` to ``SISR_TF`` times the start's mean arc cost (twice that where the start's routes hold 12
+    customers or more on average: ``SISR_LONG_ROUTE``, ``SISR_LONG_HEAT``) over the time limit, the best
+    solution kept; then, in the last ``config.TOUR_POLISH_RESERVE`` of the time limit, best-improvement
+    descent of the best solution (Brodtkorb et al. 2013's scheme over :func:`best_vrp_move`: relocate, swap
+    and 2-opt* between routes, relocate, swap, 2-opt and Or-opt within a route). On the GPU
     (:func:`gpuroute.tours.vrp_gpu.search`): that descent with the neighbourhood evaluated by the whole
     device for the start, then many ruin-and-recreate chains at once (a block each: a random customer
     and its nearest customers, 2 to ~10 % of them, cheapest feasible reinsertion, descent, accepted when
@@ -1192,8 +1193,10 @@ def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", se
             init = None if pairs is None else savings(C, dem, cap, depot, pairs)
         if init is None:  # out of time: one route a customer
             near, init = None, _singletons(customers)
-    # width: the most customers a route can hold (smallest demands first) + the two depot copies
+    # width: the most customers a route can hold (smallest demands first; twice that where the CPU search
+    # lets routes go above capacity, vrp_sisr.SISR_PEN) + the two depot copies
     fit = int(np.searchsorted(np.cumsum(np.sort(dem[customers])), cap, side="right"))
+    fit *= 2 if dev == "cpu" and sisr.SISR_PEN > 0 else 1
     W = min(N, max(fit, max(r.size for r in init))) + 2
     E, lens, nr = pack_routes(init, depot, N + 1, W)
     stats = {"n": n, "routes": 0, "iterations": 0, "improvements": 0, "moves": 0, "complete": False,
@@ -1222,7 +1225,9 @@ def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", se
 def _search_cpu(C, dem, cap, depot, E, lens, nr, near, dl, pace, rng, eps, max_moves, stats):
     """The CPU search of :func:`cvrp` from the packed start (E, lens, nr): SISR steps
     (:func:`~.vrp_sisr.sisr_steps`: string removals, greedy insertion with blinks, simulated annealing
-    from ``SISR_T0`` to ``SISR_TF`` times the start's mean arc cost, geometric in the time used) until
+    from ``SISR_T0`` to ``SISR_TF`` times :func:`~.vrp_sisr.temperature_unit` (by default the start's mean
+    arc cost, doubled where its routes hold 12 customers or more on average), geometric in the time used;
+    routes above capacity at an adaptive cost when ``SISR_PEN > 0``) until
     ``config.TOUR_POLISH_RESERVE`` of the limit is left, then the best solution's best-improvement descent
     (:func:`vrp_descent`); time left after that goes to SISR steps at the final temperature from the
     descent's local minimum. Fills ``stats``. Returns (E, lens, nr, trace)."""
@@ -1233,7 +1238,9 @@ def _search_cpu(C, dem, cap, depot, E, lens, nr, near, dl, pace, rng, eps, max_m
     cur = sisr.sisr_init(C, dem, E, lens, nr, load, rcost, rt, ps)
     trace = [(dl.elapsed(), cur)]
     arcs = max(1, int(lens[:nr].sum()) + int((lens[:nr] > 0).sum()))
-    t0, tf = sisr.SISR_T0 * cur / arcs, sisr.SISR_TF * cur / arcs
+    unit = sisr.temperature_unit(C, depot, cur, arcs, int((lens[:nr] > 0).sum()))
+    t0, tf = sisr.SISR_T0 * unit, sisr.SISR_TF * unit
+    pen = [sisr.overload_penalty(cur / arcs, dem, depot)]
     reserve = float(config.TOUR_POLISH_RESERVE) * dl.limit
     span = max(1e-9, dl.limit - reserve)
 
@@ -1247,10 +1254,13 @@ def _search_cpu(C, dem, cap, depot, E, lens, nr, near, dl, pace, rng, eps, max_m
         while (b := pace.budget("sisr_steps", reserve)) > 0:
             frac = 1.0 if final else min(1.0, max(0.0, dl.elapsed() / span))
             temp = t0 * (tf / t0) ** frac if t0 > 0 else 0.0
-            steps, acc, imp, w = sisr.sisr_steps(C, dem, cap, depot, E, lens, load, rcost, rt, ps, st, cost, bestE,
-                                                 bestl, near, temp, 1 << 30, b, int(rng.integers(0, 2**31 - 1)),
-                                                 sisr.SISR_CBAR, sisr.SISR_LMAX, sisr.SISR_BLINK, sisr.SISR_SPLIT)
+            steps, acc, imp, feas, w = sisr.sisr_steps(C, dem, cap, depot, E, lens, load, rcost, rt, ps, st,
+                                                       cost, bestE, bestl, near, temp, 1 << 30, b,
+                                                       int(rng.integers(0, 2**31 - 1)), sisr.SISR_CBAR,
+                                                       sisr.SISR_LMAX, sisr.SISR_BLINK, sisr.SISR_SPLIT,
+                                                       sisr.SISR_NEAR, pen[0])
             pace.spent(w)
+            pen[0] = sisr.adapt_penalty(pen[0], feas, steps)
             stats["iterations"] += steps
             stats["improvements"] += imp
             if cost[1] < trace[-1][1] - eps:
@@ -1308,7 +1318,7 @@ def warm_up_kernels():
     cur = sisr.sisr_init(C, dem, E, lens, nr, load, np.empty(R), rt, ps)
     sisr.sisr_steps(C, dem, cap, 0, E, lens, load, np.empty(R), rt, ps, np.array([nr, nr], np.int64),
                     np.array([cur, cur]), E.copy(), lens.copy(), near, 1.0, 0, 1, 1, sisr.SISR_CBAR,
-                    sisr.SISR_LMAX, sisr.SISR_BLINK, sisr.SISR_SPLIT)
+                    sisr.SISR_LMAX, sisr.SISR_BLINK, sisr.SISR_SPLIT, sisr.SISR_NEAR, 1.0)
 
 
 def read_cvrplib(path):

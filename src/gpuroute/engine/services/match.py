@@ -4,15 +4,22 @@
 Per trace:
 
 1. **Tidy** (``tidy=true``, OSRM's ``match_parameters_tidy.hpp``): a point is dropped until 15 m (and, with
-   timestamps, 5 s) have run up since the last one kept; the first and last are kept.
+   timestamps, 5 s) have run up since the last one kept; the first and last are kept. **Dense traces** (not
+   OSRM's; tidy or not): in a trace whose steps are mostly GPS noise (1 s sampling at 10 m noise), the points
+   within 3 noise standard deviations of a step of the first of a group are matched as one point at the group's
+   mean (:meth:`Traces._keep_beyond_noise`, :data:`NOISE_SIGMAS`, :data:`DENSE_STEP`); the others' tracepoints
+   are null, as tidy's.
 2. **Candidates.** Every segment of the request's segment index (the largest component, without closed or
    excluded directions: :meth:`gpuroute.engine.Engine._snap_index`) within ``3 sigma`` of the point (sigma: its
    ``radiuses`` entry, the GPS standard deviation, default :data:`gpuroute.config.SERVE_MATCH_SIGMA_M`),
-   projected exactly (one ball query of the segment index's k-d tree for every point of every trace, one
-   compiled pass: :func:`gpuroute.engine.match_hmm.candidate_pairs`); ``bearings`` keep the directions within
+   projected exactly (the samples of the segment index in each point's ball, through a grid, and their
+   segments' projections, every point of every trace in compiled passes on threads:
+   :func:`gpuroute.engine.match_hmm.ball_samples`, :func:`~gpuroute.engine.match_hmm.candidate_pairs`);
+   ``bearings`` keep the directions within
    range. OSRM's ``filterCandidates``: at a point where the trace turns sharply (angle <= 45 or >= 315
-   degrees between the points before and after) a two-way segment is one candidate that may be left either
-   way (a U-turn); elsewhere it is two candidates, one per direction. The candidates are the points of one
+   degrees between the points before and after -- here the nearest ones beyond the noise, 4 sigma away:
+   :func:`_allow_uturn`) a two-way segment is one candidate that may be left either way (a U-turn); elsewhere it
+   is two candidates, one per direction. The candidates are the points of one
    :class:`gpuroute.geo.segments.PhantomSet` (a candidate's options: its one or two arcs).
 3. **Transitions.** The route distance (m) between every candidate of a point and every candidate of the
    next, on the request's metric snapshot, turn-aware: :meth:`gpuroute.engine.algorithms.CRP.many_to_many`
@@ -27,8 +34,16 @@ Per trace:
    ``"distance"``), and so does one longer than any transition can use (the candidates' great-circle distance
    plus ``max_distance_delta``: the searches stop there).
 4. **Viterbi** (:func:`gpuroute.engine.match_hmm.forward` and ``reconstruct``, numba): emission ``log
-   N(d; 0, sigma)``, transition ``log Exp(|route - great-circle|; beta = 10 m)``, OSRM's breakages, gaps and
-   splits; each sub-trace of two or more matched points is a matching.
+   N(d; 0, sigma)`` (less :data:`UTURN_LOG_PENALTY` for a candidate that may be left backwards: a U-turn is
+   rare, OSRM's free one let noise turn the route back on itself), transition ``log Exp(|route - great-circle|; beta = 10 m)``, OSRM's breakages, gaps and
+   splits; each sub-trace of two or more matched points is a matching. Every trace of a call in one compiled
+   pass (:func:`gpuroute.engine.match_hmm.viterbi_many`, traces on the workers); a trace whose pass asks for a
+   table (after a breakage) gets it from one search of every trace's asks, and resumes. With many traces a worker
+   (:data:`LAZY_TRACES_PER_THREAD`, and on one thread) the tables of step 3 are not searched up front: the pass
+   searches each step's table as it reaches it (:func:`gpuroute.engine.match_hmm.viterbi_search_many`), only the
+   rows of the sources the Viterbi has not pruned (a third fewer searches on Monaco's traces; the rows it reads
+   are the same searches', so the same answers), the asks after a breakage too (up to
+   :data:`LAZY_ASK_POINTS` back): one compiled pass of every trace, no round trip.
 5. **Routes.** Each matching's route is the route service's through its matched candidates in order
    (``continue_straight=False`` as OSRM's match: the candidates' own directions say where a U-turn is
    allowed), on the same snapshot, one leg per pair of consecutive matched points -- but its legs are not
@@ -40,33 +55,57 @@ Per trace:
    (up to ties between equal-weight routes), which routes a matching only where a leg has no route within its
    bound (the transitions came from the many-to-many, ``"table"``). Its ``confidence`` is OSRM's (a Bayes
    classifier of ``log(route length / trace length)``, Laplace distributions fitted by OSRM).
+
+The traces of a call travel side by side as flat arrays (:class:`Traces`: points, candidates, tables and
+matchings, each trace a range of rows), so a call of many traces runs each step once, in compiled passes,
+and builds its answers in bulk (one :func:`gpuroute.engine.osrm.waypoints` call for every matched point).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
+import os
+import threading
+import weakref
 
+import numba
 import numpy as np
 
 from ... import config
-from ...geo import EARTH_RADIUS_M, unit_vectors
+from ...geo import EARTH_RADIUS_M, haversine_m, unit_vectors
 from ...geo.segments import PhantomSet, angle_difference
 from ..algorithms import metric_snapshot, table_search
+from ..legs import round_floats
 from ..match_hmm import (
     DONE,
     NEED_TABLE,
     NO_MATCH,
+    ball_samples,
     candidate_pairs,
-    forward,
-    new_state,
-    reconstruct,
+    candidate_rows,
+    far_neighbours,
+    flatten_matchings,
+    grid_cell,
+    leg_chunk,
+    leg_sums,
+    new_matchings,
+    new_scratch,
+    new_states,
+    noise_groups,
+    sample_grid,
+    split_order,
+    transition_chunk,
+    transitions,
+    viterbi_chunk,
+    viterbi_many,
+    viterbi_search_chunk,
+    viterbi_search_many,
 )
 from ..osrm import EngineError, waypoints
 from ..traffic import LegPath
 from .route import PhantomRows, route, route_object
 
-__all__ = ["match", "match_many", "candidate_index", "confidence", "tidy_keep", "Trace"]
+__all__ = ["match", "match_many", "candidate_index", "confidence", "tidy_keep", "Traces"]
 
 #: OSRM's ``RADIUS_MULTIPLIER``: a point's candidates lie within this many sigma.
 RADIUS_MULTIPLIER = 3.0
@@ -76,8 +115,28 @@ BETA_M = 10.0
 MAX_DISTANCE_DELTA_M = 2000.0
 #: OSRM's bound on a transition's route: this speed (m/s) over the great-circle distance plus the delta.
 MIN_SPEED_MS = 4.0
+#: A sharp turn (a possible U-turn) is judged between points this many sigma away from the point, within
+#: this many points each way (:func:`_allow_uturn`).
+UTURN_SIGMAS = 4.0
+UTURN_WINDOW = 30
+#: What a U-turn candidate (a two-way segment that may be left either way, at a sharp turn) pays on its emission
+#: log probability (OSRM's is free; benchmarks/match_quality.py: 3-7 points more within 2 % in 6 of 18 cells tried).
+UTURN_LOG_PENALTY = 3.0
+#: The candidates' sample grid: cubes of this many metres (a point's ball spans 2 or 3 a side: few cells looked
+#: up, every sample in them measured; 4x faster than the k-d tree's ball query on Monaco at 200 m, 2.5x slower at
+#: 30 m).
+GRID_CELL_M = 200.0
 #: OSRM's tidy thresholds.
 TIDY_M, TIDY_S = 15.0, 5.0
+#: Dense traces (:func:`gpuroute.engine.match_hmm.noise_groups`): a trace whose mean step driven (estimated from its
+#: steps less the noise) is under ``DENSE_STEP`` times the noise of a step's two ends is matched on groups of
+#: points: each group the points within ``NOISE_SIGMAS`` such noise (``hypot`` of the two sigmas) of its first,
+#: matched as one point at their mean (:meth:`Traces._keep_beyond_noise`; Newson and Krumm drop points within
+#: 2 sigma of the last one kept). ``NOISE_SIGMAS = 0``: every point matched (OSRM's). benchmarks/match_quality.py:
+#: 1 s sampling at sigma 10 m, 58-73 % of the traces within 2 % of the true length before, 88-97 % after
+#: (BENCHMARKS.md, "Map-matching quality").
+NOISE_SIGMAS = 3.0
+DENSE_STEP = 1.0
 #: OSRM's confidence classifier: positive and negative Laplace (location, scale), positive prior.
 _CONF_POS, _CONF_NEG, _CONF_PRIOR = (0.005986, 0.016646), (0.054385, 0.458432), 0.696774
 
@@ -85,8 +144,7 @@ _CONF_POS, _CONF_NEG, _CONF_PRIOR = (0.005986, 0.016646), (0.054385, 0.458432), 
 def confidence(trace_length, matched_length):
     """OSRM's ``MatchingConfidence`` of a matching: a float in [0, 1] from the great-circle length of the
     trace between its matched points and the matched route's length (m); 0 where either is 0."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        x = -math.log(trace_length) + math.log(matched_length) if trace_length > 0 and matched_length > 0 else math.nan
+    x = -math.log(trace_length) + math.log(matched_length) if trace_length > 0 and matched_length > 0 else math.nan
     if not math.isfinite(x):
         return 0.0
 
@@ -123,64 +181,179 @@ def tidy_keep(lon, lat, ts=None):
     return keep
 
 
-def _allow_uturn(lon, lat):
-    """bool (n,): OSRM's sharp turn at each inner point (the angle at it between the points before and
-    after within 45 degrees of a U-turn)."""
+def _allow_uturn(lon, lat, ptrace, sigma):
+    """bool (n,): a sharp turn at each inner point of its trace (``ptrace`` int64 (n,): the trace of each point;
+    ``sigma`` float64 (n,) m): OSRM's rule -- the angle at the point between the points before and after within 45
+    degrees of a U-turn -- between the nearest points before and after that lie at least :data:`UTURN_SIGMAS`
+    sigma away (up to :data:`UTURN_WINDOW` points each way; none that far: no U-turn). OSRM takes the adjacent
+    points; where they lie within the noise of each other (1 s sampling, 10 m noise) their angle is noise, every
+    other point looks like a U-turn, and its two-way candidates may be left backwards for free: the matched route
+    runs up and down the road (a 3 km trace matched 10-50 % too long). Points farther apart than that keep OSRM's
+    answer."""
     n = lon.size
     out = np.zeros(n, dtype=bool)
     if n < 3:
         return out
-    k = np.cos(np.radians(lat[1:-1]))
+    reach = np.ascontiguousarray(UTURN_SIGMAS * sigma, dtype=np.float64)
+    lon = np.ascontiguousarray(lon, dtype=np.float64)
+    lat = np.ascontiguousarray(lat, dtype=np.float64)
+    ptrace = np.ascontiguousarray(ptrace, dtype=np.int64)
+    before = far_neighbours(lon, lat, ptrace, reach, UTURN_WINDOW, -1)
+    after = far_neighbours(lon, lat, ptrace, reach, UTURN_WINDOW, 1)
+    mid = np.flatnonzero((before >= 0) & (after >= 0))
+    k = np.cos(np.radians(lat[mid]))
 
-    def bearing(i0, i1):
-        dx = (np.mod(lon[i1] - lon[i0] + 180.0, 360.0) - 180.0) * k
-        dy = lat[i1] - lat[i0]
+    def bearing(i1):
+        dx = (np.mod(lon[i1] - lon[mid] + 180.0, 360.0) - 180.0) * k
+        dy = lat[i1] - lat[mid]
         return np.degrees(np.arctan2(dx, dy))
 
-    mid = np.arange(1, n - 1)
-    ang = np.mod(bearing(mid, mid - 1) - bearing(mid, mid + 1), 360.0)
-    out[1:-1] = (ang <= 45.0) | (ang >= 315.0)
+    ang = np.mod(bearing(before[mid]) - bearing(after[mid]), 360.0)
+    out[mid] = (ang <= 45.0) | (ang >= 315.0)
     return out
 
 
-class Trace:
-    """One trace prepared for matching: the points kept (tidy), their sigma, their candidates.
+class Traces:
+    """The traces of one call prepared for matching, side by side: the points kept (tidy), their sigma, their
+    candidates, as flat arrays (trace ``k``'s points are rows ``poff[k]:poff[k + 1]``).
 
     Attributes
     ----------
+    T : int
+        Traces.
+    poff : int64 (T + 1,)
+    ptrace : int64 (n,)
+        The trace of each point.
     kept : int64 (n,)
-        Input indices of the points matched (all, unless tidy dropped some).
-    n_input : int
-    lon, lat, ts : float64 (n,)
-        ``ts`` None without timestamps.
+        Each point's index among its trace's input coordinates (all of them, unless tidy or the dense-trace
+        groups dropped some: :meth:`_keep_beyond_noise`).
+    n_input : int64 (T,)
+    lon, lat : float64 (n,)
+        Degrees.
+    ts : float64 (n,)
+        Timestamps (s); 0 in a trace without them (``has_ts``).
+    has_ts, split_gaps : bool (T,)
+        The trace has timestamps; ``gaps=split``.
     sigma : float64 (n,)
         GPS standard deviation (m).
+    bearings : float64 (n, 2) or None
+        ``(value, range)`` degrees, NaN where none.
+    want_points : bool
+        Some trace's answer has an overview (its legs' points are needed).
     cstart : int64 (n + 1,)
-        Candidates of each point (rows of :attr:`candidates`' points).
+        Candidates of point ``i``: rows ``cstart[i]:cstart[i + 1]`` of the call's PhantomSet (:func:`_candidates`).
+    coff : int64 (T + 1,)
+        Candidates of trace ``k``: rows ``coff[k]:coff[k + 1]``.
     cpoint : int64 (N,)
-    candidates : PhantomSet
-        One point per candidate.
-    emis : float64 (N,)
+        The point of each candidate.
+    emis, clon, clat : float64 (N,)
+        Emission log probability; the candidate's location (degrees).
     """
 
-    def __init__(self, p, default_sigma):
-        c = p.coords
-        n0 = c.shape[0]
-        ts = None if p.timestamps is None else np.asarray(p.timestamps, dtype=np.float64)
-        keep = tidy_keep(c[:, 0], c[:, 1], ts) if p.tidy else np.ones(n0, dtype=bool)
-        self.kept = np.flatnonzero(keep)
-        self.n_input = n0
-        self.lon = np.ascontiguousarray(c[self.kept, 0])
-        self.lat = np.ascontiguousarray(c[self.kept, 1])
-        self.ts = None if ts is None else np.ascontiguousarray(ts[self.kept])
-        sig = np.full(n0, float(default_sigma)) if p.radiuses is None else np.asarray(p.radiuses, dtype=np.float64)
-        self.sigma = np.ascontiguousarray(sig[self.kept])
-        self.bearings = None if p.bearings is None else np.asarray(p.bearings)[self.kept]
-        self.split_gaps = p.gaps == "split"
+    def __init__(self, records, default_sigma):
+        T = len(records)
+        coords, sig, tss, brg, keeps, n_in = [], [], [], [], [], []
+        has_ts = np.zeros(T, dtype=bool)
+        split = np.zeros(T, dtype=bool)
+        any_brg = any_tidy = False
+        for k, p in enumerate(records):
+            c = p.coords
+            n0 = c.shape[0]
+            n_in.append(n0)
+            ts = p.timestamps
+            keep = None
+            if p.tidy:
+                ts = None if ts is None else np.asarray(ts, dtype=np.float64)
+                keep = np.flatnonzero(tidy_keep(c[:, 0], c[:, 1], ts))
+                any_tidy = True
+                c = c[keep]
+            keeps.append(keep)
+            coords.append(c)
+            n = c.shape[0]
+            if ts is not None:
+                ts = np.asarray(ts, dtype=np.float64)
+                tss.append(ts if keep is None else ts[keep])
+                has_ts[k] = True
+            else:
+                tss.append(np.zeros(n))
+            r = p.radiuses
+            if r is None:
+                sig.append(np.full(n, float(default_sigma)))
+            else:
+                r = np.asarray(r, dtype=np.float64)
+                sig.append(r if keep is None else r[keep])
+            if p.bearings is not None:
+                any_brg = True
+                bb = np.asarray(p.bearings, dtype=np.float64)
+                brg.append(bb if keep is None else bb[keep])
+            else:
+                brg.append(None)
+            split[k] = p.gaps == "split"
+        self.want_points = any(p.overview != "false" for p in records)
+        self.T = T
+        npts = np.fromiter((c.shape[0] for c in coords), dtype=np.int64, count=T)
+        self.poff = np.zeros(T + 1, dtype=np.int64)
+        np.cumsum(npts, out=self.poff[1:])
+        n = int(self.poff[-1])
+        self.ptrace = np.repeat(np.arange(T, dtype=np.int64), npts)
+        if any_tidy:
+            self.kept = np.concatenate([np.arange(c.shape[0], dtype=np.int64) if q is None else q
+                                        for c, q in zip(coords, keeps, strict=True)]) if T else np.zeros(0, np.int64)
+        else:
+            self.kept = np.arange(n, dtype=np.int64) - self.poff[:-1][self.ptrace]
+        self.n_input = np.asarray(n_in, dtype=np.int64)
+        xy = np.concatenate(coords) if T else np.zeros((0, 2))
+        self.lon = np.ascontiguousarray(xy[:, 0], dtype=np.float64)
+        self.lat = np.ascontiguousarray(xy[:, 1], dtype=np.float64)
+        self.ts = np.ascontiguousarray(np.concatenate(tss) if T else np.zeros(0), dtype=np.float64)
+        self.sigma = np.ascontiguousarray(np.concatenate(sig) if T else np.zeros(0), dtype=np.float64)
+        self.has_ts = has_ts
+        self.split_gaps = split
+        self.bearings = None
+        if any_brg:
+            self.bearings = np.concatenate([np.full((c.shape[0], 2), np.nan) if bb is None else bb
+                                            for c, bb in zip(coords, brg, strict=True)])
+        self._keep_beyond_noise()
+
+    def _keep_beyond_noise(self):
+        """Match a dense trace's points beyond the noise of each other only (:func:`gpuroute.engine.match_hmm.noise_groups`
+        at :data:`NOISE_SIGMAS` and :data:`DENSE_STEP`): a group of points within the noise of its first is matched
+        as one point at their mean position and timestamp (the noise of a mean of ``m`` points is ``1 / sqrt(m)``
+        of one's), reported on its middle point; the group's other points, and the points within the noise of a
+        trace's first or last point, are dropped as tidy drops points (null tracepoints)."""
+        if NOISE_SIGMAS <= 0 or self.n == 0:
+            return
+        grp = noise_groups(self.lon, self.lat, self.sigma, self.poff, float(NOISE_SIGMAS), float(DENSE_STEP))
+        if np.array_equal(grp, np.arange(self.n, dtype=np.int64)):
+            return
+        vi = np.flatnonzero(grp >= 0)
+        gid = grp[vi]
+        cnt = np.bincount(gid)
+        at = np.searchsorted(gid, np.arange(cnt.size))
+        first, rep = vi[at], vi[at + cnt // 2]
+        dlon = np.mod(self.lon[vi] - self.lon[first][gid] + 180.0, 360.0) - 180.0
+        lon = self.lon[first] + np.bincount(gid, dlon) / cnt
+        lat = self.lat[first] + np.bincount(gid, self.lat[vi] - self.lat[first][gid]) / cnt
+        ts = self.ts[first] + np.bincount(gid, self.ts[vi] - self.ts[first][gid]) / cnt
+        npts = np.bincount(self.ptrace[rep], minlength=self.T)
+        self.poff = np.zeros(self.T + 1, dtype=np.int64)
+        np.cumsum(npts, out=self.poff[1:])
+        self.ptrace = np.ascontiguousarray(self.ptrace[rep])
+        self.kept = np.ascontiguousarray(self.kept[rep])
+        self.lon = np.ascontiguousarray(lon, dtype=np.float64)
+        self.lat = np.ascontiguousarray(lat, dtype=np.float64)
+        self.ts = np.ascontiguousarray(ts, dtype=np.float64)
+        self.sigma = np.ascontiguousarray(self.sigma[rep])
+        if self.bearings is not None:
+            self.bearings = self.bearings[rep]
 
     @property
     def n(self):
-        return int(self.kept.size)
+        """Points kept, all traces."""
+        return int(self.poff[-1])
+
+    def __len__(self):
+        return self.T
 
 
 def candidate_index(engine, ex=None):
@@ -201,107 +374,88 @@ def candidate_index(engine, ex=None):
 
 
 def _candidates(index, traces):
-    """Fill each trace's candidates (see the module notes, step 2): one ball query for every point of every
-    trace, one compiled projection pass."""
-    lon = np.concatenate([t.lon for t in traces])
-    lat = np.concatenate([t.lat for t in traces])
-    sig = np.concatenate([t.sigma for t in traces])
+    """The candidates of every point of :class:`Traces` ``traces`` (see the module notes, step 2), one point each
+    of the returned PhantomSet (rows in point order, a point's by distance), their arrays set on ``traces``
+    (``cstart``, ``coff``, ``cpoint``, ``emis``, ``clon``, ``clat``): the segment index's samples in each
+    point's ball (the balls of its k-d tree, found through a grid: :func:`_sample_grid`,
+    :func:`gpuroute.engine.match_hmm.ball_samples`) and their segments' exact projections
+    (:func:`gpuroute.engine.match_hmm.candidate_pairs`), compiled, chunks of points on threads."""
+    lon, lat, sig = traces.lon, traces.lat, traces.sigma
     radius = RADIUS_MULTIPLIER * sig
     q = unit_vectors(lon, lat) * EARTH_RADIUS_M
-    balls = index.tree.query_ball_point(
-        q,
-        radius * (1.01 + 5.0 * radius / EARTH_RADIUS_M) + index._slack,
-        return_sorted=False,
-        workers=-1 if lon.size >= 256 else 1,
-    )
-    lens = np.fromiter(map(len, balls), dtype=np.int64, count=lon.size)
-    samples = np.fromiter(itertools.chain.from_iterable(balls), dtype=np.int64, count=int(lens.sum()))
+    reach = radius * (1.01 + 5.0 * radius / EARTH_RADIUS_M) + index._slack  # the k-d tree's balls
+    xyz, h, grid = _sample_grid(index)
     segs = (index.sample_segment, index.lon_u, index.lat_u, index.lon_v, index.lat_v)
-    n_threads = _threads(len(traces), VITERBI_CHUNK)
-    if n_threads > 1:  # the projections run without the GIL: chunks of points on threads
-        from concurrent.futures import ThreadPoolExecutor
 
+    def one(a, b):  # the balls and projections of points a:b (without the GIL)
+        lens, samples = ball_samples(q[a:b], reach[a:b], xyz, h, *grid)
+        return candidate_pairs(lon[a:b], lat[a:b], radius[a:b], lens, samples, *segs)
+
+    n_threads = _threads(traces.T, VITERBI_CHUNK)
+    if n_threads > 1:  # chunks of points on threads
         cut = [lon.size * c // n_threads for c in range(n_threads + 1)]
-        cum = np.zeros(lon.size + 1, dtype=np.int64)
-        np.cumsum(lens, out=cum[1:])
-
-        def one(c):
-            a, b = cut[c], cut[c + 1]
-            return candidate_pairs(lon[a:b], lat[a:b], radius[a:b], lens[a:b], samples[cum[a] : cum[b]], *segs)
-
-        with ThreadPoolExecutor(n_threads) as pool:
-            parts = list(pool.map(one, range(n_threads)))
-        pt = np.concatenate([q[0] + cut[c] for c, q in enumerate(parts)])
-        seg = np.concatenate([q[1] for q in parts])
-        f = np.concatenate([q[2] for q in parts])
+        parts = list(_pool(n_threads).map(one, cut[:-1], cut[1:]))
+        pt = np.concatenate([x[0] + cut[c] for c, x in enumerate(parts)])
+        seg = np.concatenate([x[1] for x in parts])
+        f = np.concatenate([x[2] for x in parts])
     else:
-        pt, seg, f = candidate_pairs(lon, lat, radius, lens, samples, *segs)
+        pt, seg, f = one(0, lon.size)
     fwd = index._phantom_fwd[seg]
     rev = index._phantom_rev[seg]
-    brg = np.concatenate([np.full((t.n, 2), np.nan) if t.bearings is None else t.bearings for t in traces])
-    b = brg[pt]
-    has_b = ~np.isnan(b[:, 0])
-    if has_b.any():
+    has_b = None
+    if traces.bearings is not None:
+        b = traces.bearings[pt]
+        has_b = ~np.isnan(b[:, 0])
+    if has_b is not None and has_b.any():
         fwd = np.where(has_b & ~(angle_difference(f[:, 2], b[:, 0]) <= b[:, 1]), -1, fwd)
         rev = np.where(has_b & ~(angle_difference(f[:, 2] + 180.0, b[:, 0]) <= b[:, 1]), -1, rev)
     ok = (fwd >= 0) | (rev >= 0)
     pt, seg, f, fwd, rev = pt[ok], seg[ok], f[ok], fwd[ok], rev[ok]
-    uturn = np.concatenate([_allow_uturn(t.lon, t.lat) for t in traces])
+    uturn = _allow_uturn(lon, lat, traces.ptrace, sig)
     # OSRM's split: away from sharp turns a two-way segment is two candidates, one per direction
     both = (fwd >= 0) & (rev >= 0) & ~uturn[pt]
-    # candidates: (point, distance, split copy) order; the reverse copy after every candidate of its point
-    c_pt = np.concatenate([pt, pt[both]])
-    c_seg = np.concatenate([seg, seg[both]])
-    c_f = np.concatenate([f, f[both]])
-    c_fwd = np.concatenate([np.where(both, fwd, fwd), np.full(int(both.sum()), -1)])
-    c_rev = np.concatenate([np.where(both, -1, rev), rev[both]])
-    order = np.lexsort((np.arange(c_pt.size), c_f[:, 1], c_pt))
-    c_pt, c_seg, c_f, c_fwd, c_rev = c_pt[order], c_seg[order], c_f[order], c_fwd[order], c_rev[order]
-    # one PhantomSet: a point per candidate, its options its arcs (forward before reverse)
-    nopt = (c_fwd >= 0).astype(np.int64) + (c_rev >= 0)
-    start = np.zeros(c_pt.size + 1, dtype=np.int64)
-    np.cumsum(nopt, out=start[1:])
-    row_c = np.repeat(np.arange(c_pt.size), nopt)
-    second = np.zeros(row_c.size, dtype=bool)
-    second[1:] = row_c[1:] == row_c[:-1]
-    is_rev = second | (c_fwd[row_c] < 0)
-    arc = np.where(is_rev, c_rev[row_c], c_fwd[row_c])
-    frac_seg = c_f[row_c, 0]
+    # candidates: (point, distance, split copy) order -- the reverse copy after every candidate of its point at
+    # that distance: np.lexsort((np.arange(N), distance, point)), by merges -- and one PhantomSet: a point per
+    # candidate, its options its arcs (forward before reverse)
+    order = split_order(pt, f[:, 1], both)
+    (c_pt, c_seg, c_f, c_fwd, c_rev, start, row_c, arc, segment, name, fraction, segment_fraction, o_lon,
+     o_lat) = candidate_rows(pt, seg, f, np.asarray(fwd, dtype=np.int64), np.asarray(rev, dtype=np.int64), both, order,
+                             np.asarray(index.name_id, dtype=np.int32))  # one signature: the warm-up's
     in_lon, in_lat = lon[c_pt], lat[c_pt]
-    from ...geo import haversine_m
-
     dist = haversine_m(in_lon, in_lat, c_f[:, 3], c_f[:, 4])
-    allc = PhantomSet(
-        start,
-        arc.astype(np.int32),
-        np.where(is_rev, 1.0 - frac_seg, frac_seg),
-        c_seg[row_c].astype(np.int32),
-        frac_seg,
-        c_f[row_c, 3],
-        c_f[row_c, 4],
-        dist[row_c],
-        index.name_id[c_seg[row_c]].astype(np.int32),
-        np.zeros(row_c.size, dtype=bool),
-        in_lon,
-        in_lat,
-    )
-    emis_all = emission_log_prob_array(dist, sig[c_pt])
-    # per trace
-    off = 0
-    c_off = 0
-    for t in traces:
-        cnt = np.bincount(c_pt[(c_pt >= off) & (c_pt < off + t.n)] - off, minlength=t.n)
-        t.cstart = np.zeros(t.n + 1, dtype=np.int64)
-        np.cumsum(cnt, out=t.cstart[1:])
-        N = int(t.cstart[-1])
-        t.cpoint = np.repeat(np.arange(t.n, dtype=np.int64), cnt)
-        t.cand0 = c_off  # first candidate in ``allc``
-        t.emis = np.ascontiguousarray(emis_all[c_off : c_off + N])
-        t.clon = np.ascontiguousarray(c_f[c_off : c_off + N, 3])
-        t.clat = np.ascontiguousarray(c_f[c_off : c_off + N, 4])
-        off += t.n
-        c_off += N
+    allc = PhantomSet(start, arc, fraction, segment, segment_fraction, o_lon, o_lat, dist[row_c], name,
+                      np.zeros(row_c.size, dtype=bool), in_lon, in_lat)
+    cnt = np.bincount(c_pt, minlength=lon.size)
+    traces.cstart = np.zeros(lon.size + 1, dtype=np.int64)
+    np.cumsum(cnt, out=traces.cstart[1:])
+    traces.coff = traces.cstart[traces.poff]
+    traces.cpoint = c_pt
+    # a candidate that may be left backwards (a U-turn at the point) pays for it
+    uturn_c = (c_fwd >= 0) & (c_rev >= 0)
+    traces.emis = np.ascontiguousarray(emission_log_prob_array(dist, sig[c_pt]) - UTURN_LOG_PENALTY * uturn_c)
+    traces.clon = np.ascontiguousarray(c_f[:, 3])
+    traces.clat = np.ascontiguousarray(c_f[:, 4])
     return allc
+
+
+#: The segment indexes' sample grids (:func:`_sample_grid`), as long as each index lives.
+_GRIDS = weakref.WeakKeyDictionary()
+_GRIDS_LOCK = threading.Lock()
+
+
+def _sample_grid(index):
+    """``(xyz, h, grid)``: the samples of segment index ``index`` (its k-d tree's points, float64 (S, 3), m) and
+    :func:`gpuroute.engine.match_hmm.sample_grid`'s cells over them, of ``h`` metres
+    (:data:`GRID_CELL_M`, at least 4 times the index's slack), made once per index."""
+    hit = _GRIDS.get(index)
+    if hit is None:
+        with _GRIDS_LOCK:
+            hit = _GRIDS.get(index)
+            if hit is None:
+                xyz = np.ascontiguousarray(index.tree.data, dtype=np.float64)
+                h = grid_cell(max(GRID_CELL_M, 4.0 * index._slack))
+                hit = _GRIDS[index] = (xyz, h, sample_grid(xyz, h))
+    return hit
 
 
 def emission_log_prob_array(d, sigma):
@@ -372,8 +526,6 @@ class _ScratchPool:
         self._free = {}
 
     def get(self, m, rows):
-        from ..match_hmm import new_scratch
-
         with self._lock:
             free = self._free.get(m, [])
             for i, sc in enumerate(free):
@@ -434,29 +586,42 @@ class _Tables:
             return self.run_search(pairs)
         return self.run_table(pairs)
 
+    def run_arrays(self, cols):
+        """:meth:`run` of the pairs ``cols = (s0, s1, t0, t1, bound, lmax)`` (int64 (P,) four times, float64 (P,)
+        twice, as :func:`_pairs` gives them), flat: ``(out, off)``, pair ``p``'s table ``out[off[p]:off[p + 1]]``
+        (float64, metres; ``off`` int64 (P + 1,))."""
+        if self.how == "search":
+            return self._search(cols)
+        got = self.run_table(_as_tuples(cols))
+        off = np.zeros(len(got) + 1, dtype=np.int64)
+        np.cumsum([g.size for g in got], out=off[1:])
+        return (np.concatenate(got) if got else np.zeros(0)), off
+
     def run_search(self, pairs):
         """:meth:`run` by bounded searches (:func:`gpuroute.engine.match_hmm.transitions`), all pairs in one
         parallel kernel; a pair whose search ran out of heap goes to :meth:`run_table`."""
-        import numba
+        out, off = self._search(_as_arrays(pairs))
+        return [out[off[p] : off[p + 1]] for p in range(len(pairs))]
 
-        from ..match_hmm import transition_chunk, transitions
-
+    def _search(self, cols):
+        """:meth:`run_search` of the pairs' arrays (:meth:`run_arrays`)."""
         opts, net, scale = _search_inputs(self.engine, self.snap, self.allc)
-        P = len(pairs)
-        arr = np.asarray([p[:4] for p in pairs], dtype=np.int64).reshape(P, 4)
-        bound = np.asarray([p[4] if self.bounded else np.inf for p in pairs], dtype=np.float64) / scale
-        lmax = np.asarray([p[5] for p in pairs], dtype=np.float64)
-        ns = arr[:, 1] - arr[:, 0]
-        nt = arr[:, 3] - arr[:, 2]
+        s0, s1, t0, t1, bound, lmax = cols
+        P = s0.size
+        bound = (bound if self.bounded else np.full(P, np.inf)) / scale
+        ns = s1 - s0
+        nt = t1 - t0
         ns = np.where(nt > 0, ns, 0)
         size = ns * nt
         off = np.zeros(P + 1, dtype=np.int64)
         np.cumsum(size, out=off[1:])
         job_pair = np.repeat(np.arange(P, dtype=np.int64), ns)
-        job_s = np.repeat(arr[:, 0], ns) + (np.arange(job_pair.size, dtype=np.int64) - np.repeat(off_of(ns), ns))
-        out = np.full(int(off[-1]), np.inf)
+        job_s = np.repeat(s0, ns) + (np.arange(job_pair.size, dtype=np.int64) - np.repeat(off_of(ns), ns))
+        out = np.empty(int(off[-1]))  # every cell written: each job writes its source's row
         ok = np.ones(job_s.size, dtype=np.bool_)
-        jobs = (job_s, job_pair, arr[:, 2].copy(), arr[:, 3].copy(), bound, lmax, off[:-1].copy(), arr[:, 0].copy())
+        jobs = (job_s, job_pair, np.ascontiguousarray(t0), np.ascontiguousarray(t1),
+                np.ascontiguousarray(bound, dtype=np.float64), np.ascontiguousarray(lmax, dtype=np.float64),
+                off[:-1].copy(), np.ascontiguousarray(s0))
         threads = numba.get_num_threads()
         m = net[3].size
         if threads > 1 and job_s.size >= int(config.SERVE_MATCH_PARALLEL_JOBS):
@@ -466,20 +631,19 @@ class _Tables:
                     transitions(jobs, opts, net, out, ok, sc)
             finally:
                 _SCRATCH.put(m, sc)
-        else:  # a few searches: on this thread
+        elif job_s.size:  # a few searches: on this thread
             sc = _SCRATCH.get(m, 1)
             try:
                 transition_chunk(0, job_s.size, 1, jobs, opts, net, out, ok, tuple(x[0] for x in sc))
             finally:
                 _SCRATCH.put(m, sc)
         self.calls += 1
-        res = [out[off[p] : off[p + 1]] for p in range(P)]
         bad = np.unique(job_pair[~ok])
         if bad.size:
-            again = self.run_table([pairs[p] for p in bad.tolist()])
+            again = self.run_table(_as_tuples(tuple(c[bad] for c in cols)))
             for p, t in zip(bad.tolist(), again, strict=True):
-                res[p] = t
-        return res
+                out[off[p] : off[p + 1]] = t
+        return out, off
 
     def run_table(self, pairs):
         """:meth:`run` by the engine's many-to-many, the steps gathered into searches of up to
@@ -545,37 +709,40 @@ def off_of(counts):
     return np.cumsum(counts) - counts
 
 
-def _pairs(t, p, q, max_speed):
-    """The transitions of trace ``t`` between points ``p[i]`` and ``q[i]`` (int arrays): ``(s0, s1, t0, t1,
-    bound, lmax)`` tuples: the source and target candidate rows (global), OSRM's weight bound (s: the
-    great-circle distance plus ``max_distance_delta`` at 4 m/s) and the longest route (m) a transition can use
-    (the candidates' farthest great-circle distance, at most the points' plus 3 sigma each, plus
-    ``max_distance_delta``: a longer route makes the transition impossible, so the searches stop there)."""
-    from ...geo import haversine_m
-
+def _pairs(traces, p, q, max_speed):
+    """The transitions between points ``p[i]`` and ``q[i]`` (int arrays, rows of :class:`Traces` ``traces``,
+    each pair in one trace), as arrays ``(s0, s1, t0, t1, bound, lmax)``: the source and target candidate rows
+    (int64), OSRM's weight bound (float64, s: the great-circle distance plus ``max_distance_delta`` at 4 m/s)
+    and the longest route (float64, m) a transition can use (the candidates' farthest great-circle distance,
+    at most the points' plus 3 sigma each, plus ``max_distance_delta``: a longer route makes the transition
+    impossible, so the searches stop there)."""
     p = np.asarray(p, dtype=np.int64)
     q = np.asarray(q, dtype=np.int64)
-    hav = haversine_m(t.lon[p], t.lat[p], t.lon[q], t.lat[q])
-    delta = (t.ts[q] - t.ts[p]) * max_speed if t.ts is not None else np.full(p.size, MAX_DISTANCE_DELTA_M)
+    lon, lat, ts, sig = traces.lon, traces.lat, traces.ts, traces.sigma
+    hav = haversine_m(lon[p], lat[p], lon[q], lat[q])
+    delta = np.where(traces.has_ts[traces.ptrace[p]], (ts[q] - ts[p]) * max_speed, MAX_DISTANCE_DELTA_M)
     bound = (hav + delta) / MIN_SPEED_MS
-    lmax = hav + RADIUS_MULTIPLIER * (t.sigma[p] + t.sigma[q]) + delta + 1.0
-    c = t.cand0 + t.cstart
-    return list(
-        zip(
-            c[p].tolist(),
-            c[p + 1].tolist(),
-            c[q].tolist(),
-            c[q + 1].tolist(),
-            bound.tolist(),
-            lmax.tolist(),
-            strict=True,
-        )
-    )
+    lmax = hav + RADIUS_MULTIPLIER * (sig[p] + sig[q]) + delta + 1.0
+    c = traces.cstart
+    return c[p], c[p + 1], c[q], c[q + 1], bound, lmax
 
 
-def _pair(t, p, q, max_speed):
-    """:func:`_pairs` of one transition."""
-    return _pairs(t, [p], [q], max_speed)[0]
+def _pair(traces, p, q, max_speed):
+    """:func:`_pairs` of one transition, a tuple ``(s0, s1, t0, t1, bound, lmax)`` of Python numbers."""
+    return _as_tuples(_pairs(traces, [p], [q], max_speed))[0]
+
+
+def _as_tuples(cols):
+    """:func:`_pairs`' arrays as a list of ``(s0, s1, t0, t1, bound, lmax)`` tuples."""
+    return list(zip(*(c.tolist() for c in cols), strict=True))
+
+
+def _as_arrays(pairs):
+    """A list of ``(s0, s1, t0, t1, bound, lmax)`` tuples as :func:`_pairs`' arrays."""
+    P = len(pairs)
+    arr = np.asarray([p[:4] for p in pairs], dtype=np.int64).reshape(P, 4)
+    fl = np.asarray([p[4:6] for p in pairs], dtype=np.float64).reshape(P, 2)
+    return tuple(np.ascontiguousarray(arr[:, i]) for i in range(4)) + (fl[:, 0].copy(), fl[:, 1].copy())
 
 
 def _max_speed(engine):
@@ -587,124 +754,227 @@ def _max_speed(engine):
     return v if v > 0 else float(config.SERVE_MATCH_MAX_SPEED_MS)
 
 
-def _viterbi(t, tables, tdist, max_speed):
-    """Run the HMM of trace ``t`` (consecutive tables ``tdist``, flat, offsets set on ``t``): the
-    reconstruct arrays, or None when no point has a candidate to start from."""
-    n = t.n
-    st = new_state(n, int(t.cstart[-1]))
-    use_ts = t.ts is not None and n > 1
-    ts = t.ts if use_ts else np.zeros(n)
-    if use_ts:
-        med = np.diff(ts)
-        med = float(np.partition(med, (med.size) // 2)[med.size // 2]) if med.size else 1.0
-        max_broken = max(1.0, med) * MAX_BROKEN_STATES
-    else:
-        max_broken = float(MAX_BROKEN_STATES)
-    ask = np.zeros(0)
-    while True:
-        status = forward(
-            st,
-            t.cstart,
-            t.emis,
-            t.lon,
-            t.lat,
-            t.clon,
-            t.clat,
-            ts,
-            use_ts,
-            t.split_gaps,
-            float(max_speed),
-            max_broken,
-            MAX_BROKEN_STATES,
-            MAX_DISTANCE_DELTA_M,
-            BETA_M,
-            t.toff,
-            tdist,
-            ask,
-        )
-        if status == NO_MATCH:
-            return None
-        if status == DONE:
-            break
-        assert status == NEED_TABLE
-        p, q = int(st[0][5]), int(st[0][6])
-        (ask,) = tables.run([_pair(t, p, q, max_speed)])
-    return reconstruct(st, t.cstart, t.cpoint, t.lon, t.lat)
+class _Matched:
+    """The reconstructions of every trace of a call (:func:`_viterbi`), flat.
+
+    Attributes
+    ----------
+    status : int64 (T,)
+        :func:`gpuroute.engine.match_hmm.forward`'s last status (``NO_MATCH`` also for a trace without candidates).
+    nm : int64 (T,)
+        Matchings of each trace; trace ``k``'s are ``mbase[k]:mbase[k] + nm[k]`` (int64 (T,)).
+    row_point, row_cand, row_alt : int64 (R,)
+        The matched points of every matching in order: point (row of :class:`Traces`), candidate (row of the
+        call's PhantomSet), ``alternatives_count``.
+    m_r0, m_r1 : int64 (M,)
+        Matching ``i``'s rows.
+    m_route, m_trace : float64 (M,)
+        Its matched route's and trace's lengths (m; OSRM's confidence).
+    """
+
+    def __init__(self, traces, status, out):
+        self.status = status
+        self.nm = out[6]
+        (self.row_point, self.row_cand, self.row_alt, self.mbase, self.m_r0, self.m_r1, self.m_route,
+         self.m_trace) = flatten_matchings(traces.poff, traces.cstart, out)
 
 
-def _answer(engine, t, allc, rec, p, ex, snap, plans=None):
-    """The OSRM match answer of trace ``t`` from its reconstruction ``rec``; ``plans`` (one per matching, or
-    None) each matching's legs as found by the transition searches (``(legs, g0, g1)``: legs ``g0:g1`` of a
-    :class:`_Legs`, :func:`_leg_plans`), None where that matching is routed by the route service."""
-    if rec is None:
-        raise EngineError("NoMatch", "Could not match the trace.")
-    m_off, m_point, m_cand, m_alt, m_route, m_trace = rec
-    k = m_off.size - 1
-    if k == 0:
-        raise EngineError("NoMatch", "Could not match the trace.")
-    matchings = []
-    tracepoints = [None] * t.n_input
-    for i in range(k):
-        rows = slice(int(m_off[i]), int(m_off[i + 1]))
-        ph = allc.take(t.cand0 + m_cand[rows])
-        plan = None if plans is None else plans[i]
-        if plan is not None:
-            legs, g0, g1 = plan
-            if p.steps or p.annotations:
-                r = route_object(engine, ph, PhantomRows(ph), legs.plan(g0, g1), snap, steps=p.steps,
-                                 annotations=p.annotations, geometries=p.geometries, overview=p.overview)
+#: :func:`match_many`'s Viterbi searches the transition tables itself, only the rows it reads (a source the
+#: Viterbi pruned is not searched: about a third of them on Monaco's traces), where every worker has at least this
+#: many traces (:func:`_lazy`); else one search of every table, the searches of a few traces spread over every
+#: worker (a single trace's 1,500 searches on 16 threads beat one thread's fewer).
+LAZY_TRACES_PER_THREAD = 4
+#: ... and the tables a pass asks for after a breakage, up to this many points back (the farthest it asks without
+#: timestamps: :data:`MAX_BROKEN_STATES` + 1); one farther back (gaps split by time) is one search of every trace's
+#: asks, and the pass resumes.
+LAZY_ASK_POINTS = MAX_BROKEN_STATES + 1
+
+
+def _lazy(tables, traces):
+    """Whether the Viterbi pass searches its own tables (:data:`LAZY_TRACES_PER_THREAD`): by bounded searches
+    (``"search"``, not the many-to-many), on one thread, or with enough traces (with a candidate) for every
+    worker."""
+    if tables is None or tables.how != "search":
+        return False
+    threads = numba.get_num_threads()
+    if threads == 1:
+        return True
+    busy = int(np.count_nonzero(traces.coff[1:] > traces.coff[:-1]))
+    return busy >= max(1, int(LAZY_TRACES_PER_THREAD)) * threads
+
+
+def _step_inputs(traces, tables, max_speed):
+    """:func:`gpuroute.engine.match_hmm.viterbi_search_chunk`'s ``steps``: the bound (metric units) and lmax (m)
+    of the table between points ``t - b`` and ``t`` of a trace at ``[t, b - 1]``, ``b`` from 1 to
+    :data:`LAZY_ASK_POINTS` (float64 (n, K) twice, inf where ``t - b`` is not of ``t``'s trace), as
+    :meth:`_Tables._search` gives them its pairs (:func:`_pairs`)."""
+    n = traces.n
+    K = max(1, int(LAZY_ASK_POINTS))
+    pt = traces.ptrace
+    scale = _search_inputs(tables.engine, tables.snap, tables.allc)[2]
+    sb = np.full((n, K), np.inf)
+    sl = np.full((n, K), np.inf)
+    for b in range(1, min(K, n - 1) + 1):
+        p = np.flatnonzero(pt[:-b] == pt[b:])
+        _, _, _, _, bound, lmax = _pairs(traces, p, p + b, max_speed)
+        sb[p + b, b - 1] = (bound if tables.bounded else np.full(p.size, np.inf)) / scale
+        sl[p + b, b - 1] = lmax
+    return sb, sl
+
+
+def _viterbi(traces, tables, toff, tdist, max_speed):
+    """Run the HMM of every trace of :class:`Traces` ``traces`` (:func:`gpuroute.engine.match_hmm.viterbi_many`;
+    ``tdist`` float64 the tables of consecutive points, the one between points ``i - 1`` and ``i`` from
+    ``tdist[toff[i]]``; both None: the pass searches them itself, only the rows it reads,
+    :func:`gpuroute.engine.match_hmm.viterbi_search_many`): a :class:`_Matched`. A trace whose forward pass asks
+    for a table (after a breakage) gets it from ``tables`` -- the asks of every trace in one search -- and resumes,
+    until every trace is done."""
+    T, n = traces.T, traces.n
+    poff, coff = traces.poff, traces.coff
+    state = new_states(T, n, int(coff[-1]))
+    out = new_matchings(T, n)
+    status = np.full(T, NO_MATCH, dtype=np.int64)
+    todo = np.flatnonzero(coff[1:] > coff[:-1]).astype(np.int64)
+    lazy = toff is None and tables is not None
+    if lazy:
+        steps = _step_inputs(traces, tables, max_speed)
+        opts, net, _ = _search_inputs(tables.engine, tables.snap, tables.allc)
+        toff = np.full(n, -1, dtype=np.int64)  # every table asked for
+        tdist = np.zeros(0)
+        # the largest traces first, dealt round the workers (a static share each: balanced)
+        todo = todo[np.argsort(-(coff[todo + 1] - coff[todo]), kind="stable")]
+    if todo.size:
+        use_ts = traces.has_ts & (np.diff(poff) > 1)
+        trace = (poff, traces.cstart, traces.cpoint, traces.emis, traces.lon, traces.lat, traces.clon, traces.clat, traces.ts,
+                 use_ts, traces.split_gaps)
+        hmm = (float(max_speed), int(MAX_BROKEN_STATES), float(MAX_DISTANCE_DELTA_M), float(BETA_M))
+        ask_off = np.zeros(T + 1, dtype=np.int64)
+        ask = np.zeros(0)
+        while True:
+            tabs = (toff, tdist, ask_off, ask)
+            if lazy:
+                _viterbi_search(tables, todo, trace, hmm, tabs, state, out, status, steps, opts, net)
             else:
-                r = legs.route_object(g0, g1, p.geometries, p.overview)
-            res = {"waypoints": waypoints(ph, engine._fingerprint, engine._names)}
+                W = _threads(todo.size, VITERBI_CHUNK)
+                if W > 1:  # the traces on every worker
+                    with tables.engine._table_lock:  # numba's workqueue layer: one parallel call at a time per engine
+                        viterbi_many(W, todo, trace, hmm, tabs, state, out, status)
+                else:
+                    viterbi_chunk(0, todo.size, 1, todo, trace, hmm, tabs, state, out, status)
+            need = np.sort(todo[status[todo] == NEED_TABLE])  # trace order, as ask_off's
+            if not need.size:
+                break
+            sc = state[0]
+            ask, off = tables.run_arrays(_pairs(traces, poff[need] + sc[need, 5], poff[need] + sc[need, 6], max_speed))
+            cnt = np.zeros(T, dtype=np.int64)
+            cnt[need] = np.diff(off)
+            ask_off = np.zeros(T + 1, dtype=np.int64)
+            np.cumsum(cnt, out=ask_off[1:])
+            todo = need
+    return _Matched(traces, status, out)
+
+
+def _viterbi_search(tables, todo, trace, hmm, tabs, state, out, status, steps, opts, net):
+    """One round of :func:`gpuroute.engine.match_hmm.viterbi_search_many` over the traces ``todo``: on up to
+    ``numba.get_num_threads()`` workers (one trace each at least), each on its own scratch row."""
+    W = max(1, min(numba.get_num_threads(), todo.size))
+    m = net[3].size
+    sc = _SCRATCH.get(m, W)
+    try:
+        if W > 1:
+            with tables.engine._table_lock:  # numba's workqueue layer: one parallel call at a time per engine
+                viterbi_search_many(W, todo, trace, hmm, tabs, state, out, status, steps, opts, net, sc)
         else:
-            res = route(
-                engine,
-                ph,
-                steps=p.steps,
-                annotations=p.annotations,
-                geometries=p.geometries,
-                overview=p.overview,
-                continue_straight=False,
-                exclusion=ex,
-                snap=snap,
-            )
-            r = res["routes"][0]
-        r["confidence"] = confidence(float(m_trace[i]), float(m_route[i]))
-        matchings.append(r)
-        for j, (pt, alt, wp) in enumerate(
-            zip(m_point[rows].tolist(), m_alt[rows].tolist(), res["waypoints"], strict=True)
-        ):
-            wp = dict(wp)
-            wp["matchings_index"] = i
-            wp["waypoint_index"] = j
-            wp["alternatives_count"] = int(alt)
-            tracepoints[int(t.kept[pt])] = wp
-    return {"code": "Ok", "matchings": matchings, "tracepoints": tracepoints}
+            viterbi_search_chunk(0, todo.size, 1, todo, trace, hmm, tabs, state, out, status, steps, opts, net,
+                                 tuple(x[0] for x in sc))
+    finally:
+        _SCRATCH.put(m, sc)
+
+
+def _answers(engine, traces, allc, rec, records, ex, snap, plans, errors):
+    """The OSRM match answers of every trace from the reconstructions ``rec`` (:class:`_Matched`); ``plans``
+    (:func:`_leg_plans`: one list per trace, None without) each matching's legs as found by the transition
+    searches (``(legs, g0, g1)``: legs ``g0:g1`` of a :class:`_Legs`), None where that matching is routed by
+    the route service. The waypoints of every matched point come from one :func:`gpuroute.engine.osrm.waypoints`
+    call."""
+    wps = waypoints(allc, engine._fingerprint, engine._names, points=rec.row_cand) if rec.row_cand.size else []
+    alts = rec.row_alt.tolist()
+    inp = traces.kept[rec.row_point].tolist()
+    r0s, r1s = rec.m_r0.tolist(), rec.m_r1.tolist()
+    m_route, m_trace = rec.m_route.tolist(), rec.m_trace.tolist()
+    has_c = (traces.coff[1:] > traces.coff[:-1]).tolist()
+    ok = ((rec.status == DONE) & (rec.nm > 0)).tolist()
+    mbase, nm = rec.mbase.tolist(), rec.nm.tolist()
+    n_input = traces.n_input.tolist()
+    out = []
+    for k, p in enumerate(records):
+        try:
+            if not has_c[k]:
+                raise EngineError("NoSegment", "Could not find a matching segment for any coordinate.")
+            if not ok[k]:
+                raise EngineError("NoMatch", "Could not match the trace.")
+            matchings = []
+            tracepoints = [None] * n_input[k]
+            pl = plans[k]
+            for i in range(nm[k]):
+                g = mbase[k] + i
+                r0, r1 = r0s[g], r1s[g]
+                plan = None if pl is None else pl[i]
+                if plan is not None:
+                    legs, g0, g1 = plan
+                    if p.steps or p.annotations:
+                        ph = allc.take(rec.row_cand[r0:r1])
+                        r = route_object(engine, ph, PhantomRows(ph), legs.plan(g0, g1), snap, steps=p.steps,
+                                         annotations=p.annotations, geometries=p.geometries, overview=p.overview)
+                    else:
+                        r = legs.route_object(g0, g1, p.geometries, p.overview)
+                    wl = wps[r0:r1]
+                else:
+                    res = route(
+                        engine,
+                        allc.take(rec.row_cand[r0:r1]),
+                        steps=p.steps,
+                        annotations=p.annotations,
+                        geometries=p.geometries,
+                        overview=p.overview,
+                        continue_straight=False,
+                        exclusion=ex,
+                        snap=snap,
+                    )
+                    r = res["routes"][0]
+                    wl = [dict(w) for w in res["waypoints"]]
+                r["confidence"] = confidence(m_trace[g], m_route[g])
+                matchings.append(r)
+                for j, wp in enumerate(wl):
+                    wp["matchings_index"] = i
+                    wp["waypoint_index"] = j
+                    wp["alternatives_count"] = alts[r0 + j]
+                    tracepoints[inp[r0 + j]] = wp
+            out.append({"code": "Ok", "matchings": matchings, "tracepoints": tracepoints})
+        except EngineError as e:
+            if errors == "raise":
+                raise
+            out.append({"code": e.code, "message": e.message})
+    return out
 
 
 def _prepare(engine, traces, index, ex, snap, device):
-    """Candidates, and the tables of every trace's consecutive points in few searches: ``(allc, tables,
-    tdists)``."""
+    """Candidates, and the tables of every trace's consecutive points in one search: ``(allc, tables, toff,
+    tdist)`` (the table between points ``i - 1`` and ``i`` from ``tdist[toff[i]]``; ``tables`` None where no
+    point has a candidate). Where :func:`_lazy` says so, no table is searched here (``toff`` and ``tdist``
+    None): the Viterbi pass searches the rows it reads (:func:`_viterbi`)."""
     allc = _candidates(index, traces)
-    if not any(int(t.cstart[-1]) for t in traces):
-        return allc, None, None
+    if not int(traces.cstart[-1]):
+        return allc, None, None, None
     tables = _Tables(engine, allc, ex, snap, device)
-    max_speed = _max_speed(engine)
-    pairs = []
-    for t in traces:
-        if t.n > 1:
-            pairs += _pairs(t, np.arange(t.n - 1), np.arange(1, t.n), max_speed)
-    got = tables.run(pairs)
-    tdists = []
-    k = 0
-    for t in traces:
-        sizes = [got[k + q - 1].size for q in range(1, t.n)]
-        t.toff = np.zeros(max(t.n, 1), dtype=np.int64)
-        if t.n > 1:
-            t.toff[1:] = np.cumsum([0] + sizes[:-1])
-        tdists.append(np.concatenate(got[k : k + t.n - 1]) if t.n > 1 else np.zeros(0))
-        k += t.n - 1
-    return allc, tables, tdists
+    if _lazy(tables, traces):
+        return allc, tables, None, None
+    pt = traces.ptrace
+    p = np.flatnonzero(pt[:-1] == pt[1:])
+    tdist, off = tables.run_arrays(_pairs(traces, p, p + 1, _max_speed(engine)))
+    toff = np.zeros(traces.n, dtype=np.int64)
+    toff[p + 1] = off[:-1]
+    return allc, tables, toff, tdist
 
 
 def match(engine, p, index, *, exclusion=None, device="auto"):
@@ -749,36 +1019,55 @@ def match_many(engine, records, index, *, exclusion=None, device="auto", errors=
     -------
     list of dict, one per record, in order.
     """
+    if not records:
+        return []
     snap = metric_snapshot(engine, exclusion)  # one metric for the transitions and the routes
-    traces = [Trace(p, config.SERVE_MATCH_SIGMA_M) for p in records]
-    allc, tables, tdists = _prepare(engine, traces, index, exclusion, snap, device)
-    max_speed = _max_speed(engine)
+    size = max(1, int(PIPELINE_TRACES))
+    if len(records) < 2 * size:
+        return _answers(*_solve(engine, records, index, exclusion, snap, device), errors)
+    # a pipeline: batch i + 1 solved on a thread (compiled passes, mostly without the GIL) while this thread
+    # builds batch i's answers (Python)
+    from concurrent.futures import ThreadPoolExecutor
 
-    def viterbi(job):
-        t, tdist = job
-        return None if int(t.cstart[-1]) == 0 else _viterbi(t, tables, tdist, max_speed)
+    threads = numba.get_num_threads()  # the caller's setting (numba's is per thread)
 
-    jobs = list(zip(traces, tdists or [None] * len(traces), strict=True))
-    n_threads = _threads(len(traces), VITERBI_CHUNK)
-    if n_threads > 1:  # the Viterbi kernels run without the GIL: traces on threads
-        from concurrent.futures import ThreadPoolExecutor
+    def solve(part):
+        numba.set_num_threads(threads)
+        return _solve(engine, part, index, exclusion, snap, device)
 
-        with ThreadPoolExecutor(n_threads) as pool:
-            recs = list(pool.map(viterbi, jobs, chunksize=max(1, len(jobs) // (4 * n_threads))))
-    else:
-        recs = [viterbi(j) for j in jobs]
-    plans = _leg_plans(engine, tables, traces, recs, max_speed) if tables is not None else [None] * len(traces)
+    parts = [records[i : i + size] for i in range(0, len(records), size)]
     out = []
-    for t, p, rec, plan in zip(traces, records, recs, plans, strict=True):
-        try:
-            if int(t.cstart[-1]) == 0:
-                raise EngineError("NoSegment", "Could not find a matching segment for any coordinate.")
-            out.append(_answer(engine, t, allc, rec, p, exclusion, snap, plan))
-        except EngineError as e:
-            if errors == "raise":
-                raise
-            out.append({"code": e.code, "message": e.message})
+    with ThreadPoolExecutor(1) as pool:
+        fut = pool.submit(solve, parts[0])
+        for i in range(len(parts)):
+            got = fut.result()
+            if i + 1 < len(parts):
+                fut = pool.submit(solve, parts[i + 1])
+            out += _answers(*got, errors)
     return out
+
+
+def _solve(engine, records, index, ex, snap, device):
+    """Everything of :func:`match_many` but the answers, for ``records``: the arguments of :func:`_answers`
+    but ``errors`` (the legs' sums made, so that their kernel runs here)."""
+    traces = Traces(records, config.SERVE_MATCH_SIGMA_M)
+    allc, tables, toff, tdist = _prepare(engine, traces, index, ex, snap, device)
+    max_speed = _max_speed(engine)
+    if tables is None:
+        rec = _viterbi(traces, None, None, None, max_speed)
+        plans = [None] * traces.T
+    else:
+        rec = _viterbi(traces, tables, toff, tdist, max_speed)
+        plans = _leg_plans(engine, tables, traces, rec, max_speed)
+        legs = next((q[0] for pl in plans if pl for q in pl if q is not None), None)
+        if legs is not None:
+            legs.sums()
+    return engine, traces, allc, rec, records, ex, snap, plans
+
+
+#: :func:`match_many` of at least twice this many traces is a pipeline: batches of this many traces, the answers
+#: of one (Python) built while the next one is solved (compiled passes without the GIL) on a thread.
+PIPELINE_TRACES = 128
 
 
 #: Legs per thread, at least, of :func:`_leg_plans`' searches (fewer legs run on the calling thread).
@@ -787,48 +1076,62 @@ LEG_CHUNK = 64
 VITERBI_CHUNK = 16
 
 
+_POOLS = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _forget_pools():
+    """In a forked child: none of the parent's pool threads run there (nor does a lock holder)."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pools)
+
+
+def _pool(n):
+    """A thread pool of ``n`` workers for the chunks of a call (the candidates' projections, the legs' searches
+    and sums: compiled, without the GIL), kept for the next calls (starting 16 threads a call cost a few ms);
+    shared by concurrent calls (their chunks queue)."""
+    pool = _POOLS.get(n)
+    if pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with _POOLS_LOCK:
+            pool = _POOLS.get(n)
+            if pool is None:
+                pool = _POOLS[n] = ThreadPoolExecutor(n, thread_name_prefix="gpuroute-match")
+    return pool
+
+
 def _threads(n, per):
     """Threads for ``n`` items of at least ``per`` each: up to ``numba.get_num_threads()`` (the engine's
     numba thread setting), 1 for few items."""
-    import numba
-
     return max(1, min(numba.get_num_threads(), n // max(1, int(per))))
 
 
-def _leg_plans(engine, tables, traces, recs, max_speed):
+def _leg_plans(engine, tables, traces, rec, max_speed):
     """The route legs of every matching of every trace, from the transition searches themselves (step 5 of
     the module notes): the search from each matched candidate rerun with parents kept
     (:func:`gpuroute.engine.match_hmm.leg_chunk`: the route and length the Viterbi read), every leg of the
     call at once, chunks of at least :data:`LEG_CHUNK` legs on up to ``numba.get_num_threads()`` threads
     (each chunk its own scratch). One list per trace (None without a reconstruction) of one ``(legs, g0,
     g1)`` per matching (legs ``g0:g1`` of one :class:`_Legs`), None where a leg has no route within its
-    bound (the route service routes that matching)."""
-    import numba
-
-    from ..match_hmm import leg_chunk
-
+    bound (the route service routes that matching). The legs' points are made where ``traces.want_points``."""
     opts, net, scale = _search_inputs(engine, tables.snap, tables.allc)
-    cols = [[] for _ in range(6)]
-    for t, rec in zip(traces, recs, strict=True):
-        if rec is None or rec[0].size < 2:
-            continue
-        m_off, m_point, m_cand = rec[0], rec[1], rec[2]
-        same_m = np.zeros(m_point.size, dtype=bool)  # consecutive rows of one matching
-        for i in range(m_off.size - 1):
-            same_m[int(m_off[i]) : int(m_off[i + 1]) - 1] = True
-        k = np.flatnonzero(same_m)
-        if not k.size:
-            continue
-        prs = _pairs(t, m_point[k], m_point[k + 1], max_speed)
-        cols[0].append(t.cand0 + m_cand[k])
-        cols[1].append(t.cand0 + m_cand[k + 1])
-        cols[2].append(np.asarray([q[2] for q in prs], dtype=np.int64))
-        cols[3].append(np.asarray([q[3] for q in prs], dtype=np.int64))
-        cols[4].append(np.asarray([q[4] if tables.bounded else np.inf for q in prs], dtype=np.float64) / scale)
-        cols[5].append(np.asarray([q[5] for q in prs], dtype=np.float64))
-    if not cols[0]:
-        return [None] * len(traces)
-    leg_s, leg_t, t0, t1, bound, lmax = (np.ascontiguousarray(np.concatenate(c)) for c in cols)
+    R = rec.row_point.size
+    if R < 2:
+        return [None] * traces.T
+    row_m = np.repeat(np.arange(rec.m_r0.size, dtype=np.int64), rec.m_r1 - rec.m_r0)
+    k = np.flatnonzero(row_m[1:] == row_m[:-1])  # consecutive rows of one matching
+    if not k.size:
+        return [None] * traces.T
+    _, _, t0, t1, bound, lmax = _pairs(traces, rec.row_point[k], rec.row_point[k + 1], max_speed)
+    leg_s = np.ascontiguousarray(rec.row_cand[k])
+    leg_t = np.ascontiguousarray(rec.row_cand[k + 1])
+    bound = np.ascontiguousarray((bound if tables.bounded else np.full(k.size, np.inf)) / scale)
+    lmax = np.ascontiguousarray(lmax)
     L = leg_s.size
     n_chunks = max(1, min(numba.get_num_threads(), L // max(1, int(LEG_CHUNK))))
     m = net[3].size
@@ -837,8 +1140,6 @@ def _leg_plans(engine, tables, traces, recs, max_speed):
         if n_chunks == 1:
             parts = [leg_chunk((leg_s, leg_t, t0, t1, bound, lmax), opts, net, tuple(x[0] for x in sc))]
         else:  # leg_chunk runs without the GIL: one chunk of legs per thread, each on its own scratch row
-            from concurrent.futures import ThreadPoolExecutor
-
             cuts = [L * c // n_chunks for c in range(n_chunks + 1)]
 
             def one(c):
@@ -846,25 +1147,19 @@ def _leg_plans(engine, tables, traces, recs, max_speed):
                 legs = (leg_s[q], leg_t[q], t0[q], t1[q], bound[q], lmax[q])
                 return leg_chunk(legs, opts, net, tuple(x[c] for x in sc))
 
-            with ThreadPoolExecutor(n_chunks) as pool:
-                parts = list(pool.map(one, range(n_chunks)))
+            parts = list(_pool(n_chunks).map(one, range(n_chunks)))
     finally:
         _SCRATCH.put(m, sc)
-    legs = _Legs(engine, tables.snap, tables.allc, parts)
-    dep = legs.dep
+    legs = _Legs(engine, tables.snap, tables.allc, parts, want_points=traces.want_points)
+    # matching i's legs: rows m_r0..m_r1 - 1 less one leg per matching before it
+    i = np.arange(rec.m_r0.size, dtype=np.int64)
+    g0 = rec.m_r0 - i
+    g1 = rec.m_r1 - i - 1
+    good = (np.minimum.reduceat(legs.dep, g0) >= 0).tolist() if g0.size else []
+    g0l, g1l = g0.tolist(), g1.tolist()
     out = []
-    g = 0
-    for rec in recs:
-        if rec is None or rec[0].size < 2:
-            out.append(None)
-            continue
-        m_off = rec[0]
-        plans = []
-        for i in range(m_off.size - 1):
-            n = int(m_off[i + 1] - m_off[i]) - 1
-            plans.append((legs, g, g + n) if n > 0 and dep[g : g + n].min() >= 0 else None)
-            g += n
-        out.append(plans)
+    for mb, nm in zip(rec.mbase.tolist(), rec.nm.tolist(), strict=True):
+        out.append([(legs, g0l[g], g1l[g]) if good[g] else None for g in range(mb, mb + nm)] if nm else None)
     return out
 
 
@@ -873,8 +1168,9 @@ class _Legs:
     :func:`gpuroute.engine.match_hmm.leg_chunk` results, in order) and the route objects made of them, on
     the metric snapshot ``snap`` (None: the hierarchy's arrays), as the route service makes them."""
 
-    def __init__(self, engine, snap, allc, parts):
+    def __init__(self, engine, snap, allc, parts, want_points=True):
         self.e = engine
+        self.want_points = bool(want_points)
         self.snap = snap
         self.dep = np.concatenate([q[0] for q in parts])
         self.arr = np.concatenate([q[1] for q in parts])
@@ -886,6 +1182,7 @@ class _Legs:
         self.mid = np.concatenate([q[3] for q in parts]).astype(np.int64)
         self.allc = allc
         self._sums = None
+        self._lists = None
 
     def plan(self, g0, g1):
         """The route service's leg plan of legs ``g0:g1`` (:func:`gpuroute.engine.services.route.route_object`):
@@ -909,8 +1206,6 @@ class _Legs:
     def sums(self):
         """:func:`gpuroute.engine.match_hmm.leg_sums` of every leg (computed once), with the points."""
         if self._sums is None:
-            from ..match_hmm import leg_sums
-
             e, snap, a = self.e, self.snap, self.allc
             if snap is not None:
                 wcost, wf = snap.cost, snap.scale / e._w_scale
@@ -932,37 +1227,69 @@ class _Legs:
             d = np.maximum(self.dep, 0)
             r = np.maximum(self.arr, 0)
             arc = a.arc.astype(np.int64)
-            self._sums = leg_sums(
-                arc[d], a.fraction[d], arc[r], a.fraction[r], self.same, self.mid_off, self.mid, a.lon[d], a.lat[d],
-                a.lon[r], a.lat[r], e._coords_f64, e._head, wcost, float(wf), dcost if has_dur else empty_f,
-                float(df), has_dur, e._len, tc is not None, empty_i if tc is None else e._t_first,
-                empty_i if tc is None else e._fo, *turn,
-                e._name_id, True)
+            per_leg = (arc[d], a.fraction[d], arc[r], a.fraction[r], self.same)
+            ends = (a.lon[d], a.lat[d], a.lon[r], a.lat[r])
+            rest = (e._coords_f64, e._head, wcost, float(wf), dcost if has_dur else empty_f, float(df), has_dur,
+                    e._len, tc is not None, empty_i if tc is None else e._t_first, empty_i if tc is None else e._fo,
+                    *turn, e._name_id, self.want_points)
+            mo, mid = self.mid_off, self.mid
+
+            def chunk(c0, c1):
+                m0, m1 = int(mo[c0]), int(mo[c1])
+                return leg_sums(*(x[c0:c1] for x in per_leg), mo[c0 : c1 + 1] - m0, mid[m0:m1],
+                                *(x[c0:c1] for x in ends), *rest)
+
+            L = self.dep.size
+            n_chunks = _threads(L, LEG_CHUNK)
+            if n_chunks == 1:
+                self._sums = chunk(0, L)
+            else:  # leg_sums runs without the GIL: chunks of legs on threads, joined in order
+                cuts = [L * c // n_chunks for c in range(n_chunks + 1)]
+                parts = list(_pool(n_chunks).map(chunk, cuts[:-1], cuts[1:]))
+                base = np.cumsum([0] + [int(q[2][-1]) for q in parts[:-1]])
+                self._sums = (np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts]),
+                              np.concatenate([[0]] + [q[2][1:] + b for q, b in zip(parts, base, strict=True)]
+                                             ).astype(np.int64),
+                              np.concatenate([q[3] for q in parts]))
             self.has_dur = has_dur
         return self._sums
+
+    def _leg_lists(self):
+        """Every leg's JSON values as lists (made once): rounded weight, duration (None without durations) and
+        distance, summary; and the unrounded weight (with its turns), duration, turn duration and distance the
+        route's totals add up leg by leg, as the route service does."""
+        if self._lists is None:
+            sums, summ, _pts_off, _pts = self.sums()
+            names = self.e._names
+            w = sums[:, 0] + sums[:, 3]
+            L = w.size
+            r = round_floats(np.concatenate([w * self.e._w_scale, sums[:, 2], sums[:, 1] + sums[:, 4]]
+                                            if self.has_dur else [w * self.e._w_scale, sums[:, 2]]), 1)
+            lw, ll = r[:L], r[L : 2 * L]
+            ld = r[2 * L :] if self.has_dur else [None] * L
+            summary = [(names[n0] + ", " + names[n1] if n1 >= 0 else names[n0]) if n0 >= 0 else  # ", ".join of both
+                       (names[n1] if n1 >= 0 else "") for n0, n1 in summ.tolist()]
+            self._lists = (lw, ld, ll, summary, w.tolist(), sums[:, 1].tolist(), sums[:, 4].tolist(),
+                           sums[:, 2].tolist())
+        return self._lists
 
     def route_object(self, g0, g1, geometries, overview):
         """The route object of legs ``g0:g1`` without steps or annotations: the route service's
         (:func:`gpuroute.engine.services.route.route_object`) from :meth:`sums`' arrays."""
-        from ... import config
         from ..osrm import encode_geometry, round1, simplify
 
         e = self.e
         sums, summ, pts_off, pts = self.sums()
-        names = e._names
+        lw, ld, ll, summary, w_add, d_sum, t_d, l_sum = self._leg_lists()
         sc = e._w_scale
         has_dur = self.has_dur
-        legs = []
+        legs = [{"steps": [], "summary": summary[g], "weight": lw[g], "duration": ld[g], "distance": ll[g]}
+                for g in range(g0, g1)]
         tot_w = tot_d = tot_l = 0.0
-        for g, (w_sum, d_sum, l_sum, tw, td), (n0, n1) in zip(range(g0, g1), sums[g0:g1].tolist(),
-                                                             summ[g0:g1].tolist(), strict=True):
-            summary = ", ".join(names[i] for i in (n0, n1) if i >= 0)
-            legs.append({"steps": [], "summary": summary, "weight": round1((w_sum + tw) * sc),
-                         "duration": round1(d_sum + td) if has_dur else None, "distance": round1(l_sum)})
-            tot_w += w_sum + tw
-            tot_d = tot_d + d_sum + td if has_dur else None
-            tot_l += l_sum
-            del g
+        for g in range(g0, g1):
+            tot_w += w_add[g]
+            tot_d = tot_d + d_sum[g] + t_d[g] if has_dur else None
+            tot_l += l_sum[g]
         out = {}
         if overview != "false":
             p = [pts[pts_off[g0] : pts_off[g0 + 1]]] + [pts[pts_off[g] + 1 : pts_off[g + 1]] for g in range(g0 + 1, g1)]

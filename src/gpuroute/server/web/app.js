@@ -117,7 +117,8 @@
   }
 
   function setupRouting(map) {
-    var max = Math.max(0, Math.min(3, Number((state.health.limits || {}).max_alternatives) || 0));
+    var lim = (state.health.limits || {}).max_alternatives;  // null or < 0: no limit; 0: none
+    var max = (lim === null || Number(lim) < 0) ? 3 : Math.max(0, Math.min(3, Number(lim) || 0));
     var sel = $('alternatives');
     for (var k = 1; k <= max; k++) {
       var opt = document.createElement('option');
