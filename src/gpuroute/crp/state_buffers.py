@@ -298,9 +298,19 @@ class _Ring:
         return union(*[r for g, r in self.log if g > gen])
 
 
+def _count(buf):
+    return sys.getrefcount(buf.a)
+
+
+#: What :func:`_count` reads for an array that only its ``_Buf`` references, measured once on this interpreter
+#: (2 on CPython 3.11-3.13: the attribute and the call's argument; an interpreter that borrows the argument reads
+#: less): a buffer any reader still holds always reads more.
+_ALONE = _count(_Buf(np.empty(0), 0))
+
+
 def _free(buf):
-    """True when nothing but the ring references ``buf.a`` (the attribute and this call's argument)."""
-    return _RECYCLE and sys.getrefcount(buf.a) <= 2
+    """True when nothing but the ring references ``buf.a`` (:data:`_ALONE`)."""
+    return _RECYCLE and _count(buf) <= _ALONE
 
 
 class StateBuffers:
