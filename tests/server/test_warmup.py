@@ -55,3 +55,23 @@ def test_the_warm_up_runs_the_parallel_match_path(engine, monkeypatch):
     assert not report["failed"], report["failed"]
     assert jobs and max(jobs) >= int(config.SERVE_MATCH_PARALLEL_JOBS)
     assert W._MATCH_POINTS - 1 >= int(config.SERVE_MATCH_PARALLEL_JOBS)  # one candidate a point suffices
+
+
+def test_the_warm_up_runs_the_one_thread_viterbi_pass(engine, monkeypatch):
+    """The Viterbi pass that searches its own tables (what a server's ``/match`` takes on one numba thread) runs in
+    the warm-up whatever this process's thread setting: its kernel is compiled before serving."""
+    import gpuroute.engine.services.match as match
+
+    seen = []
+    real = match.viterbi_search_chunk
+
+    def spy(*args):
+        seen.append(numba.get_num_threads())
+        return real(*args)
+
+    monkeypatch.setattr(match, "viterbi_search_chunk", spy)
+    threads = numba.get_num_threads()
+    report = warm_up(create_app(engine, warm_up=True))
+    assert not report["failed"], report["failed"]
+    assert seen and set(seen) == {1}
+    assert numba.get_num_threads() == threads  # the setting given back

@@ -179,14 +179,16 @@ def warm_up(app):
     else:
         log.info("warm-up: compiling and running %s once", ", ".join(server.services))
         on = on_network_point(server, pts) if "match" in server.services else None
-        for service, coords, options in _requests(server.services, pts, server.limits, off_network_point(engine), on):
+        reqs = _requests(server.services, pts, server.limits, off_network_point(engine), on)
+        long_match = [r for r in reqs if r[0] == "match"][-1:]  # the long trace (the list's last /match)
+        for service, coords, options in reqs:
             t = time.perf_counter()
             try:
                 call = parse_request(service, "warm-up", coords, options, server.limits)
                 status, body = server.work(call)
             except OSRMError as e:  # a limit below the warm-up's request: that request is not served anyway
                 status, body = e.status, e.message.encode()
-            if status == 200 and service == "match" and len(coords) > 200:
+            if status == 200 and [(service, coords, options)] == long_match:
                 _on_one_thread(server, call)  # the Viterbi pass that searches its own tables
             if status != 200:
                 msg = f"{service} {options or ''}: HTTP {status} {bytes(body)[:200].decode(errors='replace')}"
