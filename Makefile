@@ -1,5 +1,6 @@
 # gpuroute: the two commands of the README.
-#   make demo   - make .venv, install the package (with the OSM reader the README's examples use), route on NY
+#   make demo   - make .venv, install the package (with the OSM reader the README's examples use), compile the
+#                 server's kernels into numba's cache (gpuroute warmup), route on NY
 #   make test   - make .venv, install with test extras, compile every .cu with nvcc (if present), lint, run the suite
 PYTHON ?= python3
 VENV   := .venv
@@ -18,6 +19,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	touch $@
 
 demo: $(VENV)/.installed web-assets
+	$(VENV)/bin/gpuroute warmup
 	$(VENV)/bin/gpuroute route
 	@echo "(the command is $(VENV)/bin/gpuroute; or: source $(VENV)/bin/activate)"
 

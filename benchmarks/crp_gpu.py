@@ -27,8 +27,18 @@ Bellman-Ford instead of microinstructions (``256:32/bf``); ``;CRP_NAME=INT`` suf
 tunables for that plan only (``256:16;CRP_MICRO_SMEM_BYTES=8192;CRP_MICRO_THREADS=128``: 8 KiB blocks, whose
 1,024 positions fit the absolute 32-bit encoding).
 
+* ``--push``: the push kernel (``config.CRP_GPU_PUSH_*``) against the pull kernel (the way before:
+  ``CRP_GPU_PUSH_MAX_CELLS = 0``), one run: per way (``--push-ways``: ``pull``, ``push`` = the defaults,
+  and ``NAME=INT,NAME=INT`` variants of the CRP_ tunables), the device time of every level (median of
+  ``--reps``), its rounds, the full customization's device total and wall time, the cliques against the CPU's
+  and the trees against the pull kernel's (bit for bit); then 1,000 random arcs and 1,000 arcs in a 5 km disc
+  (steady state, the update and its reverse alternating), device parts and levels, exact against the CPU update;
+  ``--push-plans`` adds mezzanine plans (``256:32``) run both ways.
+
 Usage: PYTHONPATH=src python3 benchmarks/crp_gpu.py [--reps 10] [--out DIR] [--sweep]
        PYTHONPATH=src python3 benchmarks/crp_gpu.py --plans off 256:32 256:32/bf 256:32,4096:1024 [--reps 20]
+       PYTHONPATH=src python3 benchmarks/crp_gpu.py --push [--push-ways pull push CRP_GPU_PUSH_TARGET_UNITS=64]
+                                                    [--push-plans 256:32]
 """
 from __future__ import annotations
 
@@ -71,6 +81,14 @@ def main():
     ap.add_argument("--updates-only", action="store_true", help="setup, customization and the two updates only")
     ap.add_argument("--plans", nargs="+", default=None,
                     help="compare customization plans only (see the module docstring), e.g. off 256:32 256:32/bf")
+    ap.add_argument("--push", action="store_true", help="the push kernel against the pull kernel only")
+    ap.add_argument("--push-ways", nargs="+", default=["pull", "push"],
+                    help="pull, push, or CRP_NAME=INT[,CRP_NAME=INT] overrides of the push defaults")
+    ap.add_argument("--push-plans", nargs="*", default=[], help="mezzanine plans run both ways, e.g. 256:32")
+    ap.add_argument("--push-update-ways", nargs="+", default=["pull", "push"],
+                    help="the ways (as --push-ways) the updates are measured with")
+    ap.add_argument("--push-plan-ways", nargs="+", default=["pull", "push"],
+                    help="the ways (as --push-ways) the --push-plans are measured with (customization and updates)")
     args = ap.parse_args()
     rows = []
     g = gpuroute.datasets.load("ny")
@@ -83,6 +101,10 @@ def main():
     emit(rows, what="partition", cached=pdir.exists(), seconds=time.perf_counter() - t0)
     if args.plans:
         compare_plans(rows, args, g, part, metrics)
+        finish(rows, args)
+        return
+    if args.push:
+        compare_push(rows, args, g, part, metrics)
         finish(rows, args)
         return
     ov = Overlay.build(g, part, mezzanine=False)
@@ -438,7 +460,7 @@ def compare_plans(rows, args, g, part, metrics):
         for k, v in defaults.items():
             setattr(config, k, v)
         for k, v in over.items():
-            setattr(config, k, type(defaults[k])(v))
+            setattr(config, k, v if defaults[k] is None else type(defaults[k])(v))
         ext, cached, part_s = (None, True, 0.0) if mz is False else mezzanine_partition(g, part, mz)
         t0 = time.perf_counter()
         ov = Overlay.build(g, part, mezzanine=False if ext is None else ext)
@@ -486,6 +508,129 @@ def compare_plans(rows, args, g, part, metrics):
             base.update(arcs, costs, device="cpu")
             emit(rows, what=what, plan=label, metric="time", gpu_seconds=med(wall), gpu_device_seconds=med(dev_s),
                  cells=u["cells"], exact=bool(np.array_equal(ov._state.clique, base._state.clique)))
+        ov._gpu_cust = None
+    for k, v in defaults.items():
+        setattr(config, k, v)
+
+
+def push_way(spec):
+    """Config overrides of a ``--push-ways`` spec: ``pull`` (the pull kernel on every level), ``push`` (the
+    defaults), or ``CRP_NAME=INT,CRP_NAME=INT``."""
+    if spec == "pull":
+        return {"CRP_GPU_PUSH_MAX_CELLS": 0}
+    if spec == "push":
+        return {}
+    over = {}
+    for item in spec.split(","):
+        key, _, val = item.partition("=")
+        if not key.startswith("CRP_") or not hasattr(config, key) or not val.lstrip("-").isdigit():
+            raise SystemExit(f"--push-ways {spec!r}: {item!r} must be CRP_NAME=INT with CRP_NAME a gpuroute.config tunable")
+        over[key] = int(val)
+    return over
+
+
+def compare_push(rows, args, g, part, metrics):
+    """The push kernel against the pull kernel on NY (see the module docstring, ``--push``)."""
+    defaults = {k: getattr(config, k) for k in dir(config) if k.startswith("CRP_")}
+
+    def set_way(spec):
+        for k, v in defaults.items():
+            setattr(config, k, v)
+        for k, v in push_way(spec).items():  # (a None default -- CRP_GPU_PUSH_MAX_CELLS -- takes the int)
+            setattr(config, k, v if defaults[k] is None else type(defaults[k])(v))
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, g.n_arcs, 1000)
+    centre = int(rng.integers(0, g.n_nodes))
+    tails = np.repeat(np.arange(g.n_nodes), np.diff(g.first_out))
+    near = np.flatnonzero(gpuroute.haversine_m(g.coords[tails, 0], g.coords[tails, 1], g.coords[centre, 0],
+                                               g.coords[centre, 1]) <= 5000.0)
+    cids = rng.choice(near, min(1000, near.size), replace=False)
+    plans = [("off", False)]
+    for spec in args.push_plans:
+        mz, _, _ = parse_plan(spec, part)
+        plans.append((spec, mz))
+    base = Overlay.build(g, part, mezzanine=False)
+    refs = {}
+    for mname, metric in metrics.items():
+        base.customize(metric, device="cpu")
+        refs[mname] = base._state.clique.copy()
+    for label, mz in plans:
+        set_way("push")
+        if mz is False:
+            ov = Overlay.build(g, part, mezzanine=False)
+        else:
+            ext, cached, _ = mezzanine_partition(g, part, mz)
+            ov = Overlay.build(g, part, mezzanine=ext)
+        pull_trees = {}
+        for way in (args.push_ways if mz is False else args.push_plan_ways):
+            set_way(way)
+            ov._gpu_cust = None
+            t0 = time.perf_counter()
+            try:
+                ov.customize(metrics["distance"], device="gpu")
+            except Exception as e:  # noqa: BLE001 (a way that cannot run must not lose the others)
+                emit(rows, what="push customize", plan=label, way=way, error=f"{type(e).__name__}: {e}"[:400])
+                continue
+            first = time.perf_counter() - t0
+            gc = ov._gpu_cust
+            lv_desc = [None if lv is None else {"push": lv["push"], "threads": lv["push_threads"], "units": lv["n_units"],
+                                                "edges": lv["n_edges"]}
+                       for lv in gc.levels]
+            for mname, metric in metrics.items():
+                ov.customize(metric, device="gpu")
+                wall, lv, plv, rounds = [], [], [], None
+                for _ in range(args.reps):
+                    t0 = time.perf_counter()
+                    info = ov.customize(metric, device="gpu")
+                    wall.append(time.perf_counter() - t0)
+                    lv.append(info["level_seconds"])
+                    plv.append([d["seconds"] for d in info["plan"]])
+                    rounds = [d["rounds"] for d in info["plan"]]
+                tree = np.asarray(ov._state.tree).copy()
+                if way == "pull":
+                    pull_trees[mname] = tree
+                emit(rows, what="push customize", plan=label, way=way, overrides=push_way(way), metric=mname,
+                     seconds=med(wall), device_seconds=med(np.sum(plv, axis=1)),
+                     device_level_seconds=np.median(np.array(lv), axis=0).tolist(),
+                     device_plan_level_seconds=np.median(np.array(plv), axis=0).tolist(), rounds=rounds,
+                     levels=lv_desc, first_seconds=first, setup_seconds=gc.setup_seconds,
+                     exact=bool(np.array_equal(ov._state.clique, refs[mname])),
+                     trees_equal_pull=(bool(np.array_equal(tree, pull_trees[mname])) if mname in pull_trees else None))
+        # traffic, both ways, steady state; exact against the CPU update of the overlay without mezzanine levels
+        metric = metrics["distance"]
+        kinds = []
+        for what, arcs in (("update 1000 random arcs", ids), (f"update {cids.size} arcs in a 5 km disc", cids)):
+            costs = np.maximum(1, np.asarray(base.arc_cost)[arcs] * rng.integers(1, 4, arcs.size))
+            base.customize(metric, device="cpu")
+            before = np.asarray(base.arc_cost)[arcs].copy()
+            base.update(arcs, costs, device="cpu")
+            kinds.append((what, arcs, costs, before, base._state.clique.copy()))
+        for way in (args.push_update_ways if mz is False else args.push_plan_ways):
+            set_way(way)
+            ov._gpu_cust = None
+            for what, arcs, costs, before, ref_c in kinds:
+                try:
+                    ov.customize(metric, device="gpu")
+                    u = ov.update(arcs, costs, device="gpu")
+                    ov._state.tree  # noqa: B018
+                    parts, levels, wall = [], [], []
+                    for _ in range(max(3, args.reps)):
+                        for c in (before, costs):
+                            t0 = time.perf_counter()
+                            u = ov.update(arcs, c, device="gpu")
+                            wall.append(time.perf_counter() - t0)
+                            ov._state.tree  # noqa: B018
+                            parts.append(u.get("device_seconds") or {})
+                            levels.append(u["level_seconds"])
+                except Exception as e:  # noqa: BLE001
+                    emit(rows, what=what, plan=label, way=way, error=f"{type(e).__name__}: {e}"[:400])
+                    continue
+                emit(rows, what=what, plan=label, way=way, overrides=push_way(way), metric="distance",
+                     cells=u["cells"], gpu_seconds=med(wall),
+                     device_parts_median={k: med([x[k] for x in parts if k in x]) for k in (parts[-1] if parts else {})},
+                     device_level_seconds=np.median(np.array(levels), axis=0).tolist(),
+                     exact=bool(np.array_equal(ov._state.clique, ref_c)))
         ov._gpu_cust = None
     for k, v in defaults.items():
         setattr(config, k, v)

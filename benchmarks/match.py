@@ -19,6 +19,8 @@ the GPU twin -- where a GPU is usable; ``--transitions`` picks):
 * ``one_at_a_time``: the batch matched one trace after the other; ``batched``: the same traces in one
   ``match_many``; ``speedup`` = one_at_a_time / batched; ``same_answers``: the batched answers equal the
   single ones (matched lengths and tracepoints);
+* ``stages``: one more run of each (``batched``, ``one_at_a_time``) with each stage of :data:`STAGES` timed
+  (:func:`stage_breakdown`), its CPU seconds over wall seconds, numba's threads and threading layer;
 * ``osrm`` (where the osrm-bindings wheel's binaries are, ``make osrm-bin``): osrm-routed ``--algorithm mld``
   on the same extract with car.lua, the 100-point trace over loopback HTTP (median of ``--repeat``) and the
   batch one request after the other; both engines' matched-length error against the truth.
@@ -27,6 +29,7 @@ Prints one JSON object (also written to ``--json``), naming device, commit and d
 
 Usage (from the repo root; on the H100 in one call):
     .venv/bin/python benchmarks/match.py [--traces 1000] [--repeat 50] [--device auto] [--json OUT.json]
+    [--src DIR]  (gpuroute imported from DIR: another tree, e.g. the "before" of a change, timed the same way)
 """
 from __future__ import annotations
 
@@ -43,7 +46,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+# --src DIR: gpuroute imported from DIR (e.g. another commit's ``git archive``, the "before" of a change) instead
+SRC = next((sys.argv[i + 1] for i, x in enumerate(sys.argv[:-1]) if x == "--src"), str(ROOT / "src"))
+sys.path.insert(0, SRC)
 sys.path.insert(0, str(ROOT / "tests"))
 
 OUT = ROOT / "out" / "match"
@@ -102,6 +107,77 @@ def _fmt(coords):
     return ";".join(f"{x:.6f},{y:.6f}" for x, y in coords)
 
 
+#: The batched run's stages (:func:`stage_breakdown`): name -> (module attribute path, what it times). Nested
+#: ones say so; the pipeline (:data:`gpuroute.engine.services.match.PIPELINE_TRACES`) runs ``answers`` of one
+#: batch beside the others of the next, so the stages' sum exceeds the wall time where they overlap.
+STAGES = {
+    "parse": ("engine.MatchParams.from_kwargs", "each trace's checks (Python, before the pipeline)"),
+    "traces": ("match.Traces", "the traces as flat arrays (tidy, dense-trace groups)"),
+    "candidates": ("match._candidates", "balls, projections, candidates' rows (compiled, threads) and NumPy"),
+    "step_inputs": ("match._step_inputs", "the bounds of the lazy pass's tables"),
+    "viterbi_searches": ("match._viterbi", "the Viterbi pass with its bounded transition searches (parallel)"),
+    "legs": ("match._leg_plans", "the matched legs' searches rerun with parents (threads)"),
+    "leg_sums": ("match._Legs.sums", "the legs' weights, durations, lengths and points (threads)"),
+    "answers": ("match._answers", "the OSRM answers (Python; waypoints and route objects inside)"),
+    "answers.waypoints": ("match.waypoints", "inside answers: every matched point's waypoint"),
+    "answers.route_objects": ("match._Legs.route_object", "inside answers: the matchings' route objects"),
+}
+
+
+def stage_breakdown(run):
+    """One more call of ``run()`` (the batched run, or one trace after the other) with every stage of
+    :data:`STAGES` timed (wall seconds summed over its calls, on whichever thread ran it; None: not in this tree),
+    the run's wall and process CPU seconds (``cpu_per_wall``: the cores it kept busy), and the threads: a dict."""
+    import os
+    import threading
+
+    import numba
+
+    from gpuroute.engine import engine as engine_module
+    from gpuroute.engine.services import match as match_service
+
+    roots = {"engine": engine_module, "match": match_service}
+    got = {k: 0.0 for k in STAGES}
+    calls = dict.fromkeys(STAGES, 0)
+    lock = threading.Lock()
+    undo = []
+    for name, (path, _) in STAGES.items():
+        head, *mid, attr = path.split(".")
+        owner = roots[head]
+        for m in mid:
+            owner = getattr(owner, m, None)
+        if owner is None or not hasattr(owner, attr):  # not in this tree (--src)
+            got[name] = None
+            continue
+        f = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
+        call = getattr(owner, attr)  # a classmethod's is bound
+
+        def timed(*args, _f=call, _name=name, **kw):
+            t = time.perf_counter()
+            try:
+                return _f(*args, **kw)
+            finally:
+                dt = time.perf_counter() - t
+                with lock:
+                    got[_name] += dt
+                    calls[_name] += 1
+
+        setattr(owner, attr, staticmethod(timed) if isinstance(f, classmethod) else timed)
+        undo.append((owner, attr, f))
+    try:
+        t, c = time.perf_counter(), time.process_time()
+        run()
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
+    finally:
+        for owner, attr, f in reversed(undo):
+            setattr(owner, attr, f)
+    return {"wall_s": wall, "cpu_s": cpu, "cpu_per_wall": cpu / wall, "numba_threads": numba.get_num_threads(),
+            "threading_layer": numba.threading_layer(), "cores": os.cpu_count(),
+            "pipeline_traces": int(match_service.PIPELINE_TRACES),
+            "pipeline_depth": int(getattr(match_service, "PIPELINE_DEPTH", 1)),
+            "stages_s": got, "calls": calls, "stages": {k: v[1] for k, v in STAGES.items()}}
+
+
 def run_mode(eng, a, c100, kw100, batch, items, matched_length):
     """The timings of one ``config.SERVE_MATCH_TRANSITIONS`` mode (see the module notes)."""
     eng.match(c100, device=a.device, **kw100)  # warm-up (numba kernels loaded)
@@ -133,22 +209,32 @@ def run_mode(eng, a, c100, kw100, batch, items, matched_length):
         eng.match_many(items[: match_service.LAZY_TRACES_PER_THREAD * threads + 1], device=a.device, overview="false")
     finally:
         config.SERVE_MATCH_PARALLEL_JOBS, match_service.VITERBI_CHUNK, match_service.LEG_CHUNK = keep
+
+    def one_by_one():
+        one = []
+        for c, ts, _ in batch:
+            try:
+                one.append(eng.match(c, timestamps=ts, radiuses=[a.sigma] * len(c), overview="false",
+                                     device=a.device))
+            except Exception as e:  # noqa: BLE001 - NoMatch and the like, as match_many returns them
+                one.append({"code": getattr(e, "code", type(e).__name__), "message": str(e)})
+        return one
+
+    def batched():
+        return eng.match_many(items, device=a.device, overview="false")
+
     t = time.perf_counter()
-    one = []
-    for c, ts, _ in batch:
-        try:
-            one.append(eng.match(c, timestamps=ts, radiuses=[a.sigma] * len(c), overview="false", device=a.device))
-        except Exception as e:  # noqa: BLE001 - NoMatch and the like, as match_many returns them
-            one.append({"code": getattr(e, "code", type(e).__name__), "message": str(e)})
+    one = one_by_one()
     t_one = time.perf_counter() - t
     t = time.perf_counter()
-    many = eng.match_many(items, device=a.device, overview="false")
+    many = batched()
     t_many = time.perf_counter() - t
     same = all(x.get("code") == y.get("code") and abs(matched_length(x) - matched_length(y)) < 0.05
                and [tp is None for tp in x.get("tracepoints", [])] == [tp is None for tp in y.get("tracepoints", [])]
                for x, y in zip(one, many, strict=True))
     err = [abs(matched_length(r) / L - 1.0) for r, (_, _, L) in zip(many, batch, strict=True)]
-    return {"single_100": single,
+    stages = {"batched": stage_breakdown(batched), "one_at_a_time": stage_breakdown(one_by_one)}
+    return {"single_100": single, "stages": stages,
             "batch": {"traces": len(batch), "points": int(sum(len(c) for c, _, _ in batch)),
                       "one_at_a_time_s": t_one, "batched_s": t_many, "speedup": t_one / t_many,
                       "same_answers": bool(same), "within_2pct": float(np.mean(np.asarray(err) <= 0.02)),
@@ -169,6 +255,7 @@ def main(argv=None):
                          "too where a GPU is usable)")
     ap.add_argument("--no-osrm", action="store_true", help="skip the osrm-routed peer")
     ap.add_argument("--json", default=None, help="also write the result here")
+    ap.add_argument("--src", default=SRC, help="import gpuroute from this directory (default: the repo's src)")
     a = ap.parse_args(argv)
 
     from match_traces import make_trace, matched_length
@@ -199,7 +286,7 @@ def main(argv=None):
 
     modes = a.transitions.split(",") if a.transitions else (
         ["search", "table"] if resolve_device(a.device) == "gpu" else ["search"])
-    out = {"suite": "match", "device": device_name(), "device_arg": a.device, "commit": commit(),
+    out = {"suite": "match", "device": device_name(), "device_arg": a.device, "commit": commit(), "src": a.src,
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "dataset": str(d), "graph": {"nodes": int(eng.graph.n_nodes), "arcs": int(eng.graph.n_arcs)},
            "targets": {"single_100_s": 0.005, "batch_speedup": 10.0}, "transitions": {}}

@@ -8,9 +8,12 @@ into ``out/request_path/`` once; OSRM's car.lua from the osrm-bindings wheel, ``
 ``make osrm-bin``). The requests are those of an earlier ``benchmarks/serve.py --dataset`` run (its
 ``.requests.json.gz``: random snappable points of Monaco), so the numbers line up with that benchmark.
 
-Cases: ``/route`` with 2 coordinates and ``overview=full``, the same with ``overview=false`` (both
-``steps=false``, the default), ``/route`` with ``steps=true&annotations=true`` (context) and ``/table``
-100 x 100.
+Cases: ``/route`` with 2 coordinates and the default options (``route_default``: ``overview=simplified``,
+``steps=false``), with ``overview=full``, with ``overview=false``, ``/route`` with
+``overview=full&steps=true&annotations=true`` (context) and ``/table`` 100 x 100.
+
+``--stages`` adds, per ``/route`` case, the CPU of each stage of the server's GET path (the short parse, snapping,
+the search and unpacking, the route object, the waypoints, the JSON), timed one request at a time.
 
 ``--sizes N`` measures instead what the rule for answering on the event loop (``config.SERVE_INLINE_*``) is
 chosen from: the wall time of one request by service and size (routes of 2-12 coordinates, tables of 2 x 2 to
@@ -19,7 +22,7 @@ chosen from: the wall time of one request by service and size (routes of 2-12 co
 Usage (from the repo root):
     .venv/bin/python benchmarks/request_path.py [--routes 1000] [--tables 20] [--profile-top 25]
         [--requests benchmarks/results/serve_dataset_2026-11-26_before_75fde7b.requests.json.gz]
-        [--json OUT.json]
+        [--json OUT.json] [--stages] [--cases route_default route_full ...] [--src OTHER/src]
 Prints, per case, the CPU ms per request (through the HTTP adapter: the general parse, the engine and the JSON;
 through ``app.direct``, the path the server takes for a GET: its short parse where it has one; and of the engine
 call alone) and the top of its cProfile (by total time and by cumulative time).
@@ -137,6 +140,48 @@ def profile_top(fn, items, top, sort):
     return total, body
 
 
+def stages(eng, server, paths, repeat=3):
+    """CPU ms per request of each stage of a ``GET /route`` on the server's path (the short parse of
+    :mod:`gpuroute.server.fastpath`, snapping, the search and unpacking, the route object, the waypoints, the JSON),
+    the least of ``repeat`` passes over ``paths`` (the default ``continue_straight``, no exclude)."""
+    from gpuroute.engine.algorithms import route_search
+    from gpuroute.engine.exclude import resolve as resolve_exclude
+    from gpuroute.engine.osrm import waypoints
+    from gpuroute.engine.services import route as service
+    from gpuroute.server.app import _strip, encode
+
+    scopes = [direct_scope(p) for p in paths]
+    cs = bool(eng.graph.meta.get("continue_straight_at_waypoint", True))
+    names = ("parse", "snap", "search", "route_object", "waypoints", "json")
+    best = None
+    for _ in range(repeat):
+        tot = [0.0] * 6
+        for sc in scopes:
+            t0 = time.process_time()
+            call = server.route_templates.call(sc)
+            t1 = time.process_time()
+            p = call.params
+            ex = resolve_exclude(eng, p.exclude, p.avoid_polygons, p.avoid_ways)
+            ph = eng._snap(p, segments=eng._snap_index(ex))
+            t2 = time.process_time()
+            plan, snap = route_search(eng, ex, None).route(
+                ph, continue_straight=cs if p.continue_straight is None else bool(p.continue_straight))
+            t3 = time.process_time()
+            r = service.route_object(eng, ph, service.PhantomRows(ph), plan, snap, steps=p.steps,
+                                     annotations=p.annotations, geometries=p.geometries, overview=p.overview)
+            t4 = time.process_time()
+            res = {"code": "Ok", "routes": [r], "waypoints": waypoints(ph, eng._fingerprint, eng._names)}
+            t5 = time.process_time()
+            encode(_strip(res, call))
+            t6 = time.process_time()
+            for i, (a, b) in enumerate(((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5), (t5, t6))):
+                tot[i] += b - a
+        best = tot if best is None else [min(x, y) for x, y in zip(best, tot, strict=True)]
+    out = {n: round(v * 1e3 / len(scopes), 4) for n, v in zip(names, best, strict=True)}
+    out["total"] = round(sum(best) * 1e3 / len(scopes), 4)
+    return out
+
+
 def sizes(server, reqs, n_each):
     """Wall ms (p50, p99, max) of one request through the adapter, by service and size: how long a request
     answered on the event loop holds it (``config.SERVE_INLINE_*``). Routes of k coordinates, tables of n x n,
@@ -218,7 +263,8 @@ def main():
     ap.add_argument("--dataset", default=None, help="a built dataset directory (default: build Monaco with car.lua)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--src", default=None, help="import gpuroute from this copy of src/ (before -> after runs)")
-    ap.add_argument("--cases", nargs="*", default=["route_full", "route_false", "route_steps", "table"])
+    ap.add_argument("--stages", action="store_true", help="also the CPU of each stage of a /route case")
+    ap.add_argument("--cases", nargs="*", default=["route_default", "route_full", "route_false", "route_steps", "table"])
     ap.add_argument("--sizes", type=int, default=0, metavar="N",
                     help="instead of the cases: wall ms of one request by service and size (N requests each) and "
                          "the worker-thread hand-off's CPU (the config.SERVE_INLINE_* rule)")
@@ -238,6 +284,7 @@ def main():
     routes = reqs["routes"][:args.routes]
     tables = reqs["tables"][:args.tables]
     cases = {
+        "route_default": ("/route/v1/driving/{}", routes),
         "route_full": ("/route/v1/driving/{}?overview=full", routes),
         "route_false": ("/route/v1/driving/{}?overview=false", routes),
         "route_steps": ("/route/v1/driving/{}?overview=full&steps=true&annotations=true", routes),
@@ -262,7 +309,12 @@ def main():
         engine_ms = cpu_ms(lambda f: f(), calls)
         tot, by_tot = profile_top(lambda p: adapter_call(server, p), paths, args.profile_top, "tottime")
         _, by_cum = profile_top(lambda p: adapter_call(server, p), paths, args.profile_top, "cumulative")
-        out[name] = {"requests": len(paths), "ok": ok, "adapter_cpu_ms": round(adapter_ms, 3),
+        if args.stages and name.startswith("route") and getattr(server, "route_templates", None) is not None:
+            st = stages(eng, server, paths)
+            print(f"## {name}: CPU ms/request by stage: " + ", ".join(f"{k} {v:.4f}" for k, v in st.items()))
+        else:
+            st = None
+        out[name] = {"requests": len(paths), "ok": ok, "stages_cpu_ms": st, "adapter_cpu_ms": round(adapter_ms, 3),
                      "direct_cpu_ms": round(direct_ms, 3),
                      "engine_cpu_ms": round(engine_ms, 3), "profile_total": tot, "by_tottime": by_tot,
                      "by_cumtime": by_cum}

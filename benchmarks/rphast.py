@@ -6,7 +6,9 @@ selection (``select_targets``, on the CPU), then k x 1000 for k = 1, 16, 256 (an
 
 * upward pass searched on the host (numba) and, once ``ch.hub_labels()`` exists, read from the forward labels on
   the device;
-* each pass as one persistent kernel (grid barriers) and as a captured CUDA graph (a launch per phase and level);
+* each pass as one persistent kernel (grid barriers) and as a captured CUDA graph (a launch per phase and level),
+  with the depths merged m at a time or (m = 0, the default) at the boundaries the cost model of
+  ``ch.phast.merge_phases`` picks, at its default and at the settings of COST_VARIANTS (1 and 16 sources);
   for one source, the persistent pass at several grid sizes (``CH_RPHAST_PERSISTENT_MAX_BLOCKS``: fewer blocks,
   cheaper barriers);
 * device time between CUDA events (one pass alone, and the mean of 20 back-to-back passes, which hides the host's
@@ -53,6 +55,10 @@ from gpuroute.ch.rphast import rphast_cpu, select_targets, upward_entries  # noq
 ROWS = []
 DEVICE = "cpu"
 GRAPH_NODE_S = 2.5e-6  # a dependent kernel node of a captured CUDA graph on the H100 (BENCHMARKS.md, PHAST)
+DEFAULT_COST = (config.CH_PHASE_STEP_US, config.CH_PHASE_BYTES_PER_US, config.CH_PHASE_ITER_US)
+#: Settings of the merged phases' cost model (CH_PHASE_STEP_US, CH_PHASE_BYTES_PER_US, CH_PHASE_ITER_US) measured with
+#: CH_RPHAST_MERGE_LEVELS = 0 for 1 and 16 sources (ch.phast.merge_phases).
+COST_VARIANTS = [(1.5, 2.5e6, 0.4), (3.0, 2.5e6, 0.4), (2.0, 2.5e6, 0.1), (2.0, 2.5e6, 1.0), (2.0, 1.0e6, 0.4)]
 
 
 def emit(**row):
@@ -104,16 +110,19 @@ def cpu_part(ch, g, sel, T, ks, reps, rng):
              threads=int(__import__("numba").get_num_threads()))
 
 
+GRAPH_ONLY = False  # --graph-only: the captured graph alone (the default pass), no persistent shapes
+
+
 def modes(k):
     """The pass kinds measured for ``k`` sources."""
-    return ["persistent", "graph"] if k <= 16 else ["graph"]
+    return ["persistent", "graph"] if k <= 16 and not GRAPH_ONLY else ["graph"]
 
 
 def shapes(k, mode):
     """(threads a block, most blocks, depths merged a phase, most lanes an item) measured for a pass of ``k`` sources:
     the default first (end to end measured there), the merge factor, and for one source in one persistent kernel the
     grid's shape against the barrier. tests/ch/test_rphast.py checks every one of them exact on the GPU."""
-    out = [(256, 0, 4, 32), (256, 0, 1, 32)]
+    out = [(256, 0, 0, 32), (256, 0, 4, 32), (256, 0, 1, 32)]  # m = 0: phases by the cost model (the default)
     if k >= 256 or mode == "persistent" or k == 1:
         out.append((256, 0, 8, 32))
     if mode == "graph" and k == 1:  # fewer, heavier phases: the launches against the arcs
@@ -152,10 +161,25 @@ def gpu_part(ch, g, sel, T, ks, reps, rng, bw, upward, gl):
                     sel._device.pop("gpu", None)  # a fresh upload (its persistent kernel back on)
                     ds = device_selection(sel)
             config.CH_RPHAST_PERSISTENT_MAX_BLOCKS = 0
-            if (ds.tpb, ds.merge) != (256, 4):
-                config.CH_RPHAST_THREADS, config.CH_RPHAST_MERGE_LEVELS = 256, 4
+            if (ds.tpb, ds.merge) != (256, 0):
+                config.CH_RPHAST_THREADS, config.CH_RPHAST_MERGE_LEVELS = 256, 0
                 sel._device.pop("gpu", None)
                 ds = device_selection(sel)
+        if k in (1, 16):  # the cost model's settings (merge 0, the captured graph)
+            config.CH_RPHAST_PERSISTENT_MAX_K, config.CH_RPHAST_MAX_LANES = 0, 32
+            keep = (config.CH_PHASE_STEP_US, config.CH_PHASE_BYTES_PER_US, config.CH_PHASE_ITER_US)
+            for step, bw_, it in COST_VARIANTS:
+                config.CH_PHASE_STEP_US, config.CH_PHASE_BYTES_PER_US, config.CH_PHASE_ITER_US = step, bw_, it
+                sel._device.pop("gpu", None)
+                ds = device_selection(sel)
+                try:
+                    measure(ds, h, sel, S, T, k, upward, gl, "graph", 256, 0, want, bw, reps, lab)
+                except Exception as e:
+                    emit(what="RPHAST GPU pass failed", upward=upward, mode="graph", sources=k, threads_per_block=256,
+                         cap=0, merged_depths=0, error=f"{type(e).__name__}: {e}")
+            config.CH_PHASE_STEP_US, config.CH_PHASE_BYTES_PER_US, config.CH_PHASE_ITER_US = keep
+            sel._device.pop("gpu", None)
+            ds = device_selection(sel)
     config.CH_RPHAST_PERSISTENT_MAX_K, config.CH_RPHAST_MAX_LANES = defaults
 
 
@@ -169,9 +193,8 @@ def measure(ds, h, sel, S, T, k, upward, gl, mode, tpb, cap, want, bw, reps, lab
     if upward == "labels":
         slid = np.asarray(lab.node_lid, dtype=np.int64)[S]
         reads = int((lab.node[slid + 1, 0] - lab.node[slid, 0]).sum())
+    got = rphast_gpu(h, sel, S, upward=upward, gpu_labels=gl)  # the pass size's layout in use from here
     mb = model(sel, k, upward_entries(h, sel, S, upward), reads, ds.n_arcs)
-
-    got = rphast_gpu(h, sel, S, upward=upward, gpu_labels=gl)
     exact = bool(np.array_equal(got, want))
     out_rows = cp.empty((k, int(T.size)), dtype=cp.uint32)
     launch = ds.prepare(h, S, upward, gl, out_rows)
@@ -204,6 +227,7 @@ def measure(ds, h, sel, S, T, k, upward, gl, mode, tpb, cap, want, bw, reps, lab
     row = dict(what="RPHAST GPU pass", upward=upward, mode=mode, sources=k, targets=int(T.size),
                threads_per_block=tpb, blocks=blocks, max_lanes=int(config.CH_RPHAST_MAX_LANES),
                merged_depths=ds.merge, phases=len(ds.levels),
+               phase_cost=[config.CH_PHASE_STEP_US, config.CH_PHASE_BYTES_PER_US, config.CH_PHASE_ITER_US],
                arcs=ds.n_arcs, device_seconds_single=float(np.median(single)),
                device_seconds_back_to_back=b2b, exact_vs_cpu_twin=exact,
                model_bytes=mb, floor_bytes_seconds=mb["total"] / bw, dependent_steps=int(syncs),
@@ -212,7 +236,8 @@ def measure(ds, h, sel, S, T, k, upward, gl, mode, tpb, cap, want, bw, reps, lab
         row["floor_launches_seconds"] = syncs * GRAPH_NODE_S
     else:
         row["per_barrier_seconds_if_all_sync"] = b2b / syncs
-    if (tpb, cap, ds.merge, int(config.CH_RPHAST_MAX_LANES)) == (256, 0, 4, 32):
+    if (tpb, cap, ds.merge, int(config.CH_RPHAST_MAX_LANES)) == (256, 0, 0, 32) and \
+            (config.CH_PHASE_STEP_US, config.CH_PHASE_BYTES_PER_US, config.CH_PHASE_ITER_US) == DEFAULT_COST:
         S_cp = cp.asarray(S)
         row["end_to_end_numpy_seconds"] = med(lambda S=S: rphast_gpu(h, sel, S, upward=upward, gpu_labels=gl),
                                               reps)
@@ -267,12 +292,14 @@ def summary():
     for r in ROWS:
         if r["what"] == "RPHAST GPU pass" and "end_to_end_numpy_seconds" in r:
             fl = r.get("floor_launches_seconds", r["dependent_steps"] * GRAPH_NODE_S)
-            print(f"  {r['upward']:6s} {r['mode']:10s} m={r['merged_depths']} {r['sources']:5d} x {r['targets']}: "
+            print(f"  {r['upward']:6s} {r['mode']:10s} m={r['merged_depths']} ({r['phases']} phases, {r['arcs']:,} arcs) "
+                  f"{r['sources']:5d} x {r['targets']}: "
                   f"{r['device_seconds_single'] * 1e6:8.1f} / {r['device_seconds_back_to_back'] * 1e6:8.1f}   "
                   f"e2e {r['end_to_end_numpy_seconds'] * 1e6:8.1f}   floors {r['floor_bytes_seconds'] * 1e6:6.1f} / "
                   f"{fl * 1e6:6.1f} ({r['dependent_steps']} steps)  exact={r['exact_vs_cpu_twin']}")
         elif r["what"] == "RPHAST GPU pass":
-            print(f"  {r['upward']:6s} {r['mode']:10s} m={r['merged_depths']} k={r['sources']} "
+            print(f"  {r['upward']:6s} {r['mode']:10s} m={r['merged_depths']} ({r['phases']} phases, cost "
+                  f"{r['phase_cost']}) k={r['sources']} "
                   f"{r['threads_per_block']} x {r['blocks']} blocks, lanes <= {r['max_lanes']}: "
                   f"{r['device_seconds_back_to_back'] * 1e6:.1f} us "
                   f"({r['device_seconds_back_to_back'] / r['dependent_steps'] * 1e6:.2f} us a step, "
@@ -299,7 +326,7 @@ def summary():
                     if r["upward"] == up and r["sources"] == 1 and "end_to_end_numpy_seconds" in r}
             if len(best) == 2:
                 pick = 8 if best["persistent"] < best["graph"] and not inexact else 0
-                print(f"  {up}, 1 x {passes[0]['targets']}, m=4: persistent {best['persistent'] * 1e6:.1f} us, graph "
+                print(f"  {up}, 1 x {passes[0]['targets']}, default merge: persistent {best['persistent'] * 1e6:.1f} us, graph "
                       f"{best['graph'] * 1e6:.1f} us (device, back to back) -> CH_RPHAST_PERSISTENT_MAX_K = {pick}")
 
 
@@ -314,7 +341,10 @@ def main():
     ap.add_argument("--ch", default=None, help="a saved hierarchy of NY to load instead of building one")
     ap.add_argument("--quick", action="store_true",
                     help="the verification sweep: k = 1 and 16 only (every shape), 10 repetitions, no tables")
+    ap.add_argument("--graph-only", action="store_true", help="the captured graph only (no persistent passes)")
     args = ap.parse_args()
+    global GRAPH_ONLY
+    GRAPH_ONLY = bool(args.graph_only)
     if args.quick:
         args.ks, args.reps = "1,16", min(args.reps, 10)
     ks = [int(x) for x in args.ks.split(",")]

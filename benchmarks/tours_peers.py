@@ -38,8 +38,9 @@ was done); a Markdown table is printed, for CVRP with issue 23's targets per row
 gap <= PyVRP's; at 60 s up to 401 stops: <= 1 %); ``--report FILE`` prints it again from a JSON.
 
 ``--variant NAME:KEY=VALUE,...`` (repeatable) adds the CVRP solver ``gpuroute-cpu-NAME``: gpuroute's CPU
-search with those ``SISR_*`` constants of ``gpuroute.tours.vrp_sisr`` set for its runs (``--variant
-pen:PEN=1``), its own column and target verdict, to compare settings in the same run.
+search with those ``SISR_*`` constants of ``gpuroute.tours.vrp_sisr`` (``POP_*``: of ``gpuroute.tours.vrp_pop``)
+set for its runs (``--variant pen:PEN=1``, ``--variant chain:POP_SIZE=1``), its own column and target verdict,
+to compare settings in the same run.
 
 ``--instances X:1001`` names every X instance up to 1,001 stops found in --data-dir / --cvrp-dir
 (``X:167-401``: a size range). ``--jobs J`` deals the instances to J child processes (each one after the
@@ -374,12 +375,20 @@ def _lkh(inst, T, seed, runs=0, timeout=None):
             "solve_s": r["solve_s"], "lkh_params": params.strip().replace("\n", "; ")}
 
 
+def _variant_module(key):
+    """The module of a variant's constant: gpuroute.tours.vrp_pop for ``VRP_POP_*``, else vrp_sisr."""
+    from gpuroute.tours import vrp_pop, vrp_sisr
+
+    return vrp_pop if key.startswith("VRP_POP_") else vrp_sisr
+
+
 def parse_variants(specs):
     """``--variant NAME:KEY=VALUE,...`` -> {"gpuroute-cpu-NAME": {"SISR_KEY": value}}: gpuroute's CPU CVRP
-    search with these constants of :mod:`gpuroute.tours.vrp_sisr` set for its runs (one more solver column).
-    Raises ValueError naming the spec and the key when a key is not such a constant or a value not a
-    number."""
-    from gpuroute.tours import vrp_sisr
+    search with these constants of :mod:`gpuroute.tours.vrp_sisr` set for its runs (one more solver column);
+    a key ``POP_*`` (or ``VRP_POP_*``) names a constant of :mod:`gpuroute.tours.vrp_pop` (``POP_SIZE=1``: one
+    annealing chain, no population). Raises ValueError naming the spec and the key when a key is not such a
+    constant or a value not a number."""
+    from gpuroute.tours import vrp_pop, vrp_sisr
 
     out = {}
     for spec in specs:
@@ -389,12 +398,17 @@ def parse_variants(specs):
         sets = {}
         for kv in body.split(","):
             k, eq, v = kv.partition("=")
-            key = "SISR_" + k.strip().upper().removeprefix("SISR_")
-            if not eq or not hasattr(vrp_sisr, key):
-                raise ValueError(f"--variant {spec!r}: {k!r} is not a constant of gpuroute.tours.vrp_sisr "
-                                 f"(known: {sorted(x[5:] for x in dir(vrp_sisr) if x.startswith('SISR_'))})")
+            u = k.strip().upper()
+            if u.startswith(("POP_", "VRP_POP_")):
+                key = "VRP_POP_" + u.removeprefix("VRP_").removeprefix("POP_")
+            else:
+                key = "SISR_" + u.removeprefix("SISR_")
+            if not eq or not hasattr(_variant_module(key), key):
+                raise ValueError(f"--variant {spec!r}: {k!r} is not a constant of gpuroute.tours.vrp_sisr or "
+                                 f"vrp_pop (known: {sorted(x[5:] for x in dir(vrp_sisr) if x.startswith('SISR_'))}"
+                                 f" + {sorted(x[4:] for x in dir(vrp_pop) if x.startswith('VRP_POP_'))})")
             try:
-                sets[key] = type(getattr(vrp_sisr, key))(float(v))
+                sets[key] = type(getattr(_variant_module(key), key))(float(v))
             except ValueError:
                 raise ValueError(f"--variant {spec!r}: {k}={v!r} is not a number") from None
         out[f"gpuroute-cpu-{name}"] = sets
@@ -402,18 +416,16 @@ def parse_variants(specs):
 
 
 def _variant(sets):
-    """gpuroute-cpu with the constants ``sets`` of vrp_sisr set during the call (restored after)."""
+    """gpuroute-cpu with the constants ``sets`` of vrp_sisr / vrp_pop set during the call (restored after)."""
     def run(inst, T, seed):
-        from gpuroute.tours import vrp_sisr
-
-        old = {k: getattr(vrp_sisr, k) for k in sets}
+        old = {k: getattr(_variant_module(k), k) for k in sets}
         try:
             for k, v in sets.items():
-                setattr(vrp_sisr, k, v)
+                setattr(_variant_module(k), k, v)
             return _gpuroute(inst, T, "cpu", seed)
         finally:
             for k, v in old.items():
-                setattr(vrp_sisr, k, v)
+                setattr(_variant_module(k), k, v)
     return run
 
 

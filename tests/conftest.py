@@ -10,6 +10,8 @@ GPUROUTE_SHARED_DATA
 GPUROUTE_REQUIRE_SHARED_DATA
     Set (to anything but ``""`` or ``0``) where the data must be there, as on CI: a missing file then fails
     the test instead of skipping it.
+GPUROUTE_BUILD_WARMUP
+    Set to ``0`` here (unless set already): ``gpuroute build`` skips its warm-up in the tests.
 """
 import os
 import sys
@@ -18,6 +20,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+# `gpuroute build` compiles every service's kernels at its end (gpuroute.cli.warmup): the tests that build a
+# dataset are not about that (tests/cli/test_warmup.py is), and with a bare clone's empty numba cache it takes minutes
+os.environ.setdefault("GPUROUTE_BUILD_WARMUP", "0")
 
 #: The shared real data: ``$GPUROUTE_SHARED_DATA``, else ``../shared/data`` beside the checkout.
 SHARED_DATA = Path(os.environ.get("GPUROUTE_SHARED_DATA")

@@ -105,6 +105,33 @@ CH_PHAST_UP_SEARCH = True
 #: PHAST on the GPU: once the hierarchy's hub labels exist (``ContractionHierarchy.hub_labels()``), the upward
 #: pass writes the sources' forward labels into the rows (one launch) instead of searching.
 CH_PHAST_FROM_LABELS = True
+#: PHAST on the GPU: the downward pass's levels merged into phases (ch.phast.merge_phases: in-arcs extended through
+#: the phase, so its nodes run in parallel in one launch; the same distances): 0 the phase boundaries by the cost
+#: model below, for each pass size; m >= 1 m consecutive levels a phase (1: one launch a level, the sweep as it was).
+#: H100, NY one tree (labels upward): one launch a level 144.4 us (52 down launches), the cost model 53.7 us (8);
+#: batches of 256 and 1,000 run faster a launch a level (CH_PHAST_MERGE_MAX_K below; BENCHMARKS.md).
+CH_PHAST_MERGE_LEVELS = 0
+#: PHAST on the GPU: merged phases (CH_PHAST_MERGE_LEVELS 0 or m >= 2) only for passes of at most this many sources;
+#: a larger pass runs one launch a level (as CH_PHAST_MERGE_LEVELS = 1): it is bandwidth-bound, and the merged arcs
+#: (1.34-1.83x the bytes on NY) cost more than the launches they save. 0: no bound. The measured bracket (H100, NY,
+#: BENCHMARKS.md): merged wins at 1 source (53.7 vs 144.4 us a tree), per level at 256 and 1,000 (133,484 / 146,893
+#: vs 120,316 / 131,439 trees/s); the crossover between 16 and 256 is not measured.
+CH_PHAST_MERGE_MAX_K = 16
+#: PHAST on the GPU, merged phases: for passes of fewer than CH_PHAST_LANES_MAX_K sources, a phase's (node, source)
+#: item gets the power of two lanes (at most CH_PHAST_MAX_LANES) at least the phase's mean in-degree (rph_level).
+CH_PHAST_LANES_MAX_K = 32
+CH_PHAST_MAX_LANES = 32
+#: The cost model of merged phases (PHAST's downward pass and RPHAST's sweep, ch.phast.merge_phases): a phase costs
+#: CH_PHASE_STEP_US (a dependent launch in a captured graph; H100 ~2.5 us) plus the larger of its bytes over
+#: CH_PHASE_BYTES_PER_US and its longest item's arcs at CH_PHASE_ITER_US a lane-iteration (an L2 round trip in
+#: a dependent load chain); the phase boundaries minimise the modelled total (dynamic programming over the levels).
+#: CH_PHASE_MAX_LEVELS: most levels a phase (0: no limit). Fitted to the H100's RPHAST passes on NY x 1,000 (m = 1 / 4
+#: depths a phase, 1 and 16 sources: 132.6 / 53.4 and 157.6 / 105.6 us measured; the model with these values says
+#: 150 / 53 and 165 / 106); benchmarks/ch_gpu_queries.py and benchmarks/rphast.py sweep them.
+CH_PHASE_STEP_US = 2.0
+CH_PHASE_BYTES_PER_US = 2.5e6
+CH_PHASE_ITER_US = 0.4
+CH_PHASE_MAX_LEVELS = 0
 #: Hub labels on the GPU (``ch/labels_gpu.py``, once ``ContractionHierarchy.hub_labels()`` built them): a GPU
 #: table with at most this many targets is answered by label merges (one warp a pair: cost ~ |S| x |T|)
 #: instead of PHAST sweeps (cost ~ |S| x n); paired distances always use the labels. NY on an H100: labels
@@ -135,7 +162,10 @@ CH_RPHAST_MAX_LANES = 32
 #: in-arcs extended through the phase, so its nodes run in parallel): ceil(L / m) dependent steps instead of L, for
 #: more arcs (DIMACS NY, 1,000 targets: m = 4, 13 steps for 1.7x the arcs; m = 8, 7 steps for 2.7x). 1: off.
 #: H100, NY 1 x 1000, the captured graph: m = 4 55.3 us device, m = 1 133.9 us.
-CH_RPHAST_MERGE_LEVELS = 4
+#: 0: the phase boundaries by the cost model (CH_PHASE_*, planned per pass-size class: NY x 1,000, one source: 4 phases
+#: for 3.9x the arcs, modelled 31 us against m = 4's 53). Set back to 4 if benchmarks/rphast.py's graph pass at m=0 is
+#: slower than at m=4 for 1 x 1000 or 16 x 1000.
+CH_RPHAST_MERGE_LEVELS = 0
 #: RPHAST on the GPU: core entries (of one source) per unit of the core step (each unit: a chunk of columns x this
 #: many entries, then atomicMin), so that a source's 50-350 core entries spread over several blocks.
 CH_RPHAST_CORE_SLICE = 16
@@ -188,6 +218,39 @@ CRP_GPU_TARGET_UNITS = 2048
 #: Relax, in each Bellman-Ford round of the GPU customization, only the vertices one of whose in-neighbours
 #: improved in the round before (two flags per vertex in shared memory); False relaxes every vertex.
 CRP_GPU_FRONTIER = True
+#: GPU customization: every level whose cells fit the push kernel runs it (``crp_push_level`` in crp/customize.cu:
+#: the block's threads stride over the cell's edges, each edge read once a round -- coalesced -- and relaxed for
+#: all the unit's entry points by a shared-memory atomicMin) instead of the pull kernel (a thread per (vertex,
+#: entry point) walking its in-edges: one latency-bound load chain per thread, the edges re-read per entry point).
+#: The rule (gpuroute.crp.customize_gpu.push_fits): every cell of the level has at most CRP_GPU_PUSH_SMEM_BYTES / 8
+#: search-graph vertices (and at most 65,536); a level with a bigger cell keeps the pull kernel. This setting
+#: only narrows it: None, no cell-count limit (the default); an int n, push only on levels with fewer than n cells
+#: (100: session 23's first rule, the paper's (sec. 3) switch to its global implementation under 100 cells);
+#: 0, the pull kernel everywhere (the way before). NY KaHIP 1,092/69/5 cells, metric distance, H100 device time
+#: (BENCHMARKS.md, "CRP customization's upper levels by a push Bellman-Ford kernel"): pull 4,418 us, push under
+#: 100 cells 3,676, push on every level 2,972 (level 0: 3,045 -> 2,358 us); with 256:32 mezzanine levels
+#: 2,068 / 1,320 / 1,192 us.
+CRP_GPU_PUSH_MAX_CELLS = None
+#: Push kernel: shared memory for one unit's int64 distances (the block holds 15/8 of it: distances, int32 tree
+#: edges, three frontier flag rows); the rest of the multiprocessor's 256 KiB stays L1 for the cell's edges.
+CRP_GPU_PUSH_SMEM_BYTES = 24 * 1024
+#: Push kernel: threads per block of a level (gpuroute.crp.customize_gpu.push_threads), at least this many ...
+CRP_GPU_PUSH_THREADS = 512
+#: ... doubled, up to this many (and what the compiled kernel allows), while the level's cells average at least
+#: one stride of the doubled block (2 x threads x CRP_GPU_PUSH_UNROLL edges): a bigger block pays only where its
+#: extra threads get edges. NY (edges a cell 2,078 / 6,019 / 22,658): 512 / 512 / 1,024 threads at unroll 8.
+#: H100, push on levels 1-2, device us of levels 1 / 2: unroll 4: 512 threads 344 / 266, 1,024 316 / 203;
+#: unroll 8: 512 266 / 236, 1,024 296 / 193 (the rule picks the faster of each; 256 threads slower: 435 / 456).
+#: Level 0 (2,078 edges a cell) was measured at 512 only. CRP_GPU_PUSH_THREADS = 1024: 1,024 on every level.
+CRP_GPU_PUSH_MAX_THREADS = 1024
+#: Push kernel: a level is split into about this many work units of about equal work (a unit's entry points
+#: share each edge read; a cell with many edges gets fewer entry points a unit).
+CRP_GPU_PUSH_TARGET_UNITS = 256
+#: Push kernel: edges each thread loads (independent, coalesced) before relaxing them, so that a round over a
+#: big cell's edges (from L2) keeps several loads in flight per warp (compiled in: -DCRP_PUSH_UNROLL; 8 is the
+#: module's own build, other values compile a second one). H100, NY, push on levels 1-2, device us of levels
+#: 1 / 2 at 512 threads: unroll 1 289 / 484, 4 344 / 266, 8 266 / 236.
+CRP_GPU_PUSH_UNROLL = 8
 #: Traffic updates (Overlay.update, gpuroute.crp.state_buffers): a recycled buffer of the customized state
 #: (host or device copy) is brought up to date range by range while the ranges to copy are at most this
 #: fraction of the array; above it, one whole copy.
@@ -469,6 +532,11 @@ TOUR_CHECK_FIRST_WORK = 100_000
 #: Fraction of the time limit kept for the final polish of the best tour (a local minimum of the whole
 #: neighbourhood: the CPU's full neighbourhood up to 150 stops, the GPU's candidate lists).
 TOUR_POLISH_RESERVE = 0.02
+#: CPU TSP on a symmetric matrix above 150 stops (gpuroute.tours.local_search.or_ils): ILS chains run at once,
+#: one a numba thread (0: numba.get_num_threads()), each from the best tour of the last round ...
+TOUR_CPU_CHAINS = 0
+#: ... and the most stops of each of the two stretches a segment kick swaps (a local double bridge).
+TOUR_OR_SEGMENT = 30
 #: GPU CVRP (gpuroute.tours.vrp_gpu, vrp.cu): threads per block of the neighbourhood evaluation, the
 #: reduce-and-apply block and the one-block-per-chain ruin-and-recreate kernel (power of two, 64..1024).
 TOUR_VRP_GPU_THREADS = 256

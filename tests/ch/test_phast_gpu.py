@@ -1,6 +1,6 @@
 """PHAST on the GPU (gpuroute.ch.phast_gpu) against Dijkstra: one tree, batched trees (several passes),
-predecessors, tables, paired distances, bounded one-to-all, uint32 results, CuPy in and out; on oracle
-hierarchies (tests/naive.py's ``naive_ch``) with and without a core."""
+predecessors, tables, paired distances, bounded one-to-all, uint32 results, CuPy in and out, the downward pass's
+levels merged into phases; on oracle hierarchies (tests/naive.py's ``naive_ch``) with and without a core."""
 from __future__ import annotations
 
 import numpy as np
@@ -64,6 +64,44 @@ def test_one_source_upward_search(core_from, up_search, monkeypatch):
         np.testing.assert_array_equal(ch.tree(s, device="gpu"), ref[s])
 
 
+@pytest.mark.parametrize("core_from", [None, 40, 0])
+@pytest.mark.parametrize("merge, cost", [(0, None), (1, None), (3, None), (1000, None), (0, (1e6, 0.0)),
+                                         (0, (0.5, 2.0))])
+def test_merged_downward_phases(core_from, merge, cost, monkeypatch):
+    """The downward pass with its levels merged into phases (config.CH_PHAST_MERGE_LEVELS: m levels a phase, or 0:
+    the cost model, here also at a step so dear that everything merges and at a cheap one), one rph_level launch a
+    phase with the lanes of its mean degree: one tree (upward searched, by levels, from hub labels), batches of
+    several passes and tables, equal to Dijkstra; the launches are the phases'."""
+    from gpuroute.ch.phast_gpu import host_layout, merged_down
+
+    monkeypatch.setattr(config, "CH_PHAST_MERGE_LEVELS", merge)
+    monkeypatch.setattr(config, "CH_PHAST_BATCH_ITEMS", 7 * 60)  # passes of 7 sources
+    monkeypatch.setattr(config, "CH_PHAST_THREADS", 64)
+    if cost is not None:
+        monkeypatch.setattr(config, "CH_PHASE_STEP_US", cost[0])
+        monkeypatch.setattr(config, "CH_PHASE_ITER_US", cost[1])
+    g, ch = _case(4, core_from=core_from)
+    n = g.n_nodes
+    ref = gpuroute.sssp(g, np.arange(n), algorithm="dijkstra", device="cpu")
+    for up_search in (True, False):
+        monkeypatch.setattr(config, "CH_PHAST_UP_SEARCH", up_search)
+        for s in (0, 7, 33, n - 1):
+            np.testing.assert_array_equal(ch.tree(s, device="gpu"), ref[s])
+    eng = ch._gpu_engine()
+    if merge != 1:
+        phases, _ = merged_down(host_layout(ch.h), 1)
+        assert eng.down_launches == len(phases)
+        if cost is not None and cost[0] == 1e6:
+            assert len(phases) == min(1, len(eng.levels_down))
+    np.testing.assert_array_equal(ch.tree(np.arange(n), device="gpu"), ref)
+    T = np.array([1, 2, 3, 59, 0, 44])
+    np.testing.assert_array_equal(ch.table(np.arange(0, n, 3), T, device="gpu"), ref[::3][:, T])
+    ch.hub_labels()
+    for s in (3, 21):
+        np.testing.assert_array_equal(ch.tree(s, device="gpu"), ref[s])
+    np.testing.assert_array_equal(ch.tree(np.arange(n), device="gpu"), ref)
+
+
 def test_cupy_in_cupy_out():
     import cupy as cp
 
@@ -98,3 +136,12 @@ def test_ny_sequential_and_cuch_trees():
     np.testing.assert_array_equal(ch.table(src, T, device="gpu"), ref[:, T])
     for i, s in enumerate(src):  # one source: the one-block upward search
         np.testing.assert_array_equal(ch.tree(int(s), device="gpu"), ref[i])
+    keep = config.CH_PHAST_MERGE_LEVELS
+    for merge in (1, 4, 0):  # the downward pass a launch a level, 4 levels a phase, the cost model's phases
+        config.CH_PHAST_MERGE_LEVELS = merge
+        try:
+            for i, s in enumerate(src[:3]):
+                np.testing.assert_array_equal(ch.tree(int(s), device="gpu"), ref[i])
+            np.testing.assert_array_equal(ch.tree(src, device="gpu"), ref)
+        finally:
+            config.CH_PHAST_MERGE_LEVELS = keep

@@ -94,8 +94,17 @@ def test_selection_is_closed_layered_and_renumbered(core_from):
             assert np.all(phase_of[tails[tails >= c]] <= phase_of[r])
             assert set(sel.tail[sel.first_out[r]:sel.first_out[r + 1]].tolist()) <= set(tails.tolist())
     assert sel.merged(1)[2] is sel.tail
-    with pytest.raises(ValueError, match=">= 1"):
-        sel.merged(0)
+    with pytest.raises(ValueError, match=">= 0"):
+        sel.merged(-1)
+    # m = 0: the boundaries by the cost model (ch.phast.merge_phases), at depth boundaries, the same closure rule
+    for k in (1, 40):
+        mlb, mfo, mtl, mw = sel.merged(0, k)
+        assert mlb[0] == c and mlb[-1] == sel.n_restricted and set(mlb.tolist()) <= set(lb.tolist())
+        phase_of = np.searchsorted(mlb, np.arange(sel.n_restricted), side="right") - 1
+        for r in range(c, sel.n_restricted):
+            tails = mtl[mfo[r]:mfo[r + 1]]
+            assert np.all(phase_of[tails[tails >= c]] <= phase_of[r])
+            assert set(sel.tail[sel.first_out[r]:sel.first_out[r + 1]].tolist()) <= set(tails.tolist())
 
 
 def test_selection_errors():
@@ -255,7 +264,8 @@ def _cu_text():
 
 
 @pytest.mark.parametrize("core_from", [None, 40, 0])
-@pytest.mark.parametrize("k, merge, lanes", [(1, 1, 32), (1, 3, 4), (3, 2, 32), (40, 1, 32), (40, 4, 32)])
+@pytest.mark.parametrize("k, merge, lanes", [(1, 1, 32), (1, 3, 4), (3, 2, 32), (40, 1, 32), (40, 4, 32), (1, 0, 32),
+                                             (40, 0, 32)])
 def test_kernel_layout_emulated(core_from, k, merge, lanes):
     g, ch = _case(4, n=50, core_from=core_from)
     n = g.n_nodes
@@ -370,6 +380,28 @@ def test_kernels_emulated_equal_the_cpu_twin(emulated, core_from, lanes, monkeyp
                                   rphast_cpu(ch.h, sel, np.arange(n)))
 
 
+def test_cost_model_layouts_emulated(emulated, monkeypatch):
+    """CH_RPHAST_MERGE_LEVELS = 0: the launcher plans the phases per pass-size class (powers of two) and switches its
+    arrays to each pass's layout (persistent passes and captured graphs alike): every result equals Dijkstra."""
+    from gpuroute.ch import rphast_gpu
+
+    g, ch = _case(8, n=50, core_from=40)
+    n = g.n_nodes
+    D = scipy_dijkstra(g, np.arange(n))
+    rng = np.random.default_rng(5)
+    T = rng.integers(0, n, 12)
+    sel = select_targets(ch.h, T)
+    monkeypatch.setattr(config, "CH_RPHAST_MERGE_LEVELS", 0)
+    monkeypatch.setattr(config, "CH_RPHAST_PERSISTENT_MAX_K", 2)
+    monkeypatch.setattr(config, "CH_RPHAST_BATCH_ITEMS", 5 * sel.n_restricted)  # passes of at most 5 sources
+    for S in (np.array([4]), rng.integers(0, n, 2), rng.integers(0, n, 3), rng.integers(0, n, 9), np.array([7])):
+        np.testing.assert_array_equal(rphast_gpu.rphast_gpu(ch.h, sel, S, upward="search"), D[S][:, T])
+    ds = rphast_gpu.device_selection(sel)
+    assert set(ds._layouts) == {1, 2, 4, 8}  # passes of 1, 2, 3 and 5 (9 = 5 + 4) sources
+    assert ds.levels == [tuple(x) for x in zip(sel.merged(0, 1, ds._cost)[0][:-1].tolist(),
+                                               sel.merged(0, 1, ds._cost)[0][1:].tolist(), strict=True)]
+
+
 class _Spy:
     """A kernel that logs ``(name, stream())`` at each launch (its other attributes: the kernel's)."""
 
@@ -463,7 +495,8 @@ def test_gpu_twin_raises_without_a_gpu(monkeypatch):
 # ---------------------------------------------------------------------------------------------- the GPU twin
 # (most sources a persistent pass, depths merged a phase, threads a block, most blocks (0: as resident), most lanes)
 _GPU_SHAPES = [(0, 1, 64, 0, 32), (8, 1, 64, 0, 32), (0, 4, 64, 0, 32), (8, 4, 64, 0, 32), (16, 2, 32, 1, 4),
-               (16, 3, 32, 2, 32), (16, 4, 64, 3, 8), (16, 8, 128, 5, 2), (16, 4, 1024, 0, 32), (0, 8, 32, 0, 4)]
+               (16, 3, 32, 2, 32), (16, 4, 64, 3, 8), (16, 8, 128, 5, 2), (16, 4, 1024, 0, 32), (0, 0, 64, 0, 32),
+               (8, 0, 128, 0, 32), (0, 8, 32, 0, 4)]
 
 
 @pytest.mark.gpu

@@ -182,7 +182,9 @@ def assert_gpu_equals_cpu(ov, metric):
 @pytest.mark.parametrize("smem_bytes, max_group, threads, frontier", [(48 * 1024, 64, 256, True), (96, 2, 32, True),
                                                                     (40, 3, 64, True), (24 * 1024, 8, 512, False)])
 @pytest.mark.parametrize("seed", range(4))
-def test_gpu_customize_equals_cpu(seed, smem_bytes, max_group, threads, frontier, monkeypatch):
+@pytest.mark.parametrize("push_cells", [0, None])  # the pull kernel on every level; the push kernel where it fits (default)
+def test_gpu_customize_equals_cpu(seed, smem_bytes, max_group, threads, frontier, push_cells, monkeypatch):
+    monkeypatch.setattr(config, "CRP_GPU_PUSH_MAX_CELLS", push_cells)
     monkeypatch.setattr(config, "CRP_GPU_FRONTIER", frontier)
     monkeypatch.setattr(config, "CRP_GPU_SMEM_BYTES", smem_bytes)
     monkeypatch.setattr(config, "CRP_GPU_MAX_GROUP", max_group)

@@ -351,6 +351,11 @@ inline int atomicMax(int* a, int v) {
     while (old < v && !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {}
     return old;
 }
+template <class T> inline T atomicMin(T* a, T v) {  // (int and long long: crp_push_level)
+    T old = __atomic_load_n(a, __ATOMIC_SEQ_CST);
+    while (v < old && !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {}
+    return old;
+}
 """
 
 
@@ -483,6 +488,7 @@ def emulated_gpus(monkeypatch, tmp_path):
     monkeypatch.setattr(backend, "probe_gpu", lambda: (True, ""))
     monkeypatch.setattr(cgpu, "load_module", lambda relpath, options=(), cooperative=False: Module())
     monkeypatch.setattr(config, "CRP_GPU_THREADS", 32)
+    monkeypatch.setattr(config, "CRP_GPU_PUSH_THREADS", 32)
     monkeypatch.setattr(config, "CRP_MICRO_THREADS", 32)
     return peer_bytes
 

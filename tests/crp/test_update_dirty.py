@@ -474,6 +474,10 @@ def _fake_kernels(customizer_box):
                         lg.ex_vert, np.asarray(args[17]), np.asarray(last["tcost"]), np.asarray(args[19]),
                         np.asarray(args[19]), tf, tree)
 
+    def push(grid, block, args, shared_mem=0):  # crp_push_level: as level (vf at 4; cq_first .. keep at 14-18)
+        a = list(args)
+        level(grid, block, a[:4] + [None, a[4]] + [None] * 11 + a[14:18] + [None, a[18]])
+
     def copy(grid, block, args, shared_mem=0):  # crp_copy_chunks: byte ranges of four array pairs
         n, seg, first, chunk = args[:4]
         arrays = args[4:]
@@ -486,7 +490,7 @@ def _fake_kernels(customizer_box):
         raise AssertionError("no microcode in this emulation")
 
     fns = {"crp_decode": decode, "crp_aggregate": aggregate, "crp_aggregate_ranges": aggregate_ranges,
-           "crp_bf_level_u16": level, "crp_bf_level_i32": level,
+           "crp_bf_level_u16": level, "crp_bf_level_i32": level, "crp_push_level_u16": push, "crp_push_level_i32": push,
            "crp_micro": micro, "crp_copy_chunks": copy}
 
     class Module:
@@ -659,7 +663,7 @@ def test_update_units_cover_the_dirty_cells(emulated_gpu, smem_bytes, monkeypatc
                 np.testing.assert_array_equal(covered, want)
                 assert u_g.max(initial=0) <= max(1, min(config.CRP_GPU_MAX_GROUP, -(-k // target)))
                 n = vf[u_cell + 1] - vf[u_cell]
-                big = n * u_g > cu.smem_items
+                big = n * u_g > (cu.push_items if lv["push"] else cu.smem_items)  # (the push kernel's levels: no scratch)
                 assert ((u_scr >= 0) == big).all()
                 if big.any():
                     lo, hi = u_scr[big], u_scr[big] + (n * u_g)[big]

@@ -92,7 +92,7 @@ def _json(x):
 def test_batched_answers_are_one_at_a_time(car_engine, mixed, monkeypatch, options):
     """``match_many`` answers each trace as ``match`` does, to the JSON bytes (keys in the same order), errors in
     their places, whether its kernels run on the calling thread or on every worker, in one batch or pipelined
-    (batches of 3 traces, each solved on a thread while the one before is answered)."""
+    (batches of 3 traces, each solved on a thread while the one before is answered; or two at once ahead)."""
     want = _one_at_a_time(car_engine, mixed, **options)
     codes = [w["code"] for w in want]
     assert {"Ok", "NoSegment", "NoMatch"} <= set(codes)
@@ -106,6 +106,7 @@ def test_batched_answers_are_one_at_a_time(car_engine, mixed, monkeypatch, optio
         monkeypatch.setattr(M, "PIPELINE_TRACES", pipe)
         monkeypatch.setattr(M, "LAZY_TRACES_PER_THREAD", lazy)
         monkeypatch.setattr(config, "SERVE_MATCH_PARALLEL_JOBS", jobs)
+        monkeypatch.setattr(M, "PIPELINE_DEPTH", 2 if lazy == 0 else 1)  # two batches solved at once ahead
         got = car_engine.match_many(mixed, **options)
         assert [_json(g) for g in got] == [_json(w) for w in want]
 
@@ -316,3 +317,121 @@ def test_plain_numbers_are_the_per_value_arrays():
         p = MatchParams.from_kwargs([(7.42, 43.73), (7.421, 43.731)], timestamps=ts, radiuses=rad)
         assert p.timestamps.tolist() == [0.0, 5.0] and p.timestamps.dtype == np.float64
         assert p.radiuses.tolist() == [5.0, 7.5] and p.radiuses.dtype == np.float64
+
+
+def _records(engine, traces):
+    from gpuroute.engine.params import MatchParams
+
+    return [MatchParams.from_kwargs(tr["coords"], limits=engine.limits, timestamps=tr.get("timestamps"),
+                                    radiuses=tr.get("radiuses"), bearings=tr.get("bearings")) for tr in traces]
+
+
+@pytest.mark.parametrize("chunk", [1, 10**9])
+def test_candidates_distances_are_haversine(car_engine, mixed, monkeypatch, chunk):
+    """Each candidate's distance (computed with its projection, on the candidates' threads) is the great-circle
+    distance from its point to its snapped location, :func:`gpuroute.geo.haversine_m`'s to the bit, on every row
+    (split copies too), in chunks of points on threads and on one."""
+    from gpuroute.geo import haversine_m
+
+    monkeypatch.setattr(M, "VITERBI_CHUNK", chunk)
+    traces = M.Traces(_records(car_engine, mixed * 2), config.SERVE_MATCH_SIGMA_M)
+    allc = M._candidates(M.candidate_index(car_engine), traces)
+    cand = np.repeat(np.arange(allc.point_start.size - 1), np.diff(allc.point_start))
+    assert cand.size > 100 and np.any(np.diff(cand) == 0)  # rows of candidates with both directions
+    want = haversine_m(allc.input_lon[cand], allc.input_lat[cand], allc.lon, allc.lat)
+    assert np.array_equal(allc.distance, want)
+    assert np.array_equal(allc.input_lon, traces.lon[traces.cpoint])
+
+
+def test_work_queues_run_each_item_once(car_engine, mixed, monkeypatch):
+    """The parallel kernels' work queues (:func:`gpuroute.engine.match_hmm.next_item`): the Viterbi pass with its
+    searches (:func:`~gpuroute.engine.match_hmm.viterbi_search_many`) and the transition searches
+    (:func:`~gpuroute.engine.match_hmm.transitions`) on 1, 2 and more workers than items leave every array as the
+    serial pass does (each trace and each search run once, by whichever worker took it)."""
+    real_tables = M.transitions
+    seen = {"pass": 0, "tables": 0}
+
+    def check_pass(tables, todo, trace, hmm, tabs, state, out, status, steps, opts, net):
+        runs = []
+        for W in (1, 2, todo.size + 3):
+            st, o, s = tuple(x.copy() for x in state), tuple(x.copy() for x in out), status.copy()
+            H.viterbi_search_many(W, todo, trace, hmm, tabs, st, o, s, steps, opts, net, H.new_scratch(W, net[3].size))
+            runs.append(st + o + (s,))
+        ws = tuple(x[0] for x in H.new_scratch(1, net[3].size))
+        H.viterbi_search_chunk(0, todo.size, 1, todo, trace, hmm, tabs, state, out, status, steps, opts, net, ws)
+        for got in runs:
+            assert all(np.array_equal(g, w) for g, w in zip(got, state + out + (status,), strict=True))
+        seen["pass"] += 1
+
+    def check_tables(jobs, opts, net, out, ok, scratch):
+        nj = jobs[0].size
+        ws = tuple(x[0] for x in H.new_scratch(1, net[3].size))
+        H.transition_chunk(0, nj, 1, jobs, opts, net, out, ok, ws)
+        for W in (1, 3, nj + 2):
+            o, k = np.full_like(out, -1.0), np.zeros_like(ok)
+            real_tables(jobs, opts, net, o, k, H.new_scratch(W, net[3].size))
+            assert np.array_equal(o, out) and np.array_equal(k, ok)
+        seen["tables"] += 1
+
+    monkeypatch.setattr(M, "_viterbi_search", check_pass)
+    monkeypatch.setattr(M, "transitions", check_tables)
+    monkeypatch.setattr(config, "SERVE_MATCH_PARALLEL_JOBS", 1)
+    want = _one_at_a_time(car_engine, mixed, overview="false")
+    threads = numba.get_num_threads()
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    try:
+        for lazy in (0, 10**9):  # the pass searches its tables; every table searched up front
+            monkeypatch.setattr(M, "LAZY_TRACES_PER_THREAD", lazy)
+            got = car_engine.match_many(mixed, overview="false")
+            assert [_json(g) for g in got] == [_json(w) for w in want]
+    finally:
+        numba.set_num_threads(threads)
+    assert seen["pass"] and (seen["tables"] or numba.config.NUMBA_NUM_THREADS == 1)
+
+
+def test_leg_summaries_are_the_names_joined(car_engine, mixed):
+    """Each leg's ``summary`` (made once per distinct pair of names, then taken per leg) is its two names joined
+    by ", " (one name alone, none: ""), leg by leg as :func:`gpuroute.engine.match_hmm.leg_sums` gives them."""
+    from gpuroute.engine.algorithms import metric_snapshot
+
+    recs = _records(car_engine, mixed)
+    snap = metric_snapshot(car_engine, None)
+    got = M._solve(car_engine, recs, M.candidate_index(car_engine), None, snap, "auto")
+    legs = next(q[0] for pl in got[7] if pl for q in pl if q is not None)
+    summ = legs.sums()[1].tolist()
+    names = car_engine._names
+    want = [", ".join(names[n] for n in pair if n >= 0) for pair in summ]
+    assert legs._leg_lists()[3] == want
+    assert len(want) > 20 and len(set(want)) > 3 and "" in want and any(", " in w for w in want)
+
+
+def test_answers_built_with_the_collector_paused(car_engine, mixed, monkeypatch):
+    """``match_many`` builds its answers with Python's cyclic garbage collector paused (its full passes over every
+    live object cost more than the answers: :func:`gpuroute.engine.services.match._gc_paused`) and leaves it as it
+    found it -- enabled, disabled, after an error too; ``PAUSE_GC = False`` leaves it alone."""
+    import gc
+
+    seen = []
+    real = M._answers
+
+    def spy(*args):
+        seen.append(gc.isenabled())
+        return real(*args)
+
+    monkeypatch.setattr(M, "_answers", spy)
+    assert gc.isenabled()
+    car_engine.match_many(mixed[:3], overview="false")
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(EngineError):  # NoSegment, raised from inside
+        car_engine.match(mixed[10]["coords"], timestamps=mixed[10]["timestamps"])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        car_engine.match_many(mixed[:3], overview="false")
+        after = gc.isenabled()
+    finally:
+        gc.enable()
+    assert not after
+    monkeypatch.setattr(M, "PAUSE_GC", False)
+    car_engine.match_many(mixed[:3], overview="false")
+    assert seen[-1] is True

@@ -178,7 +178,7 @@ def test_one_metric_per_request(monkeypatch):
     unpacked and priced on the metric the route started with (the snapshot it returns)."""
     rng, g, ov = _overlay(8)
     router = TrafficRouter(g, ov)
-    search = ps.search
+    search = ps.search_leg  # a leg's search (seeds, search, choice: one compiled call)
     for _ in range(4):
         opts = _waypoints(rng, g, 4)
         want = brute_force(ov, opts, True)
@@ -194,9 +194,9 @@ def test_one_metric_per_request(monkeypatch):
             hit["n"] += 1
             return out
 
-        monkeypatch.setattr(ps, "search", search_then_customize)
+        monkeypatch.setattr(ps, "search_leg", search_then_customize)
         plan, snap = router.plan(_stubs(opts), True)
-        monkeypatch.setattr(ps, "search", search)
+        monkeypatch.setattr(ps, "search_leg", search)
         assert ov.metric is not before and snap.metric is before and hit["n"] == 3
         got = plan_cost(ov, opts, plan, True, snap)
         assert want - 1e-6 <= got <= want + 0.04
@@ -282,21 +282,34 @@ def test_one_search_per_leg_overlay(engines, monkeypatch, k):
     k - 1 paths; no point-to-point search runs (the entry points themselves are counted)."""
     e, _ = engines
     calls = {"targets": 0, "unpack": 0}
-    targets, unpacked = ps._targets, overlay_module.OverlayQuery._unpacked
+    # the entry points: a leg's search (ps._targets, or the compiled call that holds it) and a path's unpacking
+    # (the query object's, or the compiled call of numbering and unpacking)
+    targets, leg_search = ps._targets, ps._leg_search
+    unpacked, unpack_chain = overlay_module.OverlayQuery._unpacked, ps._unpack_chain
 
     def count_targets(*a):
         calls["targets"] += 1
         return targets(*a)
 
+    def count_leg_search(*a):
+        calls["targets"] += 1
+        return leg_search(*a)
+
     def count_unpack(self, *a):
         calls["unpack"] += 1
         return unpacked(self, *a)
+
+    def count_unpack_chain(*a):
+        calls["unpack"] += 1
+        return unpack_chain(*a)
 
     def forbidden(*a, **kw):
         raise AssertionError("a point-to-point overlay search ran on the route path")
 
     monkeypatch.setattr(ps, "_targets", count_targets)
+    monkeypatch.setattr(ps, "_leg_search", count_leg_search)
     monkeypatch.setattr(overlay_module.OverlayQuery, "_unpacked", count_unpack)
+    monkeypatch.setattr(ps, "_unpack_chain", count_unpack_chain)
     monkeypatch.setattr(overlay_module.OverlayQuery, "route_arcs", forbidden)
     monkeypatch.setattr(crp_search, "bidir_states", forbidden)
     monkeypatch.setattr(crp_search, "bidir", forbidden)

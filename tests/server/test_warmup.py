@@ -75,3 +75,61 @@ def test_the_warm_up_runs_the_one_thread_viterbi_pass(engine, monkeypatch):
     assert not report["failed"], report["failed"]
     assert seen and set(seen) == {1}
     assert numba.get_num_threads() == threads  # the setting given back
+
+
+def test_the_compile_log_sees_a_compilation():
+    """:class:`CompileLog` (what the next test reads) lists a function numba compiles while it watches."""
+    from numba import njit
+
+    @njit
+    def twice(x):
+        return 2 * x
+
+    log = W.CompileLog()
+    with log.watch():
+        assert twice(21) == 42
+    assert [e[0].rsplit(".", 1)[-1] for e in log.entries] == ["twice"] and log.entries[0][1] == "int64"
+    with log.watch():
+        twice(1)  # compiled already: nothing
+    assert len(log.entries) == 1
+
+
+def test_no_request_compiles_after_the_warm_up(engine):
+    """After the warm-up, requests at other points than its own, of each service it ran, compile nothing."""
+    from gpuroute.server.app import parse_request
+
+    app = create_app(engine, warm_up=True)
+    report = warm_up(app)
+    assert not report["failed"], report["failed"]
+    assert set(report["compiled"]) >= {"route", "table", "nearest"}
+    server = app.state.adapter
+    pts = W.warm_points(engine, 7)  # not the warm-up's 12 points
+
+    def c(*i):
+        return ";".join(f"{pts[j][0]:.7f},{pts[j][1]:.7f}" for j in i)
+
+    log = W.CompileLog()
+    with log.watch():
+        for service, coords, options in [("route", c(2, 5), {}), ("route", c(1, 3, 6), {"steps": "true"}),
+                                         ("table", c(0, 2, 4), {}), ("nearest", c(3), {})]:
+            status, body = server.work(parse_request(service, "test", coords, options, server.limits))
+            assert status == 200, body
+    assert log.entries == [], [e[0] for e in log.entries]
+
+
+def test_cache_state_and_a_bad_cache_dir(tmp_path):
+    """:func:`cache_state` counts the loaded cached kernels; :func:`use_cache_dir` refuses a folder it cannot
+    write, naming it, and leaves numba's setting as it was."""
+    import os
+
+    from numba.core import config as numba_config
+
+    W.import_kernel_modules()
+    st = W.cache_state()
+    assert st["kernels"] > 0 and 0 <= st["missing"] <= st["kernels"] and st["folders"]
+    before = (os.environ.get(W.CACHE_ENV), numba_config.CACHE_DIR)
+    (tmp_path / "f").write_text("")
+    with pytest.raises(ValueError, match="not writable") as e:
+        W.use_cache_dir(tmp_path / "f" / "x")
+    assert str(tmp_path / "f" / "x") in str(e.value)
+    assert (os.environ.get(W.CACHE_ENV), numba_config.CACHE_DIR) == before

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuroute.tours import vrp_pop as pop
 from gpuroute.tours import vrp_sisr as sisr
 
 _spec = importlib.util.spec_from_file_location(
@@ -21,6 +22,16 @@ def test_variants_parse_into_sisr_constants():
     assert v == {"gpuroute-cpu-near": {"SISR_NEAR": 10},
                  "gpuroute-cpu-hot": {"SISR_T0": 1.0, "SISR_TF": 0.006}}
     assert isinstance(v["gpuroute-cpu-near"]["SISR_NEAR"], int)
+
+
+def test_pop_variants_parse_into_vrp_pop_constants():
+    """``POP_*`` / ``VRP_POP_*`` keys name constants of gpuroute.tours.vrp_pop (``POP_SIZE=1``: one chain)."""
+    v = tp.parse_variants(["chain:POP_SIZE=1", "mix:vrp_pop_child=0.02,T0=1"])
+    assert v == {"gpuroute-cpu-chain": {"VRP_POP_SIZE": 1},
+                 "gpuroute-cpu-mix": {"VRP_POP_CHILD": 0.02, "SISR_T0": 1.0}}
+    assert isinstance(v["gpuroute-cpu-chain"]["VRP_POP_SIZE"], int)
+    with pytest.raises(ValueError, match="'POP_FOO' is not a constant"):
+        tp.parse_variants(["x:POP_FOO=1"])
 
 
 @pytest.mark.parametrize("spec, words", [("near", "expected NAME:KEY=VALUE"),
@@ -37,13 +48,13 @@ def test_a_variant_run_sees_its_constants_and_restores_them(monkeypatch):
     seen = {}
 
     def fake(inst, T, device, seed):
-        seen.update(pen=sisr.SISR_PEN, near=sisr.SISR_NEAR, device=device)
+        seen.update(pen=sisr.SISR_PEN, near=sisr.SISR_NEAR, pop=pop.VRP_POP_SIZE, device=device)
         raise RuntimeError("stop")
 
     monkeypatch.setattr(tp, "_gpuroute", fake)
-    before = (sisr.SISR_PEN, sisr.SISR_NEAR)
-    run = tp._variant({"SISR_PEN": 2.5, "SISR_NEAR": 7})
+    before = (sisr.SISR_PEN, sisr.SISR_NEAR, pop.VRP_POP_SIZE)
+    run = tp._variant({"SISR_PEN": 2.5, "SISR_NEAR": 7, "VRP_POP_SIZE": 1})
     with pytest.raises(RuntimeError):
         run(None, 1.0, 0)
-    assert seen == {"pen": 2.5, "near": 7, "device": "cpu"}
-    assert (sisr.SISR_PEN, sisr.SISR_NEAR) == before
+    assert seen == {"pen": 2.5, "near": 7, "pop": 1, "device": "cpu"}
+    assert (sisr.SISR_PEN, sisr.SISR_NEAR, pop.VRP_POP_SIZE) == before

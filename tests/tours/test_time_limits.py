@@ -27,6 +27,7 @@ from gpuroute.tours import local_search as ls
 cv = importlib.import_module("gpuroute.tours.cvrp")
 vg = importlib.import_module("gpuroute.tours.vrp_gpu")
 sisr = importlib.import_module("gpuroute.tours.vrp_sisr")
+pop = importlib.import_module("gpuroute.tours.vrp_pop")
 
 TICK = 1e-3
 
@@ -66,7 +67,8 @@ def ident(out):
 def instrument(monkeypatch, events, family):
     if family == "tsp":
         for name, w in (("candidate_rows", ident), ("nearest_neighbour_steps", last), ("full_descent", last),
-                        ("queue_descent", last), ("ils_round", last)):
+                        ("queue_descent", last), ("ils_round", last), ("symmetric_rows", last),
+                        ("or_descent", last), ("or_ils_chains", ident), ("or_ils", last)):
             wrap(monkeypatch, ls, name, events, w)
     else:
         wrap(monkeypatch, ls, "candidate_rows", events, ident)
@@ -74,6 +76,7 @@ def instrument(monkeypatch, events, family):
                         ("vrp_round", last)):
             wrap(monkeypatch, cv, name, events, w)
         wrap(monkeypatch, sisr, "sisr_steps", events, last)
+        wrap(monkeypatch, pop, "srex", events, last)
     clk = FakeClock(events)
     monkeypatch.setattr(budget, "clock", clk)
     return clk
@@ -146,6 +149,8 @@ def test_tsp_cut_short_returns_a_valid_path(monkeypatch):
 def test_cvrp_checks_its_deadline_between_bounded_work(n, limit, monkeypatch):
     cap_work = 20_000
     monkeypatch.setattr(config, "TOUR_CHECK_WORK", cap_work)
+    monkeypatch.setattr(pop, "VRP_POP_SIZE", 4)
+    monkeypatch.setattr(pop, "VRP_POP_STALL", 0.0)  # ~8 customers a route: vrp_pop's population from the start
     events = []
     instrument(monkeypatch, events, "cvrp")
     rng = np.random.default_rng(n)
@@ -163,6 +168,7 @@ def test_cvrp_checks_its_deadline_between_bounded_work(n, limit, monkeypatch):
     check_events(events, end, cap_work + step)
     if limit > 0.1:
         assert r.stats["complete"] and r.stats["iterations"] > 0
+        assert r.stats["generations"] > 0  # the population's crossovers ran
 
 
 @njit
@@ -373,7 +379,8 @@ def test_warm_up_compiles_everything_a_search_uses():
         import importlib, numpy as np
         from numba.core.registry import CPUDispatcher
         from gpuroute.tours import cvrp, tsp, warm_up
-        mods = [importlib.import_module("gpuroute.tours." + m) for m in ("local_search", "cvrp", "vrp_sisr")]
+        mods = [importlib.import_module("gpuroute.tours." + m) for m in ("local_search", "cvrp", "vrp_sisr",
+                                                                     "vrp_pop")]
         def sigs():
             return {(m.__name__, k): len(v.signatures) for m in mods for k, v in vars(m).items()
                     if isinstance(v, CPUDispatcher)}
@@ -383,6 +390,7 @@ def test_warm_up_compiles_everything_a_search_uses():
         for n in (3, 6, 40, 200):
             c = rng.integers(1, 100, (n, n))
             tsp(c, time_limit=0.05, seed=0, device="cpu")
+            tsp(c + c.T, time_limit=0.05, seed=0, device="cpu")  # symmetric: the Or-opt search above 150
             tsp(c.astype(np.float32), start=0, end=n - 1, time_limit=0.05, seed=0, device="cpu")
             dem = rng.integers(1, 5, n); dem[0] = 0
             cvrp(c, dem, 10, time_limit=0.05, seed=0, device="cpu")

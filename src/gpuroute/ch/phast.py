@@ -26,7 +26,7 @@ from ..graph.constants import DIST_DTYPE, INDEX_DTYPE, INF
 from ..graph.heap import heap_pop, heap_push
 from .query import id_array, prepared, uidx
 
-__all__ = ["tree_cpu", "within_cpu", "table_cpu", "INF"]
+__all__ = ["tree_cpu", "within_cpu", "table_cpu", "merge_phases", "phase_cost", "sweep_phases", "lanes_lg", "INF"]
 
 _INF = INF
 #: Sources (or targets) per parallel chunk at least (each chunk allocates its own search buffers).
@@ -339,6 +339,303 @@ def _forward(rec, nw, core_pos, core_dist, sources, heap_cap, n_chunks, stall, b
                         row[jt] = da + y
             reset_touched(d, touched, nt)
     return out
+
+
+# ---------------------------------------------------------------------------------------------- merged phases
+# The downward sweep of PHAST (over every node, on the GPU) and of RPHAST (over a target selection) in one layout:
+# ids ``[0, c)`` the core (no in-arcs: core-core arcs are the core step's), then the levels (or depths) top first,
+# each a contiguous id range ``level_bounds[i] .. level_bounds[i + 1]`` with no arc inside it; in-arcs as a CSR by
+# head whose tails have lower ids (a higher level, or the core). A *phase* is a run of consecutive levels swept in
+# one step: node ``v`` gets, besides its own in-arcs, through each tail ``u`` of its own phase ``u``'s merged
+# in-arcs extended by ``w(u, v)`` (the lightest per tail), so every path from an earlier phase into ``v`` is one
+# arc and the phase's nodes may run in parallel, each reading the others' distances before or after they are
+# lowered: ``d[u]`` is ``min(start[u], min_x d[x] + w(x, u))`` and both terms are ``v``'s arcs, so either value
+# gives ``v`` the minimum of the unmerged sweep, bit for bit (the same sums of the same integers).
+@njit(cache=True, inline="always")
+def _offer(v, x, wx, stamp, seen, best, lst, cnt):
+    """An in-arc ``x -> v`` of weight ``wx`` for the merged arcs of ``v`` (stamp ``stamp``): the first from ``x``
+    is listed in ``lst`` (``cnt`` of them so far; returns the new count), a later one only lowers ``best[x]``."""
+    if seen[x] != stamp:
+        seen[x] = stamp
+        best[x] = wx
+        lst[cnt] = x
+        return cnt + 1
+    if wx < best[x]:
+        best[x] = wx
+    return cnt
+
+
+@njit(cache=True, inline="always")
+def lanes_lg(arcs, nodes, k, lanes_max_k, most):
+    """``lg``: ``2**lg`` lanes per (node, source) item of a phase with ``arcs`` in-arcs over ``nodes`` nodes, for
+    a pass of ``k`` sources: for ``k < lanes_max_k`` the power of two at least the mean in-degree (at most
+    ``most``, itself at most 32), else 1 (one thread an item). The launchers' rule (``rph_level``)."""
+    most = min(32, max(1, most))
+    lg = 0
+    if k < lanes_max_k and nodes > 0:
+        mean = arcs / nodes
+        while (1 << lg) < mean and (2 << lg) <= most:
+            lg += 1
+    return lg
+
+
+@njit(cache=True, inline="always")
+def _phase_us(arcs, nodes, dmax, k, cost):
+    """Modelled microseconds of one phase (``arcs`` merged in-arcs over ``nodes`` nodes, ``dmax`` the most of one
+    node) for ``k`` sources; ``cost`` = (step us, bytes per us, us per lane iteration, lanes_max_k, most lanes):
+    a dependent step, then the larger of the bytes (each arc's tail and weight, each node's offsets, per source an
+    arc's tail distance and a node's own read and write) over the bandwidth and the longest item's arcs one
+    lane-iteration at a time. A tail distance costs a 32-byte sector where an item's lanes spread over its arcs (the
+    lanes of a warp read scattered words), 4 bytes where a thread takes an item and the sources of a node sit side
+    by side (at least 8 of them: a sector's worth)."""
+    lg = lanes_lg(arcs, nodes, k, int(cost[3]), int(cost[4]))
+    per_arc = 32.0 * k if lg > 0 else 4.0 * max(k, 8)
+    byt = 8.0 * arcs + 8.0 * nodes + per_arc * arcs + 8.0 * nodes * k
+    chain = ((dmax + (1 << lg) - 1) >> lg) * cost[2]
+    return cost[0] + max(byt / cost[1], chain)
+
+
+@njit(cache=True)
+def _merge_level(c, lo, hi, ph, phase_of, fo, tl, w, nfo, ntl, nw, m, stamp, seen, best, lst):
+    """Merged in-arcs of the nodes ``lo .. hi`` (one level) in phase ``ph``, written from ``m`` on (``ntl`` / ``nw``
+    grown when full); returns ``(ntl, nw, m, stamp, arcs, most arcs of one node)``."""
+    for v in range(lo, hi):
+        phase_of[v] = ph
+    arcs = 0
+    dmax = 0
+    for v in range(lo, hi):
+        nfo[v] = m
+        stamp += 1
+        cnt = 0
+        for a in range(fo[v], fo[v + 1]):
+            u = tl[a]
+            wu = w[a]
+            cnt = _offer(v, u, wu, stamp, seen, best, lst, cnt)
+            if u >= c and phase_of[u] == ph:
+                for b in range(nfo[u], nfo[u + 1]):
+                    cnt = _offer(v, ntl[b], nw[b] + wu, stamp, seen, best, lst, cnt)
+        if m + cnt > ntl.shape[0]:
+            new = max(2 * ntl.shape[0], m + cnt)
+            t2 = np.empty(new, dtype=np.int32)
+            w2 = np.empty(new, dtype=np.int64)
+            t2[:m] = ntl[:m]
+            w2[:m] = nw[:m]
+            ntl, nw = t2, w2
+        for q in range(cnt):
+            x = lst[q]
+            ntl[m] = x
+            nw[m] = best[x]
+            m += 1
+        arcs += cnt
+        dmax = max(dmax, cnt)
+    nfo[hi] = m
+    return ntl, nw, m, stamp, arcs, dmax
+
+
+@njit(cache=True)
+def _merge_phases(c, lb, fo, tl, w, start):
+    """The merged sweep (see above) of the layout ``lb`` (L+1,) / ``fo`` / ``tl`` / ``w``; level ``i`` starts a phase
+    where ``start[i]`` (level 0 always). Returns ``(first_out int64 (R+1,), tail int32, weight int64)``."""
+    R = fo.shape[0] - 1
+    L = lb.shape[0] - 1
+    ntl = np.empty(max(16, 2 * tl.shape[0]), dtype=np.int32)
+    nw = np.empty(ntl.shape[0], dtype=np.int64)
+    nfo = np.zeros(R + 1, dtype=np.int64)
+    best = np.empty(max(R, 1), dtype=np.int64)
+    seen = np.full(max(R, 1), -1, dtype=np.int64)
+    lst = np.empty(max(R, 1), dtype=np.int32)
+    phase_of = np.full(max(R, 1), -1, dtype=np.int64)
+    m = 0
+    stamp = 0
+    ph = -1
+    for i in range(L):
+        if i == 0 or start[i]:
+            ph += 1
+        ntl, nw, m, stamp, _, _ = _merge_level(c, lb[i], lb[i + 1], ph, phase_of, fo, tl, w, nfo, ntl, nw, m, stamp,
+                                               seen, best, lst)
+    for v in range(lb[L], R + 1):
+        nfo[v] = m
+    return nfo, ntl[:m].copy(), nw[:m].copy()
+
+
+#: The cost model's planning extends a phase no further once its merged arcs exceed this many times its levels' own.
+_MERGE_GROWTH = 4
+
+
+@njit(cache=True, parallel=True)
+def _phase_costs(c, lb, fo, tl, w, k, cost, max_levels, n_chunks):
+    """``T`` float64 (L, L): ``T[i, j]`` the modelled microseconds (:func:`_phase_us`) of one phase of levels
+    ``i .. j``, its arcs merged; ``inf`` where not evaluated: beyond ``max_levels`` levels (if > 0), or once the
+    phase costs more than its levels apart or holds more than ``_MERGE_GROWTH`` times their own arcs (extending it
+    only adds arcs; this bounds the planning's work). The starts ``i`` in parallel (``n_chunks`` chunks, each
+    with its own buffers)."""
+    R = fo.shape[0] - 1
+    L = lb.shape[0] - 1
+    T = np.full((max(L, 1), max(L, 1)), np.inf)
+    single = np.empty(max(L, 1))
+    for i in range(L):
+        dmax = 0
+        for v in range(lb[i], lb[i + 1]):
+            dmax = max(dmax, fo[v + 1] - fo[v])
+        single[i] = _phase_us(fo[lb[i + 1]] - fo[lb[i]], lb[i + 1] - lb[i], dmax, k, cost)
+    for ci in prange(n_chunks):
+        ntl = np.empty(max(16, tl.shape[0]), dtype=np.int32)
+        nw = np.empty(ntl.shape[0], dtype=np.int64)
+        nfo = np.zeros(R + 1, dtype=np.int64)
+        best = np.empty(max(R, 1), dtype=np.int64)
+        seen = np.full(max(R, 1), -1, dtype=np.int64)
+        lst = np.empty(max(R, 1), dtype=np.int32)
+        phase_of = np.full(max(R, 1), -1, dtype=np.int64)
+        stamp = 0
+        for i in range(ci, L, n_chunks):
+            m = 0
+            arcs = 0
+            nodes = 0
+            dmax = 0
+            apart = 0.0
+            own = 0
+            for j in range(i, L):
+                if max_levels > 0 and j - i >= max_levels:
+                    break
+                # phase id i + 1 for the start i: no level above i holds it (each was last written as its own
+                # start's phase, or as an earlier start's), and the levels below are rewritten before they are read
+                ntl, nw, m, stamp, a, d = _merge_level(c, lb[j], lb[j + 1], i + 1, phase_of, fo, tl, w, nfo, ntl,
+                                                       nw, m, stamp, seen, best, lst)
+                arcs += a
+                nodes += lb[j + 1] - lb[j]
+                dmax = max(dmax, d)
+                apart += single[j]
+                own += fo[lb[j + 1]] - fo[lb[j]]
+                T[i, j] = _phase_us(arcs, nodes, dmax, k, cost)
+                if T[i, j] > apart or arcs > _MERGE_GROWTH * own + 1024:
+                    break
+            # the next start of this chunk is larger: levels from it on are written again before they are read,
+            # and a level above it keeps a phase id below the new start's
+    return T
+
+
+@njit(cache=True)
+def _best_starts(T):
+    """The partition of the levels into consecutive phases of least total ``T`` (dynamic programming): int8 (L,),
+    1 where a phase starts."""
+    L = T.shape[0]
+    tot = np.full(L + 1, np.inf)
+    arg = np.zeros(L + 1, dtype=np.int64)
+    tot[0] = 0.0
+    for j in range(1, L + 1):
+        for i in range(j - 1, -1, -1):  # ties (to rounding) to the shorter last phase: fewer arcs for nothing
+            x = tot[i] + T[i, j - 1]
+            if x < tot[j] - 1e-9:
+                tot[j] = x
+                arg[j] = i
+    start = np.zeros(L, dtype=np.int8)
+    j = L
+    while j > 0:
+        start[arg[j]] = 1
+        j = arg[j]
+    return start
+
+
+def phase_cost(step_us=None, bytes_per_us=None, iter_us=None, lanes_max_k=None, max_lanes=None):
+    """The cost model's parameters as :func:`merge_phases` takes them, float64 (5,); each None: its
+    ``config.CH_PHASE_*`` default (lanes: ``config.CH_PHAST_LANES_MAX_K`` / ``CH_PHAST_MAX_LANES``)."""
+    from .. import config
+
+    vals = (config.CH_PHASE_STEP_US if step_us is None else step_us,
+            config.CH_PHASE_BYTES_PER_US if bytes_per_us is None else bytes_per_us,
+            config.CH_PHASE_ITER_US if iter_us is None else iter_us,
+            config.CH_PHAST_LANES_MAX_K if lanes_max_k is None else lanes_max_k,
+            config.CH_PHAST_MAX_LANES if max_lanes is None else max_lanes)
+    out = np.asarray(vals, dtype=np.float64)
+    if not (out[0] >= 0 and out[1] > 0 and out[2] >= 0 and out[3] >= 0 and out[4] >= 1):
+        raise ValueError(f"phase cost: need step_us >= 0, bytes_per_us > 0, iter_us >= 0, lanes_max_k >= 0, "
+                         f"max_lanes >= 1; got {tuple(vals)}")
+    return out
+
+
+def merge_phases(c, level_bounds, first_out, tail, weight, *, levels=0, k=1, cost=None, max_levels=None):
+    """Merge consecutive levels of a downward sweep into phases (the layout above; PHAST's on the GPU and
+    RPHAST's restricted sweep both call this).
+
+    Parameters
+    ----------
+    c : int
+        Core nodes (ids ``[0, c)``, no in-arcs).
+    level_bounds : ndarray int64, shape (L + 1,)
+        Level ``i`` is ids ``level_bounds[i] .. level_bounds[i + 1]``, top first; ``level_bounds[0] == c``.
+    first_out : ndarray int64, shape (R + 1,)
+    tail : ndarray int32
+        In-arcs by head; every tail in an earlier level or the core.
+    weight : ndarray int64
+    levels : int
+        ``m >= 1``: every phase ``m`` consecutive levels (1: the levels unmerged, arcs deduplicated by tail);
+        0: the phase boundaries by the cost model for a pass of ``k`` sources.
+    k : int
+        Sources of a pass (the cost model's bytes and lanes).
+    cost : ndarray float64, shape (5,), optional
+        :func:`phase_cost` (default: from ``config``).
+    max_levels : int, optional
+        Most levels a phase under the cost model (0: no limit); default ``config.CH_PHASE_MAX_LEVELS``.
+
+    Returns
+    -------
+    bounds : ndarray int64, shape (P + 1,)
+        Phase ``p`` is ids ``bounds[p] .. bounds[p + 1]``.
+    first_out : ndarray int64, shape (R + 1,)
+    tail : ndarray int32
+    weight : ndarray int64
+        The merged in-arcs (sums of the hierarchy's weights).
+
+    Raises
+    ------
+    ValueError
+        ``levels < 0``, ``k < 1``, or a bad cost.
+    """
+    from .. import config
+
+    levels, k = int(levels), int(k)
+    if levels < 0:
+        raise ValueError(f"levels merged must be >= 0 (0: by the cost model), got {levels}")
+    if k < 1:
+        raise ValueError(f"sources of a pass must be >= 1, got {k}")
+    cost = phase_cost() if cost is None else np.asarray(cost, dtype=np.float64)
+    max_levels = int(config.CH_PHASE_MAX_LEVELS if max_levels is None else max_levels)
+    lb = np.asarray(level_bounds, dtype=np.int64)
+    fo = np.asarray(first_out, dtype=np.int64)
+    tl = np.asarray(tail, dtype=np.int32)
+    w = np.asarray(weight, dtype=np.int64)
+    L = lb.size - 1
+    if L <= 0:
+        start = np.zeros(0, dtype=np.int8)
+    elif levels >= 1:
+        start = (np.arange(L) % levels == 0).astype(np.int8)
+    else:
+        n_chunks = max(1, min(L, numba.get_num_threads()))  # one a thread: each holds buffers of the layout's size
+        start = _best_starts(_phase_costs(int(c), lb, fo, tl, w, k, cost, max_levels, n_chunks))
+    mfo, mtl, mw = _merge_phases(int(c), lb, fo, tl, w, start)
+    return np.append(lb[:-1][start.astype(bool)], lb[-1]).astype(np.int64), mfo, mtl, mw
+
+
+@njit(cache=True)
+def sweep_phases(bounds, fo, tl, w, d, order):
+    """The merged downward sweep on the CPU, ``d`` (R,) int64 (INF: unreached) lowered in place, phase by phase
+    (``bounds``), each phase's nodes in one of the orders its parallel launch allows: ``order`` 0 by id, each
+    node reading the values as they are; 1 every node reading the values from before the phase (the far end of
+    the phases' benign race); 2 by decreasing id. The three give the same ``d`` (the GPU kernels' twin)."""
+    for p in range(bounds.shape[0] - 1):
+        lo, hi = bounds[p], bounds[p + 1]
+        snap = d[lo:hi].copy() if order == 1 else np.empty(0, dtype=np.int64)
+        for i in range(hi - lo):
+            v = lo + i if order != 2 else hi - 1 - i
+            best = d[v]
+            for a in range(fo[v], fo[v + 1]):
+                u = tl[a]
+                du = snap[u - lo] if order == 1 and u >= lo else d[u]
+                if du != _INF:
+                    x = du + w[a]
+                    if x < best:
+                        best = x
+            d[v] = best  # with order 1 read by no node of this phase (they read snap)
 
 
 # ---------------------------------------------------------------------------------------------- Python API

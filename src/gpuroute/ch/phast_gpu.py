@@ -45,6 +45,107 @@ def to_u32(a, what):
     return np.where(fin, a, DINF).astype(np.uint32)
 
 
+def _csr(n, key, tail, weight):
+    """``(first_out int32 (n+1,), tail int32, weight uint32)``: arcs grouped by ``key`` (stable).
+
+    Raises
+    ------
+    OverflowError
+        A weight ``>= DINF``.
+    """
+    w = np.asarray(weight, dtype=np.int64)
+    if w.size and int(w.max()) >= DINF:
+        raise OverflowError("a hierarchy arc weight does not fit the GPU's 32-bit distances; use device='cpu'")
+    order = np.argsort(key, kind="stable")
+    fo = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(key, minlength=n), out=fo[1:])
+    return fo.astype(np.int32), tail[order].astype(np.int32), w[order].astype(np.uint32)
+
+
+def host_layout(h):
+    """The GPU's layout of hierarchy ``h``, on the host (the kernels' twin in CI): nodes renumbered by level, top
+    first, the core first in ``h.core``'s order.
+
+    Returns
+    -------
+    SimpleNamespace
+        ``pos`` int64 (n,) node -> new id; ``c``; ``levels_down`` list of ``(lo, hi)`` new-id ranges of the non-core
+        levels, top first (contiguous from ``c`` to ``n``); ``up`` / ``down``: ``(first_out int32 (n+1,), tail
+        int32, weight uint32)``, the upward in-arcs (tail at a lower level) and the downward in-arcs (tail at a
+        higher level or in the core) as CSRs by head over the new ids, core-core arcs left out (the core step's);
+        ``up_out``: the upward arcs as a CSR by tail (``(first_out, head, weight)``).
+
+    Raises
+    ------
+    OverflowError
+        A weight that does not fit 32 bits.
+    """
+    from types import SimpleNamespace
+
+    n = h.n_nodes
+    core = h.core.astype(np.int64)
+    c = core.size
+    in_core = np.zeros(n, dtype=bool)
+    in_core[core] = True
+    lvl = h.level.astype(np.int64)
+    rest = np.flatnonzero(~in_core)
+    rest = rest[np.lexsort((rest, -lvl[rest]))]  # levels from the top down, ties by id
+    new_order = np.concatenate([core, rest])  # new id -> node
+    pos = np.empty(n, dtype=np.int64)
+    pos[new_order] = np.arange(n)
+    levels = []
+    if rest.size:
+        lv = lvl[rest]
+        cuts = np.flatnonzero(np.diff(lv)) + 1
+        starts = np.concatenate([[0], cuts]) + c
+        ends = np.concatenate([cuts, [rest.size]]) + c
+        levels = [(int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
+    # upward in-arcs: up arcs u -> v (rank v > rank u) except core-core, as a CSR by head (new ids)
+    ut = np.repeat(np.arange(n, dtype=np.int64), np.diff(h.up_first_out))
+    uh = h.up_head.astype(np.int64)
+    keep = ~(in_core[ut] & in_core[uh])
+    up = _csr(n, pos[uh[keep]], pos[ut[keep]], h.up_weight[keep])
+    # the same arcs as a CSR by tail, for the one-block upward search of a single source
+    up_out = _csr(n, pos[ut[keep]], pos[uh[keep]], h.up_weight[keep])
+    # downward in-arcs: down arcs u -> v (rank u > rank v), stored at head v, except core-core
+    dh = np.repeat(np.arange(n, dtype=np.int64), np.diff(h.down_first_out))
+    dt = h.down_tail.astype(np.int64)
+    keep = ~(in_core[dt] & in_core[dh])
+    down = _csr(n, pos[dh[keep]], pos[dt[keep]], h.down_weight[keep])
+    return SimpleNamespace(n=n, c=c, pos=pos, levels_down=levels, up=up, up_out=up_out, down=down)
+
+
+def merged_down(lay, k, merge=None, cost=None):
+    """The downward pass of a pass of ``k`` sources over :func:`host_layout` ``lay`` with its levels merged into
+    phases (:func:`gpuroute.ch.phast.merge_phases`; ``merge``: levels a phase, 0 by the cost model; default
+    ``config.CH_PHAST_MERGE_LEVELS``). Returns ``(phases, (first_out int32, tail int32, weight uint32))``,
+    ``phases`` a list of ``(lo, hi, lg)``: new-id range and ``2**lg`` lanes an item (``rph_level``).
+
+    Raises
+    ------
+    OverflowError
+        A merged arc's weight (a sum of hierarchy weights) that does not fit 32 bits.
+    """
+    from .phast import lanes_lg, merge_phases, phase_cost
+
+    merge = int(config.CH_PHAST_MERGE_LEVELS if merge is None else merge)
+    cost = phase_cost() if cost is None else np.asarray(cost, dtype=np.float64)
+    fo, tl, w = lay.down
+    lb = np.array([lo for lo, _ in lay.levels_down] + [lay.n], dtype=np.int64)
+    bounds, mfo, mtl, mw = merge_phases(lay.c, lb, fo.astype(np.int64), tl, w.astype(np.int64), levels=merge, k=k,
+                                        cost=cost)
+    if mfo[-1] >= 2**31:
+        raise OverflowError("the merged downward pass has 2^31 arcs or more; lower config.CH_PHAST_MERGE_LEVELS")
+    if mw.size and int(mw.max()) >= DINF:
+        raise OverflowError("a merged downward arc (a sum of hierarchy weights) does not fit the GPU's 32-bit "
+                            "distances; use device='cpu' or config.CH_PHAST_MERGE_LEVELS = 1")
+    phases = []
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        lg = int(lanes_lg(int(mfo[hi] - mfo[lo]), hi - lo, int(k), int(cost[3]), int(cost[4])))
+        phases.append((int(lo), int(hi), lg))
+    return phases, (mfo.astype(np.int32), mtl.astype(np.int32), mw.astype(np.uint32))
+
+
 class GPUHierarchy:
     """A hierarchy on the GPU, with its captured PHAST passes.
 
@@ -69,45 +170,19 @@ class GPUHierarchy:
         self.cp = cp
         self.ch = ch
         h = ch.h
-        n = self.n = h.n_nodes
-        core = h.core.astype(np.int64)
-        c = self.c = core.size
-        in_core = np.zeros(n, dtype=bool)
-        in_core[core] = True
-        lvl = h.level.astype(np.int64)
-        rest = np.flatnonzero(~in_core)
-        rest = rest[np.lexsort((rest, -lvl[rest]))]  # levels from the top down, ties by id
-        new_order = np.concatenate([core, rest])  # new id -> node
-        pos = np.empty(n, dtype=np.int64)
-        pos[new_order] = np.arange(n)
-        self.pos_host = pos
-        # level ranges over the new ids (non-core levels only), top first
-        levels = []
-        if rest.size:
-            lv = lvl[rest]
-            cuts = np.flatnonzero(np.diff(lv)) + 1
-            starts = np.concatenate([[0], cuts]) + c
-            ends = np.concatenate([cuts, [rest.size]]) + c
-            levels = [(int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
-        self.levels_down = levels  # top first
-        self.levels_up = levels[::-1]  # level 0 first
-        # upward in-arcs: up arcs u -> v (rank v > rank u) except core-core, as a CSR by head (new ids)
-        ut = np.repeat(np.arange(n, dtype=np.int64), np.diff(h.up_first_out))
-        uh = h.up_head.astype(np.int64)
-        keep = ~(in_core[ut] & in_core[uh])
-        ufo, utl, uw = self._csr(pos[uh[keep]], pos[ut[keep]], h.up_weight[keep])
-        # the same arcs as a CSR by tail, for the one-block upward search of a single source
-        ofo, ohd, ow = self._csr(pos[ut[keep]], pos[uh[keep]], h.up_weight[keep])
-        # downward in-arcs: down arcs u -> v (rank u > rank v), stored at head v, except core-core
-        dh = np.repeat(np.arange(n, dtype=np.int64), np.diff(h.down_first_out))
-        dt = h.down_tail.astype(np.int64)
-        keep = ~(in_core[dt] & in_core[dh])
-        dfo, dtl, dw = self._csr(pos[dh[keep]], pos[dt[keep]], h.down_weight[keep])
+        self.n = h.n_nodes
+        c = self.c = int(h.core.size)
+        lay = self.layout = host_layout(h)
+        self.pos_host = pos = lay.pos
+        self.levels_down = lay.levels_down  # top first
+        self.levels_up = lay.levels_down[::-1]  # level 0 first
+        ufo, utl, uw = lay.up
+        dfo, dtl, dw = lay.down
         D = to_u32(h.core_dist, "a core distance") if c else None
         self.up_fo_host, self.down_fo_host = ufo, dfo
         self.up = tuple(cp.asarray(a) for a in (ufo, utl, uw))
         self.down = tuple(cp.asarray(a) for a in (dfo, dtl, dw))
-        self.up_out = tuple(cp.asarray(a) for a in (ofo, ohd, ow))
+        self.up_out = tuple(cp.asarray(a) for a in lay.up_out)
         self.D = cp.asarray(D.ravel()) if c else cp.zeros(1, dtype=cp.uint32)
         self.pos = cp.asarray(pos.astype(np.int32))
         self.mod = load_module("ch/phast.cu")
@@ -118,6 +193,8 @@ class GPUHierarchy:
         self.k_up_search = self.mod.get_function("ph_up_search")
         self.k_gather = self.mod.get_function("ph_gather")
         self.k_gather64 = self.mod.get_function("ph_gather64")
+        self.k_lanes = None  # rph_level of rphast.cu (the merged phases' pull, 2**lg lanes an item), on first use
+        self._merged = {}  # (merge, k, cost, max levels) -> (phases (lo, hi, lg), (fo, tl, w) on the device)
         self.k_table = self.mod.get_function("ph_table")
         self.k_pairs = self.mod.get_function("ph_pairs")
         self.k_label_up = self.mod.get_function("ph_label_up")
@@ -136,16 +213,6 @@ class GPUHierarchy:
         self._passes = {}  # k -> (graph, d, src buffer)
         self._search_buf = None  # stamp + two frontiers of the one-source upward search (3n int32)
         cp.cuda.Device().synchronize()
-
-    def _csr(self, key, tail, weight):
-        n = self.n
-        w = np.asarray(weight, dtype=np.int64)
-        if w.size and int(w.max()) >= DINF:
-            raise OverflowError("a hierarchy arc weight does not fit the GPU's 32-bit distances; use device='cpu'")
-        order = np.argsort(key, kind="stable")
-        fo = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(key, minlength=n), out=fo[1:])
-        return fo.astype(np.int32), tail[order].astype(np.int32), w[order].astype(np.uint32)
 
     @property
     def n_levels(self):
@@ -177,7 +244,11 @@ class GPUHierarchy:
     def _pass(self, k):
         """The captured CUDA graph of a pass of ``k`` sources: ``(graph, d (n * k,), src (k,))``; ``src``
         holds :meth:`_source_ids`."""
-        key = (k, self._labels() is not None)
+        # the downward pass's phases follow the config of the call (the benchmark switches them)
+        key = (k, self._labels() is not None, config.CH_PHAST_MERGE_LEVELS, config.CH_PHAST_MERGE_MAX_K,
+               config.CH_PHASE_STEP_US, config.CH_PHASE_BYTES_PER_US, config.CH_PHASE_ITER_US,
+               config.CH_PHASE_MAX_LEVELS, config.CH_PHAST_LANES_MAX_K, config.CH_PHAST_MAX_LANES,
+               config.CH_PHAST_UP_SEARCH)
         if key in self._passes:
             return self._passes[key]
         cp = self.cp
@@ -189,7 +260,7 @@ class GPUHierarchy:
         i32 = np.int32
         s = self.stream
         up_plan = self._up_plan(k)
-        down_plan = self._plan(self.levels_down, k, self.down_fo_host)
+        down_plan, down_arcs = self._down_plan(k)
         from_labels = up_plan[0][0] == "labels"
         with s:
             s.begin_capture()
@@ -199,10 +270,12 @@ class GPUHierarchy:
             self._launch_plan(up_plan, k, self.up, d, src)
             if self.c:
                 self._core(k, d)
-            self._launch_plan(down_plan, k, self.down, d)
+            self._launch_plan(down_plan, k, down_arcs, d)
             graph = s.end_capture()
         self.launches = (1 + (0 if from_labels else 1) + len(up_plan) + len(down_plan) + (1 if self.c else 0)
                          + sum(p[0] == "search" for p in up_plan))
+        # what the benchmark reports: the downward launches and the arcs they read (merged or not)
+        self.down_launches, self.down_arcs = len(down_plan), int(down_arcs[1].size)
         self._passes[key] = (graph, d, src)
         return self._passes[key]
 
@@ -211,9 +284,9 @@ class GPUHierarchy:
         one source and ``config.CH_PHAST_UP_SEARCH``, one block searching the upward search space
         (``ph_up_search``); else a pull launch per level, then the core's level."""
         if self._labels() is not None:
-            return [("labels", 0, 0)]
+            return [("labels", 0, 0, 0)]
         if k == 1 and config.CH_PHAST_UP_SEARCH:
-            return [("search", 0, self.n)]
+            return [("search", 0, self.n, 0)]
         return self._plan(self.levels_up + ([(0, self.c)] if self.c else []), k, self.up_fo_host)
 
     def _plan(self, ranges, k, fo_host):
@@ -225,8 +298,46 @@ class GPUHierarchy:
         for lo, hi in ranges:
             arcs = int(fo_host[hi] - fo_host[lo])
             warp = k < 32 and hi > lo and arcs / (hi - lo) >= warp_deg
-            plan.append(("warp" if warp else "level", lo, hi))
+            plan.append(("warp" if warp else "level", lo, hi, 0))
         return plan
+
+    def _down_plan(self, k):
+        """The downward pass of ``k`` sources: ``(plan, arcs)``. With ``config.CH_PHAST_MERGE_LEVELS`` 1, a launch
+        per level over the downward in-arcs (:meth:`_plan`); else a ``rph_level`` launch per phase of merged levels
+        (:func:`merged_down`: 0, phases by the cost model for ``k`` sources, rounded up to a power of two; m, m levels
+        a phase) over the merged in-arcs (uploaded once per phase plan; up to 12 kept). A pass of more than
+        ``config.CH_PHAST_MERGE_MAX_K`` sources (when not 0) runs a launch per level whatever the merge setting: there
+        the pass is bandwidth-bound and the merged arcs' extra bytes cost more than the launches they save."""
+        from .phast import lanes_lg, phase_cost
+
+        merge = int(config.CH_PHAST_MERGE_LEVELS)
+        max_k = int(config.CH_PHAST_MERGE_MAX_K)
+        if max_k < 0:
+            raise ValueError(f"config.CH_PHAST_MERGE_MAX_K must be >= 0 (0: no bound), got {max_k}")
+        if merge == 1 or 0 < max_k < k:
+            return self._plan(self.levels_down, k, self.down_fo_host), self.down
+        cost = phase_cost()
+        # the cost model plans for pass sizes by powers of two (planning NY takes ~0.7 s on the host's 16 cores, ~8 s
+        # on a loaded 2-core machine: once per size class and hierarchy); the lanes follow the pass's own size
+        kp = min(1 << (k - 1).bit_length(), 1024)
+        key = (merge, kp if merge == 0 else 0, tuple(cost.tolist()), int(config.CH_PHASE_MAX_LEVELS))
+        got = self._merged.get(key)
+        if got is None:
+            phases, arcs = merged_down(self.layout, kp, merge, cost)
+            if len(self._merged) >= 12:
+                self._merged.clear()
+            got = self._merged[key] = ([(lo, hi) for lo, hi, _ in phases], arcs[0],
+                                       tuple(self.cp.asarray(a) if a.size else self.cp.zeros(1, dtype=a.dtype)
+                                             for a in arcs))
+            self.cp.cuda.Device().synchronize()  # uploaded before any pass (on its own stream) reads them
+        ranges, fo, dev = got
+        plan = [("lanes", lo, hi, int(lanes_lg(int(fo[hi] - fo[lo]), hi - lo, k, int(cost[3]), int(cost[4]))))
+                for lo, hi in ranges]
+        if self.k_lanes is None:
+            if self.tpb % 32:
+                raise ValueError(f"config.CH_PHAST_THREADS must be a multiple of 32 for merged phases, got {self.tpb}")
+            self.k_lanes = load_module("ch/rphast.cu").get_function("rph_level")
+        return plan, dev
 
     def _core(self, k, d):
         """The dense core step: enough blocks to spread one source's c x c step (a-slices of the rows)."""
@@ -241,7 +352,7 @@ class GPUHierarchy:
         fo, tl, w = arcs
         tpb = self.tpb
         i32 = np.int32
-        for kind, lo, hi in plan:
+        for kind, lo, hi, lg in plan:
             items = (hi - lo) * k
             if kind == "labels":
                 gl, lidpos = self._labels()
@@ -254,6 +365,10 @@ class GPUHierarchy:
                 stamp.fill(0)
                 ofo, ohd, ow = self.up_out
                 self.k_up_search((1,), (1024,), (i32(self.c), src, ofo, ohd, ow, d, stamp, q0, q1, self.flags))
+            elif kind == "lanes":
+                threads = items << lg
+                self.k_lanes(((threads + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), i32(lg), fo, tl, w, d,
+                                                                     self.flags))
             elif kind == "level":
                 self.k_level(((items + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), fo, tl, w, d, self.flags))
             else:
@@ -268,7 +383,7 @@ class GPUHierarchy:
         k = int(sources.size)
         _, d, src = self._pass(k)
         up_plan = self._up_plan(k)
-        down_plan = self._plan(self.levels_down, k, self.down_fo_host)
+        down_plan, down_arcs = self._down_plan(k)
         out = []
         ev = [cp.cuda.Event() for _ in range(2)]
 
@@ -285,11 +400,11 @@ class GPUHierarchy:
             d.fill(DINF)
             if not (up_plan and up_plan[0][0] == "labels"):
                 self.k_sources(((k + self.tpb - 1) // self.tpb,), (self.tpb,), (np.int32(k), src, d))
-        for phase, plan, arcs in (("up", up_plan, self.up), ("down", down_plan, self.down)):
+        for phase, plan, arcs in (("up", up_plan, self.up), ("down", down_plan, down_arcs)):
             if phase == "down" and self.c:
                 timed("core", 0, self.c, lambda: self._core(k, d))
             for item in plan:
-                _, lo, hi = item
+                _, lo, hi, _ = item
                 timed(f"{phase}-{item[0]}", lo, hi - lo,
                       lambda item=item, arcs=arcs: self._launch_plan([item], k, arcs, d, src))
         return out

@@ -36,8 +36,17 @@ import weakref
 import numpy as np
 from numba import njit, prange
 
+from .. import config
 from ..graph.constants import DIST_DTYPE, INDEX_DTYPE, INF
-from .phast import bucket_search, chunk_bounds, chunk_count, reset_touched, search_buffers
+from .phast import (
+    bucket_search,
+    chunk_bounds,
+    chunk_count,
+    merge_phases,
+    phase_cost,
+    reset_touched,
+    search_buffers,
+)
 from .query import built_hub_labels, id_array, prepared
 
 __all__ = ["TargetSelection", "select_targets", "rphast_cpu", "upward_entries", "resolve_upward", "label_rids",
@@ -95,62 +104,6 @@ def _depths(sel_by_rank, dfo, dtail, in_core, depth):
         depth[v] = dv
 
 
-@njit(cache=True, inline="always")
-def _offer(v, x, wx, seen, best, lst, cnt):
-    """An in-arc ``x -> v`` of weight ``wx`` for the merged arcs of ``v``: the first from ``x`` is listed in
-    ``lst`` (``cnt`` of them so far; returns the new count), a later one only lowers ``best[x]``."""
-    if seen[x] != v:
-        seen[x] = v
-        best[x] = wx
-        lst[cnt] = x
-        return cnt + 1
-    if wx < best[x]:
-        best[x] = wx
-    return cnt
-
-
-@njit(cache=True)
-def _merge_levels(c, phase, fo, tl, w):
-    """In-arcs of the merged sweep: node ``v``'s arcs, plus, through each tail ``u`` of its own phase, ``u``'s
-    merged arcs extended by ``w(u, v)`` (so every path from an earlier phase into ``v`` is one arc); the lightest
-    arc per tail. Returns ``(first_out int64 (R+1,), tail int32, weight int64)``."""
-    R = fo.shape[0] - 1
-    cap = max(16, 2 * tl.shape[0])
-    ntl = np.empty(cap, dtype=np.int32)
-    nw = np.empty(cap, dtype=np.int64)
-    nfo = np.zeros(R + 1, dtype=np.int64)
-    best = np.empty(max(R, 1), dtype=np.int64)
-    seen = np.full(max(R, 1), -1, dtype=np.int64)
-    lst = np.empty(max(R, 1), dtype=np.int32)
-    m = 0
-    for v in range(R):
-        nfo[v] = m
-        if v < c:
-            continue
-        cnt = 0
-        for a in range(fo[v], fo[v + 1]):
-            u = tl[a]
-            wu = w[a]
-            cnt = _offer(v, u, wu, seen, best, lst, cnt)
-            if u >= c and phase[u] == phase[v]:
-                for b in range(nfo[u], nfo[u + 1]):
-                    cnt = _offer(v, ntl[b], nw[b] + wu, seen, best, lst, cnt)
-        if m + cnt > ntl.shape[0]:
-            new = max(2 * ntl.shape[0], m + cnt)
-            t2 = np.empty(new, dtype=np.int32)
-            w2 = np.empty(new, dtype=np.int64)
-            t2[:m] = ntl[:m]
-            w2[:m] = nw[:m]
-            ntl, nw = t2, w2
-        for i in range(cnt):
-            x = lst[i]
-            ntl[m] = x
-            nw[m] = best[x]
-            m += 1
-    nfo[R] = m
-    return nfo, ntl[:m].copy(), nw[:m].copy()
-
-
 class TargetSelection:
     """The restricted downward structure of one target set (RPHAST's target selection; see the module doc
     for the layout). Built by :meth:`build` (or :func:`select_targets`), reused for any number of sources;
@@ -200,7 +153,7 @@ class TargetSelection:
         self.n_restricted = int(node.size)
         self.time_s = float(time_s)
         self._device = {}  # the GPU twin's uploads (gpuroute.ch.rphast_gpu), made on first use
-        self._merged = {}  # m -> merged sweep (merged())
+        self._merged = {}  # (m, k, cost) -> merged sweep (merged())
 
     @classmethod
     def build(cls, h, targets):
@@ -272,34 +225,34 @@ class TargetSelection:
         """Depths of the restricted sweep (dependent steps after the core step)."""
         return int(self.level_bounds.size - 1)
 
-    def merged(self, m):
-        """The sweep with ``m`` consecutive depths merged into one phase (cached): ``(level_bounds, first_out,
-        tail, weight)`` in the layout of the attributes. A node's in-arcs are its own plus, through every tail
-        ``u`` of its phase, ``u``'s merged in-arcs extended by the arc ``u -> v`` (lightest per tail), so a
-        phase's nodes may run in parallel, each reading the others' distances before or after they are lowered:
-        either value, with the extended arcs, gives the node its exact result (``d[u]`` is ``min(up[u], min_x
-        d[x] + w(x, u))`` and both terms are there). ``ceil(L / m)`` dependent steps instead of ``L``; on DIMACS
+    def merged(self, m, k=1, cost=None):
+        """The sweep with its depths merged into phases (cached): ``(level_bounds, first_out, tail, weight)`` in the
+        layout of the attributes, by :func:`gpuroute.ch.phast.merge_phases` (PHAST's downward pass on the GPU merges
+        its levels the same way). ``m >= 1``: ``m`` consecutive depths a phase; ``m = 0``: the phase boundaries by
+        the cost model (``cost``: :func:`~gpuroute.ch.phast.phase_cost`, default ``config.CH_PHASE_*``) for passes
+        of ``k`` sources. A node's in-arcs are its own plus,
+        through every tail ``u`` of its phase, ``u``'s merged in-arcs extended by the arc ``u -> v`` (lightest per
+        tail), so a phase's nodes may run in parallel, each reading the others' distances before or after they are
+        lowered: either value, with the extended arcs, gives the node its exact result (``d[u]`` is ``min(up[u],
+        min_x d[x] + w(x, u))`` and both terms are there). Fewer dependent steps than ``L`` for more arcs; on DIMACS
         NY with 1,000 targets, m = 4 gives 13 steps for 1.7x the arcs, m = 8 7 steps for 2.7x.
 
         Raises
         ------
         ValueError
-            ``m < 1``.
+            ``m < 0`` or ``k < 1``.
         """
-        m = int(m)
-        if m < 1:
-            raise ValueError(f"levels merged must be >= 1, got {m}")
+        m, k = int(m), int(k)
+        if m < 0:
+            raise ValueError(f"levels merged must be >= 0 (0: by the cost model), got {m}")
         if m == 1:
             return self.level_bounds, self.first_out, self.tail, self.weight
-        got = self._merged.get(m)
+        cost = phase_cost() if cost is None else np.asarray(cost, dtype=np.float64)
+        key = (m, k, tuple(cost.tolist()), int(config.CH_PHASE_MAX_LEVELS)) if m == 0 else (m,)
+        got = self._merged.get(key)
         if got is None:
-            R = self.n_restricted
-            phase = np.full(R, -1, dtype=np.int64)
-            lb = self.level_bounds
-            for i in range(lb.size - 1):
-                phase[lb[i]:lb[i + 1]] = i // m
-            fo, tl, w = _merge_levels(self.c, phase, self.first_out, self.tail, self.weight)
-            got = self._merged[m] = (np.append(lb[:-1][::m], lb[-1]).astype(np.int64), fo, tl, w)
+            got = self._merged[key] = merge_phases(self.c, self.level_bounds, self.first_out, self.tail, self.weight,
+                                                   levels=m, k=k, cost=cost)
         return got
 
     @property

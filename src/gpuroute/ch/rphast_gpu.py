@@ -4,8 +4,10 @@ Shortest Paths in Road Networks", ATMOS 2011). The CPU twin, with the same signa
 is :func:`gpuroute.ch.rphast.rphast_cpu`.
 
 The selection is uploaded once (cached on it): the restricted CSR (32-bit) with
-``config.CH_RPHAST_MERGE_LEVELS`` consecutive depths merged into one phase
-(:meth:`~gpuroute.ch.rphast.TargetSelection.merged`: fewer dependent steps for a few more arcs), the selected
+its depths merged into phases (``config.CH_RPHAST_MERGE_LEVELS``: m consecutive depths, or
+0: the boundaries by the cost model of :func:`gpuroute.ch.phast.merge_phases`, as PHAST's downward pass, one
+layout per pass-size class, powers of two);
+:meth:`~gpuroute.ch.rphast.TargetSelection.merged`: fewer dependent steps for a few more arcs), the selected
 core columns of the core distances, the targets' restricted ids. Each source's upward distances come from its
 forward hub label on the device (once ``ContractionHierarchy.hub_labels()`` built them, 32-bit label
 distances: one launch, nothing computed on the host) or from upward searches on the host (numba, uploaded as
@@ -29,6 +31,7 @@ from ..backend import kernels
 from ..backend.flags import DINF, check_overflow
 from ..graph.constants import INF
 from .api import node_ids
+from .phast import phase_cost
 from .phast_gpu import balanced_passes, to_u32
 from .rphast import label_rids, resolve_upward, upward_entries
 
@@ -104,17 +107,11 @@ class DeviceSelection:
         self.R, self.c, self.t = sel.n_restricted, sel.c, int(sel.targets.size)
         self.cb = int(sel.core_sel.size)
         self.merge = int(config.CH_RPHAST_MERGE_LEVELS)
-        lb, fo, tl, w = sel.merged(self.merge)
-        if fo[-1] >= 2**31:
-            raise OverflowError("the merged sweep has 2^31 arcs or more; lower config.CH_RPHAST_MERGE_LEVELS")
-        w = to_u32(w, "a hierarchy arc weight")
+        # m = 0: phases by the cost model with this launcher's lanes, one layout per pass-size class (_use)
+        self._cost = phase_cost(lanes_max_k=config.CH_RPHAST_LANES_MAX_K, max_lanes=config.CH_RPHAST_MAX_LANES)
+        self._layouts = {}  # pass-size class -> (levels, fo_host, n_arcs, fo, tl, w)
+        self._use(1)
         D = to_u32(sel.core_dist_sel, "a core distance") if self.c else np.zeros(1, dtype=np.uint32)
-        self.fo_host = fo
-        self.n_arcs = int(tl.size)
-        self.levels = [(int(a), int(b)) for a, b in zip(lb[:-1], lb[1:], strict=True)]
-        self.fo = cp.asarray(fo.astype(np.int32))
-        self.tl = cp.asarray(tl.astype(np.int32)) if tl.size else cp.zeros(1, dtype=np.int32)
-        self.w = cp.asarray(w) if w.size else cp.zeros(1, dtype=np.uint32)
         self.csel = cp.asarray(sel.core_sel.astype(np.int32)) if self.cb else cp.zeros(1, dtype=np.int32)
         self.D = cp.asarray(np.ascontiguousarray(D).ravel())
         self.trid = cp.asarray(sel.target_rid.astype(np.int32)) if self.t else cp.zeros(1, dtype=np.int32)
@@ -145,6 +142,26 @@ class DeviceSelection:
         self.launches = 0
 
     # ------------------------------------------------------------------ plans
+    def _use(self, k):
+        """Point the sweep's arrays (``levels``, ``fo_host``, ``n_arcs``, ``fo``, ``tl``, ``w``) at the layout for passes
+        of ``k`` sources: with ``config.CH_RPHAST_MERGE_LEVELS = 0`` the cost model's phases for ``k`` rounded up to a
+        power of two (at most 1024; each uploaded once), else the one layout of m depths a phase. A pass size keeps
+        its class, so every cache keyed by the pass size (plans, level tables, graphs) stays consistent."""
+        cp = self.cp
+        kp = min(1 << (int(k) - 1).bit_length(), 1024) if self.merge == 0 else 1
+        got = self._layouts.get(kp)
+        if got is None:
+            lb, fo, tl, w = self.sel.merged(self.merge, kp, self._cost)
+            if fo[-1] >= 2**31:
+                raise OverflowError("the merged sweep has 2^31 arcs or more; lower config.CH_RPHAST_MERGE_LEVELS")
+            w = to_u32(w, "a hierarchy arc weight")
+            levels = [(int(a), int(b)) for a, b in zip(lb[:-1], lb[1:], strict=True)]
+            got = self._layouts[kp] = (levels, fo, int(tl.size), cp.asarray(fo.astype(np.int32)),
+                                       cp.asarray(tl.astype(np.int32)) if tl.size else cp.zeros(1, dtype=np.int32),
+                                       cp.asarray(w) if w.size else cp.zeros(1, dtype=np.uint32))
+            cp.cuda.Device().synchronize()  # uploaded before a pass on the selection's own stream reads them
+        self.levels, self.fo_host, self.n_arcs, self.fo, self.tl, self.w = got
+
     def plan(self, k):
         """The levels of a pass of ``k`` sources: rows ``(lo, hi, lg)``, ``2**lg`` lanes per (node, source)
         item: for ``k < config.CH_RPHAST_LANES_MAX_K``, the power of two at least the level's mean in-degree
@@ -323,6 +340,7 @@ class DeviceSelection:
         upward, lab = resolve_upward(h, upward)
         kind = "labels" if upward == "labels" and lab.dist.dtype == np.int32 else "entries"
         kk = int(sources.size)
+        self._use(kk)
         if kind == "labels":
             inputs = self._labels_inputs(lab, gpu_labels, sources)
         else:

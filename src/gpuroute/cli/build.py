@@ -15,17 +15,50 @@ The routing weight is ``--weight``, else the profile's weight for a Lua profile 
 ``weight``, ``weight_name`` and ``duration`` with turn durations), else ``travel_time`` when the graph has
 it, else its first weight (``distance`` on ``ny``: routes then report no duration; ``ny-time`` has the
 travel times). A source with nothing to route on (an OSM extract without a way the profile may use) is
-refused with exit code 2 and nothing written."""
+refused with exit code 2 and nothing written.
+
+At its end it compiles every kernel the server's services use into numba's cache (``gpuroute warmup DIR``,
+:mod:`gpuroute.cli.warmup`), so that ``gpuroute serve DIR`` starts without compiling; ``--no-warmup`` skips
+that, as does the environment variable ``GPUROUTE_BUILD_WARMUP=0`` (for CI and test suites that build
+datasets), and ``--cache-dir DIR`` chooses the cache (numba's ``NUMBA_CACHE_DIR``)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
-from .common import DEFAULT_GRAPH, EXIT_OK, fmt_int, fmt_ms, fmt_seconds, log, print_rows, weight_line
+from .common import (
+    DEFAULT_GRAPH,
+    EXIT_OK,
+    CLIError,
+    fmt_int,
+    fmt_ms,
+    fmt_seconds,
+    log,
+    print_rows,
+    weight_line,
+)
 from .partition import parse_cell_sizes
 
 PROG = "gpuroute build"
+
+#: The environment variable that turns the warm-up at the end of a build off (``0``) or on (``1``, the default).
+WARMUP_ENV = "GPUROUTE_BUILD_WARMUP"
+
+
+def warmup_wanted(args):
+    """Whether the build ends with the warm-up: not with ``--no-warmup``, nor with ``GPUROUTE_BUILD_WARMUP=0``.
+
+    Raises
+    ------
+    CLIError
+        ``GPUROUTE_BUILD_WARMUP`` set to something other than ``0`` or ``1``.
+    """
+    env = os.environ.get(WARMUP_ENV, "1").strip()
+    if env not in ("0", "1", ""):
+        raise CLIError(f"{WARMUP_ENV}={env!r}: expected 0 (no warm-up) or 1 (warm up, the default)")
+    return bool(getattr(args, "warmup", True)) and env != "0"
 
 
 def _stage_printer():
@@ -45,7 +78,10 @@ def _stage_printer():
 
 def run(args):
     from ..pipeline.build import build_dataset
+    from .warmup import apply_cache_dir
 
+    apply_cache_dir(getattr(args, "cache_dir", None), PROG)  # before anything compiles: the build's kernels too
+    warm_after = warmup_wanted(args)
     spec = args.graph
     s = build_dataset(spec, args.output, profile=args.profile, weight=args.weight, cell_sizes=args.cell_sizes,
                       progress=_stage_printer(), time_profile=args.time_profile)
@@ -56,6 +92,16 @@ def run(args):
               f"({fmt_int(g.get('segments_missing_location', 0))} segments dropped; an extract cut without "
               "complete ways?)", file=sys.stderr)
     _print_weight(s, spec)
+    warm = None
+    if warm_after:
+        from .warmup import default_jobs, warm_dataset
+
+        warm = warm_dataset(s["directory"], jobs=default_jobs(), prog=PROG)
+        s["warmup"] = {"seconds": warm["seconds"], "services": warm["services"], "failed": warm["failed"],
+                       "compiled": {k: len(v) for k, v in warm["compiled"].items()}}
+        if warm["failed"]:
+            print(f"{PROG}: warning: {len(warm['failed'])} warm-up requests failed (gpuroute serve compiles what "
+                  f"they needed on their first call): {warm['failed'][0]}", file=sys.stderr)
     if args.json:
         json.dump(s, sys.stdout)
         sys.stdout.write("\n")
@@ -72,6 +118,8 @@ def run(args):
              ("time", ", ".join(f"{k} {fmt_ms(v)}" for k, v in sec.items())
               + f"; total {fmt_ms(s['total_seconds'])}"),
              ("saved", s["directory"]),
+             *([("warm-up", f"{warm['seconds']:.1f} s, {sum(len(v) for v in warm['compiled'].values())} functions "
+                            "compiled (gpuroute warmup DIR lists them)")] if warm is not None else []),
              *([("depart", f"time profile {s['time_profile']['file']} ({s['time_profile']['rows']} rows, "
                          f"{s['time_profile']['timezone']}; depart_at reads it)")] if s.get("time_profile") else []),
              ("serve", f"gpuroute serve {s['directory']}")]
@@ -112,6 +160,13 @@ def add_parser(sub, common):
                    help="a time profile (CSV or Parquet) to store in the directory as time_profile.csv, checked "
                         "against the built dataset first: serve DIR, route and trip read it for depart_at (gpuroute "
                         "timeprofile DIR FILE stores one later)")
+    c.add_argument("--no-warmup", dest="warmup", action="store_false",
+                   help="do not compile the server's kernels at the end (gpuroute serve then compiles what numba's "
+                        f"cache lacks before it listens; gpuroute warmup DIR does it later); {WARMUP_ENV}=0 does "
+                        "the same")
+    c.add_argument("--cache-dir", dest="cache_dir", default=None, metavar="DIR",
+                   help="numba's cache directory for the build and the warm-up (sets NUMBA_CACHE_DIR; serve with the "
+                        "same setting)")
     c.add_argument("--json", action="store_true", help="print the summary as a JSON object")
     c.set_defaults(func=run)
     return c

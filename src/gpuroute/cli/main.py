@@ -1,6 +1,6 @@
 """``gpuroute`` command line: the parser and the dispatch. Each command is one module of this package
 (``route``, ``info``, ``sssp``, ``contract``, ``tree``, ``table``, ``partition``, ``customize``, ``build``,
-``serve``, ``trip``, ``accessibility``, ``match``, ``timeprofile``) that parses its arguments, calls one stage or service of the library
+``serve``, ``warmup``, ``trip``, ``accessibility``, ``match``, ``timeprofile``) that parses its arguments, calls one stage or service of the library
 and formats the answer.
 
 Customizable Route Planning runs as stages on one overlay directory (:mod:`gpuroute.pipeline.overlay_dir`):
@@ -37,6 +37,7 @@ from . import (
     timeprofile,
     tree,
     trip,
+    warmup,
 )
 from .common import EXIT_BAD_INPUT, CLIError, Parser, UsageError, join_coordinate_args, log, one_line
 
@@ -56,8 +57,8 @@ def build_parser():
     p.add_argument("-v", "--verbose", action="count", default=0, help="log debug information to stderr")
     p.add_argument("--version", action="version", version=f"gpuroute {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in (route, info, sssp, contract, tree, table, partition, customize, build, serve, trip, accessibility, match,
-                timeprofile):
+    for mod in (route, info, sssp, contract, tree, table, partition, customize, build, serve, warmup, trip, accessibility,
+                match, timeprofile):
         mod.add_parser(sub, common)
     return p
 

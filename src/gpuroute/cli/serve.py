@@ -10,7 +10,9 @@ from the server's own origin and those given by ``--allow-origin`` (:func:`gpuro
 
 The port is bound before anything is loaded (a port in use: exit 2, one line naming it); every service is
 then compiled and run once (:func:`gpuroute.server.warm_up`) before the socket listens, so ``/health``
-answers only once no request compiles anything.
+answers only once no request compiles anything. Where numba's cache (``--cache-dir``, ``NUMBA_CACHE_DIR``)
+lacks kernels it says so first (``gpuroute warmup`` and ``gpuroute build`` fill the cache ahead, compiling the
+services side by side, so that a start takes about a second).
 
 ``--workers N`` (default: the cores this process may use) forks N worker processes once the dataset is
 loaded and warmed up, each answering on the same port (``SO_REUSEPORT``), sharing the loaded arrays and
@@ -117,6 +119,9 @@ def run(args):
     """Bind the port, then serve (:func:`serve`); the socket is closed however that ends."""
     if not 0 <= args.port < 65536:
         raise CLIError(f"--port {args.port}: expected 1 .. 65535 (or 0: any free port)")
+    from .warmup import apply_cache_dir
+
+    apply_cache_dir(getattr(args, "cache_dir", None))  # before any kernel is loaded
     allowed_origins(getattr(args, "allow_origin", None))  # checked before anything is bound or loaded
     value = getattr(args, "workers", 1)
     if value is not None and value < 1:
@@ -172,6 +177,21 @@ def _gpu_present():
     return importlib.util.find_spec("cupy") is not None and os.path.exists("/dev/nvidiactl")
 
 
+def _say_compiling(sock):
+    """With kernels missing from numba's cache (:func:`gpuroute.server.warmup.cache_state`): say so, and what
+    fills it ahead, before the warm-up compiles them (minutes with an empty cache)."""
+    from ..server.warmup import cache_state, import_kernel_modules
+    from .warmup import cache_line
+
+    import_kernel_modules()
+    state = cache_state()
+    if state["missing"]:
+        print(f"gpuroute serve: numba's cache ({cache_line()}) lacks compiled code for {state['missing']} of the "
+              f"{state['kernels']} kernels loaded: compiling them before listening on port {sock.getsockname()[1]} "
+              "(minutes with an empty cache; gpuroute warmup or gpuroute build compiles them ahead, several at once)",
+              file=sys.stderr, flush=True)
+
+
 def serve(args, sock, workers=1):
     try:
         import uvicorn  # noqa: F401 - the serve extra is there
@@ -223,6 +243,7 @@ def serve(args, sock, workers=1):
     app = create_app(engine, limits=limits, allow_customize=allow,
                      allow_origins=allowed_origins(getattr(args, "allow_origin", None)), warm_up=True)
     t_warm = time.perf_counter()
+    _say_compiling(sock)
     print("gpuroute serve: compiling and warming up every service before listening (the first start after an "
           "install takes longest) ...", file=sys.stderr, flush=True)
     report = warm_up(app)
@@ -299,6 +320,9 @@ def add_parser(sub, common):
                         "way or arc per time slot) that depart_at= reads on /route, /table, /trip and /isochrone "
                         "(README: departure time; needs a dataset directory; overrides the profile stored in it "
                         "by gpuroute timeprofile DIR FILE)")
+    s.add_argument("--cache-dir", dest="cache_dir", default=None, metavar="DIR",
+                   help="numba's cache of compiled kernels (sets NUMBA_CACHE_DIR; as given to gpuroute warmup / build). "
+                        "Kernels it lacks are compiled before the server listens")
     s.add_argument("--threads", type=int, default=None, metavar="N",
                    help="threads running queries at once in each process (default min(8, CPUs))")
     s.add_argument("--http", choices=("auto", "httptools", "h11"), default=None,

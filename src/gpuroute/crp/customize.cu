@@ -213,6 +213,174 @@ extern "C" __global__ void crp_bf_level_i32(const int* units, const int* u_cell,
                     frontier, rounds_max);
 }
 
+// ------------------------------------------------------------------------------------------ push levels
+// The kernel of every level whose cells fit its shared memory (written for the upper levels' few big cells: NY's
+// 69 and 5 cells of ~300-750 vertices, 20-55 in-edges each; faster on NY's level 0 too).
+// crp_bf_level's pull gives each (vertex, entry) item to one thread, which walks the vertex's in-edges one
+// by one: every load a different cache line per lane, dependent on the last, and the edges re-read for each
+// entry point -- latency-bound rounds. Here the threads stride over the cell's edges instead, in forward
+// order (by renumbered tail: the hop order of the sweeps), each edge read once per round and relaxed for all
+// g entry points of the unit: coalesced loads, independent iterations, no per-vertex imbalance. Relaxations
+// push: d[v] = min(d[v], d[u] + c) by a shared-memory atomicMin (values only decrease: a stale read is safe,
+// and the fixpoint -- the shortest distances -- is the same whatever the order). The frontier is the set of
+// tails that improved since their edges were last relaxed: three rotating flag rows (read this round, set
+// for the next, cleared for the one after), so one block barrier per round. Trees: the same rule as
+// crp_bf_level (1 + the smallest tight forward edge), by an atomicMin over the tight edges into an int32
+// row per item. No global-memory fallback: the host uses this kernel on a level only where every unit fits.
+// Any block size (the host picks one per level: customize_gpu.push_threads).
+//   f_first (V + 1)   forward edges by renumbered tail; f_pack (E) tail | head << 16 (cell-local,
+//                     renumbered: cells of at most 65,536 vertices); f_fe (E) the edge's forward index
+//                     counted from the cell's first forward edge (the trees' edge id); fcost (E) its cost
+//                     (crp_aggregate over the level's f_ref)
+// Shared memory (dynamic, >= 15 x items bytes): d int64 (n x g), best int32 (n x g), 3 flag rows of n bytes.
+// Each thread loads CRP_PUSH_UNROLL edges (tail/head and cost, independent coalesced loads) before relaxing
+// them: with one or two blocks a multiprocessor, a load at a time per warp would leave the rounds
+// latency-bound (a big cell's edges come from L2, ~80 per thread per round at 512 threads).
+#ifndef CRP_PUSH_UNROLL
+#define CRP_PUSH_UNROLL 8
+#endif
+// One edge of a round: relax tail -> head for the unit's g entry points; returns whether the head improved.
+__device__ __forceinline__ int push_edge(i64* d, int g, unsigned pk, i64 cost, const unsigned char* cur,
+                                         unsigned char* nxt, int frontier) {
+    const int tl = (int)(pk & 0xffffu);
+    if (cost == I64INF || (frontier && !((volatile const unsigned char*)cur)[tl])) return 0;
+    const int hd = (int)(pk >> 16);
+    const volatile i64* du = (const volatile i64*)(d + tl * g);
+    i64* dv = d + hd * g;
+    int mark = 0;
+    for (int i = 0; i < g; ++i) {
+        const i64 x = du[i];
+        if (x == I64INF) continue;
+        const i64 nd = x + cost;
+        if (nd < ((volatile i64*)dv)[i] && atomicMin((long long*)(dv + i), (long long)nd) > nd) mark = 1;
+    }
+    if (mark) ((volatile unsigned char*)nxt)[hd] = 1;
+    return mark;
+}
+
+template <typename TT>
+__device__ void push_body(const int* __restrict__ units, const int* __restrict__ u_cell, const int* __restrict__ u_i0,
+                          const int* __restrict__ u_g, const i64* __restrict__ vf, const int* __restrict__ v_orig,
+                          const i64* __restrict__ f_first, const unsigned* __restrict__ f_pack,
+                          const int* __restrict__ f_fe, const i64* __restrict__ fcost,
+                          const i64* __restrict__ ent_first, const int* __restrict__ ent_loc_all,
+                          const i64* __restrict__ ex_first, const int* __restrict__ ex_loc_all,
+                          const i64* __restrict__ cq_first, const i64* __restrict__ tree_first, i64* __restrict__ clique,
+                          TT* __restrict__ tree, int keep_tree, int frontier, int* rounds_max) {
+    extern __shared__ __align__(16) unsigned char push_smem[];
+    const int u = units[blockIdx.x];
+    const int c = u_cell[u];
+    const i64 lo = vf[c];
+    const int n = (int)(vf[c + 1] - lo);
+    const int g = u_g[u];
+    if (n == 0 || g == 0) return;
+    const int i0 = u_i0[u];
+    const int items = n * g;
+    const int* __restrict__ ent_loc = ent_loc_all + ent_first[c];
+    const i64 x0 = ex_first[c];
+    const int nx = (int)(ex_first[c + 1] - x0);
+    const int* __restrict__ ex_loc = ex_loc_all + x0;
+    i64* d = (i64*)push_smem;
+    int* best = (int*)(push_smem + (size_t)items * 8);
+    unsigned char* fl = push_smem + (size_t)items * 12;  // flag rows fl[0..n), fl[n..2n), fl[2n..3n)
+    const i64 b0 = f_first[lo];
+    const i64 b1 = f_first[lo + n];
+    for (int t = threadIdx.x; t < items; t += blockDim.x) d[t] = I64INF;
+    for (int t = threadIdx.x; t < 3 * n; t += blockDim.x) fl[t] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < g; i += blockDim.x) {
+        const int e = ent_loc[i0 + i];
+        d[e * g + i] = 0;
+        fl[e] = 1;  // round 0 relaxes the entry points' out-edges
+    }
+    __syncthreads();
+    int rounds = 0;
+    for (;;) {
+        const unsigned char* cur = fl + (rounds % 3) * n;
+        unsigned char* nxt = fl + ((rounds + 1) % 3) * n;
+        unsigned char* old = fl + ((rounds + 2) % 3) * n;  // read last round, written next round: cleared now
+        int improved = 0;
+        const i64 step = (i64)blockDim.x * CRP_PUSH_UNROLL;
+        for (i64 b = b0 + threadIdx.x; b < b1; b += step) {
+            unsigned pk[CRP_PUSH_UNROLL];
+            i64 cost[CRP_PUSH_UNROLL];
+#pragma unroll
+            for (int k = 0; k < CRP_PUSH_UNROLL; ++k) {  // the loads first, all in flight
+                const i64 e = b + (i64)k * blockDim.x;
+                pk[k] = e < b1 ? f_pack[e] : 0u;
+                cost[k] = e < b1 ? fcost[e] : I64INF;
+            }
+#pragma unroll
+            for (int k = 0; k < CRP_PUSH_UNROLL; ++k) improved |= push_edge(d, g, pk[k], cost[k], cur, nxt, frontier);
+        }
+        if (frontier)
+            for (int t = threadIdx.x; t < n; t += blockDim.x) old[t] = 0;
+        ++rounds;
+        if (!__syncthreads_or(improved)) break;  // (without the frontier every tail is relaxed every round)
+    }
+    if (threadIdx.x == 0) atomicMax(rounds_max, rounds);
+    const i64 cq = cq_first[c];
+    for (int t = threadIdx.x; t < g * nx; t += blockDim.x) {
+        const int i = t / nx;
+        const int j = t - i * nx;
+        clique[cq + (i64)(i0 + i) * nx + j] = d[ex_loc[j] * g + i];
+    }
+    if (!keep_tree || tree_first[c + 1] <= tree_first[c]) return;
+    for (int t = threadIdx.x; t < items; t += blockDim.x) best[t] = 0x7fffffff;
+    __syncthreads();
+    const i64 step = (i64)blockDim.x * CRP_PUSH_UNROLL;
+    for (i64 b = b0 + threadIdx.x; b < b1; b += step) {
+        unsigned pk[CRP_PUSH_UNROLL];
+        i64 cost[CRP_PUSH_UNROLL];
+        int fe[CRP_PUSH_UNROLL];
+#pragma unroll
+        for (int k = 0; k < CRP_PUSH_UNROLL; ++k) {
+            const i64 e = b + (i64)k * blockDim.x;
+            pk[k] = e < b1 ? f_pack[e] : 0u;
+            cost[k] = e < b1 ? fcost[e] : I64INF;
+            fe[k] = e < b1 ? f_fe[e] : 0;
+        }
+#pragma unroll
+        for (int k = 0; k < CRP_PUSH_UNROLL; ++k) {
+            if (cost[k] == I64INF) continue;
+            const int tl = (int)(pk[k] & 0xffffu);
+            const int hd = (int)(pk[k] >> 16);
+            for (int i = 0; i < g; ++i) {
+                const i64 x = d[tl * g + i];
+                if (x == I64INF || x + cost[k] != d[hd * g + i] || hd == ent_loc[i0 + i]) continue;
+                atomicMin(best + hd * g + i, fe[k]);
+            }
+        }
+    }
+    __syncthreads();
+    const i64 tb = tree_first[c];
+    for (int t = threadIdx.x; t < items; t += blockDim.x) {
+        const int v = t / g;
+        const int i = t - v * g;
+        const int bv = best[t];
+        tree[tb + (i64)(i0 + i) * n + v_orig[lo + v]] = (TT)(bv == 0x7fffffff ? 0 : bv + 1);
+    }
+}
+
+// (PUSH_PARAMS: the kernels' leading parameters; PUSH_ARGS: the same names, passed on)
+#define PUSH_PARAMS                                                                                                \
+    const int *units, const int *u_cell, const int *u_i0, const int *u_g, const i64 *vf, const int *v_orig,       \
+        const i64 *f_first, const unsigned *f_pack, const int *f_fe, const i64 *fcost, const i64 *ent_first,       \
+        const int *ent_loc, const i64 *ex_first, const int *ex_loc, const i64 *cq_first, const i64 *tree_first,    \
+        i64 *clique
+#define PUSH_ARGS                                                                                                  \
+    units, u_cell, u_i0, u_g, vf, v_orig, f_first, f_pack, f_fe, fcost, ent_first, ent_loc, ex_first, ex_loc,     \
+        cq_first, tree_first, clique
+
+extern "C" __global__ void crp_push_level_u16(PUSH_PARAMS, unsigned short* tree, int keep_tree, int frontier,
+                                              int* rounds_max) {
+    push_body<unsigned short>(PUSH_ARGS, tree, keep_tree, frontier, rounds_max);
+}
+
+extern "C" __global__ void crp_push_level_i32(PUSH_PARAMS, int* tree, int keep_tree, int frontier, int* rounds_max) {
+    push_body<int>(PUSH_ARGS, tree, keep_tree, frontier, rounds_max);
+}
+
 // ------------------------------------------------------------------------------------------ microcode
 // One triple: M[c] = min(M[c], M[a] + M[b]), or M[a] + M[b] where the instruction is c's first write.
 __device__ __forceinline__ void micro_exec(i64* M, unsigned a, unsigned b, unsigned c, bool first) {

@@ -223,32 +223,40 @@ def unpack(states, refs, tout, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx
         nv = hi - lo
         i = (pos - cq_first[g]) // nx
         e0 = ef[lo]
-        if tree_first[g + 1] > tree_first[g]:
-            # the customization kept entry i's shortest-path tree: read the parents
-            tb = tree_first[g] + i * nv
-            for v in range(nv):
-                par[v] = np.int64(tree[tb + v]) - 1 + e0 if tree[tb + v] > 0 else -1
-        elif mc_first[g + 1] > mc_first[g]:
-            # the caller's cache: entry i's tree, searched once
-            tb = mc_first[g] + i * nv
-            slot = ent_first[g] + i
-            if mc_have[slot] == 0:
-                cell_search(v0, lo, hi, ef, eto, eref, turn_cost, clique, dist, par, hk, hv)
-                for v in range(nv):
-                    mc_tree[tb + v] = 0 if par[v] < 0 else par[v] - e0 + 1
-                mc_have[slot] = 1
-            else:
-                for v in range(nv):
-                    par[v] = np.int64(mc_tree[tb + v]) - 1 + e0 if mc_tree[tb + v] > 0 else -1
-        else:
-            cell_search(v0, lo, hi, ef, eto, eref, turn_cost, clique, dist, par, hk, hv, v1)
         k = 0
         v = v1
-        while par[v - lo] >= 0:
-            e = par[v - lo]
-            tmp[k] = eref[e]
-            k += 1
-            v = edge_tail(ef, lo, hi, e)
+        if tree_first[g + 1] > tree_first[g]:
+            # the customization kept entry i's shortest-path tree: its parents from the exit back (only the
+            # path's vertices are read, not the cell's)
+            tb = tree_first[g] + i * nv - lo
+            while tree[tb + v] > 0:
+                e = np.int64(tree[tb + v]) - 1 + e0
+                tmp[k] = eref[e]
+                k += 1
+                v = edge_tail(ef, lo, hi, e)
+        elif mc_first[g + 1] > mc_first[g] and mc_have[ent_first[g] + i] != 0:
+            # the caller's cache holds entry i's tree: read as a kept tree
+            tb = mc_first[g] + i * nv - lo
+            while mc_tree[tb + v] > 0:
+                e = np.int64(mc_tree[tb + v]) - 1 + e0
+                tmp[k] = eref[e]
+                k += 1
+                v = edge_tail(ef, lo, hi, e)
+        else:
+            if mc_first[g + 1] > mc_first[g]:
+                # the caller's cache: entry i's tree, searched once (to the end) and kept
+                tb = mc_first[g] + i * nv
+                cell_search(v0, lo, hi, ef, eto, eref, turn_cost, clique, dist, par, hk, hv)
+                for x in range(nv):
+                    mc_tree[tb + x] = 0 if par[x] < 0 else par[x] - e0 + 1
+                mc_have[ent_first[g] + i] = 1
+            else:
+                cell_search(v0, lo, hi, ef, eto, eref, turn_cost, clique, dist, par, hk, hv, v1)
+            while par[v - lo] >= 0:
+                e = par[v - lo]
+                tmp[k] = eref[e]
+                k += 1
+                v = edge_tail(ef, lo, hi, e)
         # tmp holds the path backwards: push it so that its first edge is popped first
         for j in range(k):
             stack[top] = tmp[j]

@@ -15,6 +15,16 @@ memory; a cell whose vertices alone do not fit runs one entry per unit in a slic
 array. Units spread the few big cells of the upper levels over many multiprocessors (the paper's
 "global implementation" for levels with few cells serves the same purpose).
 
+Two Bellman-Ford kernels. The pull kernel (``crp_bf_level``) gives each (vertex, entry point) item to a
+thread that walks the vertex's in-edges; on levels with big cells (NY's 69 and 5 cells of 300-750 vertices,
+20-55 in-edges a vertex) that is a chain of dependent, uncoalesced loads per thread, the edges re-read per entry
+point, 40-50 us a round. The push kernel (``crp_push_level``) runs instead on every level whose cells fit it
+(:func:`push_fits`; NY's level 0 too, 3.0 -> 2.4 ms on the H100): the block's threads stride over the cell's edges in forward
+order (coalesced), each edge read once a round and relaxed for all the unit's entry points by a shared-memory
+atomicMin, the frontier kept as tails that improved (three flag rows, one barrier a round); same cliques, same
+trees (:func:`prepare_level` with ``push=True`` gives its forward-edge arrays, :func:`push_fits` the levels,
+:func:`push_threads` each level's block size).
+
 Levels are those of the overlay's :class:`gpuroute.crp.customize.CustomizationPlan` (the level driver):
 mezzanine levels under the query levels run like any level, and a lowest mezzanine level may run
 microinstructions instead (kernel ``crp_micro``, sec. 4; :mod:`gpuroute.crp.microcode`): one block per
@@ -82,12 +92,14 @@ class _Staging:
         return self.buf[o:o + a.nbytes].view(a.dtype)
 
 
-def _units(vf, ent_first, smem_items, max_group):
+def _units(vf, ent_first, smem_items, max_group, balance=False):
     """Work units of one level: (cell int32, first entry int32, entries g int32, scratch offset int64 or
     -1) per unit, and the scratch size (int64 items).
 
     A cell with ``n`` vertices and ``k`` entry points gets units of ``g = min(k, smem_items // n,
     max_group)`` entries (at least 1); where ``n > smem_items`` its units (one entry each) use scratch.
+    ``balance``: as many units per cell, of ``ceil(k / units)`` entries each (34 entries in groups of at most
+    11: 9, 9, 9, 7 instead of 11, 11, 11, 1). ``max_group``: an int, or one cap per cell (int64 array).
     """
     n = np.diff(vf)
     k = np.diff(ent_first)
@@ -95,6 +107,8 @@ def _units(vf, ent_first, smem_items, max_group):
     live = (n > 0) & (k > 0)
     g = np.where(live, np.maximum(g, 1), 0)
     per = np.where(live, -(-k // np.maximum(g, 1)), 0)
+    if balance:
+        g = np.where(live, -(-k // np.maximum(per, 1)), 0)
     cell = np.repeat(np.arange(n.size, dtype=np.int64), per)
     first = np.zeros(n.size + 1, np.int64)
     np.cumsum(per, out=first[1:])
@@ -148,7 +162,7 @@ def _hop_order(vf, e_first, e_to, starts):
     return np.lexsort((np.arange(V), hop, vcell))
 
 
-def prepare_level(lg, ent_first, ex_first, smem_items, max_group, target_units=0):
+def prepare_level(lg, ent_first, ex_first, smem_items, max_group, target_units=0, push=False):
     """The metric-independent arrays of one level for the kernels (host NumPy; see ``customize.cu``).
 
     Within each cell the vertices are renumbered by hops from the entry points (:func:`_hop_order`): the
@@ -165,7 +179,11 @@ def prepare_level(lg, ent_first, ex_first, smem_items, max_group, target_units=0
     max_group : int
         Most entry points per work unit.
     target_units : int
-        Split cells into at least about this many units where the level has few cells (0: no target).
+        Split cells into at least about this many units where the level has few cells (0: no target); with
+        ``push``, into about this many units of about equal work (edges x entry points of the unit).
+    push : bool
+        Also the push kernel's forward-edge arrays (``f_pack``, ``f_fe``, ``f_ref``), and units balanced
+        within each cell (:func:`_units`). Raises ValueError where a cell has more than 65,536 vertices.
 
     Returns
     -------
@@ -177,7 +195,10 @@ def prepare_level(lg, ent_first, ex_first, smem_items, max_group, target_units=0
         forward edge ids counted from the cell's first edge); ``ent_loc``/``ex_loc`` int32 (entry and exit
         points, renumbered, counted from the cell's first vertex); ``u_cell``/``u_i0``/``u_g`` int32 and
         ``u_scr`` int64 (U,) (work units); ``scratch`` (int64 items of global scratch the big units need);
-        ``ent_first``/``ex_first``.
+        ``ent_first``/``ex_first``. With ``push``: ``f_pack`` uint32 (E,) (forward edge's tail | head << 16,
+        renumbered, counted from the cell's first vertex), ``f_fe`` int32 (E,) (its forward edge index counted
+        from the cell's first edge: the trees' edge id, as ``r_fe``), ``f_ref`` int64 (E,) (its cost reference,
+        as ``r_ref``: turn id, or -1 - clique entry of the level below).
     """
     vf = lg.vert_first.astype(np.int64)
     nc = vf.size - 1
@@ -209,12 +230,50 @@ def prepare_level(lg, ent_first, ex_first, smem_items, max_group, target_units=0
     f_dst = (new[lg.e_to[fe].astype(np.int64)] - vf[vcell[new[tail[fe]]]]).astype(np.int32) if E else np.zeros(0, np.int32)
     group = max_group
     k_all = int(ent_first[-1])
-    if target_units and nc and k_all:
+    if push and target_units and nc and k_all:
+        # units of about equal work (a round relaxes the cell's edges once per entry point of the unit): a cell
+        # with many edges gets fewer entry points a unit
+        ec = np.diff(r_first[vf])
+        per_unit = max(1, -(-int((ec * np.diff(np.asarray(ent_first, np.int64))).sum()) // target_units))
+        group = np.maximum(1, np.minimum(max_group, per_unit // np.maximum(ec, 1)))
+    elif target_units and nc and k_all:
         group = max(1, min(max_group, -(-k_all // target_units)))
-    u_cell, u_i0, u_g, u_scr, scratch = _units(vf, ent_first, smem_items, group)
-    return dict(vf=vf, v_orig=v_orig, f_first=f_first, f_dst=f_dst, r_first=r_first, r_src=r_src, r_fe=r_fe, r_ref=r_ref, ent_loc=ent_loc,
-                ex_loc=ex_loc, ent_first=np.asarray(ent_first, np.int64), ex_first=np.asarray(ex_first, np.int64),
-                u_cell=u_cell, u_i0=u_i0, u_g=u_g, u_scr=u_scr, scratch=scratch)
+    u_cell, u_i0, u_g, u_scr, scratch = _units(vf, ent_first, smem_items, group, balance=push)
+    out = dict(vf=vf, v_orig=v_orig, f_first=f_first, f_dst=f_dst, r_first=r_first, r_src=r_src, r_fe=r_fe, r_ref=r_ref, ent_loc=ent_loc,
+               ex_loc=ex_loc, ent_first=np.asarray(ent_first, np.int64), ex_first=np.asarray(ex_first, np.int64),
+               u_cell=u_cell, u_i0=u_i0, u_g=u_g, u_scr=u_scr, scratch=scratch)
+    if push:
+        if nc and int(np.diff(vf).max(initial=0)) > 1 << 16:
+            raise ValueError(f"push kernel: a cell has {int(np.diff(vf).max())} search-graph vertices, more than "
+                             "65,536 (16-bit cell-local ids)")
+        ftail = np.repeat(np.arange(V, dtype=np.int64), np.diff(f_first)) if E else np.zeros(0, np.int64)
+        fcell = vcell[ftail]
+        out["f_pack"] = ((ftail - vf[fcell]).astype(np.uint32) | (f_dst.astype(np.uint32) << np.uint32(16)))
+        out["f_fe"] = (fe - lg.e_first[vf[fcell]]).astype(np.int32)
+        out["f_ref"] = lg.e_ref[fe].astype(np.int64)
+    return out
+
+
+def push_fits(lg, smem_items, max_cells=None):
+    """Whether a level runs the push kernel: each of its cells has at most ``smem_items`` vertices (one entry
+    point's distances fit the block) and at most 65,536 (16-bit ids); ``max_cells`` (an int:
+    ``config.CRP_GPU_PUSH_MAX_CELLS``) narrows it to levels with fewer cells (0: no level), None does not."""
+    nc = lg.vert_first.size - 1
+    if nc == 0 or (max_cells is not None and nc >= max_cells):
+        return False
+    n_max = int(np.diff(lg.vert_first).max(initial=0))
+    return n_max <= min(smem_items, 1 << 16)
+
+
+def push_threads(n_edges, n_cells, least, most, unroll):
+    """Threads per block of the push kernel on a level of ``n_edges`` search-graph edges in ``n_cells`` cells
+    (ints): ``least``, doubled while the doubled block stays at most ``most`` and the cells average at least
+    one stride of it (a block of ``threads`` covers ``threads x unroll`` edges a stride: its extra threads get
+    edges). ``config.CRP_GPU_PUSH_THREADS`` / ``_MAX_THREADS`` / ``_UNROLL`` give the last three. Returns an int."""
+    t = int(least)
+    while 2 * t <= most and n_cells and n_edges >= 2 * t * unroll * n_cells:
+        t *= 2
+    return t
 
 
 def _to_host(cp, x):
@@ -269,6 +328,13 @@ class GPUCustomizer:
         self.k_aggregate_ranges = mod.get_function("crp_aggregate_ranges")
         self.k_copy_chunks = mod.get_function("crp_copy_chunks")
         self.frontier = bool(config.CRP_GPU_FRONTIER)
+        # the push kernel on the levels whose cells fit it (push_fits): shared memory = distances (8 bytes an
+        # item) + tree edges (4) + three flag rows (vertices <= items)
+        self.push_items = max(1, int(config.CRP_GPU_PUSH_SMEM_BYTES) // 8)
+        max_cells = config.CRP_GPU_PUSH_MAX_CELLS
+        max_cells = None if max_cells is None else int(max_cells)
+        self.push_smem = 15 * self.push_items + 16
+        self.k_push = None
         if self.smem_items * 10 > 48 * 1024:  # above the default per-block limit: opt in
             self.k_level.max_dynamic_shared_size_bytes = self.smem_items * 10
         self.micro = None
@@ -293,16 +359,37 @@ class GPUCustomizer:
                 self.levels.append(None)
                 continue
             ent_first, ex_first = topo["level_first"][p]
-            h = prepare_level(lg, ent_first, ex_first, self.smem_items, int(config.CRP_GPU_MAX_GROUP),
-                              int(config.CRP_GPU_TARGET_UNITS))
+            push = push_fits(lg, self.push_items, max_cells)
+            if push:
+                h = prepare_level(lg, ent_first, ex_first, self.push_items, int(config.CRP_GPU_MAX_GROUP),
+                                  int(config.CRP_GPU_PUSH_TARGET_UNITS), push=True)
+                if self.k_push is None:  # (edges loaded a thread before relaxing them: a compile-time constant)
+                    unroll = int(config.CRP_GPU_PUSH_UNROLL)
+                    if unroll < 1:
+                        raise ValueError(f"config.CRP_GPU_PUSH_UNROLL = {unroll}: must be at least 1")
+                    pmod = mod if unroll == 8 else load_module(KERNELS, (f"-DCRP_PUSH_UNROLL={unroll}",))
+                    self.k_push = pmod.get_function("crp_push_level_u16" if self.tree_dtype == np.uint16
+                                                    else "crp_push_level_i32")
+                    if self.push_smem > 48 * 1024:
+                        self.k_push.max_dynamic_shared_size_bytes = self.push_smem
+                nc = int(lg.vert_first.size - 1)
+                most = min(int(config.CRP_GPU_PUSH_MAX_THREADS),
+                           int(getattr(self.k_push, "max_threads_per_block", config.CRP_GPU_PUSH_MAX_THREADS)))
+                p_threads = push_threads(int(h["f_pack"].size), nc, min(int(config.CRP_GPU_PUSH_THREADS), most), most,
+                                         int(config.CRP_GPU_PUSH_UNROLL))
+            else:
+                h = prepare_level(lg, ent_first, ex_first, self.smem_items, int(config.CRP_GPU_MAX_GROUP),
+                                  int(config.CRP_GPU_TARGET_UNITS))
             cb0, cb1 = int(self.cell_base[p]), int(self.cell_base[p + 1])
-            dev = {key: cp.asarray(val) for key, val in h.items() if isinstance(val, np.ndarray)}
+            skip = ("r_src", "r_fe", "r_ref", "f_dst") if push else ("f_pack", "f_fe", "f_ref")
+            dev = {key: cp.asarray(val) for key, val in h.items() if isinstance(val, np.ndarray) and key not in skip}
             dev["cq_first"] = cp.asarray(np.ascontiguousarray(cq[cb0:cb1 + 1], np.int64))
             dev["tree_first"] = cp.asarray(np.ascontiguousarray(tf[cb0:cb1 + 1], np.int64))
             dev["all_units"] = cp.arange(h["u_cell"].size, dtype=np.int32)
             self.levels.append({"host": {"u_cell": h["u_cell"], "vf": h["vf"], "ent_first": h["ent_first"], "r_first": h["r_first"],
                                          "scratch": int(h["scratch"])}, "dev": dev, "n_edges": int(h["r_ref"].size),
-                                "n_units": int(h["u_cell"].size)})
+                                "n_units": int(h["u_cell"].size), "push": push,
+                                "push_threads": p_threads if push else 0})
             scratch = max(scratch, h["scratch"])
             max_e = max(max_e, int(h["r_ref"].size))
         self.scratch = cp.empty(max(scratch, 1), np.int64)
@@ -347,8 +434,10 @@ class GPUCustomizer:
         sub_ef = np.zeros(c.size + 1, np.int64)
         np.cumsum(k, out=sub_ef[1:])
         g = max(1, min(int(config.CRP_GPU_MAX_GROUP), -(-int(sub_ef[-1]) // max(int(target), 1))))
-        u_cell, u_i0, u_g, u_scr, scratch = _units(sub_vf, sub_ef, self.smem_items, g)
-        if scratch > self.scratch.size:
+        push = self.levels[p]["push"]
+        u_cell, u_i0, u_g, u_scr, scratch = _units(sub_vf, sub_ef, self.push_items if push else self.smem_items, g,
+                                                   balance=push)
+        if scratch > (0 if push else self.scratch.size):
             return None
         return c[u_cell].astype(np.int32), u_i0, u_g, u_scr
 
@@ -416,7 +505,6 @@ class GPUCustomizer:
             self.k_decode(((T + 255) // 256,), (256,), (np.int64(T), self.kind, self.out_arc, arc, pen, ovr,
                                                          np.int32(has), tcost))
         self.rounds.fill(0)
-        smem = self.smem_items * 10  # distances + two frontier flags per vertex (vertices <= distances)
         ext_cells = plan.ext_cells(cells_per_level) if partial else None
         for p, lv in enumerate(self.levels):
             if lv is None:  # microinstructions
@@ -436,22 +524,38 @@ class GPUCustomizer:
                 continue
             d = lv["dev"]
             E = lv["n_edges"]
-            if E:
-                self.k_aggregate(((E + 255) // 256,), (256,), (np.int64(E), d["r_ref"], tcost, clique, self.ecost))
+            if E:  # the edges' costs, in the order the level's kernel reads them
+                self.k_aggregate(((E + 255) // 256,), (256,), (np.int64(E), d["f_ref" if lv["push"] else "r_ref"], tcost,
+                                                             clique, self.ecost))
             units = self.units(p, None if not partial else ext_cells[p])
             nu = int(units.size)
             if nu:
-                self.k_level((nu,), (self.threads,),
-                             (units, d["u_cell"], d["u_i0"], d["u_g"], d["u_scr"], d["vf"], d["v_orig"], d["f_first"],
-                              d["f_dst"], d["r_first"], d["r_src"],
-                              d["r_fe"], self.ecost, d["ent_first"], d["ent_loc"], d["ex_first"], d["ex_loc"],
-                              d["cq_first"], d["tree_first"], clique, tree, self.scratch, np.int32(keep_tree),
-                              np.int32(self.smem_items), np.int32(self.frontier), self.rounds[p:]), shared_mem=smem)
+                self.launch_level(p, nu, units, (d["u_cell"], d["u_i0"], d["u_g"], d["u_scr"]), clique, tree, keep_tree,
+                                   self.threads)
             e = cp.cuda.Event()
             e.record()
             ev.append(e)
         return {"clique": clique, "tree": tree, "tcost": tcost, "dirty": None, "events": ev, "keep_tree": keep_tree,
                 "launch_s": time.perf_counter() - t0}
+
+    def launch_level(self, p, nu, units, u, clique, tree, keep_tree, threads):
+        """One level's Bellman-Ford kernel over ``nu`` work units (``units``: their indices into ``u`` = (u_cell,
+        u_i0, u_g, u_scr) device arrays), its edge costs in ``self.ecost``: the push kernel on the levels
+        :func:`push_fits` chose (the level's :func:`push_threads` threads), else the pull kernel (``threads``)."""
+        lv = self.levels[p]
+        d = lv["dev"]
+        u_cell, u_i0, u_g, u_scr = u
+        if lv["push"]:
+            self.k_push((nu,), (lv["push_threads"],),
+                        (units, u_cell, u_i0, u_g, d["vf"], d["v_orig"], d["f_first"], d["f_pack"], d["f_fe"], self.ecost,
+                         d["ent_first"], d["ent_loc"], d["ex_first"], d["ex_loc"], d["cq_first"], d["tree_first"], clique,
+                         tree, np.int32(keep_tree), np.int32(self.frontier), self.rounds[p:]), shared_mem=self.push_smem)
+            return
+        self.k_level((nu,), (threads,),
+                     (units, u_cell, u_i0, u_g, u_scr, d["vf"], d["v_orig"], d["f_first"], d["f_dst"], d["r_first"],
+                      d["r_src"], d["r_fe"], self.ecost, d["ent_first"], d["ent_loc"], d["ex_first"], d["ex_loc"],
+                      d["cq_first"], d["tree_first"], clique, tree, self.scratch, np.int32(keep_tree),
+                      np.int32(self.smem_items), np.int32(self.frontier), self.rounds[p:]), shared_mem=self.smem_items * 10)
 
     def finish(self, run):
         """Wait for a launched run and copy its cliques to the host; its trees are copied asynchronously
@@ -682,7 +786,6 @@ class GPUCustomizer:
         clique, tree, tcost = spare["clique"], spare["tree"], spare["tcost"]
         ev = [cp.cuda.Event()]
         ev[0].record()
-        smem = self.smem_items * 10
         for p, lv in enumerate(self.levels):
             w = level_work[p]
             if lv is None:  # microinstructions
@@ -700,17 +803,13 @@ class GPUCustomizer:
                     u_cell, u_i0, u_g, u_scr = (staged.dev(w[k]) for k in ("u_cell", "u_i0", "u_g", "u_scr"))
                 else:
                     u_cell, u_i0, u_g, u_scr = d["u_cell"], d["u_i0"], d["u_g"], d["u_scr"]
-                if "pairs" in w:
+                if "pairs" in w:  # (a cell's edges are one range in the in-edge and the forward order alike)
                     nr = w["nr"]
-                    self.k_aggregate_ranges((min(nr, 65535),), (256,), (np.int64(nr), staged.dev(w["pairs"]), d["r_ref"],
-                                                                         tcost, clique, self.ecost))
-                self.k_level((w["nu"],), (threads,),
-                             (staged.dev(w["units"]), u_cell, u_i0, u_g, u_scr, d["vf"], d["v_orig"], d["f_first"],
-                              d["f_dst"], d["r_first"], d["r_src"],
-                              d["r_fe"], self.ecost, d["ent_first"], d["ent_loc"], d["ex_first"], d["ex_loc"],
-                              d["cq_first"], d["tree_first"], clique, tree if keep_tree else self._no_tree(),
-                              self.scratch, np.int32(keep_tree), np.int32(self.smem_items), np.int32(self.frontier),
-                              self.rounds[p:]), shared_mem=smem)
+                    self.k_aggregate_ranges((min(nr, 65535),), (256,), (np.int64(nr), staged.dev(w["pairs"]),
+                                                                         d["f_ref" if lv["push"] else "r_ref"], tcost,
+                                                                         clique, self.ecost))
+                self.launch_level(p, w["nu"], staged.dev(w["units"]), (u_cell, u_i0, u_g, u_scr), clique,
+                                   tree if keep_tree else self._no_tree(), keep_tree, threads)
             e = cp.cuda.Event()
             e.record()
             ev.append(e)

@@ -709,7 +709,6 @@ class _GPUParts:
         """The level loop of :meth:`GPUCustomizer.launch` (full run) over ``cz``'s levels, on the current
         device and stream; an event after each level appended to ``events``."""
         cz.rounds.fill(0)
-        smem = cz.smem_items * 10
         for p, lv in enumerate(cz.levels):
             if lv is None:  # microinstructions
                 mi = cz.micro
@@ -724,16 +723,13 @@ class _GPUParts:
             else:
                 d = lv["dev"]
                 E = lv["n_edges"]
-                if E:
-                    cz.k_aggregate(((E + 255) // 256,), (256,), (np.int64(E), d["r_ref"], tcost, clique, cz.ecost))
+                if E:  # (the push kernel's levels read their costs in forward order)
+                    cz.k_aggregate(((E + 255) // 256,), (256,), (np.int64(E), d["f_ref" if lv["push"] else "r_ref"], tcost,
+                                                               clique, cz.ecost))
                 nu = lv["n_units"]
                 if nu:
-                    cz.k_level((nu,), (cz.threads,),
-                               (d["all_units"], d["u_cell"], d["u_i0"], d["u_g"], d["u_scr"], d["vf"], d["v_orig"],
-                                d["f_first"], d["f_dst"], d["r_first"], d["r_src"], d["r_fe"], cz.ecost, d["ent_first"],
-                                d["ent_loc"], d["ex_first"], d["ex_loc"], d["cq_first"], d["tree_first"], clique, tree,
-                                cz.scratch, np.int32(keep), np.int32(cz.smem_items), np.int32(cz.frontier),
-                                cz.rounds[p:]), shared_mem=smem)
+                    cz.launch_level(p, nu, d["all_units"], (d["u_cell"], d["u_i0"], d["u_g"], d["u_scr"]), clique, tree,
+                                    keep, cz.threads)
             e = cp.cuda.Event()
             e.record()
             events.append(e)

@@ -39,9 +39,10 @@ import numpy as np
 from numba import njit
 
 from ..graph.constants import INF
+from .customize import unpack
 from .search import LABEL_LIMIT, ih_pop, ih_update, reset, state_level
 
-__all__ = ["search", "TargetCosts", "SEARCHES", "SearchCounter", "SCALE", "LABEL_LIMIT"]
+__all__ = ["search", "search_leg", "TargetCosts", "SEARCHES", "SearchCounter", "SCALE", "LABEL_LIMIT"]
 
 #: Labels per unit of the metric that :func:`search` callers use by default (1024: a fraction-weighted start
 #: cost is rounded to 1/1024 of a unit, e.g. 0.1 ms for deciseconds).
@@ -298,8 +299,48 @@ class TargetCosts:
         states, refs = ch
         qg = q.overlay._qg
         SEARCHES.add("overlay_unpack")
+        args = _unpack_args(q, st)
+        if args is not None:  # the overlay's own topology: numbering and unpacking in one compiled call
+            return _unpack_chain(states, refs, qg["order"], qg["torder"], *args)
         arcs = q._unpacked(st, *tree_numbering(states, refs, qg["order"], qg["torder"]))
         return arcs.astype(np.int64)
+
+
+def _unpack_args(q, st):
+    """The arguments of :func:`gpuroute.crp.customize.unpack` after the path (``tout`` .. ``out``: the query
+    object's buffers) under state ``st``, made once per state and query object, when the path's references
+    need no translation (the overlay's own topology: the customization plan is the identity, or kept no
+    tree; :meth:`gpuroute.crp.customize.CustomizationPlan.unpack_arrays`); None otherwise (and before the query
+    object's first unpacking, which makes its buffers)."""
+    ov = q.overlay
+    tf, tree = ov._tree_first, st.tree
+    memo = getattr(q, "_leg_unpack", None)
+    if memo is not None and memo[0] is tree and memo[1] is st.clique and memo[2] is st.turn_cost and memo[3] is tf:
+        return memo[4]
+    plan = ov._plan
+    if q._unp is None or not (plan.identity or tree.size == 0 or int(tf[-1]) == 0):
+        return None
+    _, args = plan.unpack_arrays(tf, tree, st.clique, st.turn_cost, _NO_REFS)
+    args = (ov.turns.out_arc, *args, *q._unp)
+    q._leg_unpack = (tree, st.clique, st.turn_cost, tf, args)
+    return args
+
+
+_NO_REFS = np.zeros(0, np.int64)
+
+
+@njit(cache=True)
+def _unpack_chain(states, refs, order, torder, tout, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx, ef, eto, eref,
+                  turn_cost, clique, tree_first, tree, ent_first, mc_first, mc_tree, mc_have, dist, par, hk, hv, stack,
+                  tmp, out):
+    """:func:`tree_numbering` and :func:`gpuroute.crp.customize.unpack` of one chain: its graph arcs (int64)."""
+    s, r = tree_numbering(states, refs, order, torder)
+    k = unpack(s, r, tout, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx, ef, eto, eref, turn_cost, clique,
+               tree_first, tree, ent_first, mc_first, mc_tree, mc_have, dist, par, hk, hv, stack, tmp, out)
+    arcs = np.empty(k, np.int64)
+    for i in range(k):
+        arcs[i] = out[i]
+    return arcs
 
 
 @njit(cache=True)
@@ -368,6 +409,70 @@ def search(q, st, seed_arcs, seed_costs, target_arcs, target_offsets, *, every_t
         qg["ex_st"], topo["cq_first"], st.clique, q._R, q._touched, hk, hv)
     cost = np.where(tbest < INF, tbest + dc, INF)
     return TargetCosts(cost, tbest, tseed, sc, int(scale), int(settled), bool(overflow), cfirst, cstates, crefs)
+
+
+def search_leg(q, st, dep, a, fa, cost, b, fb, *, every_target, scale=SCALE):
+    """One route leg's search in one compiled call (:func:`_leg_search`: :func:`leg_seeds`, :func:`prepare_seeds`,
+    the search of :func:`search` and :func:`leg_choice`, with the same values): the departure options ``a``
+    (int64 (s,)) at fractions ``fa`` (float64 (s,)) reached at ``dep`` (int64 (s,), ``1 / scale`` units; INF:
+    not reached), the arrival options ``b``, ``fb`` (k,), ``cost`` the metric snapshot's arc costs (float64
+    (m,), metric unit). Counts one ``"overlay_search"`` in :data:`SEARCHES` (none when a start cost overflows:
+    nothing is searched then).
+
+    Returns
+    -------
+    (res, best, leaves, use_same, reached) or None
+        ``res`` the :class:`TargetCosts` of the search (seeds: the reached departure options, in order), then
+        :func:`leg_choice`'s values; None when a label reaches :data:`LABEL_LIMIT` (search again with
+        ``scale=1``).
+    """
+    ov = q.overlay
+    qg = ov._qg
+    topo = ov._topo
+    g = ov.graph
+    (status, cost_t, tbest, tseed, sc, cfirst, cstates, crefs, settled, best, leaves, use_same, reached) = _leg_search(
+        dep, a, fa, b, fb, cost, np.int64(scale), bool(every_target), g.n_arcs, g.head, ov.partition.cells,
+        qg["perm"], qg["tfirst"], qg["tout"], st.q_turn_cost, qg["hc"], qg["entry_idx"], topo["cell_base"],
+        topo["ex_first"], qg["ex_st"], topo["cq_first"], st.clique, q._R, q._touched, q._h[0], q._h[1])
+    if status != 1:
+        SEARCHES.add("overlay_search")
+    if status != 0:
+        return None
+    res = TargetCosts(cost_t, tbest, tseed, sc, int(scale), int(settled), False, cfirst, cstates, crefs)
+    return res, best, leaves, use_same, reached
+
+
+@njit(cache=True)
+def _leg_search(dep, a, fa, b, fb, cost, scale, every, m, head, cells, perm, tfirst, tout, tcost, hc, entry_idx,
+                cell_base, ex_first, ex_arc, cq_first, clique, R, touched, hk, hv):
+    """:func:`search_leg`'s compiled call: ``(status, cost, label, seed, seed_cost, cfirst, cstates, crefs, settled,
+    best, leaves, use_same, reached)``, ``status`` 0, or 1 when a start cost overflows (nothing searched), 2 when
+    a label does."""
+    ca = np.empty(a.size, np.float64)
+    for i in range(a.size):
+        ca[i] = cost[a[i]]
+    cb = np.empty(b.size, np.float64)
+    for j in range(b.size):
+        cb[j] = cost[b[j]]
+    idx, s_arcs, s_costs, off, s_best, s_arg, bound, overflow = leg_seeds(dep, a, fa, ca, b, fb, cb, scale)
+    e64 = np.empty(0, np.int64)
+    no = np.empty(0, np.bool_)
+    if overflow:
+        return 1, e64, e64, e64, e64, e64, e64, e64, 0, e64, e64, no, False
+    bad, keep, src, dst = prepare_seeds(s_arcs, b, m, head, cells, perm)
+    if bad >= 0:  # the snapped options' arcs are the graph's: never
+        raise IndexError("an arc id outside the graph's arc range")
+    tbest, tseed, cfirst, cstates, crefs, settled, ovf = _targets(
+        keep, src, s_costs, dst, off, every, min(bound, INF), scale, tfirst, tout, tcost, hc, entry_idx, cell_base,
+        ex_first, ex_arc, cq_first, clique, R, touched, hk, hv)
+    if ovf:
+        return 2, e64, e64, e64, e64, e64, e64, e64, 0, e64, e64, no, False
+    k = b.size
+    cost_t = np.empty(k, np.int64)
+    for j in range(k):
+        cost_t[j] = tbest[j] + off[j] if tbest[j] < INF else INF
+    best, leaves, use_same, reached = leg_choice(s_best, s_arg, idx, cost_t, tseed)
+    return 0, cost_t, tbest, tseed, s_costs, cfirst, cstates, crefs, settled, best, leaves, use_same, reached
 
 
 def seed_arrays(seed_arcs, seed_costs, target_arcs, target_offsets):

@@ -15,8 +15,8 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["npsum", "round_floats", "leg_pieces", "turn_sums", "summary_ids", "maneuvers", "intersections", "STEP_TYPES",
-           "MODIFIERS"]
+__all__ = ["npsum", "round_floats", "leg_pieces", "turn_sums", "summary_ids", "leg_arrays", "maneuvers", "intersections",
+           "STEP_TYPES", "MODIFIERS"]
 
 
 # ---------------------------------------------------------------------------------- sums and rounding
@@ -253,25 +253,43 @@ def summary_ids(name_id, distance):
     """The name ids (int64, at most 2, in route order) of the two streets with the longest distance on a leg:
     per name (``name_id >= 0``) its pieces' distances added in order (as ``np.bincount``), the two longest
     (equal lengths: the smaller id), ordered by first appearance."""
+    # the distinct ids ascending (np.unique's), kept sorted as they appear: a binary search at each change of
+    # name only (a street's pieces follow each other), each piece's distance added to its name's in order
     k = name_id.size
-    ids = np.empty(k, np.int64)
-    c = 0
+    u = np.empty(k, np.int64)
+    total = np.empty(k, np.float64)
+    first = np.empty(k, np.int64)
+    nu = 0
+    prev = -1
+    j = -1
     for i in range(k):
-        if name_id[i] >= 0:
-            ids[c] = name_id[i]
-            c += 1
-    if c == 0:
+        x = np.int64(name_id[i])
+        if x < 0:
+            continue
+        if x != prev:
+            lo = 0
+            hi = nu
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if u[mid] < x:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo == nu or u[lo] != x:
+                for t in range(nu, lo, -1):
+                    u[t] = u[t - 1]
+                    total[t] = total[t - 1]
+                    first[t] = first[t - 1]
+                u[lo] = x
+                total[lo] = 0.0
+                first[lo] = i
+                nu += 1
+            j = lo
+            prev = x
+        total[j] += distance[i]
+    if nu == 0:
         return np.empty(0, np.int64)
-    u = np.unique(ids[:c])
-    total = np.zeros(u.size, np.float64)
-    first = np.full(u.size, k, np.int64)
-    for i in range(k):
-        x = name_id[i]
-        if x >= 0:
-            j = np.searchsorted(u, x)
-            total[j] += distance[i]
-            if first[j] == k:
-                first[j] = i
+    u = u[:nu]
     # the longest, then the second longest; ties: the smaller id (u ascending)
     b0 = 0
     for j in range(1, u.size):
@@ -291,6 +309,41 @@ def summary_ids(name_id, distance):
     else:
         out[0], out[1] = u[b1], u[b0]
     return out
+
+
+@njit(cache=True)
+def leg_arrays(a, fa, b, fb, mid, nodes, has_path, start_lon, start_lat, end_lon, end_lat, coords, wcost, wf, dcost, df,
+               has_dur, length, turns, t_first, fo, head, from_snapshot, is_time, turn_cost, cost, twf, tscale, tc_dur,
+               tc_w, name_id):
+    """One leg's arrays in one compiled call: :func:`leg_pieces` (its arguments up to ``length``), the turns
+    of the arc sequence ``a, mid..., b`` (:func:`turn_sums` of ``t_first`` .. ``tc_w``, when ``turns`` and
+    ``has_path``; else none) and the summary's name ids (:func:`summary_ids` of the pieces' ``name_id`` and
+    distances), with their values.
+
+    Returns
+    -------
+    (arcs, frac, points, weight, duration, distance, weight_sum, duration_sum, distance_sum, turn_duration,
+    turn_weight, summary)
+        :func:`leg_pieces`'s values, the turns' ``(duration s, weight)`` (0.0 without turns) and the summary's
+        name ids (int64, at most 2).
+    """
+    arcs, frac, pts, w, d, ln, w_sum, d_sum, l_sum = leg_pieces(a, fa, b, fb, mid, nodes, has_path, start_lon,
+                                                                start_lat, end_lon, end_lat, coords, wcost, wf, dcost,
+                                                                df, has_dur, length)
+    td = 0.0
+    tw = 0.0
+    if turns and has_path:
+        seq = np.empty(mid.size + 2, np.int64)
+        seq[0] = a
+        seq[mid.size + 1] = b
+        for i in range(mid.size):
+            seq[i + 1] = mid[i]
+        td, tw = turn_sums(seq, t_first, fo, head, from_snapshot, is_time, turn_cost, cost, twf, tscale, tc_dur,
+                           tc_w)
+    names = np.empty(arcs.size, np.int64)
+    for i in range(arcs.size):
+        names[i] = name_id[arcs[i]]
+    return arcs, frac, pts, w, d, ln, w_sum, d_sum, l_sum, td, tw, summary_ids(names, ln)
 
 
 # ---------------------------------------------------------------------------------- steps

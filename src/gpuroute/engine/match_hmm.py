@@ -36,7 +36,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from ..crp.customize import edge_tail
 from ..geo import EARTH_RADIUS_M
@@ -72,6 +74,29 @@ __all__ = [
     "NEED_TABLE",
     "NO_MATCH",
 ]
+
+@intrinsic
+def _fetch_add(typingctx, counter, index, value):
+    """``counter[index] += value`` atomically (int64 array, sequentially consistent), in a compiled kernel: the
+    value before. The parallel kernels' work queue: each worker takes the next item (:func:`next_item`)."""
+    sig = types.int64(counter, types.intp, types.int64)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
+        return builder.atomic_rmw("add", ptr, args[2], "seq_cst")
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True)
+def next_item(queue):
+    """The next item of a work queue shared by a parallel kernel's workers (``queue`` int64 (1,), from 0): each
+    call hands out the next index once, to one worker (an atomic fetch-and-add). Workers that take items until
+    one is past the end balance unequal items dynamically (a static share each waits for its slowest)."""
+    return _fetch_add(queue, 0, np.int64(1))
+
 
 #: :func:`forward`'s statuses.
 DONE, NEED_TABLE, NO_MATCH = 0, 1, 2
@@ -603,62 +628,89 @@ def viterbi_search_chunk(lo, hi, step, todo, trace, hmm, tabs, state, out, statu
     (:func:`transition_chunk`'s): the rows :func:`transitions` would compute, to the bit. A trace that asks for a
     table farther back, or whose search ran out of heap, is left at :data:`NEED_TABLE` for the caller
     (:func:`viterbi_chunk`'s contract)."""
+    tb, buf = _viterbi_buffers(trace[1], opts)
+    for i in range(lo, hi, step):
+        _viterbi_search_one(todo[i], trace, hmm, tabs, state, out, status, steps, opts, net, ws, tb, buf)
+
+
+@njit(cache=True, nogil=True)
+def _viterbi_buffers(cstart, opts):
+    """One worker's target buffers (:func:`_target_buffers`, every point's candidates) and table buffer (the
+    widest table) for :func:`_viterbi_search_one`."""
+    n = cstart.size - 1
+    tb = _target_buffers(cstart[:n], cstart[1:], opts[0])
+    return tb, np.empty(tb[1].size * tb[1].size)
+
+
+@njit(cache=True, nogil=True)
+def _viterbi_search_one(k, trace, hmm, tabs, state, out, status, steps, opts, net, ws, tb, buf):
+    """Trace ``k`` of :func:`viterbi_search_chunk` on one worker's scratch ``ws`` and buffers ``tb``, ``buf``
+    (:func:`_viterbi_buffers`)."""
     poff, cstart = trace[0], trace[1]
     toff, tdist, ask_off, ask_dist = tabs
     sc, pruned = state[0], state[4]
     step_bound, step_lmax = steps
-    n = cstart.size - 1
-    tb = _target_buffers(cstart[:n], cstart[1:], opts[0])
     blen = tb[2]
-    buf = np.empty(tb[1].size * tb[1].size)  # the widest table
-    for i in range(lo, hi, step):
-        k = todo[i]
-        a = poff[k]
-        ask = ask_dist[ask_off[k] : ask_off[k + 1]]
-        while True:
-            s = _forward_one(k, trace, hmm, toff, tdist, state, ask)
-            if s != NEED_TABLE:
-                break
-            p = a + sc[k, _ASK_P]
-            t = a + sc[k, _ASK_T]
-            back = t - p
-            if back > step_bound.shape[1]:  # farther back than the steps given: the caller's
-                break
-            bound = step_bound[t, back - 1]
-            lmax = step_lmax[t, back - 1]
-            s0 = cstart[p]
-            s1 = cstart[p + 1]
-            t0 = cstart[t]
-            t1 = cstart[t + 1]
-            nt = t1 - t0
-            D = buf[: (s1 - s0) * nt]
-            good = True
-            for src in range(s0, s1):
-                row = (src - s0) * nt
-                if pruned[src] or nt == 0:  # a row forward never reads
-                    for j in range(nt):
-                        D[row + j] = np.inf
-                    continue
-                if not _search(src, t0, t1, bound, lmax, opts, net, ws, tb):
-                    good = False
-                    break
+    a = poff[k]
+    ask = ask_dist[ask_off[k] : ask_off[k + 1]]
+    while True:
+        s = _forward_one(k, trace, hmm, toff, tdist, state, ask)
+        if s != NEED_TABLE:
+            break
+        p = a + sc[k, _ASK_P]
+        t = a + sc[k, _ASK_T]
+        back = t - p
+        if back > step_bound.shape[1]:  # farther back than the steps given: the caller's
+            break
+        bound = step_bound[t, back - 1]
+        lmax = step_lmax[t, back - 1]
+        s0 = cstart[p]
+        s1 = cstart[p + 1]
+        t0 = cstart[t]
+        t1 = cstart[t + 1]
+        nt = t1 - t0
+        D = buf[: (s1 - s0) * nt]
+        good = True
+        for src in range(s0, s1):
+            row = (src - s0) * nt
+            if pruned[src] or nt == 0:  # a row forward never reads
                 for j in range(nt):
-                    D[row + j] = blen[j]
-            if not good:  # a search ran out of heap: the caller computes this table another way
+                    D[row + j] = np.inf
+                continue
+            if not _search(src, t0, t1, bound, lmax, opts, net, ws, tb):
+                good = False
                 break
-            ask = D
-        status[k] = s
-        if s == DONE:
-            _reconstruct_one(k, trace, state, out)
+            for j in range(nt):
+                D[row + j] = blen[j]
+        if not good:  # a search ran out of heap: the caller computes this table another way
+            break
+        ask = D
+    status[k] = s
+    if s == DONE:
+        _reconstruct_one(k, trace, state, out)
+
+
+@njit(cache=True, nogil=True)
+def _viterbi_search_worker(queue, todo, trace, hmm, tabs, state, out, status, steps, opts, net, ws):
+    """One worker of :func:`viterbi_search_many`: the traces ``todo[next_item(queue)]`` until none is left."""
+    tb, buf = _viterbi_buffers(trace[1], opts)
+    while True:
+        i = next_item(queue)
+        if i >= todo.size:
+            break
+        _viterbi_search_one(todo[i], trace, hmm, tabs, state, out, status, steps, opts, net, ws, tb, buf)
 
 
 @njit(cache=True, parallel=True, nogil=True)
 def viterbi_search_many(W, todo, trace, hmm, tabs, state, out, status, steps, opts, net, scratch):
     """:func:`viterbi_search_chunk` of every trace of ``todo`` (int64), ``prange`` over ``W`` workers, one per row
-    of ``scratch`` (:func:`new_scratch`; worker ``w`` takes traces ``todo[w], todo[w + W], ...``)."""
+    of ``scratch`` (:func:`new_scratch`). Each worker takes the next trace of ``todo`` in order as it is free (a
+    work queue, :func:`next_item`; the caller lists the dearest first): traces of unequal cost keep every worker
+    busy to the end (a static share each -- ``todo[w], todo[w + W], ...`` -- waited for its slowest). A trace's
+    answer does not depend on the worker that runs it (each scratch row is left clean)."""
+    queue = np.zeros(1, dtype=np.int64)
     for w in prange(W):
-        viterbi_search_chunk(w, todo.size, W, todo, trace, hmm, tabs, state, out, status, steps, opts, net,
-                             _row(scratch, w))
+        _viterbi_search_worker(queue, todo, trace, hmm, tabs, state, out, status, steps, opts, net, _row(scratch, w))
 
 
 @njit(cache=True)
@@ -1126,18 +1178,24 @@ def _row(scratch, w):
 def transition_chunk(lo, hi, step, jobs, opts, net, out, ok, ws):
     """Jobs ``lo, lo + step, ...`` below ``hi`` of :func:`transitions`, serially, on one worker's scratch
     ``ws``."""
-    job_s, job_pair, pair_t0, pair_t1, pair_bound, pair_lmax, pair_off, pair_s0 = jobs
-    tb = _target_buffers(pair_t0, pair_t1, opts[0])
-    blen = tb[2]
+    tb = _target_buffers(jobs[2], jobs[3], opts[0])
     for k in range(lo, hi, step):
-        p = job_pair[k]
-        s = job_s[k]
-        t0 = pair_t0[p]
-        t1 = pair_t1[p]
-        ok[k] = _search(s, t0, t1, pair_bound[p], pair_lmax[p], opts, net, ws, tb)
-        base = pair_off[p] + (s - pair_s0[p]) * (t1 - t0)
-        for j in range(t1 - t0):
-            out[base + j] = blen[j]
+        _transition_one(k, jobs, opts, net, out, ok, ws, tb)
+
+
+@njit(cache=True, nogil=True)
+def _transition_one(k, jobs, opts, net, out, ok, ws, tb):
+    """Job ``k`` of :func:`transitions` on one worker's scratch ``ws`` and target buffers ``tb``."""
+    job_s, job_pair, pair_t0, pair_t1, pair_bound, pair_lmax, pair_off, pair_s0 = jobs
+    blen = tb[2]
+    p = job_pair[k]
+    s = job_s[k]
+    t0 = pair_t0[p]
+    t1 = pair_t1[p]
+    ok[k] = _search(s, t0, t1, pair_bound[p], pair_lmax[p], opts, net, ws, tb)
+    base = pair_off[p] + (s - pair_s0[p]) * (t1 - t0)
+    for j in range(t1 - t0):
+        out[base + j] = blen[j]
 
 
 @njit(cache=True, parallel=True, nogil=True)
@@ -1151,13 +1209,26 @@ def transitions(jobs, opts, net, out, ok, scratch):
     int64 (P,) twice, float64 (P,) (metric units) and float64 (P,) (m), int64 (P,) twice; ``opts`` and ``net``
     as the section notes say; ``out`` float64; ``ok`` bool (J,), set False where job ``k``'s heap ran full
     (the caller computes that pair another way). ``prange`` over the workers, one per row of ``scratch``
-    (:func:`new_scratch`: no two threads share a buffer); worker ``w`` takes jobs ``w, w + W, ...``
-    (:func:`transition_chunk`)."""
+    (:func:`new_scratch`: no two threads share a buffer); each worker takes the next job as it is free (a work
+    queue, :func:`next_item`: searches of unequal cost keep every worker busy to the end)."""
     nj = jobs[0].size
     W = scratch[0].shape[0]
+    queue = np.zeros(1, dtype=np.int64)
     for w in prange(W):
         if w < nj:
-            transition_chunk(w, nj, W, jobs, opts, net, out, ok, _row(scratch, w))
+            _transition_worker(queue, jobs, opts, net, out, ok, _row(scratch, w))
+
+
+@njit(cache=True, nogil=True)
+def _transition_worker(queue, jobs, opts, net, out, ok, ws):
+    """One worker of :func:`transitions`: the jobs ``next_item(queue)`` until none is left."""
+    nj = jobs[0].size
+    tb = _target_buffers(jobs[2], jobs[3], opts[0])
+    while True:
+        k = next_item(queue)
+        if k >= nj:
+            break
+        _transition_one(k, jobs, opts, net, out, ok, ws, tb)
 
 
 @njit(cache=True, nogil=True)

@@ -14,7 +14,9 @@ import numba
 import numpy as np
 from numba import njit
 
+from ..geo import EARTH_RADIUS_M
 from ..geo.simplify import douglas_peucker_keep, simplify_lonlat
+from .legs import round_floats
 
 #: The error codes of OSRM v5 responses (``docs/http.md``, "Responses"); an HTTP server answers each with
 #: status 400 and ``{"code": code, "message": message}``.
@@ -165,6 +167,83 @@ def _polyline_bytes(pts, factor, buf):
 simplify = simplify_lonlat
 
 
+_DEG = math.pi / 180.0
+#: Metres per degree of latitude (:func:`gpuroute.geo.segments.local_xy`'s frame).
+_M_PER_DEG = _DEG * EARTH_RADIUS_M
+
+
+def overview_polyline(points, simplified, tolerance_m, precision):
+    """A route's overview as an encoded polyline in one compiled call: the same string as
+    :func:`encode_geometry` of :func:`gpuroute.geo.simplify.simplify_lonlat` of
+    ``points`` (``simplified``; else of ``points`` as they are), the same arithmetic.
+
+    Parameters
+    ----------
+    points : float64 (k, 2), C-contiguous
+        Longitude, latitude (degrees); k >= 1.
+    simplified : bool
+        Douglas-Peucker with ``tolerance_m`` (metres, finite, >= 0) first.
+    precision : {5, 6}
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ValueError
+        ``tolerance_m`` negative or not finite (with ``simplified``).
+    """
+    tol = float(tolerance_m)
+    if simplified and not (tol >= 0.0 and math.isfinite(tol)):
+        raise ValueError(f"simplification tolerance must be a finite number of metres >= 0, got {tolerance_m!r}")
+    points = np.ascontiguousarray(points, dtype=np.float64)
+    kx = _DEG * EARTH_RADIUS_M * math.cos(float(points[0, 1]) * _DEG)  # local_xy's metres per degree east
+    buf = _overview_polyline(points, bool(simplified), kx, _M_PER_DEG, tol, float(10 ** precision))
+    return buf.tobytes().decode("ascii")
+
+
+@njit(cache=True)
+def _overview_polyline(pts, simplified, kx, ky, tol, factor):
+    """:func:`overview_polyline`'s bytes (uint8): the points kept by ``simplify_lonlat`` (``local_xy`` centred on
+    the first point, ``douglas_peucker_keep``, consecutive duplicates dropped; at most 2 points as they are),
+    then :func:`_polyline_bytes`."""
+    k = pts.shape[0]
+    line = pts
+    if simplified and k > 2:
+        lon0 = pts[0, 0]
+        lat0 = pts[0, 1]
+        x = np.empty(k, np.float64)
+        y = np.empty(k, np.float64)
+        for i in range(k):
+            x[i] = (((pts[i, 0] - lon0 + 180.0) % 360.0) - 180.0) * kx
+            y[i] = (pts[i, 1] - lat0) * ky
+        keep = douglas_peucker_keep(x, y, tol)
+        idx = np.empty(k, np.int64)
+        n = 0
+        for i in range(k):
+            if keep[i]:
+                idx[n] = i
+                n += 1
+        sel = np.empty(n, np.int64)
+        m = 0
+        for j in range(n):
+            if j == 0 or pts[idx[j], 0] != pts[idx[j - 1], 0] or pts[idx[j], 1] != pts[idx[j - 1], 1]:
+                sel[m] = idx[j]
+                m += 1
+        if m < 2:  # every kept point the same: the first and the last of them
+            sel[0] = idx[0]
+            sel[1] = idx[n - 1]
+            m = 2
+        line = np.empty((m, 2), np.float64)
+        for j in range(m):
+            line[j, 0] = pts[sel[j], 0]
+            line[j, 1] = pts[sel[j], 1]
+    buf = np.empty(line.shape[0] * 2 * _POLYLINE_CHUNKS, np.uint8)
+    nb = _polyline_bytes(line, factor, buf)
+    return buf[:nb]
+
+
 # ---------------------------------------------------------------------------------- maneuvers
 def turn_delta(bearing_before, bearing_after):
     """The turn between two bearings in degrees, in (-180, 180]: > 0 turns right, < 0 left."""
@@ -208,6 +287,10 @@ def _fingerprint_bytes(fingerprint):
     return b
 
 
+#: Up to this many waypoints (without ``nodes``, of a PhantomSet of at most 4 times as many rows), :func:`waypoints`
+#: reads the PhantomSet's columns as Python lists (a route's handful, no gathers; the values rounded by Python's
+#: ``round``, as :func:`gpuroute.engine.legs.round_floats` rounds fewer than its array threshold).
+_FEW_WAYPOINTS = 7
 #: From this many waypoints on, :func:`waypoints` makes the hints with :func:`hints_array` (fewer: one by one, faster
 #: below about 80 on a 2-core Xeon).
 _HINTS_ARRAY = 96
@@ -256,16 +339,22 @@ def waypoints(phantoms, fingerprint, names, points=None, *, nodes=None):
     -------
     list of dict, length k
     """
-    from .legs import round_floats
-
     rows = phantoms.first if points is None else phantoms.first[np.asarray(points, dtype=np.int64)]
     k = int(rows.size)
     if k == 0:
         return []
+    n_names = len(names)
+    if k <= _FEW_WAYPOINTS and nodes is None and phantoms.distance.size <= 4 * _FEW_WAYPOINTS:  # a route's few
+        fp = _fingerprint_bytes(fingerprint)
+        pack, b64 = _HINT.pack, base64.urlsafe_b64encode
+        seg, frac, nid = phantoms.segment.tolist(), phantoms.segment_fraction.tolist(), phantoms.name_id.tolist()
+        dist, lon, lat = phantoms.distance.tolist(), phantoms.lon.tolist(), phantoms.lat.tolist()
+        return [{"hint": b64(pack(seg[r], frac[r]) + fp).decode("ascii"), "distance": round(dist[r], 6),
+                 "name": names[nid[r]] if 0 <= nid[r] < n_names else "", "location": [round(lon[r], 6), round(lat[r], 6)]}
+                for r in rows.tolist()]
     vals = round_floats([v for t in zip(phantoms.distance[rows].tolist(), phantoms.lon[rows].tolist(),
                                          phantoms.lat[rows].tolist(), strict=True) for v in t], 6)
     fp = _fingerprint_bytes(fingerprint)
-    n_names = len(names)
     if k >= _HINTS_ARRAY:  # many: every hint in a few array passes
         hints = hints_array(phantoms.segment[rows], phantoms.segment_fraction[rows], fp)
         out = [{"hint": h, "distance": vals[3 * i], "name": names[n] if 0 <= n < n_names else "",
@@ -442,6 +531,6 @@ def finite_or_none(x, digits=1):
 
 
 __all__ = ["EngineError", "ERROR_CODES", "GEOMETRIES", "OVERVIEWS", "ROUTE_ANNOTATIONS", "TABLE_ANNOTATIONS",
-           "encode_geometry", "encode_geometries", "simplify", "douglas_peucker_keep", "turn_delta",
+           "encode_geometry", "encode_geometries", "overview_polyline", "simplify", "douglas_peucker_keep", "turn_delta",
            "modifier", "make_hint", "waypoints", "round1", "finite_or_none", "matrix_or_none",
            "matrix_array", "matrix_json"]

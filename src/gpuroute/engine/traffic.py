@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..crp import phantom_search as ps
 from ..crp.metric import CLOSED as _CLOSED
 from ..graph.units import parse_unit
 from .osrm import EngineError
@@ -206,7 +207,7 @@ class TrafficRouter:
             return self._plan(phantoms, continue_straight, snap, st), snap
 
     def _plan(self, phantoms, continue_straight, snap, st):
-        """The route's legs from one overlay search per leg (:func:`gpuroute.crp.phantom_search.search`)
+        """The route's legs from one overlay search per leg (:func:`gpuroute.crp.phantom_search.search_leg`)
         and the dynamic program over the waypoints' options; only the winning paths are unpacked.
 
         ``st`` is the overlay state ``snap`` was read from (the searches and the unpacking read nothing
@@ -214,43 +215,36 @@ class TrafficRouter:
         :data:`gpuroute.crp.phantom_search.LABEL_LIMIT` (costs near 2^52), the plan is made again with
         whole units.
         """
-        from ..crp import phantom_search as ps
-
-        for scale in (ps.SCALE, 1):
-            legs = self._search_legs(phantoms, continue_straight, snap, st, scale)
-            if legs is not None:
-                return self._unpack_legs(phantoms, continue_straight, snap, st, legs)
-        raise EngineError("NoRoute", "Impossible route between points (costs too large to add up)")
-
-    def _search_legs(self, phantoms, continue_straight, snap, st, scale):
-        """One search per leg and the dynamic program's forward pass: a list of per-leg records, or None on
-        a label overflow. Raises EngineError NoRoute."""
-        from ..crp import phantom_search as ps
-
-        q = self.query()
-        c = snap.cost
         # per waypoint: its options' arcs (int64) and fractions (float64), ties included
         opts = [phantoms.options(i) for i in range(phantoms.n_points)]
+        for scale in (ps.SCALE, 1):
+            legs = self._search_legs(opts, continue_straight, snap, st, scale)
+            if legs is not None:
+                return self._unpack_legs(opts, continue_straight, snap, st, legs)
+        raise EngineError("NoRoute", "Impossible route between points (costs too large to add up)")
+
+    def _search_legs(self, opts, continue_straight, snap, st, scale):
+        """One search per leg and the dynamic program's forward pass (``opts``: per waypoint, its options'
+        arcs and fractions): a list of per-leg records, or None on a label overflow. Raises EngineError
+        NoRoute."""
+        q = self.query()
+        c = snap.cost
         arrived = np.zeros(opts[0][0].size, np.int64)  # the first waypoint: leave by any option, at 0
         legs = []
-        n_legs = phantoms.n_points - 1
+        n_legs = len(opts) - 1
         for i in range(n_legs):
             a, fa = opts[i]
             b, fb = opts[i + 1]
             # continue_straight: leave by the arc arrived on; else (after the first leg) a U-turn is allowed
             dep = arrived if (i == 0 or continue_straight) else np.full(a.size, arrived.min())
-            # seeds, offsets and a target ahead of a departure point on the same arc ((fb - fa) c(a), without
-            # a search), in one compiled pass
-            idx, s_arcs, s_costs, off, s_best, s_arg, bound, overflow = ps.leg_seeds(dep, a, fa, c[a], b, fb, c[b],
-                                                                                     scale)
-            if overflow:
+            # seeds, offsets, a target ahead of a departure point on the same arc ((fb - fa) c(a), without a
+            # search), the search and the choice per target, in one compiled call; per target exact only
+            # where the next leg leaves by the arc arrived on
+            got = ps.search_leg(q, st, dep, a, fa, c, b, fb, every_target=continue_straight and i < n_legs - 1,
+                                scale=scale)
+            if got is None:
                 return None
-            # per target exact only where the next leg leaves by the arc arrived on
-            every = continue_straight and i < n_legs - 1
-            res = ps.search(q, st, s_arcs, s_costs, b, off, every_target=every, bound=int(bound), scale=scale)
-            if res.overflow:
-                return None
-            best, leaves, use_same, reached = ps.leg_choice(s_best, s_arg, idx, res.cost, res.seed)
+            res, best, leaves, use_same, reached = got
             legs.append((arrived, res, leaves, use_same))
             arrived = best
             if not reached:
@@ -258,13 +252,12 @@ class TrafficRouter:
         legs.append((arrived, None, None, None))
         return legs
 
-    def _unpack_legs(self, phantoms, continue_straight, snap, st, legs):
+    def _unpack_legs(self, opts, continue_straight, snap, st, legs):
         """The dynamic program's backward pass: ``[((arc, fraction), (arc, fraction), LegPath or None)]``
         per leg, only the winning path of each leg unpacked."""
         c = snap.cost
         q = self.query()
         free = not continue_straight
-        opts = [phantoms.options(i) for i in range(phantoms.n_points)]
         plan = []
         o = int(np.argmin(legs[-1][0]))  # the option the last leg arrives by
         for i in range(len(legs) - 2, -1, -1):

@@ -47,7 +47,13 @@ def unit_vectors(lon, lat):
     lo = np.radians(lon)
     la = np.radians(lat)
     c = np.cos(la)
-    return np.column_stack((c * np.cos(lo), c * np.sin(lo), np.sin(la)))
+    if lo.ndim != 1 or la.shape != lo.shape:  # scalars, other shapes: as column_stack lays them out
+        return np.column_stack((c * np.cos(lo), c * np.sin(lo), np.sin(la)))
+    out = np.empty((lo.size, 3))  # the columns computed contiguous (the same ufunc loops), then placed
+    out[:, 0] = c * np.cos(lo)
+    out[:, 1] = c * np.sin(lo)
+    out[:, 2] = np.sin(la)
+    return out
 
 
 from .snap import SNAPPING, OutOfBoundsError, SnapError, Snapper, nearest_node, nearest_nodes  # noqa: E402

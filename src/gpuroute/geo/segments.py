@@ -401,6 +401,27 @@ def _settled(ints, floats, best, done, tie_first, tie_rows, index):
 
 
 @njit(cache=True)
+def _snap_rows(lon0, lat0, limit, reach, tie, lens, samples, sample_segment, lon_u, lat_u, lon_v, lat_v, u, v,
+               forward_arc, reverse_arc, name_id):
+    """:func:`_snap_kernel` (the same arguments), and when it settles every point with a segment, the
+    PhantomSet's row arrays (:func:`_settled_rows`) in the same call: ``(every, rows)``, ``every`` whether it
+    did (else ``rows`` holds empty arrays). Only the rows come back to Python (each array returned costs a
+    boxing)."""
+    ints, floats, best, done, tie_first, tie_rows = _snap_kernel(lon0, lat0, limit, reach, tie, lens, samples,
+                                                                 sample_segment, lon_u, lat_u, lon_v, lat_v, u, v,
+                                                                 forward_arc, reverse_arc, name_id)
+    every = True
+    for i in range(best.size):
+        if not done[i] or best[i] < 0:
+            every = False
+            break
+    if every:
+        return True, _settled_rows(ints, floats, best, tie_first, tie_rows)
+    none = np.empty(0, np.int64)
+    return False, _settled_rows(ints, floats, none, none, none)
+
+
+@njit(cache=True)
 def _settled_rows(ints, floats, best, tie_first, tie_rows):
     """:func:`_settled` and :func:`_expand` in one pass, for a batch whose every point ``o`` (in order, the
     whole request) :func:`_snap_kernel` settled with a segment: the PhantomSet's row arrays (``point_start``
@@ -1105,10 +1126,15 @@ class SegmentIndex:
         lat = np.ascontiguousarray(lat, dtype=np.float64)
         k = lon.size
         limit = np.full(k, np.inf) if radius is None else np.ascontiguousarray(radius, dtype=np.float64)
-        has_b = np.zeros(k, dtype=bool) if bearing is None else ~np.isnan(np.asarray(bearing)[:, 0])
-        curb = np.zeros(k, dtype=bool) if curb is None else np.asarray(curb, dtype=bool)
-        special = has_b | curb  # snapped one at a time
-        if not special.any():  # every coordinate plain (the common request): no gathers
+        if bearing is None and curb is None:  # no bearing, no approach (the common request): nothing to test
+            has_b = curb = special = np.zeros(k, dtype=bool)
+            plain = True
+        else:
+            has_b = np.zeros(k, dtype=bool) if bearing is None else ~np.isnan(np.asarray(bearing)[:, 0])
+            curb = np.zeros(k, dtype=bool) if curb is None else np.asarray(curb, dtype=bool)
+            special = has_b | curb  # snapped one at a time
+            plain = not special.any()
+        if plain:  # every coordinate plain (the common request): no gathers
             fast = np.arange(k, dtype=np.int64)
             cands, found, far = self._snap_plain(lon, lat, limit, fast, tie, whole=True)
             if isinstance(cands, PhantomSet):  # every coordinate settled by the first ball (the common case)
@@ -1159,11 +1185,13 @@ class SegmentIndex:
         tie_m = -1.0 if tie is None else float(tie)
         # most coordinates lie within `spacing` of a road: one ball each settles them
         reach = np.minimum(self.spacing, limit)
-        raw, done, ok = self._snap_balls(q, lon, lat, limit, reach, index, tie_m, workers, raw=True)
+        raw, done, ok = self._snap_balls(q, lon, lat, limit, reach, index, tie_m, workers, raw=True, rows=whole)
+        if whole:
+            if raw[-1] is not None:  # the common request: its PhantomSet from the same compiled call
+                found[:] = True
+                return PhantomSet(*raw[-1], lon, lat), found, far
+            raw = raw[:-1]
         found[:] = ok
-        if whole and ok.all():  # the common request: its PhantomSet in one compiled pass
-            ints, floats, best, _, tie_first, tie_rows = raw
-            return PhantomSet(*_settled_rows(ints, floats, best, tie_first, tie_rows), lon, lat), found, far
         c1 = dict(zip(_CAND_FIELDS, _settled(*raw, index), strict=True))
         rest = np.flatnonzero(~done)
         if rest.size == 0:
@@ -1187,22 +1215,34 @@ class SegmentIndex:
             found[rest[sub]] = ok2
         return _concat_candidates([c1, c2]), found, far
 
-    def _snap_balls(self, q, lon, lat, limit, reach, index, tie, workers, raw=False):
+    def _snap_balls(self, q, lon, lat, limit, reach, index, tie, workers, raw=False, rows=False):
         """One step of :meth:`_snap_plain`: balls holding every segment within ``reach`` metres of each
         point (chord <= arc; the frame's scale error), the exact step (:func:`_snap_kernel`): ``(candidates,
         done, found)``, the candidate arrays of the points it settles with a segment (``raw``: the kernel's
-        outputs instead), and two bool masks: settled, and settled with a segment."""
+        outputs instead), and two bool masks: settled, and settled with a segment.
+
+        ``rows`` (with ``raw``; the points are a whole request, in order): the kernel's outputs are followed by
+        the PhantomSet's row arrays (:func:`_settled_rows`, from the same compiled call, :func:`_snap_rows`)
+        when every point is settled with a segment (the kernel's outputs are then None: nothing reads them),
+        else by None (the kernel is run again for its outputs: the rare request with a point off every first
+        ball)."""
         balls = self.tree.query_ball_point(q, reach * (1.01 + 5.0 * reach / EARTH_RADIUS_M) + self._slack,
                                            return_sorted=False, workers=workers)
         m = reach.size
         lens = np.fromiter(map(len, balls), dtype=np.int64, count=m)
         samples = np.fromiter(itertools.chain.from_iterable(balls), dtype=np.int64, count=int(lens.sum()))
+        if raw and rows:
+            every, settled = _snap_rows(lon, lat, limit, reach, float(tie), lens, samples, self.sample_segment,
+                                        self.lon_u, self.lat_u, self.lon_v, self.lat_v, self.u, self.v,
+                                        self._phantom_fwd, self._phantom_rev, self.name_id)
+            if every:  # only the rows are read: no kernel output comes back to Python
+                return (None, None, None, None, None, None, settled), None, None
         ints, floats, best, done, tie_first, tie_rows = _snap_kernel(
             lon, lat, limit, reach, float(tie), lens, samples, self.sample_segment, self.lon_u, self.lat_u,
             self.lon_v, self.lat_v, self.u, self.v, self._phantom_fwd, self._phantom_rev, self.name_id)
         found = done & (best >= 0)
         if raw:
-            return (ints, floats, best, done, tie_first, tie_rows), done, found
+            return (ints, floats, best, done, tie_first, tie_rows) + ((None,) if rows else ()), done, found
         return dict(zip(_CAND_FIELDS, _settled(ints, floats, best, done, tie_first, tie_rows, index), strict=True)), \
             done, found
 

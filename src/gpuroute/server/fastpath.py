@@ -6,8 +6,9 @@ coordinates. :class:`RouteTemplates` keeps, per ``(profile, query string, number
 :class:`~gpuroute.server.parse.ServiceCall` the general parse (:meth:`gpuroute.server.app._Server.target`
 and :meth:`~gpuroute.server.app._Server.call`: :func:`~gpuroute.server.parse.parse_request`, the record's
 checks) made of the first such request, and answers the next ones with that record and their own
-coordinates, parsed and checked by the same functions (:func:`~gpuroute.server.parse.coordinate_array`,
-:func:`gpuroute.engine.params.check_coordinates`). The record is then the one the general parse makes:
+coordinates, plain decimals read by ``float`` (correctly rounded, as the general grammar's
+:func:`~gpuroute.server.parse.coordinate_array` reads them) and checked by the same function
+(:func:`gpuroute.engine.params.check_coordinates`). The record is then the one the general parse makes:
 the options kept (:data:`TEMPLATE_OPTIONS`) are checked against nothing but their own values and the
 number of coordinates (no radius, bearing, approach, hint or avoid, whose checks read the coordinates or
 their count per item). Anything else -- another URL shape, a number that is not plain decimal, a
@@ -17,11 +18,10 @@ which answers it as before: the fast path only ever answers what the general one
 """
 from __future__ import annotations
 
-import copy
 import re
 
 from ..engine.params import check_coordinates
-from .parse import OSRMError, ServiceCall, coordinate_array, parse_query
+from .parse import OSRMError, ServiceCall, parse_query
 
 __all__ = ["RouteTemplates", "TEMPLATE_OPTIONS", "MAX_TEMPLATES"]
 
@@ -79,13 +79,17 @@ class RouteTemplates:
             t = self._template(key, scope)
         if t is None or t is _GENERAL:
             return None
-        try:  # the general parse's own functions: the same values and errors
-            coords = check_coordinates(coordinate_array(text))
+        try:  # plain decimals (the pattern's): Python's float() reads them as the general grammar's array does
+            # (both correctly rounded); checked by the general parse's own function, the same values and errors
+            coords = check_coordinates([item.split(",") for item in text.split(";")])
         except Exception:  # a value out of range: the general parse names it
             return None
         p = t.params
-        q = copy.copy(p)  # the template's record with these coordinates (a frozen record: set past its guard)
-        object.__setattr__(q, "coords", coords)
+        # the template's record with these coordinates (a frozen record's fields, set past its guard)
+        q = object.__new__(type(p))
+        d = q.__dict__
+        d.update(p.__dict__)
+        d["coords"] = coords
         return ServiceCall(t.service, t.profile, q, t.generate_hints, t.skip_waypoints)
 
     def _template(self, key, scope):

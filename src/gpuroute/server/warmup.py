@@ -19,6 +19,181 @@ import time
 log = logging.getLogger("gpuroute.server")
 
 
+#: The environment variable naming numba's on-disk cache directory (numba's own): compiled kernels are
+#: written there and loaded from there by every process that has it set (``gpuroute warmup``, ``build`` and
+#: ``serve --cache-dir DIR`` set it). Unset: numba's default, a ``__pycache__`` folder beside each source
+#: file where that is writable, else a folder under the user's cache directory (``~/.cache/numba``).
+CACHE_ENV = "NUMBA_CACHE_DIR"
+
+
+def use_cache_dir(path):
+    """Make ``path`` numba's on-disk cache for this process and the processes it starts
+    (``NUMBA_CACHE_DIR``): a folder created where missing and checked writable first, since numba itself
+    falls back to its default folder without a word when it cannot write there. Kernels already loaded are
+    pointed at it too.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The cache directory (``~`` expanded).
+
+    Returns
+    -------
+    pathlib.Path
+        The absolute directory.
+
+    Raises
+    ------
+    ValueError
+        The directory cannot be created or written (the message names it and why).
+    """
+    import os
+    import tempfile
+    from pathlib import Path
+
+    p = Path(os.path.expanduser(os.fspath(path))).absolute()
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=p).close()
+    except OSError as e:
+        raise ValueError(f"cache directory {p}: not writable ({e.strerror or e}): choose a folder this user may "
+                         f"write (--cache-dir or {CACHE_ENV})") from None
+    os.environ[CACHE_ENV] = str(p)
+    from numba.core import config as numba_config
+
+    numba_config.CACHE_DIR = str(p)
+    for disp in _cached_dispatchers():  # created before: their cache folder was chosen at their import
+        disp.enable_caching()
+    return p
+
+
+def _cached_dispatchers():
+    """The loaded numba functions of gpuroute that are cached on disk (``cache=True``)."""
+    import sys
+
+    from numba.core.caching import NullCache
+    from numba.core.dispatcher import Dispatcher
+
+    seen = {}
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("gpuroute") and mod is not None:
+            for v in list(vars(mod).values()):
+                if isinstance(v, Dispatcher) and not isinstance(getattr(v, "_cache", None), NullCache):
+                    seen[id(v)] = v
+    return list(seen.values())
+
+
+def cache_state():
+    """What numba's cache holds of the gpuroute kernels loaded so far (``serve`` asks before its warm-up).
+
+    Returns
+    -------
+    dict
+        ``{"kernels": loaded cached functions, "missing": those of them with no compiled code in the cache
+        for this numba and source, "folders": the cache folders they use (sorted)}``.
+    """
+    kernels = _cached_dispatchers()
+    missing, folders = 0, set()
+    for disp in kernels:
+        cache = disp._cache
+        folders.add(str(getattr(cache, "_cache_path", "?")))
+        try:
+            index = cache._cache_file._load_index()  # {} where absent, stale or of another numba
+        except Exception:  # an unreadable index: numba compiles anew
+            index = {}
+        missing += not index
+    return {"kernels": len(kernels), "missing": missing, "folders": sorted(folders)}
+
+
+def cache_location():
+    """Where numba's cache lives for gpuroute: ``NUMBA_CACHE_DIR`` when set, else numba's default (a
+    sentence)."""
+    import os
+
+    path = os.environ.get(CACHE_ENV)
+    if path:
+        return path
+    return ("numba's default: __pycache__ beside each source file where writable, else ~/.cache/numba "
+            f"(set {CACHE_ENV} or --cache-dir to choose)")
+
+
+#: Modules whose numba kernels the services run: imported (not compiled) before :func:`cache_state` is asked,
+#: so that it sees the services' kernels and not only those that opening the dataset loaded. A module missing
+#: here only makes the check less complete.
+KERNEL_MODULES = ("gpuroute.ch.query", "gpuroute.ch.phast", "gpuroute.ch.alternatives", "gpuroute.geo.segments",
+                  "gpuroute.engine.legs", "gpuroute.engine.table_combine", "gpuroute.engine.osrm",
+                  "gpuroute.engine.match_hmm", "gpuroute.engine.services.isochrone.polygons",
+                  "gpuroute.engine.services.isochrone.lattice", "gpuroute.engine.services.isochrone.search",
+                  "gpuroute.tours.local_search", "gpuroute.tours.exact", "gpuroute.crp.search",
+                  "gpuroute.crp.many_to_many", "gpuroute.crp.customize")
+
+#: The services in the order a parallel warm-up (:func:`prefill_cache`) starts them: the longest compilations
+#: first (an empty cache on the 16-core H100 host: route 49.5 s, match 30.6, table 27.3, isochrone 15, trip 13.6).
+PREFILL_ORDER = ("route", "match", "table", "isochrone", "trip", "customize", "nearest")
+
+
+def import_kernel_modules():
+    """Import :data:`KERNEL_MODULES` (those that import), so that :func:`cache_state` sees their kernels."""
+    import importlib
+
+    for name in KERNEL_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an optional part (e.g. CuPy-only) or a module that moved
+            log.debug("warm-up: no module %s", name)
+
+
+def prefill_cache(spec, services, jobs, *, timeout=None):
+    """Compile the kernels of ``services`` into numba's on-disk cache in ``jobs`` child processes at once, one
+    ``gpuroute warmup SPEC --services S --jobs 1 --json`` per service (numba compiles one function at a time
+    per process: with an empty cache the services compile side by side instead of one after the other). The
+    children share this process's environment (``NUMBA_CACHE_DIR``); the caller then warms up itself, which
+    loads what they compiled and compiles whatever is still missing (a child that failed, a cache entry two
+    children wrote at once), so a failure here costs time, never a kernel.
+
+    Parameters
+    ----------
+    spec : str
+        The dataset each child opens (a dataset directory, a graph file or a shipped name).
+    services : iterable of str
+        Service names (``"customize"`` included where wanted); started in :data:`PREFILL_ORDER`.
+    jobs : int
+        Children running at once (at least 1).
+    timeout : float, optional
+        Seconds a child may run before it is stopped.
+
+    Returns
+    -------
+    dict
+        ``{service: the child's report (its ``--json`` object) or None where it failed}``.
+    """
+    import json
+    import subprocess
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    order = sorted(services, key=lambda s: PREFILL_ORDER.index(s) if s in PREFILL_ORDER else len(PREFILL_ORDER))
+
+    def one(service):
+        cmd = [sys.executable, "-m", "gpuroute.cli.main", "warmup", str(spec), "--services", service, "--jobs", "1",
+               "--json"]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        except (OSError, subprocess.SubprocessError) as e:
+            log.warning("warm-up: the child compiling %s failed: %s", service, e)
+            return None
+        if r.returncode != 0:
+            log.warning("warm-up: the child compiling %s exited %d: %s", service, r.returncode,
+                        (r.stderr.strip().splitlines() or [""])[-1][:300])
+        try:
+            return json.loads(r.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            return None
+
+    with ThreadPoolExecutor(max_workers=max(1, int(jobs))) as pool:
+        return dict(zip(order, pool.map(one, order), strict=True))
+
+
 #: Stops of the largest warm-up trip, at least: up to ``config.TOUR_EXACT_MAX_N`` the order is exact
 #: (Held–Karp), past it searched and, past 7 stops, perturbed (iterated local search); the warm-up takes
 #: one more than ``TOUR_EXACT_MAX_N`` when that is more, so that the search is compiled too.
@@ -138,6 +313,46 @@ def _on_one_thread(server, call):
         numba.set_num_threads(threads)
 
 
+class CompileLog:
+    """numba's compilations while it is installed (:meth:`watch`): one ``(function, argument types, seconds,
+    own seconds)`` tuple each in ``entries``, in the order they end; ``own seconds`` leaves out the
+    compilations of the functions it calls. A function loaded from numba's cache is not compiled and not
+    listed (numba raises its ``numba:compile`` event only for a compilation)."""
+
+    def __init__(self):
+        self.entries = []
+        self._stack = []
+
+    def on_start(self, event):
+        self._stack.append([event.data["dispatcher"], event.data["args"], time.perf_counter(), 0.0])
+
+    def on_end(self, event):
+        if not self._stack:
+            return
+        disp, args, t0, inner = self._stack.pop()
+        dt = time.perf_counter() - t0
+        if self._stack:
+            self._stack[-1][3] += dt
+        fn = getattr(disp, "py_func", None)
+        name = f"{fn.__module__}.{fn.__qualname__}" if fn is not None else repr(disp)
+        self.entries.append((name, ", ".join(str(a) for a in args), dt, dt - inner))
+
+    def watch(self):
+        """A context manager that logs numba's compilations into this object while it is open."""
+        from numba.core import event
+
+        log = self
+
+        class _Listener(event.Listener):
+            def on_start(self, ev):
+                log.on_start(ev)
+
+            def on_end(self, ev):
+                log.on_end(ev)
+
+        return event.install_listener("numba:compile", _Listener())
+
+
 def _positive(v, default):
     try:
         v = float(v)
@@ -146,30 +361,37 @@ def _positive(v, default):
     return v if v > 0 else default
 
 
-def warm_up(app):
+def warm_up(app, services=None):
     """Answer every service of ``app`` once (see the module documentation), then mark it ready.
 
     Parameters
     ----------
     app : starlette.applications.Starlette
         Made by :func:`gpuroute.server.create_app`.
+    services : iterable of str, optional
+        Only these services (of those ``app`` offers; ``"customize"`` for the customization path); default
+        every one. ``gpuroute warmup --services`` compiles a part ahead; a server warms up every service.
 
     Returns
     -------
     dict
-        ``{"seconds": total, "services": {service: seconds}, "failed": [messages]}`` (also
-        ``app.state.warm_report``). A request that fails is logged and listed, and the server is ready
-        even so (it serves what it can, as it would without a warm-up).
+        ``{"seconds": total, "services": {service: seconds}, "failed": [messages], "compiled": {service:
+        [(function, argument types, seconds, own seconds)]}}`` (also ``app.state.warm_report``): ``compiled``
+        lists what numba compiled for each service (:class:`CompileLog`; empty where every kernel came from
+        numba's cache or was compiled by an earlier service). A request that fails is logged and listed, and
+        the server is ready even so (it serves what it can, as it would without a warm-up). With ``services``
+        the application is not marked ready (only a part was warmed up).
     """
     from .app import OSRMError, parse_request
 
     state = app.state
-    if state.ready and state.warm_report is not None:
+    if services is None and state.ready and state.warm_report is not None:
         return state.warm_report
     server = state.adapter
     engine = state.engine
     t0 = time.perf_counter()
-    report = {"seconds": 0.0, "services": {}, "failed": []}
+    report = {"seconds": 0.0, "services": {}, "failed": [], "compiled": {}}
+    compiled = CompileLog()
     from .. import config
 
     pts = warm_points(engine, max(TRIP_STOPS, int(config.TOUR_EXACT_MAX_N) + 1))
@@ -177,35 +399,58 @@ def warm_up(app):
         log.warning("warm-up: the engine has no graph coordinates to query at; the first request of each service "
                     "compiles what it needs")
     else:
-        log.info("warm-up: compiling and running %s once", ", ".join(server.services))
-        on = on_network_point(server, pts) if "match" in server.services else None
-        reqs = _requests(server.services, pts, server.limits, off_network_point(engine), on)
+        offered = [s for s in server.services if services is None or s in services]
+        log.info("warm-up: compiling and running %s once", ", ".join(offered))
+        on = on_network_point(server, pts) if "match" in offered else None
+        reqs = _requests(offered, pts, server.limits, off_network_point(engine), on)
         long_match = [r for r in reqs if r[0] == "match"][-1:]  # the long trace (the list's last /match)
         for service, coords, options in reqs:
             t = time.perf_counter()
-            try:
-                call = parse_request(service, "warm-up", coords, options, server.limits)
-                status, body = server.work(call)
-            except OSRMError as e:  # a limit below the warm-up's request: that request is not served anyway
-                status, body = e.status, e.message.encode()
-            if status == 200 and [(service, coords, options)] == long_match:
-                _on_one_thread(server, call)  # the Viterbi pass that searches its own tables
+            first = len(compiled.entries)
+            with compiled.watch():
+                try:
+                    call = parse_request(service, "warm-up", coords, options, server.limits)
+                    status, body = server.work(call)
+                except OSRMError as e:  # a limit below the warm-up's request: that request is not served anyway
+                    status, body = e.status, e.message.encode()
+                if status == 200 and [(service, coords, options)] == long_match:
+                    _on_one_thread(server, call)  # the Viterbi pass that searches its own tables
+            report["compiled"].setdefault(service, []).extend(compiled.entries[first:])
             if status != 200:
                 msg = f"{service} {options or ''}: HTTP {status} {bytes(body)[:200].decode(errors='replace')}"
                 report["failed"].append(msg)
                 log.warning("warm-up: %s", msg)
             report["services"][service] = report["services"].get(service, 0.0) + time.perf_counter() - t
-    if state.can_customize and callable(getattr(engine, "warm_customize", None)):
+        if any(s in offered for s in ("route", "match", "trip")):
+            # an overview's simplification called from Python (GeoJSON, /match): the answers above may hold lines of
+            # at most 2 points, which it returns untouched (a repeated point, a short leg)
+            import numpy as np
+
+            from ..geo.simplify import simplify_lonlat
+
+            t = time.perf_counter()
+            first = len(compiled.entries)
+            with compiled.watch():
+                simplify_lonlat(np.array([pts[0], pts[1], pts[2]], dtype=np.float64),
+                                config.SERVE_SIMPLIFY_TOLERANCE_M)
+            report["compiled"].setdefault("geometry", []).extend(compiled.entries[first:])
+            report["services"]["geometry"] = time.perf_counter() - t
+    if (services is None or "customize" in services) and state.can_customize \
+            and callable(getattr(engine, "warm_customize", None)):
         t = time.perf_counter()
+        first = len(compiled.entries)
         try:
-            engine.warm_customize()
+            with compiled.watch():
+                engine.warm_customize()
         except Exception as e:  # the server still serves; /customize compiles on its first call then
             log.exception("warm-up: customize failed")
             report["failed"].append(f"customize: {type(e).__name__}: {e}")
         report["services"]["customize"] = time.perf_counter() - t
+        report["compiled"]["customize"] = compiled.entries[first:]
     report["seconds"] = time.perf_counter() - t0
     log.info("warm-up: done in %.1f s (%s)", report["seconds"],
              ", ".join(f"{k} {v:.2f} s" for k, v in report["services"].items()))
-    state.warm_report = report
-    state.ready = True
+    if services is None:
+        state.warm_report = report
+        state.ready = True
     return report

@@ -5,13 +5,16 @@ optimization. Part I", EURO J. Transp. Logist. 2013): best-improvement local sea
 whole neighbourhood and applies the best move (:func:`gpuroute.tours.local_search.best_move`), inside an
 iterated local search (several starts, double-bridge perturbations, accept if not worse). CPU twin:
 :mod:`gpuroute.tours.local_search` (numba); GPU twin: :mod:`gpuroute.tours.gpu` (``local_search.cu``),
-the same moves, deltas and tie-breaking, with many ILS chains at once (``device="gpu"``).
+the same moves, deltas and tie-breaking, with many ILS chains at once (``device="gpu"``). A symmetric matrix
+above 150 stops gets the CPU's Or-opt search (:func:`_search_or`: an LK-style depth-4 move, don't-look bits,
+local segment kicks undone in O(touched)), which ``device="auto"`` prefers to the GPU.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 from .. import config
@@ -55,7 +58,8 @@ class TourResult:
         n, starts, ils_iterations, improvements (perturbations that lowered the cost), moves applied,
         neighbourhood ("full": the seed's best-improvement over all moves, on the CPU n <= 150, on the GPU
         with ``TOUR_GPU_NEIGHBOURHOOD = "full"`` or under 8 stops; "candidates:K": queue-driven descent
-        over K-nearest candidate lists), rounds, complete (False when the time limit cut the start's
+        over K-nearest candidate lists; "or-opt:K": the Or-opt search of a symmetric matrix, whose stats
+        also give its chains), rounds, complete (False when the time limit cut the start's
         descent or the final polish short: the tour need not be a local minimum), warmup_seconds
         (first-call compilation, outside the time limit), seconds (of the time limit used); on the GPU
         also chains (:func:`gpuroute.tours.gpu.search`).
@@ -176,7 +180,7 @@ def _orient(p, mode, first, last):
     return np.roll(p, -r)
 
 
-def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None, starts=4):
+def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None, starts=None):
     """Shortest closed tour or open path through every stop of an asymmetric cost matrix.
 
     Iterated local search. Neighbourhoods: 2-opt with the asymmetric cost of the reversed segment,
@@ -186,7 +190,14 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
     above it, a queue-driven descent over K-nearest candidate lists (the same moves and delta functions,
     the fast CPU reference). Starts: nearest neighbour, then random ones (while under 20 % of the time
     limit); then double-bridge perturbations on stretches of the tour (:data:`ILS_WINDOW`), accepted when
-    not worse, until ``time_limit``. On the GPU (:func:`gpuroute.tours.gpu.search`):
+    not worse, until ``time_limit``. A **symmetric** closed-tour matrix above
+    :data:`FULL_NEIGHBOURHOOD_MAX_N` stops (checked exactly, in the time limit) gets the CPU's Or-opt
+    search instead (:func:`_search_or`): an LK-style sequential move of depth 4 (2-opt, 3-opt and Or-opt
+    moves with or without reversal; :func:`gpuroute.tours.local_search.or_step`) with don't-look bits,
+    then an ILS of local segment kicks, each repaired around the stops it touched and undone from its
+    reversal log when worse (O(touched) a kick), ``config.TOUR_CPU_CHAINS`` chains on the numba threads.
+    Open paths reduce to asymmetric matrices and keep the search above. On the GPU
+    (:func:`gpuroute.tours.gpu.search`):
     many ILS chains (a block each) run double bridges in parallel; by default (``TOUR_GPU_NEIGHBOURHOOD =
     "candidates"``) every descent is the CPU's candidate-list descent (``TOUR_GPU_CANDIDATES`` nearest
     stops) run on the device, whatever n; with "full", the full best-improvement scheme.
@@ -217,12 +228,17 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
     time_limit : float
         Seconds of search (> 0), from the call to the return, compilation excluded (see above).
     device : {"auto", "cpu", "gpu"}
-        "auto": the GPU when one is usable and n >= ``config.TOUR_GPU_AUTO_MIN_N``, else the CPU. Up to 3
-        stops are enumerated on the CPU whatever the device.
+        "auto": the GPU when one is usable and n >= ``config.TOUR_GPU_AUTO_MIN_N``, except for a symmetric
+        host matrix (closed tour, checked in the time limit), which goes to the CPU's Or-opt search (it
+        beat the GPU's chains at 1 s: BENCHMARKS.md "TSP: the Or-opt ILS on the CPU"); else the CPU. Up to
+        3 stops are enumerated on the CPU whatever the device.
     seed : int or None
         Seed of the random starts and perturbations (None: fresh entropy).
-    starts : int
-        Number of starts (the first is nearest-neighbour, the rest random), time allowing.
+    starts : int or None
+        Number of starts (the first is nearest-neighbour, the rest random; a later one only while under
+        20 % of the time limit is used). None: 1 for the Or-opt search (a random start's descent costs
+        more than it brings there), 4 otherwise. Unused on the GPU, whose chains start as
+        :func:`gpuroute.tours.gpu.search` says.
 
     Returns
     -------
@@ -265,12 +281,27 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
     # first-call costs (CuPy import and CUDA context in resolve_device, compilation): outside the budget
     tw = budget.clock()
     dev = resolve_device(device, gpu_implemented=n >= config.TOUR_GPU_AUTO_MIN_N)
+    warm_up_tsp("cpu")
+    w = budget.clock() - tw
+    dl.extend(w)
+    warm += w
+    C = None
+    symmetric = None  # not checked yet
+    if device == "auto" and dev == "gpu" and n > FULL_NEIGHBOURHOOD_MAX_N and not is_cupy_array(c):
+        # a symmetric (closed-tour) host matrix goes to the CPU's Or-opt search (faster to <= 1 % at 1 s
+        # than the GPU's chains, BENCHMARKS.md "TSP: the Or-opt ILS on the CPU")
+        C, mode, first, last = _reduce_to_closed(c, start, end)
+        symmetric = _symmetric_paced(C, Pacer(dl))
+        if symmetric:
+            dev = "cpu"
+    tw = budget.clock()
     on_device = is_cupy_array(c) and dev == "gpu" and n > 3
     warm_up_tsp(dev if n > 3 else "cpu", device_matrix=c.dtype if on_device else None)
     w = budget.clock() - tw
     dl.extend(w)
     warm += w
-    C, mode, first, last = _reduce_to_closed(c, start, end)
+    if C is None:  # (a device matrix: after the warm-up, which compiles CuPy's kernels of the reduction)
+        C, mode, first, last = _reduce_to_closed(c, start, end)
     if n <= 3:
         return _tiny(c, C, mode, first, last, closed, dl, warm)
 
@@ -287,14 +318,16 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
                  "chains": gst["chains"], "rounds": gst["rounds"], "complete": gst["complete"],
                  "setup_skipped": gst.get("setup_skipped", False), "warmup_seconds": warm}
         return _result(c, best_p, mode, first, last, closed, integral, trace, stats, dl, "gpu")
-    best_p, trace, stats = _search_cpu(C, first, last, dl, rng, eps, max_moves, starts)
+    best_p, trace, stats = _search_cpu(C, first, last, dl, rng, eps, max_moves, starts, symmetric)
     stats["warmup_seconds"] = warm
     return _result(c, best_p, mode, first, last, closed, integral, trace, stats, dl, "cpu")
 
 
-def _search_cpu(C, first, last, dl, rng, eps, max_moves, starts):
+def _search_cpu(C, first, last, dl, rng, eps, max_moves, starts, symmetric=None):
     """The CPU iterated local search of :func:`tsp` on the closed-tour matrix ``C`` (float64 (n, n),
-    n >= 4) under the deadline ``dl``. Returns (tour, trace, stats)."""
+    n >= 4) under the deadline ``dl``; above :data:`FULL_NEIGHBOURHOOD_MAX_N` stops a symmetric ``C`` goes
+    to :func:`_search_or` (``symmetric``: whether it is, None when not checked yet). Returns (tour, trace,
+    stats)."""
     n = C.shape[0]
     full_hood = n <= FULL_NEIGHBOURHOOD_MAX_N
     K = n - 1 if full_hood else CANDIDATES
@@ -310,6 +343,13 @@ def _search_cpu(C, first, last, dl, rng, eps, max_moves, starts):
         p0 = np.array([first] + mid + ([last] if last >= 0 else []), np.int64)
     if not built:
         return p0, [(dl.elapsed(), ls.tour_cost(C, p0))], stats
+    if not full_hood:
+        sym = _symmetric_paced(C, pace) if symmetric is None else symmetric
+        if sym is None:  # out of time while checking
+            return p0, [(dl.elapsed(), ls.tour_cost(C, p0))], stats
+        if sym:
+            return _search_or(C, first, dl, pace, rng, eps, nbr, p0, 1 if starts is None else starts, stats)
+    starts = 4 if starts is None else starts
     ct = np.ascontiguousarray(C.T) if full_hood else C
     everyone = np.arange(n, dtype=np.int64)
     pos = np.empty(n, np.int64)
@@ -388,6 +428,107 @@ def _search_cpu(C, first, last, dl, rng, eps, max_moves, starts):
         stats["moves"] += mv
     stats["complete"] = bool(complete)
     stats["rounds"] = rounds
+    return best_p, trace, stats
+
+
+def _symmetric_paced(C, pace):
+    """Whether ``C`` is symmetric, by chunks of rows under the pacer (:func:`~.local_search.symmetric_rows`,
+    ``n`` units a row; stops at the first chunk that is not). None when the deadline passed first."""
+    n = C.shape[0]
+    row = 0
+    while row < n:
+        b = pace.budget("symmetric_rows")
+        if b <= 0:
+            return None
+        hi = min(n, row + max(1, b // n))
+        ok, w = ls.symmetric_rows(C, row, hi)
+        pace.spent(w)
+        if not ok:
+            return False
+        row = hi
+    return True
+
+
+def _search_or(C, first, dl, pace, rng, eps, nbr, p0, starts, stats):
+    """The CPU search of :func:`tsp` on a symmetric closed-tour matrix ``C`` (float64 (n, n), n > 150):
+    :func:`~.local_search.or_descent` (the LK-style depth-4 move :func:`~.local_search.or_step`, don't-look
+    bits) from the nearest-neighbour tour ``p0`` (and ``starts - 1`` random tours while under 20 % of the
+    time), then rounds of :func:`~.local_search.or_ils_chains` (segment kicks repaired around the 6 stops
+    they touch), every chain of a round starting from the best tour so far, until the deadline. Returns
+    (tour, trace, stats)."""
+    n = C.shape[0]
+    K = nbr.shape[1]
+    stats["neighbourhood"] = f"or-opt:{K}"
+    seg = max(1, min(int(config.TOUR_OR_SEGMENT), (n - 4) // 4))
+    queue = np.empty(n, np.int64)
+    inq = np.zeros(n, np.bool_)
+    qs = np.zeros(3, np.int64)
+    log = np.empty((ls.OR_LOG_CAP, 2), np.int64)
+    lgs = np.zeros(1, np.int64)
+    trace = []
+
+    def descend(p):
+        """:func:`or_descent` of ``p`` in place from every stop; returns (pos, cost, moves, complete)."""
+        pos = np.empty(n, np.int64)
+        pos[p] = np.arange(n)
+        queue[:] = p
+        inq[:] = True
+        qs[:] = (0, n, 0)
+        lgs[0] = 0
+        while (b := pace.budget("or_descent")) > 0:
+            st, _, w = ls.or_descent(C, p, pos, nbr, eps, queue, inq, qs, log, lgs, False, b)
+            pace.spent(w)
+            if st == 0:
+                return pos, ls.tour_cost(C, p), int(qs[2]), True
+        return pos, ls.tour_cost(C, p), int(qs[2]), False
+
+    best_p, best_pos, best_c = None, None, np.inf
+    complete = False
+    for s in range(max(1, int(starts))):
+        if s > 0 and (dl.left() < 0.8 * dl.limit or not complete):
+            break
+        if s == 0:
+            p = p0
+        else:
+            mid = np.array([v for v in range(n) if v != first], np.int64)
+            rng.shuffle(mid)
+            p = np.concatenate([[first], mid]).astype(np.int64)
+        pos, cst, mv, done = descend(p)
+        stats["moves"] += mv
+        stats["starts"] += 1
+        if cst < best_c - eps or best_p is None:
+            best_p, best_pos, best_c, complete = p.copy(), pos, cst, done
+            trace.append((dl.elapsed(), cst))
+        if not done:
+            break
+    m = int(config.TOUR_CPU_CHAINS) or numba.get_num_threads()
+    tours = np.empty((m, n), np.int64)
+    poss = np.empty((m, n), np.int64)
+    costs = np.empty(m)
+    out = np.zeros((m, 4), np.int64)
+    rounds = 0
+    while complete and (b := pace.budget("or_ils")) > 0:
+        tours[:] = best_p
+        poss[:] = best_pos
+        costs[:] = best_c
+        seeds = rng.integers(0, 2**31 - 1, m).astype(np.int64)
+        if m == 1:  # no parallel region (its start can cost more than a round on a loaded machine)
+            costs[0], *res = ls.or_ils(C, tours[0], poss[0], costs[0], nbr, eps, seg, seeds[0], b)
+            out[0] = res
+            pace.spent(res[-1])
+        else:
+            pace.spent(ls.or_ils_chains(C, tours, poss, costs, nbr, eps, seg, seeds, b, out))
+        rounds += 1
+        stats["ils_iterations"] += int(out[:, 0].sum())
+        stats["improvements"] += int(out[:, 1].sum())
+        stats["moves"] += int(out[:, 2].sum())
+        k = int(np.argmin(costs))
+        if costs[k] < best_c - eps:
+            trace.append((dl.elapsed(), float(costs[k])))
+        best_p, best_pos, best_c = tours[k].copy(), poss[k].copy(), float(costs[k])
+    stats["complete"] = bool(complete)
+    stats["rounds"] = rounds
+    stats["chains"] = m
     return best_p, trace, stats
 
 

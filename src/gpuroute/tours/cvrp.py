@@ -49,6 +49,7 @@ from .. import config
 from ..backend import resolve_device
 from . import budget
 from . import local_search as ls
+from . import vrp_pop as pop
 from . import vrp_sisr as sisr
 from .api import tour_cost
 from .budget import Deadline, Pacer, check_time_limit
@@ -1100,8 +1101,11 @@ def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", se
     removed around a random customer, greedy reinsertion with blinks, simulated annealing from
     ``SISR_T0`` to ``SISR_TF`` times the start's mean arc cost (twice that where the start's routes hold 12
     customers or more on average: ``SISR_LONG_ROUTE``, ``SISR_LONG_HEAT``) over the time limit, the best
-    solution kept; then, in the last ``config.TOUR_POLISH_RESERVE`` of the time limit, best-improvement
-    descent of the best solution (Brodtkorb et al. 2013's scheme over :func:`best_vrp_move`: relocate, swap
+    solution kept; where the start's routes are short (:func:`gpuroute.tours.vrp_pop.pop_applies`: from
+    ``VRP_POP_MIN_N`` customers, at most ``VRP_POP_MAX_ROUTE`` a route) and that chain stalls (no new best
+    for ``VRP_POP_STALL`` of the time), a population of such chains whose members are recombined by
+    selective route exchange (:mod:`gpuroute.tours.vrp_pop`) for the rest; then, in
+    the last ``config.TOUR_POLISH_RESERVE`` of the time limit, best-improvement descent of the best solution (Brodtkorb et al. 2013's scheme over :func:`best_vrp_move`: relocate, swap
     and 2-opt* between routes, relocate, swap, 2-opt and Or-opt within a route). On the GPU
     (:func:`gpuroute.tours.vrp_gpu.search`): that descent with the neighbourhood evaluated by the whole
     device for the start, then many ruin-and-recreate chains at once (a block each: a random customer
@@ -1228,32 +1232,48 @@ def _search_cpu(C, dem, cap, depot, E, lens, nr, near, dl, pace, rng, eps, max_m
     from ``SISR_T0`` to ``SISR_TF`` times :func:`~.vrp_sisr.temperature_unit` (by default the start's mean
     arc cost, doubled where its routes hold 12 customers or more on average), geometric in the time used;
     routes above capacity at an adaptive cost when ``SISR_PEN > 0``) until
-    ``config.TOUR_POLISH_RESERVE`` of the limit is left, then the best solution's best-improvement descent
-    (:func:`vrp_descent`); time left after that goes to SISR steps at the final temperature from the
-    descent's local minimum. Fills ``stats``. Returns (E, lens, nr, trace)."""
+    ``config.TOUR_POLISH_RESERVE`` of the limit is left; where :func:`~.vrp_pop.pop_applies` (short routes),
+    once one chain has stalled, a population of such chains recombined by route exchange for the rest
+    (:mod:`.vrp_pop`). Then the best solution's best-improvement descent (:func:`vrp_descent`); time left
+    after that goes to SISR steps at the final temperature from the descent's local minimum. Fills
+    ``stats``. Returns (E, lens, nr, trace)."""
     R, W = E.shape
     n = C.shape[0]
     load, rcost = np.empty(R), np.empty(R)
     rt, ps = np.empty(n, np.int64), np.empty(n, np.int64)
     cur = sisr.sisr_init(C, dem, E, lens, nr, load, rcost, rt, ps)
     trace = [(dl.elapsed(), cur)]
-    arcs = max(1, int(lens[:nr].sum()) + int((lens[:nr] > 0).sum()))
-    unit = sisr.temperature_unit(C, depot, cur, arcs, int((lens[:nr] > 0).sum()))
+    used = int((lens[:nr] > 0).sum())
+    arcs = max(1, int(lens[:nr].sum()) + used)
+    unit = sisr.temperature_unit(C, depot, cur, arcs, used)
     t0, tf = sisr.SISR_T0 * unit, sisr.SISR_TF * unit
     pen = [sisr.overload_penalty(cur / arcs, dem, depot)]
     reserve = float(config.TOUR_POLISH_RESERVE) * dl.limit
     span = max(1e-9, dl.limit - reserve)
 
-    def anneal(E, lens, nr, cur, reserve, final):
-        """SISR steps from (E, lens, nr) of cost cur until ``reserve`` seconds are left (cooling from ``t0``
-        to ``tf`` over the time limit; ``final``: at ``tf``); returns the best solution (normalised)."""
-        sisr.sisr_init(C, dem, E, lens, nr, load, rcost, rt, ps)
+    def anneal(E, lens, nr, start, end, ta, tb, stall=0.0):
+        """SISR steps from (E, lens, nr) until ``end`` seconds of the limit are used, cooling from ``ta``
+        (at ``start`` seconds) to ``tb`` (at ``end``), or (``stall > 0``) until ``stall`` seconds passed
+        without a new best (counted from ``VRP_POP_STALL_FROM`` of ``span`` on at the earliest); returns the best solution (normalised), its cost, and whether it stopped
+        for the stall."""
+        cur = sisr.sisr_init(C, dem, E, lens, nr, load, rcost, rt, ps)
         st = np.array([nr, nr], np.int64)
         cost = np.array([cur, cur])
         bestE, bestl = E.copy(), lens.copy()
-        while (b := pace.budget("sisr_steps", reserve)) > 0:
-            frac = 1.0 if final else min(1.0, max(0.0, dl.elapsed() / span))
-            temp = t0 * (tf / t0) ** frac if t0 > 0 else 0.0
+        width = max(1e-9, end - start)
+        stall_from = float(pop.VRP_POP_STALL_FROM) * span
+        t_best, stalled = max(dl.elapsed(), stall_from), False
+        timed = stall > 0 or ta != tb
+        while True:
+            now = dl.elapsed() if timed else end  # read before the budget: no work after a late reading
+            if stall > 0 and now - t_best > stall:
+                stalled = True
+                break
+            if (b := pace.budget("sisr_steps", dl.limit - end)) <= 0:
+                break
+            frac = min(1.0, max(0.0, (now - start) / width))
+            temp = ta * (tb / ta) ** frac if ta > 0 else 0.0
+            before = cost[1]
             steps, acc, imp, feas, w = sisr.sisr_steps(C, dem, cap, depot, E, lens, load, rcost, rt, ps, st,
                                                        cost, bestE, bestl, near, temp, 1 << 30, b,
                                                        int(rng.integers(0, 2**31 - 1)), sisr.SISR_CBAR,
@@ -1263,11 +1283,23 @@ def _search_cpu(C, dem, cap, depot, E, lens, nr, near, dl, pace, rng, eps, max_m
             pen[0] = sisr.adapt_penalty(pen[0], feas, steps)
             stats["iterations"] += steps
             stats["improvements"] += imp
+            if cost[1] < before - eps:
+                t_best = max(now, stall_from)
             if cost[1] < trace[-1][1] - eps:
                 trace.append((dl.elapsed(), float(cost[1])))
-        return bestE, bestl, normalize(bestE, bestl, int(st[1]), depot)
+        return bestE, bestl, normalize(bestE, bestl, int(st[1]), depot), float(cost[1]), stalled
 
-    E, lens, nr = anneal(E, lens, nr, cur, reserve, False)
+    if pop.pop_applies(int(lens[:nr].sum()), used):
+        first = None
+        if pop.VRP_POP_STALL > 0:  # one chain first; the population only where it stalls
+            first = anneal(E.copy(), lens.copy(), nr, 0.0, span, t0, tf, float(pop.VRP_POP_STALL) * span)
+        if first is None or first[4]:
+            E, lens, nr = _population(C, dem, cap, depot, E, lens, nr, near, dl, pace, rng, eps, stats, anneal,
+                                      span, t0, tf, first)
+        else:
+            E, lens, nr = first[:3]
+    else:
+        E, lens, nr = anneal(E, lens, nr, 0.0, span, t0, tf)[:3]
     bufs = _bufs(E)
     while (b := pace.budget("vrp_descent")) > 0:
         s, nr, c, mv, w = vrp_descent(C, dem, cap, E, lens, nr, depot, *bufs, eps, max_moves, b)
@@ -1277,10 +1309,52 @@ def _search_cpu(C, dem, cap, depot, E, lens, nr, near, dl, pace, rng, eps, max_m
         if c < trace[-1][1] - eps:
             trace.append((dl.elapsed(), c))
         if s == 0:
-            E, lens, nr = anneal(E, lens, nr, c, 0.0, True)
+            E, lens, nr = anneal(E, lens, nr, dl.elapsed(), dl.limit, tf, tf)[:3]
             break
     stats["complete"] = True
     return E, lens, nr, trace
+
+
+def _population(C, dem, cap, depot, E, lens, nr, near, dl, pace, rng, eps, stats, anneal, span, t0, tf, first):
+    """:mod:`.vrp_pop`'s search until ``span`` seconds of the limit are used. Members: ``first`` (a chain's
+    best: E, lens, nr, cost, ...; None: none) and fresh chains from the start (E, lens, nr) up to
+    ``VRP_POP_SIZE``, each annealed from ``t0`` to ``tf`` over its equal part of the first ``VRP_POP_INIT``
+    of the time left; then generations (two members at random, :func:`~.vrp_pop.srex`, the child annealed
+    from ``t0 (tf / t0) ** VRP_POP_CHILD_T`` to ``tf`` for ``VRP_POP_CHILD`` of ``span``, its best in place
+    of the worst member when better and of a cost not in the population). Sets ``stats["generations"]``,
+    ``stats["population_replacements"]``, ``stats["population_start"]`` (seconds). Returns the best member
+    (E, lens, nr)."""
+    P = int(pop.VRP_POP_SIZE)
+    s0 = dl.elapsed()
+    members = [] if first is None else [list(first[:4])]
+    fresh = P - len(members)
+    init_end = s0 + float(pop.VRP_POP_INIT) * max(0.0, span - s0)
+    for i in range(fresh):
+        if i > 0 and pace.budget("sisr_steps", dl.limit - span) == 0:
+            break
+        end = s0 + (init_end - s0) * (i + 1) / fresh
+        members.append(list(anneal(E.copy(), lens.copy(), nr, dl.elapsed(), end, t0, tf)[:4]))
+    tc = t0 * (tf / t0) ** float(pop.VRP_POP_CHILD_T) if t0 > 0 else 0.0
+    gens = repl = 0
+    cE, cl = np.empty_like(E), np.empty_like(lens)
+    while len(members) > 1 and pace.budget("srex", dl.limit - span) > 0:
+        i, j = (int(v) for v in rng.choice(len(members), 2, replace=False))
+        A, B = members[i], members[j]
+        cnr, w = pop.srex(C, dem, cap, depot, A[0], A[1], A[2], B[0], B[1], B[2], near,
+                          int(rng.integers(1, int(pop.VRP_POP_ROUTES) + 1)), bool(rng.integers(0, 2)),
+                          int(rng.integers(0, 2**31 - 1)), cE, cl)
+        pace.spent(w)
+        start = dl.elapsed()
+        child = anneal(cE, cl, cnr, start, min(span, start + float(pop.VRP_POP_CHILD) * span), tc, tf)
+        gens += 1
+        costs = [m[3] for m in members]
+        worst = int(np.argmax(costs))
+        if child[3] < costs[worst] - eps and all(abs(child[3] - c) > eps for c in costs):
+            members[worst] = list(child[:4])
+            repl += 1
+    stats.update(generations=gens, population_replacements=repl, population_start=s0)
+    best = min(members, key=lambda m: m[3])
+    return best[0], best[1], best[2]
 
 
 def warm_up_kernels():
@@ -1319,6 +1393,7 @@ def warm_up_kernels():
     sisr.sisr_steps(C, dem, cap, 0, E, lens, load, np.empty(R), rt, ps, np.array([nr, nr], np.int64),
                     np.array([cur, cur]), E.copy(), lens.copy(), near, 1.0, 0, 1, 1, sisr.SISR_CBAR,
                     sisr.SISR_LMAX, sisr.SISR_BLINK, sisr.SISR_SPLIT, sisr.SISR_NEAR, 1.0)
+    pop.srex(C, dem, cap, 0, E, lens, nr, E, lens, nr, near, 1, True, 1, np.empty_like(E), np.empty_like(lens))
 
 
 def read_cvrplib(path):

@@ -63,6 +63,22 @@ def _tsp_cpu():
     cost = ls.tour_cost(C, q)
     ls.ils_round(C, q, cost, nbr, 0, 0.5, 1000, 2, 1, 1 << 40)
     ls.local_search_queue(C, q.copy(), nbr, 0.5, 1000, everyone, True)
+    # the Or-opt search of a symmetric matrix (api._search_or)
+    ls.symmetric_rows(C, 0, n)
+    S = C + C.T
+    snbr = ls.candidate_lists(S, K)
+    q = p.copy()
+    spos = np.empty(n, np.int64)
+    spos[q] = np.arange(n)
+    log, lgs = np.empty((ls.OR_LOG_CAP, 2), np.int64), np.zeros(1, np.int64)
+    queue[:] = q
+    inq[:] = True
+    qs[:] = (0, n, 0)
+    ls.or_descent(S, q, spos, snbr, 0.5, queue, inq, qs, log, lgs, False, 1 << 40)
+    m = 2
+    tours, poss = np.tile(q, (m, 1)), np.tile(spos, (m, 1))
+    ls.or_ils_chains(S, tours, poss, np.full(m, ls.tour_cost(S, q)), snbr, 0.5, 2, np.arange(m, dtype=np.int64),
+                     1000, np.zeros((m, 4), np.int64))
 
 
 def warm_up_tsp(device="cpu", device_matrix=None):

@@ -32,7 +32,9 @@ Per trace:
    than OSRM's bound ``(great-circle + max_distance_delta) / 4 m/s`` (in the metric's seconds) counts as
    none, as OSRM's bounded search (on a time or weight metric: not on a length, e.g. ``/customize``'s
    ``"distance"``), and so does one longer than any transition can use (the candidates' great-circle distance
-   plus ``max_distance_delta``: the searches stop there).
+   plus ``max_distance_delta``: the searches stop there). Not OSRM's: a turn onto a restricted road (destination
+   or private access) costs the transitions at most :data:`RESTRICTED_ENTRY_S` (car.lua's 3,276.7 s put every such
+   road out of the bound's reach: :func:`_cap_restricted_entry`).
 4. **Viterbi** (:func:`gpuroute.engine.match_hmm.forward` and ``reconstruct``, numba): emission ``log
    N(d; 0, sigma)`` (less :data:`UTURN_LOG_PENALTY` for a candidate that may be left backwards: a U-turn is
    rare, OSRM's free one let noise turn the route back on itself), transition ``log Exp(|route - great-circle|; beta = 10 m)``, OSRM's breakages, gaps and
@@ -52,17 +54,23 @@ Per trace:
    leg of the call at once, on threads), built into the route object by the route service's kernels
    (:class:`_Legs`; :func:`gpuroute.engine.services.route.route_object` where steps or annotations are
    asked), so the answer equals :func:`gpuroute.engine.services.route.route`'s through the same candidates
-   (up to ties between equal-weight routes), which routes a matching only where a leg has no route within its
+   (up to ties between equal-weight routes, and but for step 3's turns onto restricted roads), which routes a matching only where a leg has no route within its
    bound (the transitions came from the many-to-many, ``"table"``). Its ``confidence`` is OSRM's (a Bayes
    classifier of ``log(route length / trace length)``, Laplace distributions fitted by OSRM).
 
 The traces of a call travel side by side as flat arrays (:class:`Traces`: points, candidates, tables and
 matchings, each trace a range of rows), so a call of many traces runs each step once, in compiled passes,
-and builds its answers in bulk (one :func:`gpuroute.engine.osrm.waypoints` call for every matched point).
+and builds its answers in bulk (one :func:`gpuroute.engine.osrm.waypoints` call for every matched point). The
+parallel kernels hand out their traces (the dearest first) and searches through a work queue
+(:func:`gpuroute.engine.match_hmm.next_item`): traces of unequal cost keep every worker busy to the end. A call
+of many traces is a pipeline (:data:`PIPELINE_TRACES`): batches solved ahead on a thread (:data:`PIPELINE_DEPTH`
+at once) while the calling thread builds the answers, Python's cyclic garbage collector paused (:func:`_gc_paused`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import os
 import threading
@@ -122,6 +130,11 @@ UTURN_WINDOW = 30
 #: What a U-turn candidate (a two-way segment that may be left either way, at a sharp turn) pays on its emission
 #: log probability (OSRM's is free; benchmarks/match_quality.py: 3-7 points more within 2 % in 6 of 18 cells tried).
 UTURN_LOG_PENALTY = 3.0
+#: The most a transition pays (OSRM weight, s) for a turn onto a restricted road (destination / private access;
+#: car.lua: ``max_turn_weight``, 3,276.7 s), :func:`_cap_restricted_entry`. 0: the turn is free. Tried on 60 traces a
+#: cell of Monaco and Helsinki at sigma 5 and 10 m (benchmarks/match_quality.py): 0, 20, 60 and 150 s (with OSRM's
+#: bound of such a step grown by as much) got 94.3, 93.8, 93.8 and 93.3 % within 2 % on average (before: 91.7 %).
+RESTRICTED_ENTRY_S = 0.0
 #: The candidates' sample grid: cubes of this many metres (a point's ball spans 2 or 3 a side: few cells looked
 #: up, every sample in them measured; 4x faster than the k-d tree's ball query on Monaco at 200 m, 2.5x slower at
 #: 30 m).
@@ -387,9 +400,12 @@ def _candidates(index, traces):
     xyz, h, grid = _sample_grid(index)
     segs = (index.sample_segment, index.lon_u, index.lat_u, index.lon_v, index.lat_v)
 
-    def one(a, b):  # the balls and projections of points a:b (without the GIL)
+    def one(a, b):  # the balls, projections and distances of points a:b (without the GIL)
         lens, samples = ball_samples(q[a:b], reach[a:b], xyz, h, *grid)
-        return candidate_pairs(lon[a:b], lat[a:b], radius[a:b], lens, samples, *segs)
+        pt, seg, f = candidate_pairs(lon[a:b], lat[a:b], radius[a:b], lens, samples, *segs)
+        # each projection's great-circle distance from its point (NumPy's, elementwise: the same numbers as one
+        # call over every candidate)
+        return pt, seg, f, haversine_m(lon[a:b][pt], lat[a:b][pt], f[:, 3], f[:, 4])
 
     n_threads = _threads(traces.T, VITERBI_CHUNK)
     if n_threads > 1:  # chunks of points on threads
@@ -398,8 +414,9 @@ def _candidates(index, traces):
         pt = np.concatenate([x[0] + cut[c] for c, x in enumerate(parts)])
         seg = np.concatenate([x[1] for x in parts])
         f = np.concatenate([x[2] for x in parts])
+        d = np.concatenate([x[3] for x in parts])
     else:
-        pt, seg, f = one(0, lon.size)
+        pt, seg, f, d = one(0, lon.size)
     fwd = index._phantom_fwd[seg]
     rev = index._phantom_rev[seg]
     has_b = None
@@ -410,7 +427,7 @@ def _candidates(index, traces):
         fwd = np.where(has_b & ~(angle_difference(f[:, 2], b[:, 0]) <= b[:, 1]), -1, fwd)
         rev = np.where(has_b & ~(angle_difference(f[:, 2] + 180.0, b[:, 0]) <= b[:, 1]), -1, rev)
     ok = (fwd >= 0) | (rev >= 0)
-    pt, seg, f, fwd, rev = pt[ok], seg[ok], f[ok], fwd[ok], rev[ok]
+    pt, seg, f, fwd, rev, d = pt[ok], seg[ok], f[ok], fwd[ok], rev[ok], d[ok]
     uturn = _allow_uturn(lon, lat, traces.ptrace, sig)
     # OSRM's split: away from sharp turns a two-way segment is two candidates, one per direction
     both = (fwd >= 0) & (rev >= 0) & ~uturn[pt]
@@ -422,7 +439,7 @@ def _candidates(index, traces):
      o_lat) = candidate_rows(pt, seg, f, np.asarray(fwd, dtype=np.int64), np.asarray(rev, dtype=np.int64), both, order,
                              np.asarray(index.name_id, dtype=np.int32))  # one signature: the warm-up's
     in_lon, in_lat = lon[c_pt], lat[c_pt]
-    dist = haversine_m(in_lon, in_lat, c_f[:, 3], c_f[:, 4])
+    dist = d[np.concatenate([np.arange(pt.size, dtype=np.int64), np.flatnonzero(both)])[order]]  # candidate_rows' rows
     allc = PhantomSet(start, arc, fraction, segment, segment_fraction, o_lon, o_lat, dist[row_c], name,
                       np.zeros(row_c.size, dtype=bool), in_lon, in_lat)
     cnt = np.bincount(c_pt, minlength=lon.size)
@@ -496,6 +513,7 @@ def _turn_metric(engine, snap):
         cost = np.ascontiguousarray(engine._w, dtype=np.float64)
         tcost = cost[out_arc]
         scale = float(engine._w_scale)
+    tcost = _cap_restricted_entry(engine.graph, first, out_arc, tcost, cost, scale)
     ok = tcost >= 0
     pen = tcost[ok] - cost[out_arc[ok]]
     minpen = float(min(0.0, pen.min())) if pen.size else 0.0
@@ -509,6 +527,34 @@ def _turn_metric(engine, snap):
 
 #: ``{id(snapshot): (snapshot, _turn_metric(...))}`` of the last few metric snapshots.
 _TURN_CACHE = {}
+
+
+def _cap_restricted_entry(graph, first, out_arc, tcost, cost, scale):
+    """``tcost`` with every turn from an unrestricted arc onto a restricted one (the graph's ``restricted`` arc
+    attribute: OSRM's destination / private access) priced at most :data:`RESTRICTED_ENTRY_S` (OSRM weight s) of
+    penalty; a copy where a turn changed, else ``tcost`` itself (``first``, ``out_arc``, ``tcost``, ``cost``: the
+    turn-expanded metric of :func:`_turn_metric`, metric units; ``scale``: weight units per metric unit).
+
+    Why: car.lua prices that turn at ``max_turn_weight`` (3,276.7 s), a routing preference ("only to get there"),
+    not time; OSRM's weight bound on a transition, ``(great-circle + delta) / 4 m/s``, then rules out every
+    transition onto such a road, and a trace that drives one lost the points on it (a trace that starts or ends on
+    a destination-only lane, matched 3-11 % short) or was matched round it (0.8-2.4 km detours in Helsinki;
+    BENCHMARKS.md, "Map-matching quality"). The routes of the transitions and of the matched legs are the searches'
+    on this metric, so a matched route may now enter a restricted road where the trace does."""
+    restricted = graph.arc_attrs.get("restricted")
+    if restricted is None:
+        return tcost
+    restricted = np.asarray(restricted, dtype=bool)
+    if not restricted.any():
+        return tcost
+    src = np.repeat(np.arange(first.size - 1, dtype=np.int64), np.diff(first))
+    cap = float(RESTRICTED_ENTRY_S) / scale
+    into = (tcost >= 0) & restricted[out_arc] & ~restricted[src] & (tcost - cost[out_arc] > cap)
+    if not into.any():
+        return tcost
+    tcost = tcost.copy()
+    tcost[into] = cost[out_arc[into]] + cap
+    return tcost
 
 
 class _ScratchPool:
@@ -814,11 +860,14 @@ def _step_inputs(traces, tables, max_speed):
     scale = _search_inputs(tables.engine, tables.snap, tables.allc)[2]
     sb = np.full((n, K), np.inf)
     sl = np.full((n, K), np.inf)
-    for b in range(1, min(K, n - 1) + 1):
-        p = np.flatnonzero(pt[:-b] == pt[b:])
-        _, _, _, _, bound, lmax = _pairs(traces, p, p + b, max_speed)
-        sb[p + b, b - 1] = (bound if tables.bounded else np.full(p.size, np.inf)) / scale
-        sl[p + b, b - 1] = lmax
+    ps = [np.flatnonzero(pt[:-b] == pt[b:]) for b in range(1, min(K, n - 1) + 1)]
+    if not ps:
+        return sb, sl
+    back = np.repeat(np.arange(1, len(ps) + 1, dtype=np.int64), [p.size for p in ps])
+    p = np.concatenate(ps)
+    _, _, _, _, bound, lmax = _pairs(traces, p, p + back, max_speed)  # every step back at once (elementwise)
+    sb[p + back, back - 1] = (bound if tables.bounded else np.full(p.size, np.inf)) / scale
+    sl[p + back, back - 1] = lmax
     return sb, sl
 
 
@@ -841,7 +890,8 @@ def _viterbi(traces, tables, toff, tdist, max_speed):
         opts, net, _ = _search_inputs(tables.engine, tables.snap, tables.allc)
         toff = np.full(n, -1, dtype=np.int64)  # every table asked for
         tdist = np.zeros(0)
-        # the largest traces first, dealt round the workers (a static share each: balanced)
+        # the dearest traces (most candidates: most searches) first: the workers take them in order as they are
+        # free (a work queue), the cheap ones last fill the gaps
         todo = todo[np.argsort(-(coff[todo + 1] - coff[todo]), kind="stable")]
     if todo.size:
         use_ts = traces.has_ts & (np.diff(poff) > 1)
@@ -1021,12 +1071,39 @@ def match_many(engine, records, index, *, exclusion=None, device="auto", errors=
     """
     if not records:
         return []
+    with _gc_paused():
+        return _match_many(engine, records, index, exclusion, device, errors)
+
+
+#: :func:`match_many` pauses Python's cyclic garbage collector while it runs (:func:`_gc_paused`).
+PAUSE_GC = True
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Python's cyclic garbage collector disabled inside (where :data:`PAUSE_GC`), re-enabled after where it was
+    enabled before. The answers are many small dicts and lists (no reference cycles): building them set off the
+    collector's passes, and a full pass walks every live object of the process (120,000 with Monaco's engine: 60 to
+    200 ms on the 2-core machine, every few batches of 128 traces, against 15 ms for a batch's answers). Their
+    garbage is collected on the next pass after."""
+    if not PAUSE_GC or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _match_many(engine, records, index, exclusion, device, errors):
+    """:func:`match_many` of a non-empty ``records``."""
     snap = metric_snapshot(engine, exclusion)  # one metric for the transitions and the routes
     size = max(1, int(PIPELINE_TRACES))
     if len(records) < 2 * size:
         return _answers(*_solve(engine, records, index, exclusion, snap, device), errors)
-    # a pipeline: batch i + 1 solved on a thread (compiled passes, mostly without the GIL) while this thread
-    # builds batch i's answers (Python)
+    # a pipeline: batches i + 1 .. i + PIPELINE_DEPTH solved on threads (compiled passes, mostly without the GIL;
+    # one batch's NumPy steps beside another's parallel kernel) while this thread builds batch i's answers (Python)
     from concurrent.futures import ThreadPoolExecutor
 
     threads = numba.get_num_threads()  # the caller's setting (numba's is per thread)
@@ -1036,13 +1113,15 @@ def match_many(engine, records, index, *, exclusion=None, device="auto", errors=
         return _solve(engine, part, index, exclusion, snap, device)
 
     parts = [records[i : i + size] for i in range(0, len(records), size)]
+    depth = max(1, int(PIPELINE_DEPTH))
     out = []
-    with ThreadPoolExecutor(1) as pool:
-        fut = pool.submit(solve, parts[0])
+    with ThreadPoolExecutor(depth) as pool:
+        futs = [pool.submit(solve, part) for part in parts[:depth]]
         for i in range(len(parts)):
-            got = fut.result()
-            if i + 1 < len(parts):
-                fut = pool.submit(solve, parts[i + 1])
+            got = futs[i].result()
+            futs[i] = None
+            if i + depth < len(parts):
+                futs.append(pool.submit(solve, parts[i + depth]))
             out += _answers(*got, errors)
     return out
 
@@ -1068,6 +1147,11 @@ def _solve(engine, records, index, ex, snap, device):
 #: :func:`match_many` of at least twice this many traces is a pipeline: batches of this many traces, the answers
 #: of one (Python) built while the next one is solved (compiled passes without the GIL) on a thread.
 PIPELINE_TRACES = 128
+#: ... and this many batches are solved at once ahead of the answers (their compiled passes take turns, their
+#: NumPy steps and the parallel kernel of another overlap; 1: one batch ahead). On the 16-core H100 host 2 took
+#: 406-458 ms for 1,000 traces against 497-602 ms at 1 (the collector paused or not; BENCHMARKS.md, "Map matching
+#: in batches"); on the 2-core machine it was no faster.
+PIPELINE_DEPTH = 2
 
 
 #: Legs per thread, at least, of :func:`_leg_plans`' searches (fewer legs run on the calling thread).
@@ -1267,8 +1351,12 @@ class _Legs:
                                             if self.has_dur else [w * self.e._w_scale, sums[:, 2]]), 1)
             lw, ll = r[:L], r[L : 2 * L]
             ld = r[2 * L :] if self.has_dur else [None] * L
-            summary = [(names[n0] + ", " + names[n1] if n1 >= 0 else names[n0]) if n0 >= 0 else  # ", ".join of both
-                       (names[n1] if n1 >= 0 else "") for n0, n1 in summ.tolist()]
+            # each distinct (name, name) pair's text made once, then taken per leg (", ".join of both)
+            pairs, inv = np.unique(np.asarray(summ, dtype=np.int64).reshape(-1, 2), axis=0, return_inverse=True)
+            text = np.empty(len(pairs), dtype=object)
+            text[:] = [(names[n0] + ", " + names[n1] if n1 >= 0 else names[n0]) if n0 >= 0 else
+                       (names[n1] if n1 >= 0 else "") for n0, n1 in pairs.tolist()]
+            summary = text[inv.reshape(-1)].tolist()
             self._lists = (lw, ld, ll, summary, w.tolist(), sums[:, 1].tolist(), sums[:, 4].tolist(),
                            sums[:, 2].tolist())
         return self._lists

@@ -1,6 +1,8 @@
 """The route service (OSRM ``/route/v1``) past validation: the legs from one phantom-level search
-(:func:`gpuroute.engine.algorithms.route_search`: the overlay's, else the hierarchy's), each leg's pieces
-in one compiled pass (:mod:`gpuroute.engine.legs`), and the OSRM route object built from their arrays.
+(:func:`gpuroute.engine.algorithms.route_search`: the overlay's, else the hierarchy's), each leg's pieces,
+turns and summary in one compiled call (:func:`gpuroute.engine.legs.leg_arrays`), the overview simplified and
+encoded in one more (:func:`gpuroute.engine.osrm.overview_polyline`), and the OSRM route object built from their
+arrays.
 
 Costs of a leg from source option arc ``a`` at fraction ``fa`` to target option arc ``b`` at ``fb``:
 ``(1 - fa) w(a) + d(head a, tail b) + fb w(b)``, or ``(fb - fa) w(a)`` when both sit on the same arc
@@ -21,17 +23,8 @@ import numpy as np
 from ... import config
 from ...geo.segments import local_xy
 from ..algorithms import route_search
-from ..legs import (
-    MODIFIERS,
-    STEP_TYPES,
-    intersections,
-    leg_pieces,
-    maneuvers,
-    round_floats,
-    summary_ids,
-    turn_sums,
-)
-from ..osrm import encode_geometries, encode_geometry, round1, simplify, waypoints
+from ..legs import MODIFIERS, STEP_TYPES, intersections, leg_arrays, maneuvers, round_floats
+from ..osrm import encode_geometries, encode_geometry, overview_polyline, round1, simplify, waypoints
 from ..traffic import LegPath
 
 __all__ = ["route", "route_object", "plan_alternatives"]
@@ -99,17 +92,20 @@ def route_object(e, phantoms, rows, plan, snap, *, steps, annotations, geometrie
     for i, (dep, arr, path) in enumerate(plan):
         leg = _leg(e, rows, i, dep, arr, path, snap)
         legs.append(_leg_json(e, leg, phantoms, i + 1, steps, annotations, geometries))
-        tot_w += leg["weight_sum"] + leg["turn_weight"]
-        tot_d = None if leg["duration"] is None or tot_d is None else \
-            tot_d + leg["duration_sum"] + leg["turn_duration"]
-        tot_l += leg["distance_sum"]
-        points.append(leg["points"] if i == 0 else leg["points"][1:])
+        tot_w += leg.weight_sum + leg.turn_weight
+        tot_d = None if leg.duration is None or tot_d is None else tot_d + leg.duration_sum + leg.turn_duration
+        tot_l += leg.distance_sum
+        points.append(leg.points if i == 0 else leg.points[1:])
     out = {}
     if overview != "false":
-        pts = np.concatenate(points)
-        if overview == "simplified":
-            pts = simplify(pts, config.SERVE_SIMPLIFY_TOLERANCE_M)
-        out["geometry"] = encode_geometry(pts, geometries)
+        pts = points[0] if len(points) == 1 else np.concatenate(points)
+        if geometries == "geojson":
+            if overview == "simplified":
+                pts = simplify(pts, config.SERVE_SIMPLIFY_TOLERANCE_M)
+            out["geometry"] = encode_geometry(pts, geometries)
+        else:  # simplified and encoded in one compiled call
+            out["geometry"] = overview_polyline(pts, overview == "simplified", config.SERVE_SIMPLIFY_TOLERANCE_M,
+                                                6 if geometries == "polyline6" else 5)
     weight_name = e.weight_name if snap is None or snap.name == "time" else snap.name
     out.update(legs=legs, weight_name=weight_name, weight=round1(tot_w * e._w_scale),
                duration=None if tot_d is None else round1(tot_d), distance=round1(tot_l))
@@ -177,12 +173,27 @@ class PhantomRows:
         return s + self.arc[s:self.start[i + 1]].index(arc)
 
 
+class _Leg:
+    """The pieces of one leg (:func:`_leg`): ``arcs``, ``frac`` (of each arc covered), ``points`` (pieces + 1,
+    lon/lat), per-piece ``weight`` (the engine's weight unit), ``duration`` (s; None without durations) and
+    ``distance`` (m) with their sums (``weight_sum``, ``duration_sum``, ``distance_sum``), the turns taken
+    (``turn_weight``, ``turn_duration``) and the summary's name ids (``summary``, int64, at most 2)."""
+
+    __slots__ = ("arcs", "frac", "points", "weight", "duration", "distance", "weight_sum", "duration_sum",
+                 "distance_sum", "turn_duration", "turn_weight", "summary")
+
+    def __init__(self, arcs, frac, points, weight, duration, distance, weight_sum, duration_sum, distance_sum,
+                 turn_duration, turn_weight, summary):
+        self.arcs, self.frac, self.points = arcs, frac, points
+        self.weight, self.duration, self.distance = weight, duration, distance
+        self.weight_sum, self.duration_sum, self.distance_sum = weight_sum, duration_sum, distance_sum
+        self.turn_duration, self.turn_weight, self.summary = turn_duration, turn_weight, summary
+
+
 def _leg(e, rows, i, dep, arr, path, snap=None):
-    """The pieces of leg ``i`` (:func:`gpuroute.engine.legs.leg_pieces`, one compiled pass): ``arcs``,
-    ``frac`` (of each arc covered), ``points`` (pieces + 1, lon/lat), per-piece ``weight`` (the engine's
-    weight unit), ``duration`` (s; None without durations) and ``distance`` (m) with their sums
-    (``weight_sum``, ``duration_sum``, ``distance_sum``), and the turns taken (``turn_weight``,
-    ``turn_duration``: :func:`gpuroute.engine.legs.turn_sums`). Zero-length partial pieces are dropped.
+    """The :class:`_Leg` of leg ``i`` in one compiled call (:func:`gpuroute.engine.legs.leg_arrays`: the pieces
+    of :func:`~gpuroute.engine.legs.leg_pieces`, the turns of :func:`~gpuroute.engine.legs.turn_sums`, the
+    summary of :func:`~gpuroute.engine.legs.summary_ids`). Zero-length partial pieces are dropped.
 
     Over the overlay (``snap``, the route's metric snapshot) weights come from the snapshot's
     fraction-weighted arc costs, and durations too when its metric is a time; else from the engine's
@@ -197,32 +208,24 @@ def _leg(e, rows, i, dep, arr, path, snap=None):
     else:
         mid = np.ascontiguousarray(path.arcs, dtype=np.int64)
         nodes = np.ascontiguousarray(path.nodes, dtype=np.int64)
+    tc = e._tc
     if snap is not None:
         wcost, wf = snap.cost, snap.scale / e._w_scale
         dcost, df = ((snap.cost, snap.scale) if snap.is_time
                      else (e._dur if snap.duration is None else snap.duration, 1.0))  # live durations
+        turns = (True, bool(snap.is_time), snap.turn_cost, snap.cost, float(snap.scale / e._w_scale),
+                 float(snap.scale))
     else:
         wcost, wf = e._w, 1.0
         dcost, df = e._dur, 1.0
+        turns = (False, False, _NO_ARCS, _NO_COSTS, 1.0, 1.0)
     has_dur = dcost is not None
-    arcs, frac, pts, w, d, ln, w_sum, d_sum, l_sum = leg_pieces(
+    arcs, frac, pts, w, d, ln, w_sum, d_sum, l_sum, td, tw, summary = leg_arrays(
         int(a), float(fa), int(b), float(fb), mid, nodes, path is not None, rows.lon[ra], rows.lat[ra], rows.lon[rb],
-        rows.lat[rb], e._coords_f64, wcost, float(wf),
-        dcost if has_dur else _NO_COSTS, float(df), has_dur, e._len)
-    tw = td = 0.0
-    if e._tc is not None and path is not None:
-        seq = np.empty(mid.size + 2, dtype=np.int64)
-        seq[0], seq[-1] = a, b
-        seq[1:-1] = mid
-        if snap is not None:
-            td, tw = turn_sums(seq, e._t_first, e._fo, e._head, True, bool(snap.is_time), snap.turn_cost, snap.cost,
-                               float(snap.scale / e._w_scale), float(snap.scale), e._tc.duration, e._tc.weight)
-        else:
-            td, tw = turn_sums(seq, e._t_first, e._fo, e._head, False, False, _NO_ARCS, _NO_COSTS, 1.0, 1.0,
-                               e._tc.duration, e._tc.weight)
-    return {"arcs": arcs, "frac": frac, "points": pts, "weight": w, "duration": d if has_dur else None,
-            "distance": ln, "weight_sum": w_sum, "duration_sum": d_sum, "distance_sum": l_sum,
-            "turn_weight": float(tw), "turn_duration": float(td)}
+        rows.lat[rb], e._coords_f64, wcost, float(wf), dcost if has_dur else _NO_COSTS, float(df), has_dur, e._len,
+        tc is not None, e._t_first if tc is not None else _NO_ARCS, e._fo if tc is not None else _NO_ARCS, e._head,
+        *turns, tc.duration if tc is not None else _NO_ARCS, tc.weight if tc is not None else _NO_ARCS, e._name_id)
+    return _Leg(arcs, frac, pts, w, d if has_dur else None, ln, w_sum, d_sum, l_sum, float(td), float(tw), summary)
 
 
 def _name(e, arc):
@@ -232,19 +235,19 @@ def _name(e, arc):
 
 def _summary(e, leg):
     """The names of the two streets with the longest distance on the leg, in route order."""
-    return ", ".join(e._names[i] for i in summary_ids(e._name_id[leg["arcs"]], leg["distance"]).tolist())
+    return ", ".join([e._names[i] for i in leg.summary.tolist()])
 
 
 def _leg_json(e, leg, phantoms, end, steps, ann, geometries):
     """The OSRM leg object of ``leg`` arriving at point ``end`` of ``phantoms``."""
-    tw, td = leg["turn_weight"], leg["turn_duration"]
+    tw, td = leg.turn_weight, leg.turn_duration
     out = {"steps": _steps(e, leg, phantoms, end, geometries) if steps else [], "summary": _summary(e, leg),
-           "weight": round1((leg["weight_sum"] + tw) * e._w_scale),
-           "duration": None if leg["duration"] is None else round1(leg["duration_sum"] + td),
-           "distance": round1(leg["distance_sum"])}
+           "weight": round1((leg.weight_sum + tw) * e._w_scale),
+           "duration": None if leg.duration is None else round1(leg.duration_sum + td),
+           "distance": round1(leg.distance_sum)}
     if ann:  # one value per piece, from the leg's arrays (rounded as round() rounds each)
         a = {}
-        dist, dur = leg["distance"], leg["duration"]
+        dist, dur = leg.distance, leg.duration
         if "distance" in ann:
             a["distance"] = round_floats(dist, 6)
         if "duration" in ann:
@@ -252,11 +255,11 @@ def _leg_json(e, leg, phantoms, end, steps, ann, geometries):
         if "datasources" in ann:
             a["datasources"] = [0] * int(dist.size)
         if "nodes" in ann:
-            arcs = leg["arcs"]
+            arcs = leg.arcs
             nodes = np.concatenate([e._tail[arcs[:1]], e._head[arcs]])
             a["nodes"] = e._node_ids[nodes].tolist()
         if "weight" in ann:
-            a["weight"] = round_floats(leg["weight"] * e._w_scale, 1)
+            a["weight"] = round_floats(leg.weight * e._w_scale, 1)
         if "speed" in ann and dur is None:
             a["speed"] = [None] * int(dist.size)
         elif "speed" in ann:
@@ -273,12 +276,12 @@ def _steps(e, leg, phantoms, end, geometries):
     """The steps of a leg (OSRM's step objects) from its arrays: the maneuvers, each step's sums and the
     intersections in compiled passes (:func:`gpuroute.engine.legs.maneuvers`,
     :func:`gpuroute.engine.legs.intersections`), the values rounded as ``round`` rounds them."""
-    arcs, pts = leg["arcs"], leg["points"]
+    arcs, pts = leg.arcs, leg.points
     head, tail = e._head, e._tail
-    dur = leg["duration"]
+    dur = leg.duration
     starts, kinds, mods, sums, i_first, i_at = maneuvers(
-        arcs, e._bearing, e._name_id, head, tail, e._degree, leg["weight"],
-        dur if dur is not None else leg["distance"], leg["distance"])
+        arcs, e._bearing, e._name_id, head, tail, e._degree, leg.weight,
+        dur if dur is not None else leg.distance, leg.distance)
     flat = round_floats(pts.ravel(), 6)
     loc = [flat[i:i + 2] for i in range(0, len(flat), 2)]
     b_int = (np.rint(e._bearing[arcs]).astype(np.int64) % 360).tolist()
@@ -330,5 +333,5 @@ def _steps(e, leg, phantoms, end, geometries):
                 "mode": "driving", "driving_side": "right", "name": _name(e, arcs[-1]),
                 "intersections": [{"location": loc[-1], "bearings": [(bb + 180) % 360], "entry": [True],
                                    "in": 0}],
-                "weight": 0.0, "duration": None if leg["duration"] is None else 0.0, "distance": 0.0})
+                "weight": 0.0, "duration": None if leg.duration is None else 0.0, "distance": 0.0})
     return out
