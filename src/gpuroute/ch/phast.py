@@ -432,19 +432,28 @@ def _merge_level(c, lo, hi, ph, phase_of, fo, tl, w, nfo, ntl, nw, m, stamp, see
     return ntl, nw, m, stamp, arcs, dmax
 
 
-@njit(cache=True)
-def _merge_phases(c, lb, fo, tl, w, start):
-    """The merged sweep (see above) of the layout ``lb`` (L+1,) / ``fo`` / ``tl`` / ``w``; level ``i`` starts a phase
-    where ``start[i]`` (level 0 always). Returns ``(first_out int64 (R+1,), tail int32, weight int64)``."""
-    R = fo.shape[0] - 1
-    L = lb.shape[0] - 1
-    ntl = np.empty(max(16, 2 * tl.shape[0]), dtype=np.int32)
+@njit(cache=True, inline="always")
+def _merge_buffers(R, arcs):
+    """:func:`_merge_level`'s work arrays over ``R`` restricted nodes: merged tails int32 and weights int64 for
+    ``arcs`` arcs at first (grown as needed), first-out int64 (R+1,), and per node best, seen (-1), list and phase
+    (-1)."""
+    ntl = np.empty(max(16, arcs), dtype=np.int32)
     nw = np.empty(ntl.shape[0], dtype=np.int64)
     nfo = np.zeros(R + 1, dtype=np.int64)
     best = np.empty(max(R, 1), dtype=np.int64)
     seen = np.full(max(R, 1), -1, dtype=np.int64)
     lst = np.empty(max(R, 1), dtype=np.int32)
     phase_of = np.full(max(R, 1), -1, dtype=np.int64)
+    return ntl, nw, nfo, best, seen, lst, phase_of
+
+
+@njit(cache=True)
+def _merge_phases(c, lb, fo, tl, w, start):
+    """The merged sweep (see above) of the layout ``lb`` (L+1,) / ``fo`` / ``tl`` / ``w``; level ``i`` starts a phase
+    where ``start[i]`` (level 0 always). Returns ``(first_out int64 (R+1,), tail int32, weight int64)``."""
+    R = fo.shape[0] - 1
+    L = lb.shape[0] - 1
+    ntl, nw, nfo, best, seen, lst, phase_of = _merge_buffers(R, 2 * tl.shape[0])
     m = 0
     stamp = 0
     ph = -1
@@ -479,13 +488,7 @@ def _phase_costs(c, lb, fo, tl, w, k, cost, max_levels, n_chunks):
             dmax = max(dmax, fo[v + 1] - fo[v])
         single[i] = _phase_us(fo[lb[i + 1]] - fo[lb[i]], lb[i + 1] - lb[i], dmax, k, cost)
     for ci in prange(n_chunks):
-        ntl = np.empty(max(16, tl.shape[0]), dtype=np.int32)
-        nw = np.empty(ntl.shape[0], dtype=np.int64)
-        nfo = np.zeros(R + 1, dtype=np.int64)
-        best = np.empty(max(R, 1), dtype=np.int64)
-        seen = np.full(max(R, 1), -1, dtype=np.int64)
-        lst = np.empty(max(R, 1), dtype=np.int32)
-        phase_of = np.full(max(R, 1), -1, dtype=np.int64)
+        ntl, nw, nfo, best, seen, lst, phase_of = _merge_buffers(R, tl.shape[0])
         stamp = 0
         for i in range(ci, L, n_chunks):
             m = 0
