@@ -40,6 +40,20 @@ are counted apart (``no_route``) and are not failures. A sample of 200 routes (d
 table are compared (within 1 %). The requests are written next to the result (``.requests.json.gz``);
 ``--requests-from EARLIER.json`` sends the same ones again and adds a before -> now table.
 
+``/trip`` (``--dataset``): ``--trips N`` (default 20; 10 with --quick) trips of each of ``--trip-sizes K ...``
+(default 12) random snappable points (drawn as the routes' and tables', from a second random stream of the
+seed, so the routes and tables of a seed stay what they were), ``/trip/v1/driving/<K coordinates>?roundtrip=
+true&source=any&destination=any`` (OSRM's defaults, overview=simplified, no steps) at one client, the same
+requests in the same order to both servers; rows ``trip K`` (p50/p95 latency, server CPU ms per request, as
+the others). Agreement: each trip's total duration (``trips[0].duration``), gpuroute / osrm-routed, per
+size: the ratio's distribution (each trip's: ``ratios``) and the share where ours is not longer
+(``ours_le_theirs``, 0.05 s slack for OSRM's rounding; ``ours_le_theirs_01pct``: nor by 0.1 %). OSRM brute-forces the order up to 10 stops (exact on its matrix) and uses farthest
+insertion past 10, gpuroute is exact up to ``config.TOUR_EXACT_MAX_N`` (12) and searches past it: at 12
+stops ours should be <= theirs wherever the two matrices agree (the route agreement says how closely they
+do). An earlier ``--requests-from`` file without trips gets them drawn as above. A last table (and
+``side_by_side`` in the JSON) puts each gpuroute row over osrm-routed's of the same graph, round, service and
+clients: p50, server CPU per request and throughput ratios.
+
 ``--variant NAME [key=value ...]`` (repeatable, with ``--dataset``) measures several gpuroute servers in the
 same run instead of this tree's ``gpuroute serve``: ``src=DIR`` a copy of ``src/`` (an earlier commit: ``git
 archive COMMIT src | tar -x -C DIR``), ``http=h11|httptools`` (``gpuroute serve --http``),
@@ -59,6 +73,8 @@ Usage (from the repo root):
         --requests-from benchmarks/results/serve_dataset_<date>_before_<commit>.json
     .venv/bin/python benchmarks/serve.py --dataset --graphs Monaco Andorra --rounds 3 \
         --variant before src=DIR --variant httptools http=httptools --variant granian server=granian
+    .venv/bin/python benchmarks/serve.py --dataset --graphs Monaco Andorra --clients 1 4 --routes 1000 \
+        --tables 10 --trips 20 --trip-sizes 4 12 25 --rounds 2       # issue 20's 2-core targets, ~3 minutes
 Writes OUT/serve_cpu_<date>[_quick][_httpx].json and prints Markdown tables (--dataset:
 OUT/serve_dataset_<date>[_<label>]_<commit>[_quick].json, .md with the tables, .requests.json.gz). Exits 1 if
 gpuroute answered anything but 200 (--dataset: anything but 200 or a NoRoute/NoSegment 400; the JSON is written
@@ -624,16 +640,21 @@ def stats(lat, wall, n_clients):
             "wall_s": wall, "throughput_rps": lat.size / wall}
 
 
-def bench_server(name, proc, port, kind, levels, routes, tables, big, time_limit, warmup, table_levels=None):
-    """Every (service, clients) level on one running server (tables at ``table_levels``, default ``levels``); a
-    list of result rows."""
+def bench_server(name, proc, port, kind, levels, routes, tables, big, time_limit, warmup, table_levels=None,
+                 trips=None):
+    """Every (service, clients) level on one running server (tables at ``table_levels``, default ``levels``;
+    ``trips``: {service name: paths}, each at one client); a list of result rows."""
     rows = []
     pid = proc.pid
+    trips = trips or {}
     # warm up: the first requests build per-thread query objects, fill caches, open connections
     asyncio.run(drive(kind, port, routes[:warmup], min(8, max(levels)), time_limit))
     asyncio.run(drive(kind, port, tables[:2], 2, time_limit))
+    for paths in trips.values():
+        asyncio.run(drive(kind, port, paths[:2], 1, time_limit))
     for service, paths, lv in (("route", routes, levels),
-                               (f"table {tables_size(tables)}", tables, table_levels or levels)):
+                               (f"table {tables_size(tables)}", tables, table_levels or levels),
+                               *((s, paths, [1]) for s, paths in trips.items())):
         for n in lv:
             if proc.poll() is not None:
                 raise RuntimeError(f"{name} exited {proc.returncode} during the benchmark")
@@ -829,6 +850,68 @@ def dataset_requests(pts, n_routes, n_tables, table_n):
     return {"routes": routes, "tables": tables}
 
 
+TRIP_QUERY = "roundtrip=true&source=any&destination=any"
+#: osrm-routed orders a trip by brute force up to this many stops (exact on its matrix), by farthest insertion past
+OSRM_TRIP_EXACT_MAX_N = 10
+#: seconds a trip of ours may exceed OSRM's and still count as not longer (OSRM rounds durations to 0.1 s)
+TRIP_SLACK_S = 0.05
+
+
+def trip_points(ds, sizes, n_trips, seed):
+    """{size: (n_trips * size, 2) lon/lat}: snappable points (:func:`snappable_points`) of each trip size, each
+    from its own random stream of ``seed`` (a size's trips do not depend on the other sizes, and the routes and
+    tables drawn from ``seed`` stay what they were)."""
+    return {k: snappable_points(ds, n_trips * k, np.random.default_rng([seed, 1, k])) for k in sizes}
+
+
+def trip_requests(pts_by_size, n_trips):
+    """{str(size): [coordinate string (``lon,lat;...``, 1e-6 degrees) of each of ``n_trips`` trips]}: trip j of
+    size k is the points ``j k .. (j + 1) k - 1`` of ``pts_by_size[k]``; ValueError when a size has too few."""
+    out = {}
+    for k, pts in pts_by_size.items():
+        if len(pts) < n_trips * k:
+            raise ValueError(f"trip size {k}: {len(pts)} points, {n_trips} trips need {n_trips * k}")
+        c = [fmt(p) for p in pts[:n_trips * k]]
+        out[str(k)] = [";".join(c[j * k:(j + 1) * k]) for j in range(n_trips)]
+    return out
+
+
+def trip_paths(req, sizes, n_trips):
+    """{"trip K": [GET path, ...]} of ``req["trips"]`` (the same order for both servers)."""
+    return {f"trip {k}": [f"/trip/v1/driving/{c}?{TRIP_QUERY}" for c in req["trips"][str(k)][:n_trips]]
+            for k in sizes}
+
+
+def trip_duration(answer):
+    """``trips[0].duration`` (s) of a /trip answer, NaN for None (no 200) or a non-Ok answer."""
+    if answer and answer.get("code") == "Ok" and answer.get("trips"):
+        return float(answer["trips"][0]["duration"])
+    return float("nan")
+
+
+def trip_agreement(ours, theirs, size):
+    """Total trip durations, gpuroute's / osrm-routed's answers to the same trips of ``size`` stops:
+    :func:`compare`'s fields, plus ``ours_le_theirs`` (share of the trips where ours is not longer, within
+    :data:`TRIP_SLACK_S`), ``ours_le_theirs_01pct`` (not longer by more than 0.1 % either: the two matrices
+    differ by about that much, see the route agreement), ``ratios`` (each trip's, in request order; None where
+    not compared), ``ratio_min`` / ``ratio_max``, the sums of both sides' durations over the compared
+    trips (``ours_total_s``, ``theirs_total_s``) and ``osrm_order`` (how osrm-routed orders this size)."""
+    o = np.array([trip_duration(a) for a in ours])
+    t = np.array([trip_duration(a) for a in theirs])
+    if o.shape != t.shape:
+        raise ValueError(f"{o.size} answers of ours, {t.size} of osrm-routed: the same requests expected")
+    r = compare(o, t)
+    ok = np.isfinite(o) & np.isfinite(t) & (t > 1.0)
+    if ok.any():
+        q = o[ok] / t[ok]
+        r.update(ours_le_theirs=float(np.mean(o[ok] <= t[ok] + TRIP_SLACK_S)),
+                 ours_le_theirs_01pct=float(np.mean(o[ok] <= 1.001 * t[ok] + TRIP_SLACK_S)), ratio_min=float(q.min()),
+                 ratio_max=float(q.max()), ours_total_s=float(o[ok].sum()), theirs_total_s=float(t[ok].sum()))
+    r["ratios"] = [float(o[i] / t[i]) if ok[i] else None for i in range(o.size)]
+    r["osrm_order"] = "brute force" if size <= OSRM_TRIP_EXACT_MAX_N else "farthest insertion"
+    return r
+
+
 def load_requests(path):
     """The requests of an earlier ``--dataset`` run (its JSON, or the ``.requests.json.gz`` next to it): {graph:
     {"routes": [...], "tables": [...], "pbf_sha256": ...}} and the earlier result (or None)."""
@@ -843,6 +926,25 @@ def load_requests(path):
     else:
         prev = None
     return data, prev
+
+
+def side_by_side(res):
+    """Each gpuroute row over osrm-routed's row of the same graph, round, service and clients: [{graph, round,
+    server, service, clients, p50, cpu (server CPU ms per request), rps}] (ratios, ours / theirs)."""
+    out = []
+    for gname, gres in res["graphs"].items():
+        rows = gres.get("rows", [])
+        osrm = {(r.get("round", 0), r["service"], r["clients"]): r for r in rows if r["server"] == "osrm-mld"}
+        for r in rows:
+            o = osrm.get((r.get("round", 0), r["service"], r["clients"]))
+            if r["server"] == "osrm-mld" or o is None or not r.get("n") or not o.get("n"):
+                continue
+            div = lambda a, b: a / b if b else float("nan")  # noqa: E731
+            out.append({"graph": gname, "round": r.get("round", 0), "server": r["server"], "service": r["service"],
+                        "clients": r["clients"], "p50": div(r["p50_ms"], o["p50_ms"]),
+                        "cpu": div(r["server_cpu_ms_per_req"], o["server_cpu_ms_per_req"]),
+                        "rps": div(r["throughput_rps"], o["throughput_rps"])})
+    return out
 
 
 def dataset_markdown(res, prev=None):
@@ -872,10 +974,34 @@ def dataset_markdown(res, prev=None):
                   "|---|---|---:|---:|---:|---:|---|"]
         for gname, a in agree:
             for what, x in a.items():
-                if x.get("n"):
+                if x.get("n") and not what.startswith("trip "):
                     lines.append(f"| {gname} | {what} | {x['n']} | {x.get('only_one_side', 0)} | "
                                  f"{100 * x['within_1pct']:.1f}% | {100 * x['within_5pct']:.1f}% | "
                                  f"{x['ratio_p10']:.4f} / {x['ratio_median']:.4f} / {x['ratio_p90']:.4f} |")
+    trips = [(g, w, x) for g, a in agree for w, x in a.items() if w.startswith("trip ") and x.get("n")]
+    if trips:
+        lines += ["", f"/trip total duration (trips[0].duration), gpuroute / osrm-routed, the same trips "
+                      f"({c.get('trip_query', TRIP_QUERY)}): gpuroute orders exactly up to 12 stops "
+                      "(TOUR_EXACT_MAX_N), osrm-routed by brute force up to 10, farthest insertion past:", "",
+                  "| graph | trip | osrm-routed's order | trips | only one side answers | ours <= theirs | ours <= "
+                  "1.001 x theirs | within 1% | ratio min / p10 / median / p90 / max | sum ours / theirs |",
+                  "|---|---|---|---:|---:|---:|---:|---:|---|---|"]
+        for gname, what, x in trips:
+            lines.append(f"| {gname} | {what.removesuffix(' duration')} | {x['osrm_order']} | {x['n']} | "
+                         f"{x.get('only_one_side', 0)} | {100 * x['ours_le_theirs']:.0f}% | "
+                         f"{100 * x['ours_le_theirs_01pct']:.0f}% | "
+                         f"{100 * x['within_1pct']:.0f}% | {x['ratio_min']:.4f} / {x['ratio_p10']:.4f} / "
+                         f"{x['ratio_median']:.4f} / {x['ratio_p90']:.4f} / {x['ratio_max']:.4f} | "
+                         f"{x['ours_total_s'] / x['theirs_total_s']:.4f} |")
+    ratios = side_by_side(res)
+    if ratios:
+        lines += ["", "gpuroute / osrm-routed, the same round (p50 latency, server CPU per request: < 1 is ours "
+                      "faster; throughput: > 1 is ours faster):", "",
+                  "| graph | round | server | service | clients | p50 | CPU ms/req | req/s |",
+                  "|---|---:|---|---|---:|---:|---:|---:|"]
+        for x in ratios:
+            lines.append(f"| {x['graph']} | {x['round'] + 1} | {x['server']} | {x['service']} | {x['clients']} | "
+                         f"{x['p50']:.2f} | {x['cpu']:.2f} | {x['rps']:.2f} |")
     if prev:
         key = lambda g, r: (g, r["server"], r["service"], r["clients"])  # noqa: E731
         old = {key(g, r): r for g, gres in prev["graphs"].items() for r in gres.get("rows", [])}
@@ -907,6 +1033,8 @@ def main_dataset(args):
     n_routes = args.routes or (300 if args.quick else 2000)  # CPU time comes in 10 ms ticks: ~100 per level
     n_tables = args.tables or (10 if args.quick else 50)
     time_limit = args.time_limit or (15.0 if args.quick else 40.0)
+    n_trips = args.trips if args.trips is not None else (10 if args.quick else 20)
+    trip_sizes = (args.trip_sizes or [12]) if n_trips else []
     reuse, prev = load_requests(args.requests_from) if args.requests_from else (None, None)
     variants = [parse_variant(w) for w in args.variant or []]
     if len({v["name"] for v in variants}) < len(variants) or any(v["name"] == "osrm-mld" for v in variants):
@@ -930,7 +1058,8 @@ def main_dataset(args):
            "versions": versions(), "loadavg_before": loadavg(),
            "config": {"graphs": graphs, "route_clients": levels, "table_clients": table_levels,
                       "routes_per_level": n_routes, "tables_per_level": n_tables, "table_size": args.table_size,
-                      "time_limit_per_level_s": time_limit, "client": args.client, "threads": threads,
+                      "trips_per_size": n_trips, "trip_sizes": trip_sizes, "trip_clients": [1] if trip_sizes else [],
+                      "trip_query": TRIP_QUERY, "time_limit_per_level_s": time_limit, "client": args.client, "threads": threads,
                       "workers": args.workers, "variants": variants, "rounds": args.rounds,
                       "osrm_threads": osrm_threads, "seed": args.seed, "route_query": DATASET_ROUTE_QUERY,
                       "profile": str(lua), "profile_sha256": file_sha256(lua),
@@ -965,10 +1094,12 @@ def main_dataset(args):
                                            "pid_threads": threads_of(p.pid)}
             print(f"  osrm-routed up in {ready:.1f} s (port {port}; {info})", flush=True)
             rows = bench_server("osrm-mld", p, port, args.client, levels, c.routes, c.tables, [],
-                                time_limit, warmup=min(100, len(c.routes)), table_levels=table_levels)
+                                time_limit, warmup=min(100, len(c.routes)), table_levels=table_levels,
+                                trips=c.trips)
             c.gres["rows"] += [dict(r, round=rnd) for r in rows]
             if "osrm" not in c.answers:
                 c.answers["osrm"] = asyncio.run(fetch_json(args.client, port, c.sample + c.tables[:1]))
+                c.trip_answers["osrm"] = {s: asyncio.run(fetch_json(args.client, port, ps)) for s, ps in c.trips.items()}
         finally:
             stop(p)
 
@@ -985,10 +1116,13 @@ def main_dataset(args):
                                      "variant": v, "command": [str(x) for x in cmd]}
             print(f"  {name} up in {ready:.1f} s (port {port})", flush=True)
             rows = bench_server(name, p, port, args.client, levels, c.routes, c.tables, [],
-                                time_limit, warmup=min(100, len(c.routes)), table_levels=table_levels)
+                                time_limit, warmup=min(100, len(c.routes)), table_levels=table_levels,
+                                trips=c.trips)
             c.gres["rows"] += [dict(r, round=rnd) for r in rows]
             if "gpuroute" not in c.answers:
                 c.answers["gpuroute"] = asyncio.run(fetch_json(args.client, port, c.sample + c.tables[:1]))
+                c.trip_answers["gpuroute"] = {s: asyncio.run(fetch_json(args.client, port, ps))
+                                              for s, ps in c.trips.items()}
             if c.same and name not in c.bodies:
                 c.bodies[name] = asyncio.run(fetch_raw(args.client, port, c.same))
         finally:
@@ -1017,6 +1151,13 @@ def main_dataset(args):
                 rng = np.random.default_rng(args.seed)
                 pts = snappable_points(ds, 2 * n_routes + n_tables * args.table_size, rng)
                 req = dict(dataset_requests(pts, n_routes, n_tables, args.table_size), pbf_sha256=sha)
+            have = req.get("trips") or {}
+            draw = [k for k in trip_sizes if len(have.get(str(k), ())) < n_trips]
+            if draw:  # a fresh run, or an earlier run's file without (enough of) these trips
+                if reuse is not None:
+                    print(f"  {args.requests_from} has fewer than {n_trips} trips of {draw} stops: drawn from seed "
+                          f"{args.seed}", flush=True)
+                req = dict(req, trips={**have, **trip_requests(trip_points(ds, draw, n_trips, args.seed), n_trips)})
             requests[gname] = req
             routes = [f"/route/v1/driving/{c}?{DATASET_ROUTE_QUERY}" for c in req["routes"][:n_routes]]
             tables = [f"/table/v1/driving/{c}" for c in req["tables"][:n_tables]]
@@ -1026,7 +1167,8 @@ def main_dataset(args):
             bodies = {}
 
             c = types.SimpleNamespace(gname=gname, pbf=pbf, ds=ds, gres=gres, routes=routes, tables=tables,
-                                      sample=sample, answers=answers, same=same, bodies=bodies)
+                                      sample=sample, answers=answers, same=same, bodies=bodies,
+                                      trips=trip_paths(req, trip_sizes, n_trips), trip_answers={})
             for rnd in range(args.rounds):
                 print(f"  round {rnd + 1} of {args.rounds} (load average {loadavg()})", flush=True)
                 run_osrm(c, rnd)
@@ -1052,6 +1194,9 @@ def main_dataset(args):
             if ours[-1] and theirs[-1]:
                 to = lambda a: np.array([[np.nan if x is None else x for x in row] for row in a["durations"]])  # noqa: E731
                 agree[f"table {tables_size(tables)} durations"] = compare(to(ours[-1]), to(theirs[-1]))
+            for k in trip_sizes:
+                agree[f"trip {k} duration"] = trip_agreement(c.trip_answers["gpuroute"][f"trip {k}"],
+                                                             c.trip_answers["osrm"][f"trip {k}"], k)
             gres["agreement"] = agree
             print(f"  agreement: {json.dumps(agree)}", flush=True)
     finally:
@@ -1065,6 +1210,7 @@ def main_dataset(args):
         elif reuse is not None:
             res["requests_file"] = str(Path(os.path.relpath(Path(args.requests_from).parent, out)) /
                                        (prev or {}).get("requests_file", Path(args.requests_from).name))
+        res["side_by_side"] = side_by_side(res)
         path = out / f"{stem}.json"
         path.write_text(json.dumps(res, indent=1, default=float) + "\n")
         md = dataset_markdown(res, prev) if any(g.get("rows") for g in res["graphs"].values()) else ""
@@ -1120,6 +1266,10 @@ def main():
     ap.add_argument("--routes", type=int, default=None, help="route requests per level")
     ap.add_argument("--tables", type=int, default=None, help="table requests per level")
     ap.add_argument("--table-size", type=int, default=100)
+    ap.add_argument("--trips", type=int, default=None,
+                    help="--dataset: /trip requests per size, at one client (default 20; --quick 10; 0: none)")
+    ap.add_argument("--trip-sizes", nargs="+", type=int, default=None, metavar="K",
+                    help="--dataset: stops per /trip request, one level each (default 12; 2..100, each once)")
     ap.add_argument("--big-table", type=int, default=None, help="1000x1000 tables (one at a time) per server")
     ap.add_argument("--threads", type=int, default=None, help="gpuroute worker threads (default: cores)")
     ap.add_argument("--workers", type=int, default=None,
@@ -1138,9 +1288,17 @@ def main():
         if args.full or args.big_table or args.no_osrm:
             ap.error("--dataset runs its own set (--quick: Monaco only); --full, --big-table and --no-osrm do "
                      "not apply")
+        if args.trips is not None and args.trips < 0:
+            ap.error(f"--trips {args.trips}: expected 0 or more")
+        bad = [k for k in args.trip_sizes or [] if not 2 <= k <= 100]
+        if bad or len(set(args.trip_sizes or [])) < len(args.trip_sizes or []):
+            ap.error(f"--trip-sizes {' '.join(map(str, args.trip_sizes))}: each size once, 2..100 stops (both "
+                     f"servers' --max-trip-size)" + (f"; {bad[0]} is not" if bad else ""))
         return main_dataset(args)
-    if args.requests_from or args.label or args.table_clients or args.variant or args.rounds != 1:
-        ap.error("--requests-from, --label, --table-clients, --variant and --rounds go with --dataset")
+    if (args.requests_from or args.label or args.table_clients or args.variant or args.rounds != 1
+            or args.trips is not None or args.trip_sizes):
+        ap.error("--requests-from, --label, --table-clients, --variant, --rounds, --trips and --trip-sizes go with "
+                 "--dataset")
     args.clients = args.clients or [1, 8, 32]
 
     cores = os.cpu_count() or 1

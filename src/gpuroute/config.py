@@ -92,10 +92,22 @@ CH_PRIORITY_EDGE_DIFF = 2
 CH_PRIORITY_DELETED = 1
 CH_PRIORITY_DEPTH = 1
 #: PHAST on the GPU: most items (source x node) of one batched pass (the distance rows are node-major,
-#: 4 bytes per item, plus the pass's output); sources are split into equal passes under this bound.
-CH_PHAST_BATCH_ITEMS = 1 << 27
+#: 4 bytes per item, plus the pass's output); sources are split into equal passes under this bound, itself at
+#: most a 32nd of the device's memory. 2**29 (2 GiB of rows: NY 2,000 sources a pass) measured 203k trees/s on
+#: the H100 against 182k at 2**28 and 171k at 2**27 (x4000; BENCHMARKS.md): a pass pays its top levels' launches
+#: once for all its sources.
+CH_PHAST_BATCH_ITEMS = 1 << 29
 #: Threads per block of the PHAST level kernels.
 CH_PHAST_THREADS = 256
+#: PHAST on the GPU: in-arcs a thread of the per-level pull (thread per node and source) loads at once: 4
+#: (``ph_level4``: four tail distances in flight) or 1 (``ph_level``: one dependent tail id -> distance chain
+#: per arc). H100, NY x1000 (2**27 items): 151k -> 165k trees/s.
+CH_PHAST_LEVEL_UNROLL = 4
+#: PHAST on the GPU: levels whose nodes average at least CH_PHAST_DEEP_DEGREE in-arcs (the top levels, fed by the
+#: core) load CH_PHAST_DEEP_UNROLL in-arcs at once (8 or 16: ``ph_level8`` / ``ph_level16``; 0: as every level).
+#: H100, NY x1000: 168k -> 174k trees/s with 8 at 16 (16, or a threshold of 8, no better).
+CH_PHAST_DEEP_UNROLL = 8
+CH_PHAST_DEEP_DEGREE = 16
 #: PHAST on the GPU: for fewer than 32 sources, a level whose nodes average at least this many in-arcs
 #: (the top levels of a hierarchy) runs a warp per node instead of a thread per node.
 CH_PHAST_WARP_DEGREE = 8
@@ -251,6 +263,14 @@ CRP_GPU_PUSH_TARGET_UNITS = 256
 #: module's own build, other values compile a second one). H100, NY, push on levels 1-2, device us of levels
 #: 1 / 2 at 512 threads: unroll 1 289 / 484, 4 344 / 266, 8 266 / 236.
 CRP_GPU_PUSH_UNROLL = 8
+#: Push kernel on a level whose cells exceed CRP_GPU_PUSH_SMEM_BYTES / 8 vertices (it runs the pull kernel
+#: otherwise): such a level runs the push kernel anyway with this many bytes of distances a unit where its cells fit
+#: them and the device allows the block's 15/8 of it (gpuroute.crp.customize_gpu.push_items_of; H100: at most
+#: 227 KiB a block, so up to ~121 KiB here). The top level of tiled 8x8 NY is such a level: 16 cells of 2,424-3,204
+#: search-graph vertices (273k-394k edges, 390-780 entry points a cell), the largest 132 over the default 3,072:
+#: H100, 96 KiB, that level 248 -> 22 ms (pull -> push), the whole customization 398 -> 173 ms, cliques equal
+#: (BENCHMARKS.md; benchmarks/crp_multi_gpu.py runs both ways). 0: off (the pull kernel on such levels).
+CRP_GPU_PUSH_BIG_SMEM_BYTES = 96 * 1024
 #: Traffic updates (Overlay.update, gpuroute.crp.state_buffers): a recycled buffer of the customized state
 #: (host or device copy) is brought up to date range by range while the ranges to copy are at most this
 #: fraction of the array; above it, one whole copy.

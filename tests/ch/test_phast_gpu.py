@@ -52,6 +52,36 @@ def test_trees_tables_distances_within(seed, core_from, monkeypatch):
         np.testing.assert_array_equal(dist, ref_d[7][want])
 
 
+@pytest.mark.parametrize("unroll, deep", [(1, 0), (4, 0), (4, 8), (4, 16)])
+@pytest.mark.parametrize("core_from", [None, 40])
+def test_level_pull_arcs_in_flight(unroll, deep, core_from, monkeypatch):
+    """The per-level pull with one in-arc (``ph_level``) or 4 / 8 / 16 in flight a thread (``ph_level4`` on every
+    level, ``ph_level8`` / ``ph_level16`` on those of mean in-degree >= 3: steps of U, then the rest under a guard,
+    over nodes of every in-degree), on both passes (upward pulled, not from labels nor searched; the downward pass a
+    launch a level; the core step's reached rows compacted): batched trees equal Dijkstra's; unknown settings are
+    refused."""
+    monkeypatch.setattr(config, "CH_PHAST_LEVEL_UNROLL", unroll)
+    monkeypatch.setattr(config, "CH_PHAST_DEEP_UNROLL", deep)
+    monkeypatch.setattr(config, "CH_PHAST_DEEP_DEGREE", 3)
+    monkeypatch.setattr(config, "CH_PHAST_FROM_LABELS", False)
+    monkeypatch.setattr(config, "CH_PHAST_MERGE_LEVELS", 1)
+    monkeypatch.setattr(config, "CH_PHAST_BATCH_ITEMS", 33 * 90)  # passes of 33 sources: thread per item
+    g, ch = _case(5, n=90, core_from=core_from)
+    src = np.arange(g.n_nodes)
+    ref = gpuroute.sssp(g, src, algorithm="dijkstra", device="cpu")
+    np.testing.assert_array_equal(ch.tree(src, device="gpu"), ref)
+    eng = ch._gpu_engine()
+    assert {0, 1, 2, 3, 4, 5} <= set(np.diff(eng.down_fo_host).tolist())  # the U-steps and the guarded rest ran
+    widths = {p[3] for p in eng._plan(eng.levels_down, 33, eng.down_fo_host)}
+    assert widths == ({unroll, deep} if deep else {unroll})
+    for name, bad in (("CH_PHAST_LEVEL_UNROLL", 3), ("CH_PHAST_DEEP_UNROLL", 4)):
+        monkeypatch.setattr(config, name, bad)
+        ch._gpu = None
+        with pytest.raises(ValueError, match=f"{name} must be .*, got {bad}"):
+            ch.tree(src[:40], device="gpu")
+        monkeypatch.setattr(config, name, {"CH_PHAST_LEVEL_UNROLL": unroll, "CH_PHAST_DEEP_UNROLL": deep}[name])
+
+
 @pytest.mark.parametrize("core_from", [None, 30, 0])
 @pytest.mark.parametrize("up_search", [True, False])
 def test_one_source_upward_search(core_from, up_search, monkeypatch):

@@ -21,7 +21,7 @@ import gpuroute
 from gpuroute import INF, Overlay, Partition, config
 from gpuroute.backend import gpu_available
 from gpuroute.crp import decode_turn_costs
-from gpuroute.crp.customize_gpu import _units, prepare_level, push_fits, push_threads
+from gpuroute.crp.customize_gpu import _units, prepare_level, push_fits, push_items_of, push_threads
 
 
 def emulate_push(ov, push_items, max_group, target_units, frontier=True):
@@ -178,6 +178,56 @@ def test_push_fits_rule():
         assert push_fits(lg, n_max, None) and push_fits(lg, 4096) and not push_fits(lg, n_max - 1, None)
 
 
+def test_push_items_of_rule():
+    """A level that push_fits keeps the default items; one whose largest cell exceeds them takes the big items
+    where its cells fit them and the block (15 x items + 16 bytes) fits the device's cap; else the pull kernel."""
+    _, ov = _overlay(0)
+    for lg in ov._topo["levels"]:
+        nc = lg.vert_first.size - 1
+        n_max = int(np.diff(lg.vert_first).max())
+        assert push_items_of(lg, n_max, 0) == n_max and push_items_of(lg, n_max, 10 * n_max) == n_max
+        assert push_items_of(lg, n_max - 1, 0) == 0  # off: the pull kernel, as before
+        assert push_items_of(lg, n_max - 1, n_max) == n_max
+        assert push_items_of(lg, n_max - 1, n_max - 1) == 0
+        assert push_items_of(lg, n_max - 1, n_max, smem_cap=15 * n_max + 16) == n_max
+        assert push_items_of(lg, n_max - 1, n_max, smem_cap=15 * n_max + 15) == 0
+        assert push_items_of(lg, n_max - 1, n_max, max_cells=nc) == 0  # the cell-count rule still applies
+        assert push_items_of(lg, n_max, 0, max_cells=nc) == 0
+
+
+@pytest.mark.parametrize("seed, push_bytes, big_bytes, threads", [(1, 184, 8 * 4096, 64), (2, 96, 8 * 60, 32)])
+def test_push_kernel_emulated_big_cells(emulated_gpus, seed, push_bytes, big_bytes, threads, monkeypatch):  # noqa: F811
+    """crp_push_level (the .cu on the CPU emulator) on levels whose cells exceed CRP_GPU_PUSH_SMEM_BYTES / 8 but fit
+    CRP_GPU_PUSH_BIG_SMEM_BYTES / 8 (push_items_of): those levels run the push kernel with the big items and block
+    (15 x items + 16 bytes of shared memory) instead of the pull kernel; the CPU's cliques, the pull kernel's
+    trees, and (with the big items off) the same levels back on the pull kernel."""
+    monkeypatch.setattr(config, "CRP_GPU_PUSH_SMEM_BYTES", push_bytes)
+    monkeypatch.setattr(config, "CRP_GPU_PUSH_BIG_SMEM_BYTES", 0)  # first without the big items
+    monkeypatch.setattr(config, "CRP_GPU_PUSH_THREADS", threads)
+    monkeypatch.setattr(config, "CRP_GPU_PUSH_MAX_THREADS", threads)
+    g, ov = _overlay(seed, 40)
+    metric = (g.weight("travel_time"), PEN)
+    ov.customize(metric, device="cpu")
+    ref = ov._state.clique.copy()
+    pull_c, pull_t, kinds_off = _gpu_cliques_trees(ov, metric, 0, monkeypatch)
+    _, _, kinds_small = _gpu_cliques_trees(ov, metric, None, monkeypatch)
+    assert not all(kinds_small)  # some level too big for push_bytes: pull there
+    monkeypatch.setattr(config, "CRP_GPU_PUSH_BIG_SMEM_BYTES", big_bytes)
+    push_c, push_t, kinds = _gpu_cliques_trees(ov, metric, None, monkeypatch)
+    np.testing.assert_array_equal(pull_c, ref)
+    np.testing.assert_array_equal(push_c, ref)
+    np.testing.assert_array_equal(push_t, pull_t)
+    small, big = push_bytes // 8, big_bytes // 8
+    for lv, lg, was in zip(ov._gpu_cust.levels, ov._topo["levels"], kinds_small, strict=True):
+        n_max = int(np.diff(lg.vert_first).max())
+        want = small if n_max <= small else (big if n_max <= big else 0)
+        assert lv["push"] == (want > 0) and lv["push_items"] == want
+        assert lv["push_smem"] == (15 * want + 16 if want else 0)
+        assert lv["push"] or not was
+        assert not lv["push"] or lv["host"]["scratch"] == 0  # (a push unit never uses global scratch)
+    assert sum(kinds) > sum(kinds_small)
+
+
 @pytest.mark.parametrize("edges, cells, least, most, unroll, want",
                          [(2_269_576, 1092, 512, 1024, 8, 512),  # NY level 0 (2,078 edges a cell)
                           (415_306, 69, 512, 1024, 8, 512),  # level 1 (6,019 < 8,192: one stride of 1,024 x 8)
@@ -203,6 +253,7 @@ def test_push_kernel_emulated(emulated_gpus, seed, push_bytes, threads, most, fr
     customization, the trees of the pull kernel, on every level, with units of several entry points and of one,
     blocks of the level's push_threads; the default cell rule (None) as the unlimited one."""
     monkeypatch.setattr(config, "CRP_GPU_PUSH_SMEM_BYTES", push_bytes)
+    monkeypatch.setattr(config, "CRP_GPU_PUSH_BIG_SMEM_BYTES", 0)  # a too-big level stays on the pull kernel
     monkeypatch.setattr(config, "CRP_GPU_PUSH_THREADS", threads)
     monkeypatch.setattr(config, "CRP_GPU_PUSH_MAX_THREADS", most)
     monkeypatch.setattr(config, "CRP_GPU_PUSH_TARGET_UNITS", target)
@@ -277,6 +328,39 @@ def test_gpu_push_equals_cpu(seed, push_bytes, max_group, threads, frontier, tar
     np.testing.assert_array_equal(got, ov._state.clique)
     ov.update(ids[:4], costs[:4] + 3, device="cpu")
     np.testing.assert_array_equal(got2, ov._state.clique)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a CUDA GPU")
+@pytest.mark.parametrize("push_bytes, big_bytes", [(96, 96 * 1024), (96, 480)])
+@pytest.mark.parametrize("seed", range(2))
+def test_gpu_push_big_cells_equals_cpu(seed, push_bytes, big_bytes, monkeypatch):
+    """Levels whose cells exceed CRP_GPU_PUSH_SMEM_BYTES / 8 vertices run the push kernel with
+    CRP_GPU_PUSH_BIG_SMEM_BYTES / 8 items a unit (96 KiB: a 184 KiB block, the opt-in path): the CPU's cliques, the
+    pull kernel's trees, and traffic updates (their units sized by the level's items) equal the CPU's."""
+    monkeypatch.setattr(config, "CRP_GPU_PUSH_SMEM_BYTES", push_bytes)
+    monkeypatch.setattr(config, "CRP_GPU_PUSH_BIG_SMEM_BYTES", 0)  # first without the big items
+    g, ov = _overlay(seed, 60)
+    metric = (g.weight("travel_time"), PEN)
+    ov.customize(metric, device="cpu")
+    ref = ov._state.clique.copy()
+    pull_c, pull_t, _ = _gpu_cliques_trees(ov, metric, 0, monkeypatch)
+    _, _, small = _gpu_cliques_trees(ov, metric, None, monkeypatch)
+    monkeypatch.setattr(config, "CRP_GPU_PUSH_BIG_SMEM_BYTES", big_bytes)
+    push_c, push_t, kinds = _gpu_cliques_trees(ov, metric, None, monkeypatch)
+    assert sum(kinds) > sum(small)
+    assert any(lv is not None and lv["push_items"] == big_bytes // 8 for lv in ov._gpu_cust.levels)
+    np.testing.assert_array_equal(pull_c, ref)
+    np.testing.assert_array_equal(push_c, ref)
+    np.testing.assert_array_equal(push_t, pull_t)
+    rng = np.random.default_rng(seed + 20)
+    ids = rng.integers(0, g.n_arcs, 15)
+    costs = rng.integers(1, 400, 15)
+    ov.update(ids, costs, device="gpu")
+    got = ov._state.clique.copy()
+    ov.customize(metric, device="cpu")
+    ov.update(ids, costs, device="cpu")
+    np.testing.assert_array_equal(got, ov._state.clique)
 
 
 @pytest.mark.gpu

@@ -663,7 +663,7 @@ def test_update_units_cover_the_dirty_cells(emulated_gpu, smem_bytes, monkeypatc
                 np.testing.assert_array_equal(covered, want)
                 assert u_g.max(initial=0) <= max(1, min(config.CRP_GPU_MAX_GROUP, -(-k // target)))
                 n = vf[u_cell + 1] - vf[u_cell]
-                big = n * u_g > (cu.push_items if lv["push"] else cu.smem_items)  # (the push kernel's levels: no scratch)
+                big = n * u_g > (lv["push_items"] if lv["push"] else cu.smem_items)  # (the push kernel's levels: no scratch)
                 assert ((u_scr >= 0) == big).all()
                 if big.any():
                     lo, hi = u_scr[big], u_scr[big] + (n * u_g)[big]

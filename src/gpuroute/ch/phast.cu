@@ -44,10 +44,83 @@ __global__ void ph_level(int lo, int hi, int k, const int* __restrict__ fo, cons
     if (ovf) flags[F_OVF] = 1;
 }
 
+// One relaxation of a pull: a reached tail's distance du plus the arc's weight w lowers best, or raises ovf
+// where the sum would reach DINF.
+__device__ __forceinline__ void ph_relax(unsigned int du, unsigned int w, unsigned int& best, bool& ovf) {
+    if (du == DINF) return;
+    const unsigned long long s = (unsigned long long)du + w;
+    if (s >= DINF) { ovf = true; return; }
+    if ((unsigned int)s < best) best = (unsigned int)s;
+}
+
+// ph_level with U in-arcs a step: their tails and weights are read first, then the U tail distances are
+// loaded together (U independent loads in flight a thread instead of one dependent chain of tail id ->
+// distance per arc), then relaxed; the last < U arcs the same way under a guard. The same minimum and
+// overflow flag as ph_level. U = 4 for every level; 8 or 16 for the top levels' nodes, whose in-arcs from
+// the core and the levels above are many (a chain of U-steps bounds their launch).
+}  // extern "C"
+
+template <int U>
+__device__ __forceinline__ void ph_level_u(int lo, int hi, int k, const int* __restrict__ fo,
+                                           const int* __restrict__ tl, const unsigned int* __restrict__ w,
+                                           unsigned int* d, int* flags) {
+    const unsigned long long x = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned long long items = (unsigned long long)(hi - lo) * k;
+    if (x >= items) return;
+    const int v = lo + (int)(x / k);
+    const int j = (int)(x - (unsigned long long)(v - lo) * k);
+    const unsigned long long self = (unsigned long long)v * k + j;
+    const unsigned long long kk = (unsigned long long)k;
+    unsigned int best = d[self];
+    int a = fo[v];
+    const int a1 = fo[v + 1];
+    bool ovf = false;
+    int t[U];
+    unsigned int ww[U], dd[U];
+    for (; a + U <= a1; a += U) {
+#pragma unroll
+        for (int i = 0; i < U; ++i) { t[i] = tl[a + i]; ww[i] = w[a + i]; }
+#pragma unroll
+        for (int i = 0; i < U; ++i) dd[i] = d[t[i] * kk + j];
+#pragma unroll
+        for (int i = 0; i < U; ++i) ph_relax(dd[i], ww[i], best, ovf);
+    }
+#pragma unroll
+    for (int i = 0; i < U - 1; ++i) {
+        t[i] = a + i < a1 ? tl[a + i] : 0;
+        ww[i] = a + i < a1 ? w[a + i] : 0u;
+    }
+#pragma unroll
+    for (int i = 0; i < U - 1; ++i) dd[i] = a + i < a1 ? d[t[i] * kk + j] : DINF;
+#pragma unroll
+    for (int i = 0; i < U - 1; ++i) ph_relax(dd[i], ww[i], best, ovf);
+    d[self] = best;
+    if (ovf) flags[F_OVF] = 1;
+}
+
+extern "C" {
+
+__global__ void ph_level4(int lo, int hi, int k, const int* __restrict__ fo, const int* __restrict__ tl,
+                          const unsigned int* __restrict__ w, unsigned int* d, int* flags) {
+    ph_level_u<4>(lo, hi, k, fo, tl, w, d, flags);
+}
+
+__global__ void ph_level8(int lo, int hi, int k, const int* __restrict__ fo, const int* __restrict__ tl,
+                          const unsigned int* __restrict__ w, unsigned int* d, int* flags) {
+    ph_level_u<8>(lo, hi, k, fo, tl, w, d, flags);
+}
+
+__global__ void ph_level16(int lo, int hi, int k, const int* __restrict__ fo, const int* __restrict__ tl,
+                           const unsigned int* __restrict__ w, unsigned int* d, int* flags) {
+    ph_level_u<16>(lo, hi, k, fo, tl, w, d, flags);
+}
+
 // The core: for core nodes b in [0, c): d[b] = min(d[b], min over a of d[a] + D[a * c + b]). Grid
-// (ceil(c / blockDim), k, chunks): block (x, j, z) takes the core distances d[a] of source j for the z-th
-// slice of a (shared memory) and lowers d[b] with atomicMin, so one source's c x c step spreads over
-// many blocks (one block alone walks all c rows: ~c dependent L2 round trips).
+// (ceil(c / blockDim), k, chunks): block (x, j, z) gathers the reached core nodes a of source j in the z-th
+// slice of a (their ids and distances, compacted into shared memory: a source reaches few of the core's
+// nodes, through its label's hubs or its upward search) and lowers d[b] with atomicMin, so one source's
+// c x c step spreads over many blocks (one block alone walks all c rows: ~c dependent L2 round trips) and
+// reads only the rows D[a] of reached a. The compaction's order varies between runs; the minimum does not.
 // Another block may read d[a] while this one lowers it: harmless, since D is the core's exact distance
 // matrix (the triangle inequality holds), so a value already lowered through the core gives no smaller
 // sum than the one it came from.
@@ -57,16 +130,28 @@ __global__ void ph_core(int c, int k, const unsigned int* __restrict__ D, unsign
     const int per = (c + gridDim.z - 1) / gridDim.z;
     const int a0 = blockIdx.z * per;
     const int a1 = min(c, a0 + per);
-    extern __shared__ unsigned int da[];
-    for (int a = a0 + threadIdx.x; a < a1; a += blockDim.x) da[a - a0] = d[(unsigned long long)a * k + j];
+    extern __shared__ unsigned int da[];  // per distances, then per ids
+    int* ia = (int*)(da + per);
+    __shared__ int reached;
+    if (threadIdx.x == 0) reached = 0;
+    __syncthreads();
+    for (int a = a0 + threadIdx.x; a < a1; a += blockDim.x) {
+        const unsigned int du = d[(unsigned long long)a * k + j];
+        if (du != DINF) {
+            const int q = atomicAdd(&reached, 1);
+            da[q] = du;
+            ia[q] = a;
+        }
+    }
     __syncthreads();
     if (b >= c) return;  // no barrier below this point
+    const int m = reached;
     unsigned int best = DINF;
     bool ovf = false;
-    for (int a = a0; a < a1; ++a) {
-        const unsigned int du = da[a - a0];
-        const unsigned int w = D[(unsigned long long)a * c + b];
-        if (du == DINF || w == DINF) continue;
+    for (int q = 0; q < m; ++q) {
+        const unsigned int du = da[q];
+        const unsigned int w = D[(unsigned long long)ia[q] * c + b];
+        if (w == DINF) continue;
         const unsigned long long s = (unsigned long long)du + w;
         if (s >= DINF) { ovf = true; continue; }
         if ((unsigned int)s < best) best = (unsigned int)s;

@@ -186,8 +186,10 @@ class GPUHierarchy:
         self.D = cp.asarray(D.ravel()) if c else cp.zeros(1, dtype=cp.uint32)
         self.pos = cp.asarray(pos.astype(np.int32))
         self.mod = load_module("ch/phast.cu")
+        self.total_bytes = int(cp.cuda.runtime.memGetInfo()[1])
         self.k_sources = self.mod.get_function("ph_sources")
-        self.k_level = self.mod.get_function("ph_level")
+        self._unroll()  # the setting checked before anything runs
+        self.k_levels = {u: self.mod.get_function(f"ph_level{u}" if u > 1 else "ph_level") for u in (1, 4, 8, 16)}
         self.k_core = self.mod.get_function("ph_core")
         self.k_warp = self.mod.get_function("ph_level_warp")
         self.k_up_search = self.mod.get_function("ph_up_search")
@@ -295,11 +297,27 @@ class GPUHierarchy:
         ``config.CH_PHAST_WARP_DEGREE`` in-arcs (the top levels), a warp per item."""
         plan = []
         warp_deg = float(config.CH_PHAST_WARP_DEGREE)
+        unroll = self._unroll()
+        deep, deep_deg = int(config.CH_PHAST_DEEP_UNROLL), float(config.CH_PHAST_DEEP_DEGREE)
+        if deep not in (0, 8, 16):
+            raise ValueError(f"config.CH_PHAST_DEEP_UNROLL must be 0, 8 or 16, got {deep}")
         for lo, hi in ranges:
             arcs = int(fo_host[hi] - fo_host[lo])
-            warp = k < 32 and hi > lo and arcs / (hi - lo) >= warp_deg
-            plan.append(("warp" if warp else "level", lo, hi, 0))
+            mean = arcs / (hi - lo) if hi > lo else 0.0
+            if k < 32 and hi > lo and mean >= warp_deg:
+                plan.append(("warp", lo, hi, 0))
+            elif deep and hi > lo and mean >= deep_deg:
+                plan.append(("level", lo, hi, deep))
+            else:
+                plan.append(("level", lo, hi, unroll))
         return plan
+
+    @staticmethod
+    def _unroll():
+        unroll = int(config.CH_PHAST_LEVEL_UNROLL)
+        if unroll not in (1, 4):
+            raise ValueError(f"config.CH_PHAST_LEVEL_UNROLL must be 1 or 4, got {unroll}")
+        return unroll
 
     def _down_plan(self, k):
         """The downward pass of ``k`` sources: ``(plan, arcs)``. With ``config.CH_PHAST_MERGE_LEVELS`` 1, a launch
@@ -340,13 +358,14 @@ class GPUHierarchy:
         return plan, dev
 
     def _core(self, k, d):
-        """The dense core step: enough blocks to spread one source's c x c step (a-slices of the rows)."""
+        """The dense core step: enough blocks to spread one source's c x c step (a-slices of the rows), each
+        slice's reached distances and ids (8 bytes a row) within 48 KiB of shared memory."""
         c = self.c
         ct = min(1024, max(32, -(-c // 32) * 32))
         bx = (c + ct - 1) // ct
-        chunks = max(1, min(32, -(-4 * self.sms // (bx * k)), c))
+        chunks = max(1, min(32, -(-4 * self.sms // (bx * k)), c), min(c, -(-8 * c // 49152)))
         per = -(-c // chunks)
-        self.k_core((bx, k, chunks), (ct,), (np.int32(c), np.int32(k), self.D, d, self.flags), shared_mem=4 * per)
+        self.k_core((bx, k, chunks), (ct,), (np.int32(c), np.int32(k), self.D, d, self.flags), shared_mem=8 * per)
 
     def _launch_plan(self, plan, k, arcs, d, src=None):
         fo, tl, w = arcs
@@ -370,7 +389,8 @@ class GPUHierarchy:
                 self.k_lanes(((threads + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), i32(lg), fo, tl, w, d,
                                                                      self.flags))
             elif kind == "level":
-                self.k_level(((items + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), fo, tl, w, d, self.flags))
+                self.k_levels[lg](((items + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), fo, tl, w, d,
+                                                                       self.flags))
             else:
                 self.k_warp(((items * 32 + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), fo, tl, w, d,
                                                                         self.flags))
@@ -431,7 +451,10 @@ class GPUHierarchy:
         check_overflow(host)
 
     def _pass_size(self, k):
-        return balanced_passes(k, int(config.CH_PHAST_BATCH_ITEMS) // max(self.n, 1))
+        """Sources a pass: ``config.CH_PHAST_BATCH_ITEMS`` items (node x source), at most a 32nd of the device's
+        memory in items (the distance rows take an 8th, the pass's output as much again), passes equal."""
+        items = min(int(config.CH_PHAST_BATCH_ITEMS), self.total_bytes // 32)
+        return balanced_passes(k, items // max(self.n, 1))
 
     # ------------------------------------------------------------------ queries
     def tree(self, sources, want_pred, dtype="int64", to_host=True):

@@ -98,7 +98,8 @@ def run(args):
 
         warm = warm_dataset(s["directory"], jobs=default_jobs(), prog=PROG)
         s["warmup"] = {"seconds": warm["seconds"], "services": warm["services"], "failed": warm["failed"],
-                       "compiled": {k: len(v) for k, v in warm["compiled"].items()}}
+                       "compiled": {k: len(v) for k, v in warm["compiled"].items()},
+                       "children": warm.get("children"), "cpu_paths": warm.get("cpu_paths")}
         if warm["failed"]:
             print(f"{PROG}: warning: {len(warm['failed'])} warm-up requests failed (gpuroute serve compiles what "
                   f"they needed on their first call): {warm['failed'][0]}", file=sys.stderr)

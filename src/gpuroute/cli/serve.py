@@ -119,8 +119,9 @@ def run(args):
     """Bind the port, then serve (:func:`serve`); the socket is closed however that ends."""
     if not 0 <= args.port < 65536:
         raise CLIError(f"--port {args.port}: expected 1 .. 65535 (or 0: any free port)")
-    from .warmup import apply_cache_dir
+    from .warmup import apply_cache_dir, start_stamp
 
+    start_stamp("cli")  # GPUROUTE_START_TRACE (benchmarks/serve_start.py): the command line parsed
     apply_cache_dir(getattr(args, "cache_dir", None))  # before any kernel is loaded
     allowed_origins(getattr(args, "allow_origin", None))  # checked before anything is bound or loaded
     value = getattr(args, "workers", 1)
@@ -130,6 +131,7 @@ def run(args):
 
     workers = server_workers.available_cores() if value is None else int(value)
     sock = bind(args.host, args.port, reuse_port=workers > 1)
+    start_stamp("bound")
     undo = None
     try:
         if workers > 1:
@@ -205,7 +207,11 @@ def serve(args, sock, workers=1):
     except ValueError as e:
         raise CLIError(f"--http: {e}") from None
     from ..engine import Engine
+    from .warmup import cache_line, start_stamp
 
+    start_stamp("imports")
+    _say_compiling(sock)  # before opening, which may compile (and cache) kernels of its own
+    start_stamp("cache_checked")
     spec = args.dataset or DEFAULT_DATASET
     t0 = time.perf_counter()
     with progress(f"opening {spec}"):
@@ -219,6 +225,7 @@ def serve(args, sock, workers=1):
             engine.set_time_profile(args.time_profile)
         except (OSError, ValueError, EngineError) as e:  # TimeProfileError names the file and line
             raise CLIError(f"--time-profile: {one_line(e)}") from None
+    start_stamp("loaded")
     log.info("opened %r in %.3f s", engine, time.perf_counter() - t0)
     g = getattr(engine, "graph", None)  # any engine-shaped object serves; ours names its routing weight
     if g is not None:
@@ -242,13 +249,19 @@ def serve(args, sock, workers=1):
     allow = args.allow_customize if args.allow_customize is not None else is_loopback(args.host)
     app = create_app(engine, limits=limits, allow_customize=allow,
                      allow_origins=allowed_origins(getattr(args, "allow_origin", None)), warm_up=True)
+    start_stamp("app")
     t_warm = time.perf_counter()
-    _say_compiling(sock)
     print("gpuroute serve: compiling and warming up every service before listening (the first start after an "
           "install takes longest) ...", file=sys.stderr, flush=True)
     report = warm_up(app)
+    compiled_by = {k: len(v) for k, v in report.get("compiled", {}).items()}
+    start_stamp("warmed", services=report.get("services"), services_cpu=report.get("services_cpu"),
+                compiled=compiled_by)
+    compiled = sum(compiled_by.values())
     print(f"gpuroute serve: warmed up in {report['seconds']:.1f} s"
-          + (f" ({len(report['failed'])} warm-up requests failed: see the log)" if report["failed"] else ""),
+          + (f" ({len(report['failed'])} warm-up requests failed: see the log)" if report["failed"] else "")
+          + (f"; compiled {compiled} functions numba's cache lacked ({cache_line()}; gpuroute warmup DIR with the "
+             "same --cache-dir fills it ahead)" if compiled else ""),
           file=sys.stderr, flush=True)
     log.info("warm-up took %.3f s", time.perf_counter() - t_warm)
     # the engine's arrays and objects live as long as the server: move them out of the garbage
@@ -273,6 +286,7 @@ def serve(args, sock, workers=1):
               f"thread(s) each (threading layer {layer}){note}"
               + ("; the GPU is not used with more than one worker (--workers 1 uses it)" if _gpu_present() else ""),
               file=sys.stderr)
+    start_stamp("serving", workers=workers)  # uvicorn (one process) or the workers' fork follow
     # the request-line limit is the body limit (long GET tables); a longer URL is answered 414
     if not server_http.run(app, sock, log_level="info" if args.verbose else "warning", workers=workers,
                            http=getattr(args, "http", None)):

@@ -30,6 +30,38 @@ DEFAULT_DATASET = "monaco"
 #: Kernels named per service in the printed summary (the ones that took longest to compile).
 TOP_KERNELS = 3
 
+#: The service a warm-up with several ``--jobs`` runs first in its own process where numba's cache looks filled
+#: (:func:`gpuroute.server.warmup.cache_state`): if it compiles anything, the cache holds other kernels only and
+#: the other services compile in child processes. Snapping (every service's first step), a few functions.
+PROBE_SERVICE = "nearest"
+
+#: Environment variable naming a file that ``gpuroute serve`` appends its start's phases to
+#: (:func:`start_stamp`; ``benchmarks/serve_start.py`` reads it). Unset: nothing is written.
+START_TRACE_ENV = "GPUROUTE_START_TRACE"
+
+
+def start_stamp(phase, **fields):
+    """Where ``GPUROUTE_START_TRACE`` names a file, append one JSON line to it: ``{"phase": phase, "pid": this
+    process, "monotonic": time.monotonic() in seconds (the system-wide clock, comparable across processes),
+    "cpu": time.process_time() in seconds (this process's CPU since it started), **fields}``. One ``write``
+    of a line opened for appending, so that processes may share the file. Unset: nothing (one lookup).
+
+    Raises
+    ------
+    CLIError
+        The file cannot be written (naming it and the variable).
+    """
+    path = os.environ.get(START_TRACE_ENV)
+    if not path:
+        return
+    line = json.dumps({"phase": phase, "pid": os.getpid(), "monotonic": time.monotonic(),
+                       "cpu": time.process_time(), **fields}) + "\n"
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line)
+    except OSError as e:
+        raise CLIError(f"{START_TRACE_ENV}={path}: cannot append to it ({e.strerror or e})") from None
+
 
 def apply_cache_dir(path, prog=PROG):
     """``--cache-dir``: numba's cache in ``path`` for this process and its children
@@ -72,11 +104,24 @@ def default_jobs():
     return max(1, int(available_cores()))
 
 
+def gpu_served():
+    """Whether this process probed a usable GPU (:func:`gpuroute.backend.probe_gpu`, asked by the services that
+    run on one): its warm-up then took the GPU paths. Never probes itself (no CuPy import)."""
+    from ..backend import probe_gpu
+
+    return bool(probe_gpu.cache_info().currsize) and bool(probe_gpu()[0])
+
+
 def warm_dataset(spec, *, services=None, jobs=1, prog=PROG):
     """Open ``spec`` and answer every service once (:func:`gpuroute.server.warm_up`), compiling what numba's
     cache lacks; one stderr line when it starts and one when it ends. Where the cache lacks kernels and
     ``jobs`` > 1, the services are first compiled side by side in child processes
-    (:func:`gpuroute.server.warmup.prefill_cache`), then loaded here.
+    (:func:`gpuroute.server.warmup.prefill_cache`), then loaded here: where it is empty or stale before the
+    dataset is opened (:func:`gpuroute.server.warmup.cache_state`), or else where :data:`PROBE_SERVICE`, warmed
+    up here first, compiled anything (a cache with other kernels only). Where the warm-up ran on a GPU
+    (:func:`gpu_served`), the CPU paths are warmed up too, in child processes with ``GPUROUTE_DISABLE_GPU=1``,
+    one per service, ``jobs`` at once (:func:`gpuroute.server.warmup.prefill_cache`): ``gpuroute serve`` runs on
+    the CPU with more than one worker, its default, and would otherwise compile them before it listens.
 
     Parameters
     ----------
@@ -92,8 +137,10 @@ def warm_dataset(spec, *, services=None, jobs=1, prog=PROG):
     dict
         The warm-up's report (``seconds``, ``services``, ``failed``, ``compiled``) with ``dataset``,
         ``open_seconds``, ``children`` (``{service: seconds}`` of the child processes, empty where none ran)
-        and ``compiled_here`` (``{service: functions this process compiled}``) added; ``compiled`` holds what
-        the children compiled and what this process did, ``seconds`` the whole time (children included).
+        ``compiled_here`` (``{service: functions this process compiled}``) and, after a GPU warm-up,
+        ``cpu_paths`` (``{"seconds": wall, "compiled": {service: functions its child compiled, None where it
+        failed}}``; a child's failure is listed in ``failed``) added; ``compiled`` holds what the service children compiled and what this process did,
+        ``seconds`` the whole time (children included).
 
     Raises
     ------
@@ -103,6 +150,12 @@ def warm_dataset(spec, *, services=None, jobs=1, prog=PROG):
     from ..server import create_app, warm_up
     from .common import open_engine
 
+    state = None
+    if jobs > 1:  # asked before opening, which may compile (and cache) kernels of its own
+        from ..server.warmup import cache_state, import_kernel_modules
+
+        import_kernel_modules()
+        state = cache_state()
     engine, opened = open_engine(spec)
     app = create_app(engine, warm_up=True, allow_customize=True)  # never served: the customization path warms too
     offered = list(app.state.adapter.services) + (["customize"] if app.state.can_customize else [])
@@ -114,20 +167,30 @@ def warm_dataset(spec, *, services=None, jobs=1, prog=PROG):
     wanted = list(services or offered)
     print(f"{prog}: compiling {', '.join(wanted)} ...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    children = {}
-    if jobs > 1 and len(wanted) > 1:
-        from ..server.warmup import cache_state, import_kernel_modules, prefill_cache
+    children, probe = {}, None
+    if state is not None and len(wanted) > 1:
+        from ..server.warmup import prefill_cache
 
-        import_kernel_modules()
-        state = cache_state()
-        if state["missing"]:
-            n = min(int(jobs), len(wanted))
-            print(f"{prog}: numba's cache lacks {state['missing']} of the {state['kernels']} kernels loaded: "
-                  f"compiling the services in {n} processes at once ...", file=sys.stderr, flush=True)
+        missing, rest = state["missing"], wanted
+        what = f"numba's cache lacks {missing} of the {state['kernels']} kernels loaded"
+        if not missing and PROBE_SERVICE in wanted:
+            # a cache holding other kernels only (a build's own stages, another dataset's services) looks filled:
+            # the probe service, warmed up here first, tells whether the services' kernels are in it
+            probe = warm_up(app, services=[PROBE_SERVICE])
+            missing = sum(len(v) for v in probe["compiled"].values())
+            rest = [s for s in wanted if s != PROBE_SERVICE]
+            what = f"{PROBE_SERVICE} compiled {missing} functions numba's cache lacked"
+        if missing and rest:
+            n = min(int(jobs), len(rest))
+            print(f"{prog}: {what}: compiling the services in {n} processes at once ...", file=sys.stderr,
+                  flush=True)
             with progress("compiling"):
-                children = prefill_cache(spec, wanted, n)
+                children = prefill_cache(spec, rest, n)
     with progress("warming up"):
         report = warm_up(app, services=services)
+    for service, done in (probe or {}).get("compiled", {}).items():  # the probe's compilations, and its time
+        report["compiled"][service] = done + report["compiled"].get(service, [])
+        report["services"][service] = report["services"].get(service, 0.0) + probe["services"].get(service, 0.0)
     report["compiled_here"] = {k: len(v) for k, v in report["compiled"].items()}
     for service, child in children.items():
         if child:
@@ -135,6 +198,18 @@ def warm_dataset(spec, *, services=None, jobs=1, prog=PROG):
             report["compiled"][service] = [(e["function"], e["types"], e["seconds"], e["own_seconds"])
                                            for e in child.get("compiled", {}).get(service, [])] + mine
     report["children"] = {k: v["seconds"] for k, v in children.items() if v}
+    if gpu_served():
+        from ..server.warmup import prefill_cache
+
+        print(f"{prog}: the warm-up ran on the GPU; warming up the CPU paths too (gpuroute serve runs on the CPU "
+              "with more than one worker) ...", file=sys.stderr, flush=True)
+        t_cpu = time.perf_counter()
+        with progress("warming up the CPU paths"):
+            cpu = prefill_cache(spec, wanted, jobs, env={"GPUROUTE_DISABLE_GPU": "1"})
+        report["cpu_paths"] = {"seconds": time.perf_counter() - t_cpu, "compiled": {
+            k: None if v is None else sum(len(x) for x in (v.get("compiled") or {}).values()) for k, v in cpu.items()}}
+        report["failed"] += [f"{k} on the CPU: {m}" for k, v in cpu.items()
+                             for m in (["the child process failed"] if v is None else v.get("failed", []))]
     report["seconds"] = time.perf_counter() - t0
     print(f"{prog}: compiling done in {report['seconds']:.1f} s", file=sys.stderr, flush=True)
     report["dataset"] = spec
@@ -158,6 +233,10 @@ def summary_rows(report):
         else:
             text = f"{seconds:.2f} s: nothing compiled (from the cache or compiled for an earlier service)"
         rows.append((service, text))
+    if "cpu_paths" in report:  # after a GPU warm-up: the CPU paths, in children
+        cpu = report["cpu_paths"]
+        rows.append(("CPU paths", f"{cpu['seconds']:.2f} s: " + ", ".join(
+            f"{k} {'failed' if n is None else n}" for k, n in cpu["compiled"].items()) + " functions compiled"))
     rows.append(("total", f"{report['seconds']:.1f} s"))
     if report["failed"]:
         rows.append(("failed", "; ".join(report["failed"])))

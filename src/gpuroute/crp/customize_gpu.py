@@ -23,7 +23,8 @@ point, 40-50 us a round. The push kernel (``crp_push_level``) runs instead on ev
 order (coalesced), each edge read once a round and relaxed for all the unit's entry points by a shared-memory
 atomicMin, the frontier kept as tails that improved (three flag rows, one barrier a round); same cliques, same
 trees (:func:`prepare_level` with ``push=True`` gives its forward-edge arrays, :func:`push_fits` the levels,
-:func:`push_threads` each level's block size).
+:func:`push_threads` each level's block size). A level whose cells are too big for it may still run it with more
+shared memory a block (:func:`push_items_of`, ``config.CRP_GPU_PUSH_BIG_SMEM_BYTES``; off by default).
 
 Levels are those of the overlay's :class:`gpuroute.crp.customize.CustomizationPlan` (the level driver):
 mezzanine levels under the query levels run like any level, and a lowest mezzanine level may run
@@ -265,6 +266,30 @@ def push_fits(lg, smem_items, max_cells=None):
     return n_max <= min(smem_items, 1 << 16)
 
 
+def push_items_of(lg, push_items, big_items=0, max_cells=None, smem_cap=None):
+    """int64 distances one push-kernel unit of a level holds (its block's shared memory: 15 bytes an item + 16):
+    ``push_items`` where :func:`push_fits`; else ``big_items`` where the level's cells fit that many
+    (:func:`push_fits` with ``big_items``: a level of a few big cells, e.g. the top level of tiled 8x8 NY, 16
+    cells of 2,424-3,204 vertices against the default 3,072) and the block, ``15 x big_items + 16`` bytes, fits
+    ``smem_cap`` (the device's opt-in limit per block; None: no cap); else 0 (the pull kernel). ``big_items``:
+    ``config.CRP_GPU_PUSH_BIG_SMEM_BYTES // 8`` (0: off). Returns an int."""
+    if push_fits(lg, push_items, max_cells):
+        return int(push_items)
+    big = int(big_items)
+    if big > push_items and push_fits(lg, big, max_cells) and (smem_cap is None or 15 * big + 16 <= smem_cap):
+        return big
+    return 0
+
+
+def _smem_optin(cp):
+    """The current device's shared memory a block may opt in to (bytes), or None where the device does not say
+    (an emulator)."""
+    try:
+        return int(cp.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"])
+    except (AttributeError, KeyError, TypeError):
+        return None
+
+
 def push_threads(n_edges, n_cells, least, most, unroll):
     """Threads per block of the push kernel on a level of ``n_edges`` search-graph edges in ``n_cells`` cells
     (ints): ``least``, doubled while the doubled block stays at most ``most`` and the cells average at least
@@ -347,6 +372,11 @@ class GPUCustomizer:
                           "threads": int(config.CRP_MICRO_THREADS)}
             if self.micro["smem"] > 48 * 1024:
                 self.k_micro.max_dynamic_shared_size_bytes = self.micro["smem"]
+        # a level whose cells exceed push_items runs the push kernel anyway with big_items a unit where they fit
+        # that and the device allows its block (push_items_of; CRP_GPU_PUSH_BIG_SMEM_BYTES = 0: off)
+        big_items = max(0, int(config.CRP_GPU_PUSH_BIG_SMEM_BYTES)) // 8
+        smem_cap = _smem_optin(cp) if big_items else None
+        push_optin = 0
         tr = overlay.turns
         self.kind = cp.asarray(np.ascontiguousarray(tr.kind, np.uint8))
         self.out_arc = cp.asarray(np.ascontiguousarray(tr.out_arc, np.int32))
@@ -359,9 +389,10 @@ class GPUCustomizer:
                 self.levels.append(None)
                 continue
             ent_first, ex_first = topo["level_first"][p]
-            push = push_fits(lg, self.push_items, max_cells)
+            items = push_items_of(lg, self.push_items, big_items, max_cells, smem_cap)
+            push = items > 0
             if push:
-                h = prepare_level(lg, ent_first, ex_first, self.push_items, int(config.CRP_GPU_MAX_GROUP),
+                h = prepare_level(lg, ent_first, ex_first, items, int(config.CRP_GPU_MAX_GROUP),
                                   int(config.CRP_GPU_PUSH_TARGET_UNITS), push=True)
                 if self.k_push is None:  # (edges loaded a thread before relaxing them: a compile-time constant)
                     unroll = int(config.CRP_GPU_PUSH_UNROLL)
@@ -370,8 +401,9 @@ class GPUCustomizer:
                     pmod = mod if unroll == 8 else load_module(KERNELS, (f"-DCRP_PUSH_UNROLL={unroll}",))
                     self.k_push = pmod.get_function("crp_push_level_u16" if self.tree_dtype == np.uint16
                                                     else "crp_push_level_i32")
-                    if self.push_smem > 48 * 1024:
-                        self.k_push.max_dynamic_shared_size_bytes = self.push_smem
+                if 15 * items + 16 > max(48 * 1024, push_optin):  # above the default per-block limit: opt in
+                    push_optin = 15 * items + 16
+                    self.k_push.max_dynamic_shared_size_bytes = push_optin
                 nc = int(lg.vert_first.size - 1)
                 most = min(int(config.CRP_GPU_PUSH_MAX_THREADS),
                            int(getattr(self.k_push, "max_threads_per_block", config.CRP_GPU_PUSH_MAX_THREADS)))
@@ -389,7 +421,8 @@ class GPUCustomizer:
             self.levels.append({"host": {"u_cell": h["u_cell"], "vf": h["vf"], "ent_first": h["ent_first"], "r_first": h["r_first"],
                                          "scratch": int(h["scratch"])}, "dev": dev, "n_edges": int(h["r_ref"].size),
                                 "n_units": int(h["u_cell"].size), "push": push,
-                                "push_threads": p_threads if push else 0})
+                                "push_threads": p_threads if push else 0, "push_items": items,
+                                "push_smem": 15 * items + 16 if push else 0})
             scratch = max(scratch, h["scratch"])
             max_e = max(max_e, int(h["r_ref"].size))
         self.scratch = cp.empty(max(scratch, 1), np.int64)
@@ -435,8 +468,8 @@ class GPUCustomizer:
         np.cumsum(k, out=sub_ef[1:])
         g = max(1, min(int(config.CRP_GPU_MAX_GROUP), -(-int(sub_ef[-1]) // max(int(target), 1))))
         push = self.levels[p]["push"]
-        u_cell, u_i0, u_g, u_scr, scratch = _units(sub_vf, sub_ef, self.push_items if push else self.smem_items, g,
-                                                   balance=push)
+        u_cell, u_i0, u_g, u_scr, scratch = _units(sub_vf, sub_ef, self.levels[p]["push_items"] if push else self.smem_items,
+                                                   g, balance=push)
         if scratch > (0 if push else self.scratch.size):
             return None
         return c[u_cell].astype(np.int32), u_i0, u_g, u_scr
@@ -549,7 +582,7 @@ class GPUCustomizer:
             self.k_push((nu,), (lv["push_threads"],),
                         (units, u_cell, u_i0, u_g, d["vf"], d["v_orig"], d["f_first"], d["f_pack"], d["f_fe"], self.ecost,
                          d["ent_first"], d["ent_loc"], d["ex_first"], d["ex_loc"], d["cq_first"], d["tree_first"], clique,
-                         tree, np.int32(keep_tree), np.int32(self.frontier), self.rounds[p:]), shared_mem=self.push_smem)
+                         tree, np.int32(keep_tree), np.int32(self.frontier), self.rounds[p:]), shared_mem=lv["push_smem"])
             return
         self.k_level((nu,), (threads,),
                      (units, u_cell, u_i0, u_g, u_scr, d["vf"], d["v_orig"], d["f_first"], d["f_dst"], d["r_first"],

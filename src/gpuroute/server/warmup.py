@@ -83,26 +83,50 @@ def _cached_dispatchers():
     return list(seen.values())
 
 
+def _index_state(disp):
+    """``(state, folder)`` of a cached numba function's index in numba's cache: ``"cached"`` (compiled code for
+    this numba and source), ``"stale"`` (an index of another source or numba, or unreadable: numba compiles
+    anew) or ``"absent"`` (never compiled here, or compiled only inlined into its callers)."""
+    import os
+
+    cache = disp._cache
+    folder = str(getattr(cache, "_cache_path", "?"))
+    cache_file = getattr(cache, "_cache_file", None)
+    try:
+        if cache_file._load_index():  # {} where absent, stale or of another numba
+            return "cached", folder
+    except Exception:  # an unreadable index: numba compiles anew
+        return "stale", folder
+    exists = os.path.exists(getattr(cache_file, "_index_path", ""))
+    return ("stale" if exists else "absent"), folder
+
+
 def cache_state():
-    """What numba's cache holds of the gpuroute kernels loaded so far (``serve`` asks before its warm-up).
+    """What numba's cache holds of the gpuroute kernels loaded so far (``serve`` asks before its warm-up;
+    ``gpuroute warmup`` before it compiles in child processes).
+
+    Most cached kernels get no index of their own even in a full cache: those the services never call from
+    Python (numba compiles a kernel called from another one into its caller) and those of paths the services do
+    not take. So an absent index counts as missing only while no kernel at all is cached (an empty cache); a
+    stale one (a changed source, another numba) always does. A cache holding some kernels only counts as filled
+    here: ``gpuroute warmup`` then warms up one service first and looks at what it compiled
+    (:data:`gpuroute.cli.warmup.PROBE_SERVICE`); ``serve`` says what its warm-up compiled once it is done.
 
     Returns
     -------
     dict
-        ``{"kernels": loaded cached functions, "missing": those of them with no compiled code in the cache
-        for this numba and source, "folders": the cache folders they use (sorted)}``.
+        ``{"kernels": loaded cached functions, "cached": those with compiled code in the cache for this numba
+        and source, "stale": those with an index numba will not use, "absent": those with no index, "missing":
+        the ones counted missing (above), "folders": the cache folders they use (sorted)}``.
     """
     kernels = _cached_dispatchers()
-    missing, folders = 0, set()
+    counts, folders = {"cached": 0, "stale": 0, "absent": 0}, set()
     for disp in kernels:
-        cache = disp._cache
-        folders.add(str(getattr(cache, "_cache_path", "?")))
-        try:
-            index = cache._cache_file._load_index()  # {} where absent, stale or of another numba
-        except Exception:  # an unreadable index: numba compiles anew
-            index = {}
-        missing += not index
-    return {"kernels": len(kernels), "missing": missing, "folders": sorted(folders)}
+        state, folder = _index_state(disp)
+        counts[state] += 1
+        folders.add(folder)
+    missing = counts["stale"] + (counts["absent"] if counts["cached"] == 0 else 0)
+    return {"kernels": len(kernels), **counts, "missing": missing, "folders": sorted(folders)}
 
 
 def cache_location():
@@ -143,7 +167,7 @@ def import_kernel_modules():
             log.debug("warm-up: no module %s", name)
 
 
-def prefill_cache(spec, services, jobs, *, timeout=None):
+def prefill_cache(spec, services, jobs, *, timeout=None, env=None):
     """Compile the kernels of ``services`` into numba's on-disk cache in ``jobs`` child processes at once, one
     ``gpuroute warmup SPEC --services S --jobs 1 --json`` per service (numba compiles one function at a time
     per process: with an empty cache the services compile side by side instead of one after the other). The
@@ -161,37 +185,65 @@ def prefill_cache(spec, services, jobs, *, timeout=None):
         Children running at once (at least 1).
     timeout : float, optional
         Seconds a child may run before it is stopped.
+    env : dict, optional
+        Environment variables set in the children (``{"GPUROUTE_DISABLE_GPU": "1"}``: the CPU paths).
 
     Returns
     -------
     dict
         ``{service: the child's report (its ``--json`` object) or None where it failed}``.
     """
-    import json
-    import subprocess
-    import sys
     from concurrent.futures import ThreadPoolExecutor
 
     order = sorted(services, key=lambda s: PREFILL_ORDER.index(s) if s in PREFILL_ORDER else len(PREFILL_ORDER))
-
-    def one(service):
-        cmd = [sys.executable, "-m", "gpuroute.cli.main", "warmup", str(spec), "--services", service, "--jobs", "1",
-               "--json"]
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-        except (OSError, subprocess.SubprocessError) as e:
-            log.warning("warm-up: the child compiling %s failed: %s", service, e)
-            return None
-        if r.returncode != 0:
-            log.warning("warm-up: the child compiling %s exited %d: %s", service, r.returncode,
-                        (r.stderr.strip().splitlines() or [""])[-1][:300])
-        try:
-            return json.loads(r.stdout.strip().splitlines()[-1])
-        except (IndexError, ValueError):
-            return None
-
     with ThreadPoolExecutor(max_workers=max(1, int(jobs))) as pool:
-        return dict(zip(order, pool.map(one, order), strict=True))
+        return dict(zip(order, pool.map(lambda s: child_warmup(spec, [s], 1, env=env, timeout=timeout), order),
+                        strict=True))
+
+
+def child_warmup(spec, services, jobs, *, env=None, timeout=None):
+    """Run ``gpuroute warmup SPEC --services S1,S2 --jobs J --json`` in a child process (this Python, this
+    process's environment updated with ``env``) and return its report, or None where it failed (logged).
+
+    Parameters
+    ----------
+    spec : str
+        The dataset the child opens.
+    services : list of str
+        Its services.
+    jobs : int
+        Its ``--jobs``.
+    env : dict, optional
+        Environment variables to set in the child (e.g. ``{"GPUROUTE_DISABLE_GPU": "1"}``).
+    timeout : float, optional
+        Seconds the child may run before it is stopped.
+
+    Returns
+    -------
+    dict or None
+        The child's ``--json`` report.
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+
+    what = ",".join(services)
+    cmd = [sys.executable, "-m", "gpuroute.cli.main", "warmup", str(spec), "--services", what, "--jobs",
+           str(int(jobs)), "--json"]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
+                           env=None if env is None else {**os.environ, **env})
+    except (OSError, subprocess.SubprocessError) as e:
+        log.warning("warm-up: the child warming up %s failed: %s", what, e)
+        return None
+    if r.returncode != 0:
+        log.warning("warm-up: the child warming up %s exited %d: %s", what, r.returncode,
+                    (r.stderr.strip().splitlines() or [""])[-1][:300])
+    try:
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return None
 
 
 #: Stops of the largest warm-up trip, at least: up to ``config.TOUR_EXACT_MAX_N`` the order is exact
@@ -361,6 +413,13 @@ def _positive(v, default):
     return v if v > 0 else default
 
 
+def _took(report, service, t, c):
+    """Add the wall seconds since ``t`` (``perf_counter``) and CPU seconds since ``c`` (``process_time``) to
+    ``service``'s entries of a warm-up report."""
+    report["services"][service] = report["services"].get(service, 0.0) + time.perf_counter() - t
+    report["services_cpu"][service] = report["services_cpu"].get(service, 0.0) + time.process_time() - c
+
+
 def warm_up(app, services=None):
     """Answer every service of ``app`` once (see the module documentation), then mark it ready.
 
@@ -375,7 +434,8 @@ def warm_up(app, services=None):
     Returns
     -------
     dict
-        ``{"seconds": total, "services": {service: seconds}, "failed": [messages], "compiled": {service:
+        ``{"seconds": total, "services": {service: seconds}, "services_cpu": {service: this process's CPU
+        seconds (all its threads)}, "failed": [messages], "compiled": {service:
         [(function, argument types, seconds, own seconds)]}}`` (also ``app.state.warm_report``): ``compiled``
         lists what numba compiled for each service (:class:`CompileLog`; empty where every kernel came from
         numba's cache or was compiled by an earlier service). A request that fails is logged and listed, and
@@ -390,7 +450,7 @@ def warm_up(app, services=None):
     server = state.adapter
     engine = state.engine
     t0 = time.perf_counter()
-    report = {"seconds": 0.0, "services": {}, "failed": [], "compiled": {}}
+    report = {"seconds": 0.0, "services": {}, "services_cpu": {}, "failed": [], "compiled": {}}
     compiled = CompileLog()
     from .. import config
 
@@ -405,7 +465,7 @@ def warm_up(app, services=None):
         reqs = _requests(offered, pts, server.limits, off_network_point(engine), on)
         long_match = [r for r in reqs if r[0] == "match"][-1:]  # the long trace (the list's last /match)
         for service, coords, options in reqs:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             first = len(compiled.entries)
             with compiled.watch():
                 try:
@@ -420,7 +480,7 @@ def warm_up(app, services=None):
                 msg = f"{service} {options or ''}: HTTP {status} {bytes(body)[:200].decode(errors='replace')}"
                 report["failed"].append(msg)
                 log.warning("warm-up: %s", msg)
-            report["services"][service] = report["services"].get(service, 0.0) + time.perf_counter() - t
+            _took(report, service, t, c)
         if any(s in offered for s in ("route", "match", "trip")):
             # an overview's simplification called from Python (GeoJSON, /match): the answers above may hold lines of
             # at most 2 points, which it returns untouched (a repeated point, a short leg)
@@ -428,16 +488,16 @@ def warm_up(app, services=None):
 
             from ..geo.simplify import simplify_lonlat
 
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             first = len(compiled.entries)
             with compiled.watch():
                 simplify_lonlat(np.array([pts[0], pts[1], pts[2]], dtype=np.float64),
                                 config.SERVE_SIMPLIFY_TOLERANCE_M)
             report["compiled"].setdefault("geometry", []).extend(compiled.entries[first:])
-            report["services"]["geometry"] = time.perf_counter() - t
+            _took(report, "geometry", t, c)
     if (services is None or "customize" in services) and state.can_customize \
             and callable(getattr(engine, "warm_customize", None)):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         first = len(compiled.entries)
         try:
             with compiled.watch():
@@ -445,7 +505,7 @@ def warm_up(app, services=None):
         except Exception as e:  # the server still serves; /customize compiles on its first call then
             log.exception("warm-up: customize failed")
             report["failed"].append(f"customize: {type(e).__name__}: {e}")
-        report["services"]["customize"] = time.perf_counter() - t
+        _took(report, "customize", t, c)
         report["compiled"]["customize"] = compiled.entries[first:]
     report["seconds"] = time.perf_counter() - t0
     log.info("warm-up: done in %.1f s (%s)", report["seconds"],
