@@ -400,8 +400,9 @@ def bench_update(rows, ov, metric, mname, what, ids, costs, reps, other=None):
          gpu_trees_equal=trees_equal, **out)
 
 
-def parse_plan(spec, part):
-    """(mezzanine dict or False, config overrides dict, label) of a plan spec (see the module docstring)."""
+def plan_overrides(spec):
+    """``BODY;CRP_NAME=INT;...`` -> (BODY, {CRP_NAME: int}): a plan with gpuroute.config tunables set while it runs
+    (e.g. ``off;CRP_GPU_PUSH_BIG_SMEM_BYTES=98304``). Raises SystemExit naming a bad item."""
     body, *sets = spec.split(";")
     over = {}
     for item in sets:
@@ -409,6 +410,12 @@ def parse_plan(spec, part):
         if not key.startswith("CRP_") or not hasattr(config, key) or not val.lstrip("-").isdigit():
             raise SystemExit(f"plan {spec!r}: {item!r} must be CRP_NAME=INT with CRP_NAME a gpuroute.config tunable")
         over[key] = int(val)
+    return body, over
+
+
+def parse_plan(spec, part):
+    """(mezzanine dict or False, config overrides dict, label) of a plan spec (see the module docstring)."""
+    body, over = plan_overrides(spec)
     if body.endswith("/bf"):
         body = body[:-3]
         over["CRP_MICROCODE"] = 0

@@ -56,6 +56,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # crp_gpu (plan_overrides) when loaded from elsewhere
+
+from crp_gpu import plan_overrides  # noqa: E402  (benchmarks/, this script's folder)
 
 import gpuroute  # noqa: E402
 from gpuroute import Overlay, Partition, config, store  # noqa: E402
@@ -211,19 +214,6 @@ def tiled_refined_partition(ext, base_part, tpart, tg, kx, ky):
             "tiled_from": "refined NY partition", "tiles": [int(kx), int(ky)],
             "mezzanine": ext.meta.get("mezzanine"), "kahip_mode": ext.meta.get("kahip_mode")}
     return Partition(cells, sizes, "tiled " + ext.method, tpart.fingerprint, meta=meta)
-
-
-def plan_overrides(spec):
-    """``BODY;CRP_NAME=INT;...`` -> (BODY, {CRP_NAME: int}): a plan with gpuroute.config tunables set while it runs
-    (e.g. ``off;CRP_GPU_PUSH_BIG_SMEM_BYTES=98304``). Raises SystemExit naming a bad item."""
-    body, *sets = spec.split(";")
-    over = {}
-    for item in sets:
-        key, _, val = item.partition("=")
-        if not key.startswith("CRP_") or not hasattr(config, key) or not val.lstrip("-").isdigit():
-            raise SystemExit(f"plan {spec!r}: {item!r} must be CRP_NAME=INT with CRP_NAME a gpuroute.config tunable")
-        over[key] = int(val)
-    return body, over
 
 
 def mezzanine_spec(spec, part):

@@ -30,6 +30,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # ch_gpu_queries when loaded from elsewhere
+from ch_gpu_queries import copy_bandwidth, med_gpu  # noqa: E402  (benchmarks/, this script's folder)
+
 import gpuroute  # noqa: E402
 from gpuroute import config  # noqa: E402
 from gpuroute.ch import ContractionHierarchy  # noqa: E402
@@ -40,29 +43,6 @@ ROWS = []
 def emit(**row):
     ROWS.append(row)
     print(json.dumps(row), flush=True)
-
-
-def med_gpu(fn, reps):
-    import cupy as cp
-
-    fn()
-    cp.cuda.Device().synchronize()
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        cp.cuda.Device().synchronize()
-        out.append(time.perf_counter() - t0)
-    return float(np.median(out)), float(np.min(out))
-
-
-def copy_bandwidth():
-    import cupy as cp
-
-    a = cp.empty(1 << 28, dtype=cp.uint8)
-    b = cp.empty_like(a)
-    t, _ = med_gpu(lambda: b.__setitem__(slice(None), a), 10)
-    return 2 * a.nbytes / t
 
 
 def main():
@@ -115,9 +95,9 @@ def main():
                 by[key] = by.get(key, 0.0) + us
             for k in args.batches:
                 S = cp.asarray(rng.integers(0, g.n_nodes, k))
-                t, tmin = med_gpu(lambda S=S: ch.tree(S, device="gpu", dtype="uint32"), args.reps)
+                t = med_gpu(lambda S=S: ch.tree(S, device="gpu", dtype="uint32"), args.reps)
                 emit(what="PHAST batched", upward=upward, variant=variant, batch_items=config.CH_PHAST_BATCH_ITEMS, sources=k, pass_size=eng._pass_size(k),
-                     seconds=t, min_seconds=tmin, trees_per_s=k / t, exact=exact)
+                     seconds=t, trees_per_s=k / t, exact=exact)
             emit(what="PHAST pass profile", upward=upward, variant=variant, batch_items=config.CH_PHAST_BATCH_ITEMS, sources=per,
                  us_by_phase={k: round(v, 1) for k, v in by.items()},
                  down_levels=[(p, int(nn), round(us, 1)) for p, _, nn, us in prof if p.startswith("down")][:60])
