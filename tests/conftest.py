@@ -123,3 +123,26 @@ def monaco_car_dir(tmp_path_factory):
     build_dataset(Path(__file__).resolve().parents[1] / "src" / "gpuroute" / "datasets" / "data" / "monaco.osm.pbf",
                   d, profile=lua, cell_sizes=(64, 1024))
     return d
+
+
+def write_grid_dimacs(directory, name, k, lon0, lat0=1.0, step=0.001):
+    """A ``k`` x ``k`` grid of two-way streets ``step`` degrees apart from (``lon0``, ``lat0``), written as the
+    DIMACS travel-time graph ``USA-road-t.<name>.gr`` with its ``.co`` in ``directory``; weight ``100 + row +
+    column`` both ways. Returns the ``.gr`` path."""
+    from pathlib import Path as _Path
+
+    d = _Path(directory)
+    arcs = []
+    for r in range(k):
+        for c in range(k):
+            v = r * k + c + 1
+            for dr, dc in ((0, 1), (1, 0)):
+                if r + dr < k and c + dc < k:
+                    u = (r + dr) * k + c + dc + 1
+                    arcs += [(v, u, 100 + r + c), (u, v, 100 + r + c)]
+    gr = d / f"USA-road-t.{name}.gr"
+    gr.write_text(f"p sp {k * k} {len(arcs)}\n" + "".join(f"a {a} {b} {w}\n" for a, b, w in arcs))
+    (d / f"USA-road-t.{name}.co").write_text(f"p aux sp co {k * k}\n" + "".join(
+        f"v {r * k + c + 1} {round((lon0 + c * step) * 1e6)} {round((lat0 + r * step) * 1e6)}\n"
+        for r in range(k) for c in range(k)))
+    return gr

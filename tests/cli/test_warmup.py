@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import write_grid_dimacs
 
 from gpuroute.cli import warmup as cli_warmup
 from gpuroute.cli.main import main
@@ -23,20 +24,7 @@ K = 6  # a K x K grid of two-way streets, 0.001 degree apart
 @pytest.fixture(scope="module")
 def grid_gr(tmp_path_factory):
     """A DIMACS travel-time graph with coordinates (``.gr`` + ``.co``)."""
-    d = tmp_path_factory.mktemp("wgrid")
-    arcs = []
-    for r in range(K):
-        for c in range(K):
-            v = r * K + c + 1
-            for dr, dc in ((0, 1), (1, 0)):
-                if r + dr < K and c + dc < K:
-                    u = (r + dr) * K + c + dc + 1
-                    arcs += [(v, u, 100 + r + c), (u, v, 100 + r + c)]
-    (d / "USA-road-t.W.gr").write_text(f"p sp {K * K} {len(arcs)}\n" + "".join(f"a {a} {b} {w}\n" for a, b, w in arcs))
-    (d / "USA-road-t.W.co").write_text(f"p aux sp co {K * K}\n" + "".join(
-        f"v {r * K + c + 1} {round((2.0 + c * 0.001) * 1e6)} {round((1.0 + r * 0.001) * 1e6)}\n"
-        for r in range(K) for c in range(K)))
-    return d / "USA-road-t.W.gr"
+    return write_grid_dimacs(tmp_path_factory.mktemp("wgrid"), "W", K, 2.0)
 
 
 @pytest.fixture(scope="module")

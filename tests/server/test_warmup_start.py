@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import write_grid_dimacs
 
 from gpuroute.cli import warmup as cli_warmup
 from gpuroute.server import warmup as W
@@ -26,20 +27,9 @@ def dataset(tmp_path_factory):
     from gpuroute.pipeline import build_dataset
 
     d = tmp_path_factory.mktemp("sgrid")
-    arcs = []
-    for r in range(K):
-        for c in range(K):
-            v = r * K + c + 1
-            for dr, dc in ((0, 1), (1, 0)):
-                if r + dr < K and c + dc < K:
-                    u = (r + dr) * K + c + dc + 1
-                    arcs += [(v, u, 100 + r + c), (u, v, 100 + r + c)]
-    (d / "USA-road-t.S.gr").write_text(f"p sp {K * K} {len(arcs)}\n" + "".join(f"a {a} {b} {w}\n" for a, b, w in arcs))
-    (d / "USA-road-t.S.co").write_text(f"p aux sp co {K * K}\n" + "".join(
-        f"v {r * K + c + 1} {round((3.0 + c * 0.001) * 1e6)} {round((1.0 + r * 0.001) * 1e6)}\n"
-        for r in range(K) for c in range(K)))
+    gr = write_grid_dimacs(d, "S", K, 3.0)
     out = d / "s.ds"
-    build_dataset(str(d / "USA-road-t.S.gr"), out, cell_sizes=[16])
+    build_dataset(str(gr), out, cell_sizes=[16])
     return out
 
 
