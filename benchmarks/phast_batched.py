@@ -51,7 +51,8 @@ def main():
     ap.add_argument("--batches", type=int, nargs="+", default=[256, 1000, 4000])
     ap.add_argument("--variants", nargs="+",
                     default=["1:0:0", "4:0:0", "4:8:16", "4:16:16", "4:8:8"],
-                    help="UNROLL:DEEP:DEGREE (config.CH_PHAST_LEVEL_UNROLL, CH_PHAST_DEEP_UNROLL, CH_PHAST_DEEP_DEGREE)")
+                    help="UNROLL:DEEP:DEGREE[:THREADS] (config.CH_PHAST_LEVEL_UNROLL, CH_PHAST_DEEP_UNROLL, "
+                         "CH_PHAST_DEEP_DEGREE, CH_PHAST_THREADS)")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--upward", nargs="+", default=["from labels", "searched"])
     ap.add_argument("--batch-items", type=int, nargs="+", default=[0],
@@ -76,11 +77,12 @@ def main():
         config.CH_PHAST_FROM_LABELS = upward == "from labels"
         if upward == "from labels":
             ch.hub_labels()
-        default_items = config.CH_PHAST_BATCH_ITEMS
+        default_items, default_threads = config.CH_PHAST_BATCH_ITEMS, config.CH_PHAST_THREADS
         for variant, items in [(v, b) for v in args.variants for b in args.batch_items]:
             config.CH_PHAST_BATCH_ITEMS = items or default_items
-            unroll, deep, degree = (int(x) for x in variant.split(":"))
+            unroll, deep, degree, *threads = (int(x) for x in variant.split(":"))
             config.CH_PHAST_LEVEL_UNROLL, config.CH_PHAST_DEEP_UNROLL, config.CH_PHAST_DEEP_DEGREE = unroll, deep, degree
+            config.CH_PHAST_THREADS = threads[0] if threads else default_threads
             ch._gpu = None  # a new GPUHierarchy picks the kernel
             eng = ch._gpu_engine()
             lay = eng.layout
