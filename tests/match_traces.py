@@ -122,3 +122,12 @@ def oracle_error(truth, sigma):
     c = np.asarray(truth["coords"], dtype=np.float64)
     s, _ = project_on_route(truth, c[[0, -1]], lo=[ta[0] - w, ta[-1] - w], hi=[ta[0] + w, ta[-1] + w])
     return float(abs((s[1] - s[0]) / truth["length"] - 1.0))
+
+
+def nth_trace(engine, seed, sigma, dt, n):
+    """Trace ``n`` (from 0) of :func:`make_trace_truth`'s generator seeded with ``seed`` (2-4 km routes, up to
+    1,000 points); benchmarks/match_quality.py's Monaco cell (sigma, dt) is ``seed = [22, 0, sigma, dt]``."""
+    rng = np.random.default_rng(seed)
+    for _ in range(n + 1):
+        tr = make_trace_truth(engine, rng, sigma, dt, max_points=1000)
+    return tr

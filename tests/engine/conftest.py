@@ -35,3 +35,15 @@ def overlay_engine(monaco_overlay_dir):
     yield e
     drop_traffic(monaco_overlay_dir)
 
+
+@pytest.fixture(scope="module")
+def car_engine(monaco_car_dir):
+    """Monaco with OSRM's car.lua (its U-turn penalty and turn costs: the driver's rules map matching needs): the
+    session's dataset (tests/conftest.py), saved traffic dropped, up to 1,000 trace points a request."""
+    from gpuroute.engine import Engine
+    from gpuroute.engine.dataset import drop_traffic
+
+    drop_traffic(monaco_car_dir)
+    e = Engine.open(monaco_car_dir)
+    e.limits["max_locations_map_matching"] = 1000
+    return e

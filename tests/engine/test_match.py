@@ -202,17 +202,6 @@ def test_tidy_keeps_first_last_and_every_15_m_and_5_s():
 
 
 # ------------------------------------------------------------------------------------------ real traces
-@pytest.fixture(scope="module")
-def car_engine(monaco_car_dir):
-    """Monaco with OSRM's car.lua (its U-turn penalty and turn costs: the driver's rules map matching needs):
-    the session's dataset (tests/conftest.py)."""
-    from gpuroute.engine import Engine
-    from gpuroute.engine.dataset import drop_traffic
-
-    drop_traffic(monaco_car_dir)
-    e = Engine.open(monaco_car_dir)
-    e.limits["max_locations_map_matching"] = 1000
-    return e
 
 
 SIGMAS = (5.0, 10.0, 20.0)
@@ -262,7 +251,7 @@ def test_answer_shape(car_engine, traces):
         assert set(tp) >= {"location", "name", "hint", "distance", "matchings_index", "waypoint_index",
                            "alternatives_count"}
         assert tp["alternatives_count"] >= 0
-        assert tp["distance"] <= 3 * sigma + 1.0  # a candidate lies within 3 sigma
+        assert tp["distance"] <= M.RADIUS_MULTIPLIER * sigma + 1.0  # a candidate lies within the radius
 
 
 @pytest.mark.parametrize("with_overlay", [True, False])

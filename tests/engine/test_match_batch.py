@@ -24,18 +24,6 @@ from gpuroute.geo import EARTH_RADIUS_M, unit_vectors
 
 
 @pytest.fixture(scope="module")
-def car_engine(monaco_car_dir):
-    """Monaco with OSRM's car.lua (tests/conftest.py's session dataset)."""
-    from gpuroute.engine import Engine
-    from gpuroute.engine.dataset import drop_traffic
-
-    drop_traffic(monaco_car_dir)
-    e = Engine.open(monaco_car_dir)
-    e.limits["max_locations_map_matching"] = 1000
-    return e
-
-
-@pytest.fixture(scope="module")
 def mixed(car_engine):
     """Traces that take every path of the pipeline (see the module notes), each ``{"coords", ...}``."""
     rng = np.random.default_rng(7)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from match_traces import make_trace_truth, matched_length, oracle_error
+from match_traces import make_trace_truth, matched_length, nth_trace, oracle_error
 
 from gpuroute.engine.services import match as M
 
@@ -34,17 +34,6 @@ FLOOR_SIGMA10_DT1 = 0.75
 #: benchmarks/match_quality.py).
 ORACLE_SLACK = 0.2
 
-
-@pytest.fixture(scope="module")
-def car_engine(monaco_car_dir):
-    """Monaco with OSRM's car.lua: the session's dataset (tests/conftest.py)."""
-    from gpuroute.engine import Engine
-    from gpuroute.engine.dataset import drop_traffic
-
-    drop_traffic(monaco_car_dir)
-    e = Engine.open(monaco_car_dir)
-    e.limits["max_locations_map_matching"] = 1000
-    return e
 
 
 def _errors(engine, seed, sigma, dt, n, max_points=400):
@@ -118,20 +107,13 @@ def test_dense_noisy_trace_does_not_run_up_and_down_its_road(car_engine):
     assert np.median(ours - oracle) <= 0.03, report
 
 
-def _nth_trace(engine, seed, sigma, dt, n):
-    """Trace ``n`` (from 0) of the seeded generator (:func:`make_trace_truth`, 2-4 km routes)."""
-    rng = np.random.default_rng(seed)
-    for _ in range(n + 1):
-        tr = make_trace_truth(engine, rng, sigma, dt, max_points=1000)
-    return tr
-
 
 @pytest.mark.parametrize(("sigma", "dt", "n"), [(10.0, 10.0, 25), (5.0, 5.0, 14)])
 def test_uturn_candidate_pays_for_its_uturn(car_engine, sigma, dt, n):
     """Two Monaco traces with a sharp corner where OSRM's free U-turn candidate let the route turn back on itself
     (matched 2.5 % and 3.4 % long): a U-turn candidate pays :data:`gpuroute.engine.services.match.UTURN_LOG_PENALTY`
     on its emission, and the matched length is the true route's within 1 %."""
-    tr = _nth_trace(car_engine, [22, 0, int(sigma), int(dt)], sigma, dt, n)
+    tr = nth_trace(car_engine, [22, 0, int(sigma), int(dt)], sigma, dt, n)
     c = tr["coords"]
     res = car_engine.match(c, timestamps=tr["timestamps"], radiuses=[sigma] * len(c), overview="false")
     err = abs(matched_length(res) / tr["length"] - 1.0)

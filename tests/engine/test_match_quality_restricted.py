@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from match_traces import make_trace_truth, matched_length, oracle_error
+from match_traces import matched_length, nth_trace, oracle_error
 
 from gpuroute.engine.services import match as M
 
@@ -19,24 +19,6 @@ pytest.importorskip("osmium")
 pytest.importorskip("lupa", reason="lupa (pip install 'gpuroute[lua]') runs OSRM's car.lua")
 
 
-@pytest.fixture(scope="module")
-def car_engine(monaco_car_dir):
-    """Monaco with OSRM's car.lua: the session's dataset (tests/conftest.py)."""
-    from gpuroute.engine import Engine
-    from gpuroute.engine.dataset import drop_traffic
-
-    drop_traffic(monaco_car_dir)
-    e = Engine.open(monaco_car_dir)
-    e.limits["max_locations_map_matching"] = 1000
-    return e
-
-
-def _nth_trace(engine, sigma, dt, n):
-    """Trace ``n`` (from 0) of benchmarks/match_quality.py's Monaco cell (sigma, dt): its seed, 2-4 km routes."""
-    rng = np.random.default_rng([22, 0, int(sigma), int(dt)])
-    for _ in range(n + 1):
-        tr = make_trace_truth(engine, rng, sigma, dt, max_points=1000)
-    return tr
 
 
 @pytest.mark.parametrize(("sigma", "dt", "n"), [(5.0, 5.0, 38), (5.0, 10.0, 11), (10.0, 10.0, 57)])
@@ -44,7 +26,7 @@ def test_trace_on_a_restricted_road_is_matched_whole(car_engine, sigma, dt, n):
     """Three Monaco traces of the grid that start or end on a restricted road: one matching from the first point to
     the last, its length the true route's within 2 % (8.5 %, 10.7 % and 3.3 % short before, the end on the
     restricted road unmatched)."""
-    tr = _nth_trace(car_engine, sigma, dt, n)
+    tr = nth_trace(car_engine, [22, 0, int(sigma), int(dt)], sigma, dt, n)
     c = tr["coords"]
     res = car_engine.match(c, timestamps=tr["timestamps"], radiuses=[sigma] * len(c), overview="false")
     err = abs(matched_length(res) / tr["length"] - 1.0)

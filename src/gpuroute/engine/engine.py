@@ -722,7 +722,7 @@ class Engine:
             split the trace where two points are more than 10 median sampling steps apart.
         radiuses : sequence of float, optional
             Each point's GPS standard deviation in metres (> 0; default ``config.SERVE_MATCH_SIGMA_M``, 5 m):
-            its candidates are the road segments within 3 of them.
+            its candidates are the road segments within 3.5 of them.
         bearings : sequence of (value, range) or None, optional
             As :meth:`route`'s: candidates keep the directions within range.
         gaps : {"split", "ignore"}
@@ -751,7 +751,7 @@ class Engine:
             ``InvalidOptions`` (fewer than two coordinates, lists of another length, ``gaps`` not
             split/ignore, an unknown option value), ``InvalidValue`` (a bad coordinate, timestamps that are
             not non-decreasing integers >= 0, a radius not > 0), ``TooBig`` (too many coordinates),
-            ``NoSegment`` (no point has a road within 3 sigma), ``NoMatch`` (no two consecutive points could
+            ``NoSegment`` (no point has a road within 3.5 sigma), ``NoMatch`` (no two consecutive points could
             be matched); ``exclude`` and the avoids as :meth:`route`'s.
         """
         ex = resolve_exclude(self, exclude, avoid_polygons, avoid_ways)  # first, as osrm-routed's CheckAlgorithms

@@ -16,8 +16,10 @@ Model
   point's GPS precision, OSRM's ``radiuses``, default :data:`gpuroute.config.SERVE_MATCH_SIGMA_M`); the caller
   may lower it for a candidate (the match service does for U-turn candidates, ``UTURN_LOG_PENALTY``).
 * Transition: ``log Exp(d_t; beta)``, ``d_t = |route distance - great-circle distance|`` between the two
-  points; a transition with ``d_t >= max_distance_delta`` (``step_time * max_speed`` with timestamps, else
-  2,000 m) is impossible.
+  points; a transition with ``d_t >= max_distance_delta`` is impossible: with timestamps the step's time at
+  ``max_speed``, at most OSRM's bound -- the trace's median sampling step (at least 1 s) at ``max_speed`` --, else
+  2,000 m. (The step's time alone grows over the points a breakage drops and let a route after a breakage loop
+  round the block: benchmarks/match_quality.py, a crawl through a Helsinki parking area matched 108 % long.)
 * The points: a dense trace's grouped beyond the noise (:func:`noise_groups`, by the caller).
 * Viterbi over the points in order from the last unbroken point; a point no candidate of the last unbroken
   one reaches is *broken* (dropped, and the one before it with it: OSRM's breakage); a gap (more than
@@ -286,7 +288,8 @@ def forward(
     use_ts, split_gaps : bool
         Timestamps given; ``gaps=split``.
     max_speed : float
-        m/s (the transition's ``max_distance_delta`` per second with timestamps).
+        m/s (with timestamps the transition's ``max_distance_delta`` is the step's time at this speed, at most
+        OSRM's: the median sampling step -- the upper median of ``ts``'s steps, at least 1 s -- at this speed).
     max_broken_time : float
         Seconds (``gaps=split`` with timestamps).
     max_broken_states : int
@@ -327,11 +330,15 @@ def forward(
     ns = sc[_NS]
     bb = sc[_BB]
     nsp = sc[_NSP]
+    median_delta = max_distance_delta
+    if use_ts and n > 1:  # OSRM's: the median sampling step (the upper median, at least 1 s) at max_speed
+        steps = np.sort(np.diff(ts))
+        median_delta = max(1.0, steps[steps.size // 2]) * max_speed
     while t < n:
         p = stack[ns - 1]
         if use_ts:
             step_time = ts[t] - ts[p]
-            max_delta = step_time * max_speed
+            max_delta = min(step_time * max_speed, median_delta)
         else:
             step_time = 1.0
             max_delta = max_distance_delta

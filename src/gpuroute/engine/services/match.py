@@ -10,8 +10,9 @@ Per trace:
    mean (:meth:`Traces._keep_beyond_noise`, :data:`NOISE_SIGMAS`, :data:`DENSE_STEP`); the others' tracepoints
    are null, as tidy's.
 2. **Candidates.** Every segment of the request's segment index (the largest component, without closed or
-   excluded directions: :meth:`gpuroute.engine.Engine._snap_index`) within ``3 sigma`` of the point (sigma: its
-   ``radiuses`` entry, the GPS standard deviation, default :data:`gpuroute.config.SERVE_MATCH_SIGMA_M`),
+   excluded directions: :meth:`gpuroute.engine.Engine._snap_index`) within :data:`RADIUS_MULTIPLIER` (3.5) sigma of
+   the point (sigma: its ``radiuses`` entry, the GPS standard deviation, default
+   :data:`gpuroute.config.SERVE_MATCH_SIGMA_M`; OSRM's radius is 3 sigma),
    projected exactly (the samples of the segment index in each point's ball, through a grid, and their
    segments' projections, every point of every trace in compiled passes on threads:
    :func:`gpuroute.engine.match_hmm.ball_samples`, :func:`~gpuroute.engine.match_hmm.candidate_pairs`);
@@ -115,8 +116,12 @@ from .route import PhantomRows, route, route_object
 
 __all__ = ["match", "match_many", "candidate_index", "confidence", "tidy_keep", "Traces"]
 
-#: OSRM's ``RADIUS_MULTIPLIER``: a point's candidates lie within this many sigma.
-RADIUS_MULTIPLIER = 3.0
+#: A point's candidates lie within this many sigma (OSRM's ``RADIUS_MULTIPLIER`` is 3). At 3 sigma the true road
+#: lies beyond the radius of 0.27 % of the points (the noise across the road is one axis's), a few points of every
+#: long trace; where another road lies within it such a point is forced onto that road and the route detours in and
+#: out (benchmarks/match_quality.py, Helsinki sigma 5-10 m: 7-15 % long). At 3.5 sigma 0.05 %; beyond 3 sigma
+#: the emission (a log probability 4.5-6.1 under the road's nearest) lets a far candidate win only against a detour.
+RADIUS_MULTIPLIER = 3.5
 #: OSRM's ``MAX_BROKEN_STATES``, ``MATCHING_BETA`` (m) and ``MAX_DISTANCE_DELTA`` (m, without timestamps).
 MAX_BROKEN_STATES = 10
 BETA_M = 10.0
@@ -760,17 +765,36 @@ def _pairs(traces, p, q, max_speed):
     each pair in one trace), as arrays ``(s0, s1, t0, t1, bound, lmax)``: the source and target candidate rows
     (int64), OSRM's weight bound (float64, s: the great-circle distance plus ``max_distance_delta`` at 4 m/s)
     and the longest route (float64, m) a transition can use (the candidates' farthest great-circle distance,
-    at most the points' plus 3 sigma each, plus ``max_distance_delta``: a longer route makes the transition
-    impossible, so the searches stop there)."""
+    at most the points' plus :data:`RADIUS_MULTIPLIER` sigma each, plus ``max_distance_delta``: a longer route
+    makes the transition impossible, so the searches stop there). ``max_distance_delta``
+    (:func:`gpuroute.engine.match_hmm.forward`'s): with timestamps the step's time at ``max_speed`` (m/s), at most
+    OSRM's, the trace's median sampling step (:func:`_median_steps`) at ``max_speed``; else
+    :data:`MAX_DISTANCE_DELTA_M`."""
     p = np.asarray(p, dtype=np.int64)
     q = np.asarray(q, dtype=np.int64)
-    lon, lat, ts, sig = traces.lon, traces.lat, traces.ts, traces.sigma
+    lon, lat, sig = traces.lon, traces.lat, traces.sigma
     hav = haversine_m(lon[p], lat[p], lon[q], lat[q])
-    delta = np.where(traces.has_ts[traces.ptrace[p]], (ts[q] - ts[p]) * max_speed, MAX_DISTANCE_DELTA_M)
+    k = traces.ptrace[p]
+    step = np.minimum(traces.ts[q] - traces.ts[p], _median_steps(traces)[k])
+    delta = np.where(traces.has_ts[k], step * max_speed, MAX_DISTANCE_DELTA_M)
     bound = (hav + delta) / MIN_SPEED_MS
     lmax = hav + RADIUS_MULTIPLIER * (sig[p] + sig[q]) + delta + 1.0
     c = traces.cstart
     return c[p], c[p + 1], c[q], c[q + 1], bound, lmax
+
+
+def _median_steps(traces):
+    """float64 (T,): each trace's median sampling step between its points' timestamps (s; the upper median, at least
+    1 s: OSRM's ``median_sample_time``; 1 without timestamps or with one point), made once per :class:`Traces`."""
+    med = getattr(traces, "_median_step", None)
+    if med is None:
+        med = np.ones(traces.T)
+        for k in np.flatnonzero(traces.has_ts):
+            d = np.sort(np.diff(traces.ts[traces.poff[k] : traces.poff[k + 1]]))
+            if d.size:
+                med[k] = max(1.0, float(d[d.size // 2]))
+        traces._median_step = med
+    return med
 
 
 def _pair(traces, p, q, max_speed):
