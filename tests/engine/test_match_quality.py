@@ -134,9 +134,10 @@ def test_within_2pct_share_sigma10_dt5(car_engine):
 def test_noise_groups_only_in_dense_traces():
     """:func:`gpuroute.engine.match_hmm.noise_groups` against its rule, on straight 7 m/s traces of 60 points: with
     10 m noise at 1 s (a dense trace) every group's first point lies 3 step noises (``hypot`` of the sigmas) or
-    more from the previous group's, every other member within that of its group's first, the first and last points
-    groups of their own and every dropped point within the noise of an end; with 10 s sampling (70 m steps) and in a
-    trace of two points, every point is its own group (OSRM's model)."""
+    more from the previous group's (the second point's group aside: it starts one), every other member within that
+    of its group's first, the first and last points groups of their own and no point dropped (the points within the
+    noise of an end were dropped before: Monaco 10/1 #19, test_match_quality_bounds.py); with 10 s sampling (70 m
+    steps) and in a trace of two points, every point is its own group (OSRM's model)."""
     from gpuroute.engine.match_hmm import noise_groups
     from gpuroute.geo import haversine_m
 
@@ -146,7 +147,7 @@ def test_noise_groups_only_in_dense_traces():
     grp = noise_groups(lon, lat, sig, np.array([0, 60]), 3.0, 1.0)
     kept = np.flatnonzero(grp >= 0)
     assert grp[0] == 0 and grp[-1] == grp.max() and np.all(np.diff(grp[kept]) >= 0), grp.tolist()
-    assert np.bincount(grp[kept])[[0, -1]].tolist() == [1, 1]
+    assert kept.size == 60 and grp[1] == 1 and np.bincount(grp[kept])[[0, -1]].tolist() == [1, 1], grp.tolist()
     firsts = kept[np.searchsorted(grp[kept], np.arange(grp.max() + 1))]
     inner = firsts[1:-1]
     assert inner.size >= 5, grp.tolist()
@@ -154,10 +155,8 @@ def test_noise_groups_only_in_dense_traces():
     mem = kept[(grp[kept] > 0) & (grp[kept] < grp.max())]
     lead = firsts[grp[mem]]
     assert np.all(haversine_m(lon[lead], lat[lead], lon[mem], lat[mem]) < reach)
-    drop = np.flatnonzero(grp < 0)
-    near = np.minimum(haversine_m(lon[0], lat[0], lon[drop], lat[drop]),
-                      haversine_m(lon[-1], lat[-1], lon[drop], lat[drop]))
-    assert np.all(near < reach), near.tolist()
+    near_end = haversine_m(lon[-1], lat[-1], lon[kept[-4:-1]], lat[kept[-4:-1]]) < reach
+    assert near_end.any() and np.all(grp[kept[-4:-1]] < grp[-1])  # points within the noise of the last: grouped
     lon, lat = _line(60, 70.0, 10.0, seed=4)
     assert noise_groups(lon, lat, sig, np.array([0, 60]), 3.0, 1.0).tolist() == list(range(60))
     assert noise_groups(lon[:2], lat[:2], sig[:2], np.array([0, 2]), 3.0, 1.0).tolist() == [0, 1]

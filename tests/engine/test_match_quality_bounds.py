@@ -46,6 +46,26 @@ def test_first_point_beyond_3_sigma_of_its_road_keeps_its_road(car_engine):
     assert err <= 0.02, (err, oracle_error(tr, sigma))
 
 
+def test_points_near_a_dense_traces_start_are_matched_not_dropped(car_engine):
+    """Monaco sigma 10 m / 1 s, trace 19 of the grid (a dense trace: matched on groups beyond the noise). Its first
+    point lies 21 m from a road beside the true one. Before, the points within the noise of the first (3 step
+    noises, 42 m) were dropped, the first point alone chose its road, and the match started on that road beside,
+    21 m off the true route, joining it by a shortcut (2.2 % short); now those points are grouped as any others
+    (:func:`gpuroute.engine.match_hmm.noise_groups`), their group pins the true road and the match starts on it
+    (within sigma of it), the matched length within 2 % of the true route's."""
+    sigma = 10.0
+    tr = nth_trace(car_engine, [22, 0, int(sigma), 1], sigma, 1.0, 19)
+    c = [(round(x, 6), round(y, 6)) for x, y in tr["coords"]]  # as benchmarks/match_quality.py asks
+    ta = tr["true_along"]
+    res = car_engine.match(c, timestamps=tr["timestamps"], radiuses=[sigma] * len(c), overview="false")
+    tps = res["tracepoints"]
+    assert len(tps) == len(c) and tps[0] is not None and tps[-1] is not None and len(res["matchings"]) == 1
+    _, snap_off = project_on_route(tr, np.asarray([tps[0]["location"]]), lo=[ta[0] - 60.0], hi=[ta[0] + 60.0])
+    err = abs(matched_length(res) / tr["length"] - 1.0)
+    assert snap_off[0] <= sigma, (snap_off[0], err)
+    assert err <= 0.02, (err, oracle_error(tr, sigma))
+
+
 def _line_hmm(ts, d_last):
     """Four points 30 m apart along a parallel, one candidate each on the point, timestamps ``ts``; the route
     between consecutive candidates their great-circle distance except the last step's, ``d_last`` m longer:

@@ -164,11 +164,12 @@ def far_neighbours(lon, lat, ptrace, reach, window, step):
 def noise_groups(lon, lat, sigma, poff, sigmas, dense):
     """The points the model matches, as groups of points within the noise of each other (as Newson and Krumm
     2009, section 4, "remove points that are within 2 sigma_z of the previous included point"): int64 (n,), each
-    point's group (ids from 0, ascending along the rows; -1: dropped). A group starts at a point at least
+    point's group (ids from 0, ascending along the rows; no point is dropped). A group starts at a point at least
     ``sigmas`` standard deviations of the difference of two noisy points, ``sqrt(sigma_a**2 + sigma_b**2)`` (m),
     from the first point of the group before it (great circle, :func:`gpuroute.geo.kernels.gc_metres`) and holds
-    the points after it nearer than that; each trace's first and last points are groups of their own, and the
-    points within that distance of them (the first's followers, the last's trailing predecessors) are dropped.
+    the points after it nearer than that; each trace's first and last points are groups of their own, and its
+    second point starts a group (the points within that distance of the ends are grouped as any others: dropping
+    them, as before, left an end point alone to choose its road, and a gap of up to that distance beside it).
     Only a *dense* trace is grouped: one whose steps between consecutive points are mostly noise, its mean step
     driven -- estimated from the steps' mean square, less the noise's (``2 (sigma_a**2 + sigma_b**2)``: each
     point's noise is ``sigma`` per axis) -- under ``dense`` times the noise of a step's ends
@@ -203,17 +204,14 @@ def noise_groups(lon, lat, sigma, poff, sigmas, dense):
         grp[a] = g
         g += 1
         z = b - 1
-        e = z  # the trailing points within the noise of the last: e:z
-        while e - 1 > a and gc_metres(lon[e - 1], lat[e - 1], lon[z], lat[z]) < sigmas * math.hypot(sigma[e - 1],
-                                                                                                      sigma[z]):
-            e -= 1
         anchor = a
-        for i in range(a + 1, e):
-            if gc_metres(lon[anchor], lat[anchor], lon[i], lat[i]) >= sigmas * math.hypot(sigma[anchor], sigma[i]):
+        for i in range(a + 1, z):  # the second point starts a group: the first and last stand alone
+            if i == a + 1 or gc_metres(lon[anchor], lat[anchor], lon[i], lat[i]) >= sigmas * math.hypot(
+                    sigma[anchor], sigma[i]):
                 anchor = i
                 grp[i] = g
                 g += 1
-            elif anchor > a:
+            else:
                 grp[i] = g - 1
         grp[z] = g
         g += 1

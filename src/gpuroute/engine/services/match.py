@@ -337,8 +337,9 @@ class Traces:
         """Match a dense trace's points beyond the noise of each other only (:func:`gpuroute.engine.match_hmm.noise_groups`
         at :data:`NOISE_SIGMAS` and :data:`DENSE_STEP`): a group of points within the noise of its first is matched
         as one point at their mean position and timestamp (the noise of a mean of ``m`` points is ``1 / sqrt(m)``
-        of one's), reported on its middle point; the group's other points, and the points within the noise of a
-        trace's first or last point, are dropped as tidy drops points (null tracepoints)."""
+        of one's), reported on its middle point; the group's other points are dropped as tidy drops points (null
+        tracepoints). A trace's first and last points stay groups of their own (a match runs from the first point
+        to the last, as OSRM's)."""
         if NOISE_SIGMAS <= 0 or self.n == 0:
             return
         grp = noise_groups(self.lon, self.lat, self.sigma, self.poff, float(NOISE_SIGMAS), float(DENSE_STEP))
