@@ -11,7 +11,8 @@ or searched, the core step, the downward sweep and the gather into source-major 
 times of one pass (``GPUHierarchy.profile``) summed by phase. The bytes floor of a tree (METHOD.md): the
 downward pass reads each in-arc's tail distance and each node's own (4 bytes a source) and writes each node's,
 the fill writes every node's and the gather reads and writes every node's once more, at the copy bandwidth
-measured in the run.
+measured in the run; without the fill (``--fills nofill``, ``config.CH_PHAST_NO_FILL``, the default) the fill and
+the own reads are a bit a (node, source).
 
 Usage (on the device):
     PYTHONPATH=src python3 benchmarks/phast_batched.py [--graph ny] [--batches 256 1000 4000] [--upward "from labels"]
@@ -57,6 +58,8 @@ def main():
     ap.add_argument("--upward", nargs="+", default=["from labels", "searched"])
     ap.add_argument("--batch-items", type=int, nargs="+", default=[0],
                     help="config.CH_PHAST_BATCH_ITEMS values to run each variant with (0: the config's)")
+    ap.add_argument("--fills", nargs="+", default=["nofill"], choices=["nofill", "fill"],
+                    help="config.CH_PHAST_NO_FILL True (nofill) / False (fill) to run each variant with")
     ap.add_argument("--out", default="out")
     args = ap.parse_args()
     import cupy as cp
@@ -78,7 +81,8 @@ def main():
         if upward == "from labels":
             ch.hub_labels()
         default_items, default_threads = config.CH_PHAST_BATCH_ITEMS, config.CH_PHAST_THREADS
-        for variant, items in [(v, b) for v in args.variants for b in args.batch_items]:
+        for variant, items, fill in [(v, b, f) for v in args.variants for b in args.batch_items for f in args.fills]:
+            config.CH_PHAST_NO_FILL = fill == "nofill"
             config.CH_PHAST_BATCH_ITEMS = items or default_items
             unroll, deep, degree, *threads = (int(x) for x in variant.split(":"))
             config.CH_PHAST_LEVEL_UNROLL, config.CH_PHAST_DEEP_UNROLL, config.CH_PHAST_DEEP_DEGREE = unroll, deep, degree
@@ -98,15 +102,19 @@ def main():
             for k in args.batches:
                 S = cp.asarray(rng.integers(0, g.n_nodes, k))
                 t = med_gpu(lambda S=S: ch.tree(S, device="gpu", dtype="uint32"), args.reps)
-                emit(what="PHAST batched", upward=upward, variant=variant, batch_items=config.CH_PHAST_BATCH_ITEMS, sources=k, pass_size=eng._pass_size(k),
+                emit(what="PHAST batched", upward=upward, variant=variant, start=eng._pass_start[0], batch_items=config.CH_PHAST_BATCH_ITEMS, sources=k, pass_size=eng._pass_size(k),
                      seconds=t, trees_per_s=k / t, exact=exact)
-            emit(what="PHAST pass profile", upward=upward, variant=variant, batch_items=config.CH_PHAST_BATCH_ITEMS, sources=per,
+            emit(what="PHAST pass profile", upward=upward, variant=variant, start=eng._pass_start[0], batch_items=config.CH_PHAST_BATCH_ITEMS, sources=per,
                  us_by_phase={k: round(v, 1) for k, v in by.items()},
                  down_levels=[(p, int(nn), round(us, 1)) for p, _, nn, us in prof if p.startswith("down")][:60])
     n = g.n_nodes
     down_arcs = int(lay.down[0][-1])
     per_tree = 4 * (down_arcs + 2 * n) + 4 * n + 8 * n  # down pull reads + own read/write, fill, gather
-    emit(what="bytes floor", bytes_per_tree=per_tree, floor_trees_per_s=bw / per_tree, down_arcs=down_arcs, nodes=n)
+    emit(what="bytes floor", start="fill", bytes_per_tree=per_tree, floor_trees_per_s=bw / per_tree, down_arcs=down_arcs,
+         nodes=n)
+    per_tree = 4 * (down_arcs + n) + n / 8 + 8 * n  # down pull reads + own write, the mask's bit, gather
+    emit(what="bytes floor", start="mask", bytes_per_tree=per_tree, floor_trees_per_s=bw / per_tree, down_arcs=down_arcs,
+         nodes=n)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "phast_batched.json"), "w") as f:
         json.dump(ROWS, f, indent=1)

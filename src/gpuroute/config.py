@@ -108,6 +108,11 @@ CH_PHAST_LEVEL_UNROLL = 4
 #: H100, NY x1000: 168k -> 174k trees/s with 8 at 16 (16, or a threshold of 8, no better).
 CH_PHAST_DEEP_UNROLL = 8
 CH_PHAST_DEEP_DEGREE = 16
+#: PHAST on the GPU: a pass's rows are not filled with DINF where no pull needs it: from hub labels only the core's
+#: rows are, the labels set a bit per item below the core and the downward pulls read their own row where it is set;
+#: pulled level by level, the upward pass starts each item at 0 (its source) or DINF (``GPUHierarchy._start_mode``).
+#: False: every row filled first, as before. H100, NY from labels: x1000 188k -> 258k trees/s (BENCHMARKS.md).
+CH_PHAST_NO_FILL = True
 #: PHAST on the GPU: for fewer than 32 sources, a level whose nodes average at least this many in-arcs
 #: (the top levels of a hierarchy) runs a warp per node instead of a thread per node.
 CH_PHAST_WARP_DEGREE = 8

@@ -82,6 +82,33 @@ def test_level_pull_arcs_in_flight(unroll, deep, core_from, monkeypatch):
         monkeypatch.setattr(config, name, {"CH_PHAST_LEVEL_UNROLL": unroll, "CH_PHAST_DEEP_UNROLL": deep}[name])
 
 
+@pytest.mark.parametrize("core_from", [None, 40, 0])
+@pytest.mark.parametrize("labels", [True, False])
+def test_rows_not_filled(core_from, labels, monkeypatch):
+    """``config.CH_PHAST_NO_FILL``: passes of 45 sources (a thread an item) from hub labels (the core's rows filled,
+    a bit a labelled item: "mask") or pulled upward level by level ("sources") over rows holding garbage (a small
+    value, and the previous pass's rows): trees, tables and distances equal Dijkstra's, as with the fill."""
+    monkeypatch.setattr(config, "CH_PHAST_BATCH_ITEMS", 45 * 90)  # two passes of 45 for 90 sources
+    monkeypatch.setattr(config, "CH_PHAST_FROM_LABELS", labels)
+    monkeypatch.setattr(config, "CH_PHAST_MERGE_LEVELS", 1)
+    g, ch = _case(8, n=90, core_from=core_from)
+    if labels:
+        ch.hub_labels()
+    src = np.arange(g.n_nodes)
+    ref = gpuroute.sssp(g, src, algorithm="dijkstra", device="cpu")
+    for no_fill in (True, False):
+        monkeypatch.setattr(config, "CH_PHAST_NO_FILL", no_fill)
+        eng = ch._gpu_engine()
+        _, d, _ = eng._pass(45)
+        assert eng._pass_start[0] == (("mask" if labels else "sources") if no_fill else "fill")
+        with eng.stream:
+            d.fill(3)  # garbage that a read of an unwritten row would carry into the trees
+        np.testing.assert_array_equal(ch.tree(src, device="gpu"), ref)
+        S, T = src[::2], np.array([1, 5, 89, 0])
+        np.testing.assert_array_equal(ch.table(S, T, device="gpu"), ref[S][:, T])
+        np.testing.assert_array_equal(ch.distances(S, S[::-1], device="gpu"), ref[S, S[::-1]])
+
+
 @pytest.mark.parametrize("core_from", [None, 30, 0])
 @pytest.mark.parametrize("up_search", [True, False])
 def test_one_source_upward_search(core_from, up_search, monkeypatch):

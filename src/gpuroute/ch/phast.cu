@@ -60,10 +60,14 @@ __device__ __forceinline__ void ph_relax(unsigned int du, unsigned int w, unsign
 // the core and the levels above are many (a chain of U-steps bounds their launch).
 }  // extern "C"
 
-template <int U>
+// INIT says where an item's own distance comes from: 0, its row d[v * k + j] (filled with DINF before the
+// pass); 1, a bit mask of the items the upward pass wrote (mask[v * kw + j / 32] bit j % 32, kw = ceil(k / 32)),
+// so the rows of the downward pass's nodes need no fill and are not read where the bit is clear; 2, the pass's
+// sources (0 at src[j], else DINF: the upward pass pulled level by level, which writes every node's row).
+template <int U, int INIT>
 __device__ __forceinline__ void ph_level_u(int lo, int hi, int k, const int* __restrict__ fo,
                                            const int* __restrict__ tl, const unsigned int* __restrict__ w,
-                                           unsigned int* d, int* flags) {
+                                           unsigned int* d, int* flags, const unsigned int* __restrict__ init) {
     const unsigned long long x = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
     const unsigned long long items = (unsigned long long)(hi - lo) * k;
     if (x >= items) return;
@@ -71,7 +75,15 @@ __device__ __forceinline__ void ph_level_u(int lo, int hi, int k, const int* __r
     const int j = (int)(x - (unsigned long long)(v - lo) * k);
     const unsigned long long self = (unsigned long long)v * k + j;
     const unsigned long long kk = (unsigned long long)k;
-    unsigned int best = d[self];
+    unsigned int best;
+    if (INIT == 0) {
+        best = d[self];
+    } else if (INIT == 1) {
+        const unsigned int bits = init[(unsigned long long)v * ((k + 31) >> 5) + (j >> 5)];
+        best = ((bits >> (j & 31)) & 1u) ? d[self] : DINF;
+    } else {
+        best = ((const int*)init)[j] == v ? 0u : DINF;
+    }
     int a = fo[v];
     const int a1 = fo[v + 1];
     bool ovf = false;
@@ -100,20 +112,23 @@ __device__ __forceinline__ void ph_level_u(int lo, int hi, int k, const int* __r
 
 extern "C" {
 
-__global__ void ph_level4(int lo, int hi, int k, const int* __restrict__ fo, const int* __restrict__ tl,
-                          const unsigned int* __restrict__ w, unsigned int* d, int* flags) {
-    ph_level_u<4>(lo, hi, k, fo, tl, w, d, flags);
-}
-
-__global__ void ph_level8(int lo, int hi, int k, const int* __restrict__ fo, const int* __restrict__ tl,
-                          const unsigned int* __restrict__ w, unsigned int* d, int* flags) {
-    ph_level_u<8>(lo, hi, k, fo, tl, w, d, flags);
-}
-
-__global__ void ph_level16(int lo, int hi, int k, const int* __restrict__ fo, const int* __restrict__ tl,
-                           const unsigned int* __restrict__ w, unsigned int* d, int* flags) {
-    ph_level_u<16>(lo, hi, k, fo, tl, w, d, flags);
-}
+#define PH_LEVEL(NAME, U, INIT)                                                                         \
+    __global__ void NAME(int lo, int hi, int k, const int* __restrict__ fo, const int* __restrict__ tl,    \
+                         const unsigned int* __restrict__ w, unsigned int* d, int* flags,                 \
+                         const unsigned int* __restrict__ init) {                                         \
+        ph_level_u<U, INIT>(lo, hi, k, fo, tl, w, d, flags, init);                                        \
+    }
+// init: unused (INIT 0), the mask (m), the sources (s); see ph_level_u.
+PH_LEVEL(ph_level4, 4, 0)
+PH_LEVEL(ph_level8, 8, 0)
+PH_LEVEL(ph_level16, 16, 0)
+PH_LEVEL(ph_level4m, 4, 1)
+PH_LEVEL(ph_level8m, 8, 1)
+PH_LEVEL(ph_level16m, 16, 1)
+PH_LEVEL(ph_level4s, 4, 2)
+PH_LEVEL(ph_level8s, 8, 2)
+PH_LEVEL(ph_level16s, 16, 2)
+#undef PH_LEVEL
 
 // The core: for core nodes b in [0, c): d[b] = min(d[b], min over a of d[a] + D[a * c + b]). Grid
 // (ceil(c / blockDim), k, chunks): block (x, j, z) gathers the reached core nodes a of source j in the z-th
@@ -204,6 +219,23 @@ __global__ void ph_label_up(int k, const int* __restrict__ slid, const long long
     const long long a1 = node[4LL * slid[j] + 4];
     for (long long i = node[4LL * slid[j]] + threadIdx.x; i < a1; i += blockDim.x)
         d[(unsigned long long)lidpos[hub[i]] * k + j] = (unsigned int)dist[i];
+}
+
+// ph_label_up for a pass whose rows were not filled: the core's rows [0, c * k) were, and a hub below the core
+// also sets its item's bit in mask (node-major, kw = ceil(k / 32) words a node, zeroed before) for the
+// downward pass's ph_level*m.
+__global__ void ph_label_up_m(int k, int c, const int* __restrict__ slid, const long long* __restrict__ node,
+                              const int* __restrict__ hub, const int* __restrict__ dist,
+                              const int* __restrict__ lidpos, unsigned int* d, unsigned int* mask) {
+    const int j = blockIdx.x;
+    if (j >= k) return;
+    const unsigned long long kw = (unsigned long long)((k + 31) >> 5);
+    const long long a1 = node[4LL * slid[j] + 4];
+    for (long long i = node[4LL * slid[j]] + threadIdx.x; i < a1; i += blockDim.x) {
+        const int p = lidpos[hub[i]];
+        d[(unsigned long long)p * k + j] = (unsigned int)dist[i];
+        if (p >= c) atomicOr(mask + (unsigned long long)p * kw + (j >> 5), 1u << (j & 31));
+    }
 }
 
 // The upward search of one source as one block (a single tree: the upward search space of a hierarchy is

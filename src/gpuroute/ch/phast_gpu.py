@@ -190,6 +190,9 @@ class GPUHierarchy:
         self.k_sources = self.mod.get_function("ph_sources")
         self._unroll()  # the setting checked before anything runs
         self.k_levels = {u: self.mod.get_function(f"ph_level{u}" if u > 1 else "ph_level") for u in (1, 4, 8, 16)}
+        # the same pulls with an item's own distance from the upward pass's bit mask ("m") or the sources ("s")
+        self.k_levels_init = {(u, m): self.mod.get_function(f"ph_level{u}{m}") for u in (4, 8, 16) for m in "ms"}
+        self.k_label_up_m = self.mod.get_function("ph_label_up_m")
         self.k_core = self.mod.get_function("ph_core")
         self.k_warp = self.mod.get_function("ph_level_warp")
         self.k_up_search = self.mod.get_function("ph_up_search")
@@ -213,6 +216,7 @@ class GPUHierarchy:
         self.tpb = int(config.CH_PHAST_THREADS)
         self.sms = multiprocessors()
         self._passes = {}  # k -> (graph, d, src buffer)
+        self._pass_start = None  # the current pass's start: (mode, bit mask or None); see _start_mode
         self._search_buf = None  # stamp + two frontiers of the one-source upward search (3n int32)
         cp.cuda.Device().synchronize()
 
@@ -250,7 +254,7 @@ class GPUHierarchy:
         key = (k, self._labels() is not None, config.CH_PHAST_MERGE_LEVELS, config.CH_PHAST_MERGE_MAX_K,
                config.CH_PHASE_STEP_US, config.CH_PHASE_BYTES_PER_US, config.CH_PHASE_ITER_US,
                config.CH_PHASE_MAX_LEVELS, config.CH_PHAST_LANES_MAX_K, config.CH_PHAST_MAX_LANES,
-               config.CH_PHAST_UP_SEARCH)
+               config.CH_PHAST_UP_SEARCH, config.CH_PHAST_NO_FILL)
         if key in self._passes:
             return self._passes[key]
         cp = self.cp
@@ -258,28 +262,59 @@ class GPUHierarchy:
         with self.stream:  # ordered with the pass's launches on this (non-blocking) stream
             d = cp.empty(self.n * k, dtype=cp.uint32)
             src = cp.zeros(k, dtype=cp.int32)
-        tpb = self.tpb
-        i32 = np.int32
         s = self.stream
         up_plan = self._up_plan(k)
         down_plan, down_arcs = self._down_plan(k)
-        from_labels = up_plan[0][0] == "labels"
+        mode = self._start_mode(up_plan, down_plan)
+        with s:
+            mask = cp.empty(self.n * ((k + 31) // 32), dtype=cp.uint32) if mode == "mask" else None
+        self._pass_start = (mode, mask)
         with s:
             s.begin_capture()
-            d.fill(DINF)
-            if not from_labels:  # a label holds its own node at distance 0
-                self.k_sources(((k + tpb - 1) // tpb,), (tpb,), (i32(k), src, d))
+            starts = self._start_rows(k, d, src)
             self._launch_plan(up_plan, k, self.up, d, src)
             if self.c:
                 self._core(k, d)
             self._launch_plan(down_plan, k, down_arcs, d)
             graph = s.end_capture()
-        self.launches = (1 + (0 if from_labels else 1) + len(up_plan) + len(down_plan) + (1 if self.c else 0)
+        self.launches = (starts + len(up_plan) + len(down_plan) + (1 if self.c else 0)
                          + sum(p[0] == "search" for p in up_plan))
         # what the benchmark reports: the downward launches and the arcs they read (merged or not)
         self.down_launches, self.down_arcs = len(down_plan), int(down_arcs[1].size)
         self._passes[key] = (graph, d, src)
         return self._passes[key]
+
+    @staticmethod
+    def _start_mode(up_plan, down_plan):
+        """How a pass's rows start. ``"fill"``: every row filled with DINF, then the sources' zeros (not on the
+        label path: a label holds its own node at distance 0). With ``config.CH_PHAST_NO_FILL`` and pulls of 4 or
+        more in-arcs in flight throughout: ``"mask"`` on the label path (only the core's rows filled; the labels
+        set a bit per (hub, source) item below the core, which the downward pulls read instead of their own
+        rows: ``ph_label_up_m``, ``ph_level*m``), ``"sources"`` for the upward pass pulled level by level (it
+        writes every row, its first reads of an item's own distance being 0 at the source, else DINF:
+        ``ph_level*s``): the n x k fill and the downward pass's reads of rows no label wrote are gone."""
+        if not config.CH_PHAST_NO_FILL:
+            return "fill"
+        if up_plan[0][0] == "labels":
+            return "mask" if all(p[0] == "level" and p[3] > 1 for p in down_plan) else "fill"
+        return "sources" if all(p[0] == "level" and p[3] > 1 for p in up_plan) else "fill"
+
+    def _start_rows(self, k, d, src):
+        """Launch the current pass's start (:meth:`_start_mode`) on the current stream; returns its launches."""
+        mode, mask = self._pass_start
+        if mode == "sources":
+            return 0
+        if mode == "mask":
+            if self.c:
+                d[:self.c * k].fill(DINF)
+            mask.fill(0)
+            return 1 + bool(self.c)
+        d.fill(DINF)
+        if self._labels() is not None:
+            return 1
+        tpb = self.tpb
+        self.k_sources(((k + tpb - 1) // tpb,), (tpb,), (np.int32(k), src, d))
+        return 2
 
     def _up_plan(self, k):
         """The upward pass: the sources' forward hub labels where :meth:`_labels` allows (one launch); for
@@ -368,14 +403,22 @@ class GPUHierarchy:
         self.k_core((bx, k, chunks), (ct,), (np.int32(c), np.int32(k), self.D, d, self.flags), shared_mem=8 * per)
 
     def _launch_plan(self, plan, k, arcs, d, src=None):
+        """Launch ``plan``'s steps (the upward pass when ``src`` is given, else the downward) on the current
+        stream, each pull reading an item's own distance as the current pass's start says."""
         fo, tl, w = arcs
         tpb = self.tpb
         i32 = np.int32
+        mode, mask = self._pass_start
+        init = {"mask": (None if src is not None else mask), "sources": src}.get(mode)
         for kind, lo, hi, lg in plan:
             items = (hi - lo) * k
             if kind == "labels":
                 gl, lidpos = self._labels()
-                self.k_label_up((k,), (128,), (i32(k), src, gl.node, gl.hub, gl.dist, lidpos, d))
+                if mode == "mask":
+                    self.k_label_up_m((k,), (128,), (i32(k), i32(self.c), src, gl.node, gl.hub, gl.dist, lidpos, d,
+                                                     mask))
+                else:
+                    self.k_label_up((k,), (128,), (i32(k), src, gl.node, gl.hub, gl.dist, lidpos, d))
             elif kind == "search":
                 if self._search_buf is None:
                     self._search_buf = self.cp.empty(3 * self.n, dtype=self.cp.int32)
@@ -388,9 +431,12 @@ class GPUHierarchy:
                 threads = items << lg
                 self.k_lanes(((threads + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), i32(lg), fo, tl, w, d,
                                                                      self.flags))
+            elif kind == "level" and init is not None:
+                self.k_levels_init[lg, "m" if mode == "mask" else "s"](
+                    ((items + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), fo, tl, w, d, self.flags, init))
             elif kind == "level":
-                self.k_levels[lg](((items + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), fo, tl, w, d,
-                                                                       self.flags))
+                args = (i32(lo), i32(hi), i32(k), fo, tl, w, d, self.flags)
+                self.k_levels[lg](((items + tpb - 1) // tpb,), (tpb,), args + ((d,) if lg > 1 else ()))
             else:
                 self.k_warp(((items * 32 + tpb - 1) // tpb,), (tpb,), (i32(lo), i32(hi), i32(k), fo, tl, w, d,
                                                                         self.flags))
@@ -417,9 +463,7 @@ class GPUHierarchy:
 
         with self.stream:
             src.set(self._source_ids(sources), stream=self.stream)
-            d.fill(DINF)
-            if not (up_plan and up_plan[0][0] == "labels"):
-                self.k_sources(((k + self.tpb - 1) // self.tpb,), (self.tpb,), (np.int32(k), src, d))
+            timed("start", 0, self.n, lambda: self._start_rows(k, d, src))
         for phase, plan, arcs in (("up", up_plan, self.up), ("down", down_plan, down_arcs)):
             if phase == "down" and self.c:
                 timed("core", 0, self.c, lambda: self._core(k, d))
