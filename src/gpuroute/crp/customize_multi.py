@@ -28,7 +28,9 @@ Design (what was chosen, and why)
   from the cell's first edge): cliques and trees are equal bit for bit.
 * **Results and gather.** Each device copies its parts' cliques (the query levels', in the overlay's layout)
   and trees back to the host itself, run by run (a run: consecutive cells of the one-device layout),
-  asynchronously on its own stream, so the copies back use every device's link. Where levels remain above
+  asynchronously on a copy stream of its own once its levels are done, so the copies back use every device's
+  link and overlap the other devices' levels, the gather and the upper levels (the next run's levels wait for
+  them). Where levels remain above
   the split level, the parts' split-level cliques -- all those levels read -- are copied to the gather
   device ``devices[0]`` (``cudaMemcpyPeerAsync`` on its stream after an event of the part's device; no copy
   for a part on the gather device) and scattered into the one-device clique layout there; the upper levels
@@ -649,9 +651,15 @@ class _GPUParts:
         topo = plan.topo
         u = mc.gather_device
         self.streams = {}
+        # per device a second stream for the copies back: a part's cliques and trees leave while the other
+        # devices, the gather and the upper levels run (the paper's sec. 5 overlaps them); the next run's
+        # levels wait for them (self.copied)
+        self.copy_streams = {}
+        self.copied = {}
         for d in mc.devices:
             with cp.cuda.Device(d):
                 self.streams[d] = cp.cuda.Stream(non_blocking=True)
+                self.copy_streams[d] = cp.cuda.Stream(non_blocking=True)
         # peer access from the gather device to every other one (copies work without it, staged)
         self.peer_access = {}
         for d in mc.devices:
@@ -774,6 +782,8 @@ class _GPUParts:
             d = pt.device
             s = self.streams[d]
             with cp.cuda.Device(d), s:
+                if d in self.copied:  # the previous run's copies of these buffers are done first
+                    s.wait_event(self.copied[d])
                 if fits:
                     e["arc32"].set(e["pin32"], stream=s)
                     e["arc"][...] = e["arc32"]
@@ -800,10 +810,12 @@ class _GPUParts:
         clique_events, tree_events = [], []
         d2h = 0
         isz = mc.tree_dtype.itemsize
+        copied = {}
         for e in self.parts:
             pt = e["part"]
-            s = self.streams[pt.device]
+            s = self.copy_streams[pt.device]
             with cp.cuda.Device(pt.device), s:
+                s.wait_event(e["events"][-1])
                 for a, g, n in pt.clique_runs:
                     e["clique"][a:a + n].get(out=clique[g:g + n], stream=s, blocking=False)
                     d2h += 8 * int(n)
@@ -817,6 +829,8 @@ class _GPUParts:
                     x = cp.cuda.Event()
                     x.record()
                     tree_events.append(x)
+                copied[pt.device] = x
+        self.copied = copied
         # the gather (only where levels above the split remain): the split level's cliques of every part
         # into the one-device layout on the gather device, then the upper levels there
         su = self.streams[u]
