@@ -193,6 +193,31 @@ def test_buffers_recycle_only_what_nothing_references():
     assert not bufs.rings["y"].bufs
 
 
+def test_whole_customizations_in_a_row_keep_at_most_keep_spare_buffers():
+    """Each install (a whole customization's fresh arrays, handed over) made the ring hold one more buffer and
+    none was ever dropped (no update between them ran the pruning): memory grew with every customization and
+    the GPU path's pinned trees never went back to CuPy's pool. Now the ring keeps the current array and at
+    most ``keep`` free stale ones; a buffer a reader still holds stays the reader's, and the next update
+    recycles a free one."""
+    bufs = sb.StateBuffers(keep=2)
+    held = []
+    for i in range(10):
+        a = np.full(50, i, dtype=np.int64)
+        bufs.install("x", a, own=True)
+        if i == 3:
+            held.append(a)  # a reader's snapshot of generation 3
+        del a
+        ring = bufs.rings["x"]
+        free = [b for b in ring.bufs if b.a is not ring.cur and sb._free(b)]
+        assert len(free) <= 2 and len(ring.bufs) <= 2 + 1 + len(held)
+    np.testing.assert_array_equal(held[0], np.full(50, 3))
+    cur = bufs.rings["x"].cur
+    nxt = bufs.derive("x", cur, sb.index_ranges([7]))
+    nxt[7] = -1
+    assert nxt is not cur and nxt is not held[0] and any(b.a is nxt for b in bufs.rings["x"].bufs)
+    np.testing.assert_array_equal(held[0], np.full(50, 3))  # never written
+
+
 # ---------------------------------------------------------------------------------- CPU updates
 @pytest.mark.parametrize("seed, mezzanine", [(0, False), (1, False), (2, {8: (3,), 24: (12,)})])
 def test_updates_equal_scratch_and_old_snapshots_stay(seed, mezzanine, monkeypatch):

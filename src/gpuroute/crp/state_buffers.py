@@ -346,7 +346,9 @@ class StateBuffers:
         ok = isinstance(a, np.ndarray) and a.flags.writeable
         if own is None:
             own = ok and a.flags.owndata
-        self._ring(name).restart(a, bool(own) and ok)
+        r = self._ring(name)
+        r.restart(a, bool(own) and ok)
+        self._prune(r)  # at most ``keep`` free stale buffers: whole customizations in a row do not pile up
 
     def is_current(self, name, a):
         """Whether ``a`` is the ring's current array of ``name``."""
