@@ -161,6 +161,9 @@ class GPUHierarchy:
         Without a usable GPU.
     """
 
+    #: The current pass's start (:meth:`_start_mode`, its bit mask or None): the fill until a pass is made.
+    _pass_start = ("fill", None)
+
     def __init__(self, ch):
         import cupy as cp
 
@@ -216,7 +219,6 @@ class GPUHierarchy:
         self.tpb = int(config.CH_PHAST_THREADS)
         self.sms = multiprocessors()
         self._passes = {}  # k -> (graph, d, src buffer)
-        self._pass_start = None  # the current pass's start: (mode, bit mask or None); see _start_mode
         self._search_buf = None  # stamp + two frontiers of the one-source upward search (3n int32)
         cp.cuda.Device().synchronize()
 
