@@ -1,7 +1,7 @@
 """Benchmark suite: the CPU one ``/route`` or ``/table`` request costs inside the server process, and where
 it goes (issue 20). In-process, no sockets: what a worker thread of ``gpuroute serve`` runs for a request
-(URL split, ``parse_request``, the engine, ``encode``), and the engine call alone, each timed with
-``time.process_time`` over a batch of requests and profiled with cProfile.
+(URL split, ``parse_request`` through the server's ``call``, the engine, ``encode``), and the engine call alone,
+each timed with ``time.process_time`` over a batch of requests and profiled with cProfile.
 
 The dataset is what users run: ``gpuroute build monaco.osm.pbf --profile <OSRM's car.lua> -o DIR`` (built
 into ``out/request_path/`` once; OSRM's car.lua from the osrm-bindings wheel, ``.ci/fetch_osrm.sh`` /
@@ -10,7 +10,14 @@ into ``out/request_path/`` once; OSRM's car.lua from the osrm-bindings wheel, ``
 
 Cases: ``/route`` with 2 coordinates and the default options (``route_default``: ``overview=simplified``,
 ``steps=false``), with ``overview=full``, with ``overview=false``, ``/route`` with
-``overview=full&steps=true&annotations=true`` (context) and ``/table`` 100 x 100.
+``overview=full&steps=true&annotations=true`` (context), with ``steps=true`` alone (``route_steps_only``: what
+routingpy and OSRM's clients ask), with ``steps=true&geometries=geojson&annotations=distance,duration``
+(``route_steps_geojson``) and ``/table`` 100 x 100.
+
+Small ``/table`` and ``/trip`` cases (issue 20's fixed cost, ``--cases table4 table25 trip4 trip12 trip25``): the
+20 trips of each size of ``--trip-requests`` (a ``benchmarks/serve.py --trips`` run's requests), as ``/table`` of
+their points and as ``/trip/v1/driving/...?roundtrip=true&source=any&destination=any``. ``--numba-threads 1`` is a
+``gpuroute serve`` worker on 2 cores (two workers, one numba thread each).
 
 ``--stages`` adds, per ``/route`` case, the CPU of each stage of the server's GET path (the short parse, snapping,
 the search and unpacking, the route object, the waypoints, the JSON), timed one request at a time.
@@ -49,6 +56,7 @@ _SRC = sys.argv[sys.argv.index("--src") + 1] if "--src" in sys.argv[:-1] else st
 sys.path.insert(0, _SRC)
 
 REQUESTS = ROOT / "benchmarks" / "results" / "serve_dataset_2026-11-26_before_75fde7b.requests.json.gz"
+TRIP_REQUESTS = ROOT / "benchmarks" / "results" / "serve_dataset_2026-11-26_trip_db19feb.requests.json.gz"
 OUT = ROOT / "out" / "request_path"
 
 
@@ -73,12 +81,12 @@ def dataset():
 
 
 def adapter_call(server, path):
-    """What a worker thread runs for a GET ``path``: split, parse, engine, encode (``(status, body)``)."""
-    from gpuroute.server.app import parse_query, parse_request, split_target
+    """What a worker thread runs for a GET ``path``: split, parse (the server's ``call``: the record it runs, e.g. a
+    route's steps as JSON text where the tree writes them so), engine, encode (``(status, body)``)."""
+    from gpuroute.server.app import parse_query, split_target
 
     service, _, profile, coords, query = split_target(path)
-    call = parse_request(service, profile, coords, parse_query(query), server.limits)
-    return server.work(call)
+    return server.work(server.call(service, profile, coords, parse_query(query)))
 
 
 def direct_scope(path):
@@ -103,10 +111,10 @@ def engine_call(engine, server, path):
     """The engine call alone (the parsed request's record, as the adapter passes it: ``Engine.run``)."""
     import dataclasses
 
-    from gpuroute.server.app import parse_query, parse_request, split_target
+    from gpuroute.server.app import parse_query, split_target
 
     service, _, profile, coords, query = split_target(path)
-    call = parse_request(service, profile, coords, parse_query(query), server.limits)
+    call = server.call(service, profile, coords, parse_query(query))
     extra = server.table_kwargs if service == "table" else {}
     params = dataclasses.replace(call.params, **extra)
     return lambda: engine.run(params)
@@ -167,8 +175,9 @@ def stages(eng, server, paths, repeat=3):
             plan, snap = route_search(eng, ex, None).route(
                 ph, continue_straight=cs if p.continue_straight is None else bool(p.continue_straight))
             t3 = time.process_time()
+            parts = {"leg_parts": p.leg_parts} if hasattr(p, "leg_parts") else {}  # steps as JSON text (the server's)
             r = service.route_object(eng, ph, service.PhantomRows(ph), plan, snap, steps=p.steps,
-                                     annotations=p.annotations, geometries=p.geometries, overview=p.overview)
+                                     annotations=p.annotations, geometries=p.geometries, overview=p.overview, **parts)
             t4 = time.process_time()
             res = {"code": "Ok", "routes": [r], "waypoints": waypoints(ph, eng._fingerprint, eng._names)}
             t5 = time.process_time()
@@ -265,11 +274,18 @@ def main():
     ap.add_argument("--src", default=None, help="import gpuroute from this copy of src/ (before -> after runs)")
     ap.add_argument("--stages", action="store_true", help="also the CPU of each stage of a /route case")
     ap.add_argument("--cases", nargs="*", default=["route_default", "route_full", "route_false", "route_steps", "table"])
+    ap.add_argument("--trip-requests", default=str(TRIP_REQUESTS),
+                    help="requests with trips (cases table4, table25, trip4, trip12, trip25)")
+    ap.add_argument("--numba-threads", type=int, default=0, help="numba threads (0: numba's default)")
     ap.add_argument("--sizes", type=int, default=0, metavar="N",
                     help="instead of the cases: wall ms of one request by service and size (N requests each) and "
                          "the worker-thread hand-off's CPU (the config.SERVE_INLINE_* rule)")
     args = ap.parse_args()
 
+    if args.numba_threads:
+        import numba
+
+        numba.set_num_threads(args.numba_threads)
     import gpuroute
     from gpuroute.engine import Engine
     from gpuroute.server.app import create_app
@@ -288,8 +304,17 @@ def main():
         "route_full": ("/route/v1/driving/{}?overview=full", routes),
         "route_false": ("/route/v1/driving/{}?overview=false", routes),
         "route_steps": ("/route/v1/driving/{}?overview=full&steps=true&annotations=true", routes),
+        "route_steps_only": ("/route/v1/driving/{}?steps=true", routes),
+        "route_steps_geojson": ("/route/v1/driving/{}?steps=true&geometries=geojson&annotations=distance,duration",
+                                routes),
         "table": ("/table/v1/driving/{}", tables),
     }
+    if any(c.startswith(("table4", "table25", "trip")) for c in args.cases):
+        trips = json.loads(gzip.decompress(Path(args.trip_requests).read_bytes()))["Monaco"]["trips"]
+        for k in ("4", "25"):
+            cases[f"table{k}"] = ("/table/v1/driving/{}", trips[k])
+        for k in ("4", "12", "25"):
+            cases[f"trip{k}"] = ("/trip/v1/driving/{}?roundtrip=true&source=any&destination=any", trips[k])
     out = {}
     if args.sizes:
         out = {"sizes": sizes(server, reqs, args.sizes), "handoff_us": handoff(), "loadavg": os.getloadavg()}

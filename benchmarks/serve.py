@@ -61,7 +61,8 @@ archive COMMIT src | tar -x -C DIR``), ``http=h11|httptools`` (``gpuroute serve 
 (``gpuroute.config`` constants, e.g. ``set=SERVE_INLINE_ROUTE_MAX_COORDS=0``). ``--rounds R`` measures
 osrm-routed and every variant R times, alternating (a shared machine's load moves between rounds). Each
 variant's answers to a sample (routes with and without steps, nearest, tables) are compared byte for byte with
-the first variant's (``identical`` in the JSON; a difference fails the run).
+the first variant's (``identical`` in the JSON; a difference fails the run); each variant's trips are compared with
+osrm-routed's as above (``trip K duration, NAME`` in ``agreement``: their orders may differ by the tour search).
 
 Usage (from the repo root):
     .venv/bin/python benchmarks/serve.py --quick          # Monaco, fewer requests, under ~2 minutes
@@ -1123,6 +1124,10 @@ def main_dataset(args):
                 c.answers["gpuroute"] = asyncio.run(fetch_json(args.client, port, c.sample + c.tables[:1]))
                 c.trip_answers["gpuroute"] = {s: asyncio.run(fetch_json(args.client, port, ps))
                                               for s, ps in c.trips.items()}
+                c.trip_answers[("variant", name)] = c.trip_answers["gpuroute"]
+            elif ("variant", name) not in c.trip_answers:  # every variant's trips: their totals differ by the search
+                c.trip_answers[("variant", name)] = {s: asyncio.run(fetch_json(args.client, port, ps))
+                                                     for s, ps in c.trips.items()}
             if c.same and name not in c.bodies:
                 c.bodies[name] = asyncio.run(fetch_raw(args.client, port, c.same))
         finally:
@@ -1197,6 +1202,10 @@ def main_dataset(args):
             for k in trip_sizes:
                 agree[f"trip {k} duration"] = trip_agreement(c.trip_answers["gpuroute"][f"trip {k}"],
                                                              c.trip_answers["osrm"][f"trip {k}"], k)
+                for key, got in c.trip_answers.items():  # with --variant: each variant's (the first's is the above)
+                    if isinstance(key, tuple) and len(c.trip_answers) > 3:
+                        agree[f"trip {k} duration, {key[1]}"] = trip_agreement(got[f"trip {k}"],
+                                                                              c.trip_answers["osrm"][f"trip {k}"], k)
             gres["agreement"] = agree
             print(f"  agreement: {json.dumps(agree)}", flush=True)
     finally:

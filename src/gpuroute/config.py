@@ -333,6 +333,11 @@ CRP_TABLE_GPU_HASH_SLOTS = 1 << 14
 #: Most bytes of per-search scratch (hash tables, heaps, output slices) of one launch: the searches of a table
 #: run in batches that fit.
 CRP_TABLE_GPU_SCRATCH_BYTES = 2 << 30
+#: The CPU many-to-many (gpuroute.crp.many_to_many) keeps its graph-sized scratch (search records, tree node
+#: numbers: 72 bytes an arc a chunk; bucket offsets: 24) between tables, up to this many bytes in all (Monaco with
+#: 2 threads: 5 MB); made per table, its first touch (page faults, filling) took 1.1 ms of a 4 x 4 table's 2.2 ms
+#: on Monaco with car.lua (2-core CI machine, 2026-11-26; BENCHMARKS.md, issue 20, helper TABLE, session 25).
+CRP_TABLE_SCRATCH_KEEP_BYTES = 256 << 20
 
 # ------------------------------------------------------------------------------------------- SERVE_
 #: The OSRM-compatible service (gpuroute.engine and its HTTP server): most coordinates of one /route
@@ -385,6 +390,12 @@ SERVE_INLINE_TABLE_MAX_CELLS = 0
 #: many metres apart (both ends always); the k-d tree holds the samples, and a point's candidate segments
 #: are those with a sample within (best distance + half this spacing), so the result is exact.
 SERVE_SEGMENT_SAMPLE_SPACING_M = 25.0
+#: Segment snapping: the side (metres, at the dataset's mid latitude) of the cells of the uniform lon/lat grid
+#: that lists the segments passing through each cell; a request's coordinates take their candidate segments
+#: from it (one compiled call per request). Larger when the grid would have more than
+#: SERVE_SEGMENT_GRID_CELLS_PER_SEGMENT cells per segment (a sparse network's memory).
+SERVE_SEGMENT_GRID_CELL_M = 25.0
+SERVE_SEGMENT_GRID_CELLS_PER_SEGMENT = 4.0
 #: exclude= (gpuroute.engine.exclude): how many exclude combinations keep their customization of the
 #: current metric (least recently used dropped first; each costs one customization's memory: cliques,
 #: trees, turn costs). A /customize makes every kept one stale: it is customized again on its next use.
@@ -486,6 +497,13 @@ SERVE_MATCH_PARALLEL_JOBS = 64
 SERVE_TRIP_TIME_PER_STOP_S = 0.001
 SERVE_TRIP_TIME_MIN_S = 0.02
 SERVE_TRIP_TIME_MAX_S = 0.2
+#: ... and within that budget it stops once SERVE_TRIP_STALL_KICKS_PER_STOP x n ILS kicks in a row have not improved
+#: the tour (gpuroute.tours.tsp's ``stall``; CPU searches; not with a caller's time_limit). Measured on the 40
+#: 25-stop trips of benchmarks/serve.py (Monaco, Andorra; 2-core CI machine, 2026-11-26, 3 repetitions): with the
+#: 25 ms budget alone the search ran ~240-310 kicks and always ended at the best tour of two 1 s runs; a bound of
+#: 2n or 3n kicks missed it on one trip (+0.35 %), 4n-6n never, 5n at 10 ms of CPU instead of 18-23 ms. At 50 and
+#: 100 stops the budget ends the search first (~130 and ~65 kicks): the bound changes nothing there.
+SERVE_TRIP_STALL_KICKS_PER_STOP = 5
 
 # ------------------------------------------------------------------------------------- SERVE_WEB_
 #: The web page at / (gpuroute.server.web): where the fetched third-party JavaScript (Leaflet,

@@ -409,3 +409,144 @@ def test_monaco_car_lua_weights_with_durations_and_distances_along(car_lua):
     np.testing.assert_allclose(res.along[0], sums[0], rtol=1e-9)
     np.testing.assert_allclose(res.along[1], sums[1], rtol=1e-9)
     np.testing.assert_allclose(res.along[2], res.cost, rtol=1e-9)
+
+
+# ------------------------------------------------------------------------------------------ per-request fixed cost
+def _check_along(ov, res, sa, sf, ta, tf, full):
+    """Every reached cell's quantities are their sums along the oracle's path of the chosen options."""
+    for s, t in zip(*np.nonzero(np.isfinite(res.cost)), strict=True):
+        j, k = res.src_option[s, t], res.dst_option[s, t]
+        a, fa, b, fb = sa[s, j], sf[s, j], ta[t, k], tf[t, k]
+        want = ([(fb - fa) * qa[a] for qa, _ in full] if res.same_arc[s, t]
+                else _oracle_path_sums(ov, a, fa, b, fb, full))
+        np.testing.assert_allclose([x[s, t] for x in res.along], want, rtol=1e-9, atol=1e-6, err_msg=f"cell {s}, {t}")
+
+
+@pytest.mark.parametrize("variant", ["trees", "no trees", "mezzanine"])
+def test_clique_quantities_are_unpacked_once_per_state(variant, monkeypatch):
+    """Issue 20: a small table unpacked the clique edges of its paths again at every request. Now a clique
+    edge's quantities are unpacked once per overlay state (customization) and ``along`` arrays: a second
+    table on the same state unpacks none and gives the same sums, a table on other points only the edges not
+    seen yet; after ``overlay.update`` (traffic: a new state) they are unpacked again, from the new state's
+    trees, and every sum is the oracle path's of its state; a table on the old state reads the old values.
+    ``along`` that is not cached (lists, not arrays) is unpacked per table, as before."""
+    if variant == "no trees":
+        monkeypatch.setattr(config, "CRP_KEEP_TREES", False)
+    g, ov, rng = _overlay(31, n=60, max_cost=10**6, mezzanine={3: (2,)} if variant == "mezzanine" else None)
+    sa, sf = random_options(g, rng, 10)
+    ta, tf = random_options(g, rng, 9)
+    _same_arcs(sa, sf, ta, tf, rng, 2)
+    tr = ov.turns
+    qs = [(rng.random(g.n_arcs), rng.random(tr.out_arc.size)), (rng.random(g.n_arcs) * 100, None)]
+    full = [(qa, np.zeros(tr.out_arc.size) if qt is None else qt) for qa, qt in qs]
+    first = table(ov, sa, sf, ta, tf, along=qs)
+    assert first.stats["clique_edges"] > 0
+    assert first.stats["clique_edges_unpacked"] == first.stats["clique_edges"]
+    _check_along(ov, first, sa, sf, ta, tf, full)
+    second = table(ov, sa, sf, ta, tf, along=qs)
+    assert second.stats["clique_edges_unpacked"] == 0 and second.stats["clique_edges"] == first.stats["clique_edges"]
+    for x, y in zip(second.along, first.along, strict=True):
+        np.testing.assert_array_equal(x, y)
+    sb, sfb = random_options(g, rng, 8)
+    other = table(ov, sb, sfb, sa, sf, along=qs)
+    assert other.stats["clique_edges_unpacked"] <= other.stats["clique_edges"]
+    _check_along(ov, other, sb, sfb, sa, sf, full)
+    old = ov._state
+    arcs = np.unique(rng.integers(0, g.n_arcs, g.n_arcs // 2))
+    ov.update(arcs, rng.integers(1, 10**6, arcs.size))
+    after = table(ov, sa, sf, ta, tf, along=qs)
+    assert after.stats["clique_edges_unpacked"] == after.stats["clique_edges"] > 0
+    assert not np.array_equal(after.cost, first.cost)
+    _check_along(ov, after, sa, sf, ta, tf, full)
+    again = table(ov, sa, sf, ta, tf, along=qs, state=old)
+    assert again.stats["clique_edges_unpacked"] == 0
+    for x, y in zip(again.along, first.along, strict=True):
+        np.testing.assert_array_equal(x, y)
+    lists = [(list(qa), None if qt is None else list(qt)) for qa, qt in qs]
+    for _ in range(2):
+        res = table(ov, sa, sf, ta, tf, along=lists)
+        assert res.stats["clique_edges_unpacked"] == res.stats["clique_edges"]
+        for x, y in zip(res.along, after.along, strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_search_scratch_is_kept_between_tables_and_left_clean(monkeypatch):
+    """Issue 20: the graph-sized search records (and tree node numbers, bucket offsets) were made per table,
+    their first touch the larger part of a small table's cost. Now they are kept (``mm._SCRATCH``) and every
+    search leaves them as it found them: tables of changing sizes, with chunks whose output filled (rounds
+    again), equal the oracle, the next table takes the same scratch, whose records are unreached and tree
+    numbers -1 after each table; with a budget of 0 bytes nothing is kept and the tables are the same."""
+    g, ov, rng = _overlay(6)
+    m = g.n_arcs
+    made = []
+    real = mm._Scratch
+
+    def counting(*a):
+        made.append(a)
+        return real(*a)
+
+    monkeypatch.setattr(mm, "_Scratch", counting)
+    q = [(rng.random(m), None)]
+    results = []
+    for k, (S, T) in enumerate([(9, 11), (1, 1), (12, 3), (2, 14)]):
+        if k == 2:  # room for one entry / node per item: rounds again
+            monkeypatch.setattr(mm, "_EST_ENTRIES", 1)
+            monkeypatch.setattr(mm, "_EST_NODES", 1)
+        sa, sf = random_options(g, rng, S)
+        ta, tf = random_options(g, rng, T)
+        res = table(ov, sa, sf, ta, tf, along=q)
+        np.testing.assert_allclose(res.cost, _oracle(ov, sa, sf, ta, tf), rtol=0, atol=1e-6)
+        results.append((sa, sf, ta, tf, res))
+        with mm._SCRATCH._lock:
+            kept = [sc for sc in mm._SCRATCH._free if sc.m == m]
+        assert kept
+        for sc in kept:
+            rec = sc.records.reshape(sc.rows, m, 8)
+            assert (rec[:, :, 0] == gpuroute.graph.constants.INF).all() and (rec[:, :, 2] == -1).all()
+            assert (sc.nodes == -1).all()
+    assert results[2][4].stats["rounds"][0] > 1
+    assert len(made) <= 1  # at most the first table made one (another test's may be in the pool)
+    monkeypatch.setattr(config, "CRP_TABLE_SCRATCH_KEEP_BYTES", 0)
+    mm._SCRATCH.put(mm._SCRATCH.get(m, 1))  # a put under the new budget forgets every kept one
+    with mm._SCRATCH._lock:
+        assert not mm._SCRATCH._free
+    for sa, sf, ta, tf, want in results:
+        res = table(ov, sa, sf, ta, tf, along=q)
+        np.testing.assert_array_equal(res.cost, want.cost)
+        np.testing.assert_array_equal(res.along[0], want.along[0])
+    with mm._SCRATCH._lock:
+        assert not mm._SCRATCH._free
+
+
+def test_monaco_car_lua_durations_after_traffic_with_kept_clique_durations(car_lua):
+    """OSRM's car.lua (weight ``routability`` != duration): the durations and distances of the weight-optimal
+    paths, now read from the per-state clique values, equal the routes' before and after a traffic update of
+    the weights (a new state: its clique values made again), on repeated tables (the second unpacks nothing)."""
+    g, ov = car_lua
+    from gpuroute.pipeline.customize import profile_metric
+
+    rng = np.random.default_rng(12)
+    sa, sf = random_options(g, rng, 10)
+    ta, tf = random_options(g, rng, 10)
+    tc = g.turn_costs
+    dur = (g.weight("travel_time").astype(np.float64), np.maximum(tc.duration, 0).astype(np.float64))
+    dist = (np.asarray(g.arc_attrs["length_m"], np.float64), np.zeros(ov.turns.out_arc.size))
+    router = TrafficRouter(g, ov)
+    try:
+        for step in range(2):
+            if step == 1:  # traffic: the arcs of some routes take ~five times the weight (odd: few equal-weight ties)
+                legs = [router.plan(_leg(sa[s], sf[s], ta[s], tf[s]), False)[0][0][2] for s in range(5)]
+                arcs = np.unique(np.concatenate([p.arcs for p in legs if p is not None]))
+                ov.update(arcs, 5 * ov.arc_cost[arcs] + rng.integers(1, 97, arcs.size))
+            res = table(ov, sa, sf, ta, tf, along=[dur, dist])
+            assert res.stats["clique_edges_unpacked"] == res.stats["clique_edges"] > 0
+            cost, sums = _route_table(router, sa, sf, ta, tf, [dur, dist])
+            np.testing.assert_array_equal(res.cost, cost)
+            np.testing.assert_allclose(res.along[0], sums[0], rtol=1e-9)
+            np.testing.assert_allclose(res.along[1], sums[1], rtol=1e-9)
+            res2 = table(ov, sa, sf, ta, tf, along=[dur, dist])
+            assert res2.stats["clique_edges_unpacked"] == 0
+            for x, y in zip(res2.along, res.along, strict=True):
+                np.testing.assert_array_equal(x, y)
+    finally:
+        ov.customize(profile_metric(g, "weight", turns=ov.turns))

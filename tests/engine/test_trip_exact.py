@@ -159,6 +159,42 @@ def test_past_the_threshold_the_search_gets_a_size_scaled_budget(engine, monkeyp
     assert limits == []
 
 
+def test_the_search_stops_once_it_stalls_within_the_budget(monkeypatch):
+    """Issue 20: a 25-stop trip spent its whole budget after its search had stalled. The trip's tour search gets
+    ``stall`` = ``SERVE_TRIP_STALL_KICKS_PER_STOP`` x n kicks (with the budget as the bound) on the CPU; none with
+    a caller's time limit (the caller asked for that long a search), nor where the tour runs on the GPU (whose
+    search has no such bound and refuses it); the order is the search's."""
+    import gpuroute.engine.services.trip as trip_mod
+
+    seen = []
+    real = gpuroute.tours.api.tsp
+
+    def spy(*a, **k):
+        seen.append((k["time_limit"], k["stall"]))
+        res = real(*a, **k)
+        seen.append(res)
+        return res
+
+    monkeypatch.setattr(gpuroute.tours, "tsp", spy)
+    monkeypatch.setattr(config, "SERVE_TRIP_STALL_KICKS_PER_STOP", 3)
+    rng = np.random.default_rng(4)
+    n = 20
+    xy = rng.random((n, 2)) * 1000
+    m = np.hypot(*(xy[:, None] - xy[None]).transpose(2, 0, 1)) + rng.random((n, n)) * 50
+    order = tour(m, True, False, False)
+    assert seen[0] == (pytest.approx(0.02), 60)
+    assert seen[1].stats["stalled"] or seen[1].stats["seconds"] >= 0.02  # stopped on the bound, or at the budget
+    assert order == [int(v) for v in seen[1].tour]
+    seen.clear()
+    tour(m, True, False, False, 0.05)
+    assert seen[0] == (0.05, None)
+    seen.clear()
+    monkeypatch.setattr(trip_mod, "tour_on_device", lambda n: True)
+    monkeypatch.setattr(gpuroute.tours, "tsp", lambda *a, **k: seen.append(k["stall"]) or real(*a, **{**k, "device": "cpu"}))
+    tour(m, True, False, False)
+    assert seen == [None]
+
+
 def test_time_limit_still_checked_on_exact_trips(engine, no_search):
     coords = points(engine.graph, 4, 41)
     for bad in (0, -1.0, float("nan"), "fast", True):

@@ -145,6 +145,90 @@ def test_tsp_cut_short_returns_a_valid_path(monkeypatch):
     assert not r.stats["complete"] and r.stats["starts"] == 0
 
 
+def _euclid(n, seed, asymmetric=False):
+    rng = np.random.default_rng(seed)
+    xy = rng.random((n, 2)) * 1000
+    c = np.rint(np.hypot(*(xy[:, None] - xy[None]).transpose(2, 0, 1))).astype(np.int64)
+    if asymmetric:
+        c = c + rng.integers(0, 30, (n, n))
+    return c
+
+
+@pytest.mark.parametrize("n,asym,stall", [(25, True, 40), (200, True, 60), (300, False, 50), (6, True, 7)])
+def test_tsp_stops_once_stall_kicks_bring_no_improvement(n, asym, stall, monkeypatch):
+    """``stall`` (issue 20: a 25-stop /trip used its whole budget after its search had stalled): counted, not
+    clocked (the fake clock above: a tick a reading, 10^4 ticks of budget). The search stops long before its
+    deadline; between two readings its work stays bounded, none after the deadline. Full and candidate
+    neighbourhoods (25, 200 asymmetric stops): exactly ``stall`` ILS kicks (the steps ``ils_round`` reports)
+    follow the last call that improved the best tour, and the best tour is the best any call returned; the
+    Or-opt search (300 symmetric) stops after a round of kicks without improvement, of at least ``stall``
+    kicks; restarts (6 stops) likewise. Without ``stall`` the same search runs to its deadline."""
+    cap = 20_000
+    monkeypatch.setattr(config, "TOUR_CHECK_WORK", cap)
+    c = _euclid(n, n, asym)
+    limit = 10.0  # 10^4 readings: never reached here
+    calls = []
+    real = ls.ils_round
+
+    def spy(*args):
+        out = real(*args)
+        calls.append((args[2], out[1], out[4]))  # the cost it started from, the cost it returned, its steps
+        return out
+
+    events = []
+    instrument(monkeypatch, events, "tsp")
+    monkeypatch.setattr(ls, "ils_round", spy)
+    r = tsp(c, time_limit=limit, seed=1, device="cpu", stall=stall)
+    assert sorted(r.tour.tolist()) == list(range(n))
+    assert r.stats["stalled"] and r.stats["complete"]
+    t0 = next(e[1] for e in events if e[0] == "clock")
+    reads = [e[1] for e in events if e[0] == "clock"]
+    assert reads[-1] < t0 + limit / 10  # stopped early
+    worst = acc = 0
+    for e in events:
+        if e[0] == "clock":
+            worst, acc = max(worst, acc), 0
+        elif e[1] in ("full_descent", "queue_descent", "ils_round", "candidate_rows", "or_descent", "or_ils",
+                      "or_ils_chains", "nearest_neighbour_steps", "symmetric_rows"):
+            acc += e[2]
+    K = n - 1 if n <= 150 else 10
+    assert max(worst, acc) <= cap + (ls.full_work(n) if n <= 150 else 23 * K * n + 3 * n)
+    if n >= 8 and n <= 150 or (n > 150 and asym):
+        assert calls
+        best = calls[0][0]
+        last_better = -1
+        for i, (c0, c1, _) in enumerate(calls):
+            assert c0 == best  # every call starts from the best tour so far
+            if c1 < best - 0.5:
+                last_better, best = i, c1
+        assert sum(s for _, _, s in calls[last_better + 1:]) == stall
+        assert r.cost == pytest.approx(tsp.__globals__["tour_cost"](c, r.tour))
+        assert r.cost <= best + 0.5
+    else:
+        assert r.stats["ils_iterations"] >= stall
+    # the same search without ``stall`` uses its time (a shorter limit: the fake clock's reads)
+    events.clear()
+    r2 = tsp(c, time_limit=0.3, seed=1, device="cpu")
+    assert not r2.stats["stalled"]
+    t0 = next(e[1] for e in events if e[0] == "clock")
+    assert [e[1] for e in events if e[0] == "clock"][-1] >= t0 + 0.3 - 3 * TICK
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "10"])
+def test_stall_must_be_a_positive_integer(bad):
+    with pytest.raises(ValueError, match="stall"):
+        tsp(_euclid(10, 0), time_limit=0.05, device="cpu", stall=bad)
+
+
+def test_stall_is_refused_by_the_gpu_search(monkeypatch):
+    """No option accepted and ignored: the GPU's chains have no stall bound, so a search that would run there
+    refuses it (the trip service passes none when its tour runs on the GPU)."""
+    api = importlib.import_module("gpuroute.tours.api")
+    monkeypatch.setattr(api, "resolve_device", lambda *a, **k: "gpu")
+    with pytest.raises(ValueError, match="stall is not implemented by the GPU"):
+        tsp(_euclid(20, 0, True), time_limit=0.05, device="gpu", stall=50)
+
+
 @pytest.mark.parametrize("n,limit", [(120, 0.3), (60, 0.003)])
 def test_cvrp_checks_its_deadline_between_bounded_work(n, limit, monkeypatch):
     cap_work = 20_000

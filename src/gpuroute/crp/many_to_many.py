@@ -42,16 +42,20 @@ Design
   then sorted into two CSRs by state: the entries of states settled by a path (any forward label may
   use them) and the seed entries (only a forward label that came by an edge, or a relaxation). Arrays are flat (CSR offsets, int64 labels) so that
   a GPU twin can follow.
-* **Parallelism.** ``prange`` over chunks of targets, then of sources; each chunk allocates its own search
-  records and heap once. A chunk writes into its own slice of the output; when the slice is full it stops
+* **Parallelism.** ``prange`` over chunks of targets, then of sources; each chunk searches on its own row of
+  search records (and tree node numbers), kept between tables (:class:`_ScratchPool`: every search leaves them
+  as it found them; made per table, their first touch cost more than a small table's searches), and its own
+  heap. A chunk writes into its own slice of the output; when the slice is full it stops
   and the driver runs the targets (sources) left in another round with more room.
 * **Along.** Quantities summed along each cell's chosen path (durations and distances of the
   weight-optimal path) without searching again: every forward search keeps the union of its chosen paths
   (its "union tree": states, parent, edge reference), every cell records its meeting (forward node, the
   extra edge of a relaxation-time meeting, bucket entry), and the backward trees are the bucket entries'
-  parent pointers. A clique edge's quantity comes from unpacking it once
-  (:func:`gpuroute.crp.customize.unpack`, the overlay's trees), memoised per clique position across the
-  table; then one pass sums every needed tree node and entry (memoised per node and entry).
+  parent pointers. A clique edge's quantity comes from unpacking it
+  (:func:`gpuroute.crp.customize.unpack`, the overlay's trees) once per overlay state and ``along`` arrays
+  (:data:`_clique_items`, filled by the tables that cross it: OSRM's customizer stores a clique's duration and
+  distance beside its weight; here a customization or traffic update makes a new state, whose values start
+  empty, so none is stale); then one pass sums every needed tree node and entry (memoised per node and entry).
 * **Per state, not per request.** What depends only on the overlay state and the ``along`` arrays (the
   label scale, the arc costs as floats, the checked and reordered quantities) is made once per state (the
   last few kept, keyed by the state object: a customization is a new state, so nothing goes stale), and
@@ -73,6 +77,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from .. import config
 from ..graph.constants import INF
 from .customize import unpack
 from .phantom_search import LABEL_LIMIT, SCALE
@@ -96,6 +101,10 @@ _state_items = {}
 #: ``{(id(state), id(overlay), ((id(per_arc), id(per_turn)), ...)): (state, overlay, along, items)}``
 #: (:func:`_along`; the key objects are held so that their ids cannot be reused while cached).
 _along_items = {}
+#: ``{id(qa_g): (qa_g, state, values, have)}``: the ``along`` quantities of clique edges (:func:`_unpack_positions`)
+#: of one state and one cached ``along`` (``qa_g``: :func:`_along`'s first item, made per state), float64
+#: (positions, nq) and bool (positions,), filled as tables unpack them.
+_clique_items = {}
 #: Per thread: ``{id(overlay): (overlay, cache)}``, the microcode trees
 #: :meth:`~gpuroute.crp.customize.CustomizationPlan.unpack_arrays` keeps (it empties them per customization).
 _unpack_local = threading.local()
@@ -120,7 +129,8 @@ class TableResult:
         The metric of the snapshot the table was computed on.
     stats : dict
         ``scale`` (labels per unit of the metric), ``bucket_entries``, ``union_nodes`` (tree nodes kept for
-        ``along``), ``clique_edges_unpacked`` (with ``along``), ``rounds`` (backward, forward: 1 each unless a
+        ``along``), ``clique_edges`` (with ``along``: on the chosen paths) and ``clique_edges_unpacked`` (of
+        those, unpacked by this table: the others' quantities were kept for the state), ``rounds`` (backward, forward: 1 each unless a
         chunk's output filled), ``seconds`` per phase and in total.
     """
 
@@ -287,25 +297,28 @@ def _backward_one(keep, seeds, labs, scale, rfirst, rin, rturn, tcost, tc, exit_
 
 @njit(cache=True)
 def _scratch(m):
-    """One search's records (unreached), touched list and heap (keys, states) over ``m`` states."""
-    return new_records(m), np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
+    """One search's touched list and heap (keys, states) over ``m`` states (uninitialised: only the entries a
+    search writes are read)."""
+    return np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
 
 
 @njit(cache=True, parallel=True)
 def _backward_chunks(items, n_chunks, cap, keepT, t_st, t_lab, scale, rfirst, rin, rturn, tcost, tc, exit_idx,
                      cell_base, ent_first, ent_st, ex_first, cq_first, clique, o_state, o_label, o_parent, o_ref,
-                     o_root, o_seed, o_tgt, o_cnt, done, need):
+                     o_root, o_seed, o_tgt, o_cnt, done, need, records):
     """Backward searches of the targets ``items``, ``n_chunks`` chunks in parallel; chunk ``ch`` writes its
     entries to ``[ch * cap, (ch + 1) * cap)`` of the outputs (``o_cnt[i]``: entries of ``items[i]``) and
     stops at the first target that does not fit (``done[ch]`` targets done, ``need[ch]`` the entries of
-    the one that did not fit)."""
+    the one that did not fit). Chunk ``ch`` searches on the records ``records[ch]`` (int64 (8 m,), unreached
+    on entry, left so: :class:`_Scratch`)."""
     m = rfirst.size - 1
     k_items = items.size
     no = t_st.shape[1]
     for ch in prange(n_chunks):
         lo = ch * k_items // n_chunks
         hi = (ch + 1) * k_items // n_chunks
-        R, touched, hk, hv = _scratch(m)
+        R = records[ch]
+        touched, hk, hv = _scratch(m)
         cmax = m + no + 1
         e_state = np.empty(cmax, np.int64)
         e_label = np.empty(cmax, np.int64)
@@ -394,24 +407,27 @@ def _forward_one(keep, seeds, labs, scale, tfirst, tout, tcost, hc, entry_idx, c
 def _forward_chunks(items, n_chunks, cap, want_tree, keepS, s_st, s_lab, scale, tfirst, tout, tcost, hc, entry_idx,
                     cell_base, ex_first, ex_st, cq_first, clique, b_first, b_tgt, b_lab, b_eid, z_first, z_tgt, z_lab,
                     z_eid, lowb, n_t, o_best, o_root, o_eid, o_xref, o_node, n_state, n_parent, n_ref, n_cnt, done,
-                    need):
+                    need, records, nodes):
     """Forward searches of the sources ``items`` in ``n_chunks`` parallel chunks: row ``s`` of the (S, T)
     outputs for each source ``s``; with ``want_tree`` each source's union tree (its chosen paths: node
     state, parent node -- local to the source -- and edge reference) into ``[ch * cap, (ch + 1) * cap)``
-    of the node arrays (``o_node``: the meeting's node), stopping as :func:`_backward_chunks` does."""
+    of the node arrays (``o_node``: the meeting's node), stopping as :func:`_backward_chunks` does. Chunk
+    ``ch`` searches on ``records[ch]`` and, with ``want_tree``, numbers its tree nodes in ``nodes[ch]`` (int64
+    (m,), all -1 on entry, left so: :class:`_Scratch`)."""
     m = tfirst.size - 1
     k_items = items.size
     for ch in prange(n_chunks):
         lo = ch * k_items // n_chunks
         hi = (ch + 1) * k_items // n_chunks
-        R, touched, hk, hv = _scratch(m)
+        R = records[ch]
+        touched, hk, hv = _scratch(m)
         best = np.empty(n_t, np.int64)
         meet = np.empty(n_t, np.int64)
         xref = np.empty(n_t, np.int64)
         eid = np.empty(n_t, np.int64)
         froot = np.empty(n_t, np.int64)
         cnode = np.full(n_t, -1, np.int64)
-        node = np.full(m if want_tree else 0, -1, np.int64)
+        node = nodes[ch]
         t_state = np.empty(m if want_tree else 0, np.int64)
         t_parent = np.empty(m if want_tree else 0, np.int64)
         t_ref = np.empty(m if want_tree else 0, np.int64)
@@ -478,15 +494,17 @@ def _forward_chunks(items, n_chunks, cap, want_tree, keepS, s_st, s_lab, scale, 
 
 
 @njit(cache=True)
-def _csr_by_state(state, mask, m):
-    """Offsets (m + 1,) and entry ids, grouped by state, of the entries where ``mask`` holds (stable)."""
-    first = np.zeros(m + 1, np.int64)
+def _csr_by_state(state, mask, first, fill):
+    """Offsets (m + 1,) and entry ids, grouped by state, of the entries where ``mask`` holds (stable); the
+    offsets are written into ``first`` (int64 (m + 1,)), ``fill`` (int64 (m,)) is scratch."""
+    m = first.size - 1
+    first[:] = 0
     for i in range(state.size):
         if mask[i]:
             first[state[i] + 1] += 1
     for v in range(m):
         first[v + 1] += first[v]
-    fill = first[:-1].copy()
+    fill[:] = first[:-1]
     ids = np.empty(first[m], np.int64)
     for i in range(state.size):
         if mask[i]:
@@ -678,6 +696,65 @@ def _threads():
     return max(1, int(numba.get_num_threads()))
 
 
+class _Scratch:
+    """The graph-sized scratch of one table on ``m`` states, for up to ``rows`` chunks: per chunk its search
+    records (``records[ch]``, int64 (8 m,), unreached: :func:`gpuroute.crp.search.new_records`) and tree node
+    numbers (``nodes[ch]``, int64 (m,), all -1), which every search and tree leaves as it found them; and the
+    bucket CSRs' offsets (``first``, int64 (2, m + 1)) and fill pointers (``fill``, int64 (m,)), rewritten by
+    each table. Made once and kept between tables (:class:`_ScratchPool`): made per table, its first touch
+    (page faults, filling 9 m words a chunk) cost more than the searches of a small table (issue 20)."""
+
+    def __init__(self, m, rows):
+        self.m = int(m)
+        self.rows = int(rows)
+        self.records = np.empty((self.rows, 8 * self.m), np.int64)
+        for r in range(self.rows):
+            self.records[r] = new_records(self.m)
+        self.nodes = np.full((self.rows, self.m), -1, np.int64)
+        self.first = np.empty((2, self.m + 1), np.int64)
+        self.fill = np.empty(self.m, np.int64)
+        self.nbytes = sum(x.nbytes for x in (self.records, self.nodes, self.first, self.fill))
+
+
+class _ScratchPool:
+    """:class:`_Scratch` kept between tables: ``get(m, rows)`` hands one with at least ``rows`` chunk rows to
+    one caller (a new one where none is free: concurrent tables never share one), ``put`` takes it back once
+    the searches are done (a table that raised does not: its records may be dirty). At most
+    ``config.CRP_TABLE_SCRATCH_KEEP_BYTES`` are kept; a scratch larger than that is made per table."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._free = []
+
+    def get(self, m, rows):
+        with self._lock:
+            for i, sc in enumerate(self._free):
+                if sc.m == m and sc.rows >= rows:
+                    return self._free.pop(i)
+        return _Scratch(m, rows)
+
+    def put(self, sc):
+        keep = int(config.CRP_TABLE_SCRATCH_KEEP_BYTES)
+        with self._lock:
+            self._free.insert(0, sc)
+            total = 0
+            for i, x in enumerate(self._free):  # the most recent first; forget the rest past the budget
+                total += x.nbytes
+                if total > keep:
+                    del self._free[i:]
+                    break
+
+
+_SCRATCH = _ScratchPool()
+
+
+def _fits(sc, n_chunks):
+    """The kernels index ``sc``'s rows unchecked: a launch of more chunks than it has rows is a bug, refused."""
+    if n_chunks > sc.rows:
+        raise RuntimeError(f"internal error: {n_chunks} chunks on a scratch of {sc.rows} rows (numba's thread count "
+                           "changed during a table?)")
+
+
 def _rounds(n_items, est, run):
     """Run ``run(items, n_chunks, cap) -> (done, need, per_item, parts)`` until every item is done, with
     more room per chunk after a round where some did not fit. Returns the parts in order and the rounds."""
@@ -786,6 +863,7 @@ def _along(along, overlay, st, m, n_turns):
         hit = _along_items.get(key)
         if (hit is not None and hit[0] is st and hit[1] is overlay
                 and all(x[0] is y[0] and x[1] is y[1] for x, y in zip(hit[2], along, strict=True))):
+            _clique_memo(overlay, st, hit[3][0])
             return hit[3]
     qs = _check_along(along, m, n_turns)
     qg = overlay._qg
@@ -798,7 +876,17 @@ def _along(along, overlay, st, m, n_turns):
         x.flags.writeable = False
     if key is not None:
         _remember(_along_items, key, (st, overlay, tuple(tuple(x) for x in along), items))
+        _clique_memo(overlay, st, qa_g)
     return items
+
+
+def _clique_memo(overlay, st, qa_g):
+    """The :data:`_clique_items` entry of the cached ``along`` whose first item is ``qa_g`` on state ``st``, made
+    (empty: nothing unpacked yet) where there is none. ``np.zeros``: pages are only committed where tables write."""
+    hit = _clique_items.get(id(qa_g))
+    if hit is None or hit[0] is not qa_g or hit[1] is not st:
+        n_pos = int(overlay._topo["cq_first"][-1])
+        _remember(_clique_items, id(qa_g), (qa_g, st, np.zeros((n_pos, qa_g.shape[0])), np.zeros(n_pos, np.bool_)))
 
 
 def _per_state(st):
@@ -933,6 +1021,7 @@ def table(overlay, src_arcs, src_frac, dst_arcs, dst_frac, *, state=None, along=
     topo = overlay._topo
     clique = st.clique
     tcost = st.q_turn_cost
+    sc = _SCRATCH.get(m, min(_threads(), max(S, T)))
 
     # ---- backward searches: bucket entries per target
     t0 = time.perf_counter()
@@ -940,12 +1029,13 @@ def table(overlay, src_arcs, src_frac, dst_arcs, dst_frac, *, state=None, along=
               topo["cell_base"], topo["ent_first"], qg["ent_st"], topo["ex_first"], topo["cq_first"], clique)
 
     def run_b(items, n_chunks, cap):
+        _fits(sc, n_chunks)
         bufs = [np.empty(n_chunks * cap, np.int64) for _ in range(5)] + [np.empty(n_chunks * cap, np.bool_),
                                                                          np.empty(n_chunks * cap, np.int64)]
         cnt = np.zeros(items.size, np.int64)
         done = np.zeros(n_chunks, np.int64)
         need = np.zeros(n_chunks, np.int64)
-        _backward_chunks(items, n_chunks, cap, *args_b, *bufs, cnt, done, need)
+        _backward_chunks(items, n_chunks, cap, *args_b, *bufs, cnt, done, need, sc.records)
         keep = []
         for ch in range(n_chunks):
             lo = ch * items.size // n_chunks
@@ -961,10 +1051,12 @@ def table(overlay, src_arcs, src_frac, dst_arcs, dst_frac, *, state=None, along=
     # local parent indices -> global: each target's entries are contiguous, seeds first
     t_start = np.zeros(T, np.int64)
     if E:
-        new = np.flatnonzero(np.r_[True, e_tgt[1:] != e_tgt[:-1]])
+        new = np.flatnonzero(np.concatenate(([True], e_tgt[1:] != e_tgt[:-1])))
         t_start[e_tgt[new]] = new
     e_parent = np.where(e_parent >= 0, e_parent + t_start[e_tgt], -1)
-    buckets = bucket_csrs(_csr_by_state, e_state, e_seed, e_tgt, e_label, m)
+    firsts = iter(sc.first)
+    buckets = bucket_csrs(lambda state, mask, m: _csr_by_state(state, mask, next(firsts), sc.fill), e_state, e_seed,
+                          e_tgt, e_label, m)
     secs["backward"] = time.perf_counter() - t0
 
     # ---- forward searches: every cell's best label, meeting and chosen options
@@ -980,12 +1072,13 @@ def table(overlay, src_arcs, src_frac, dst_arcs, dst_frac, *, state=None, along=
               o_node)
 
     def run_f(items, n_chunks, cap):
+        _fits(sc, n_chunks)
         cap = cap if want_tree else 0
         bufs = [np.empty(n_chunks * cap, np.int64) for _ in range(3)]
         cnt = np.zeros(items.size, np.int64)
         done = np.zeros(n_chunks, np.int64)
         need = np.zeros(n_chunks, np.int64)
-        _forward_chunks(items, n_chunks, cap, want_tree, *args_f, *bufs, cnt, done, need)
+        _forward_chunks(items, n_chunks, cap, want_tree, *args_f, *bufs, cnt, done, need, sc.records, sc.nodes)
         sl = []
         src = []
         for ch in range(n_chunks):
@@ -998,6 +1091,7 @@ def table(overlay, src_arcs, src_frac, dst_arcs, dst_frac, *, state=None, along=
 
     parts, rounds_f = _rounds(S, _EST_NODES, run_f)
     n_state, n_parent, n_ref, n_src = (np.concatenate([p[i] for p in parts]) for i in range(4))
+    _SCRATCH.put(sc)  # the searches are done (``buckets`` are views of its ``first``: not read past here)
     secs["forward"] = time.perf_counter() - t0
 
     # ---- the one-arc legs, and the costs as a route reports them
@@ -1035,7 +1129,7 @@ def _along_sums(overlay, st, qs, sa, sf, ta, tf, so, to, same, o_eid, o_xref, o_
     # union-tree nodes: parents local to their source -> global
     s_start = np.zeros(S, np.int64)
     if n_state.size:
-        new = np.flatnonzero(np.r_[True, n_src[1:] != n_src[:-1]])
+        new = np.flatnonzero(np.concatenate(([True], n_src[1:] != n_src[:-1])))
         s_start[n_src[new]] = new
     n_par = np.where(n_parent >= 0, n_parent + s_start[n_src], -1)
     srch = (so >= 0) & ~same
@@ -1046,8 +1140,8 @@ def _along_sums(overlay, st, qs, sa, sf, ta, tf, so, to, same, o_eid, o_xref, o_
     pos = np.unique(np.concatenate([-e_ref[marked & (e_parent >= 0) & (e_ref < 0)] - 1,
                                     -n_ref[n_mark & (n_par >= 0) & (n_ref < 0)] - 1,
                                     -xr[(xr != _NO_REF) & (xr < 0)] - 1]))
-    pos_q = _unpack_positions(overlay, st, pos, qa_g, qt_g)
-    stats["clique_edges_unpacked"] = int(pos.size)
+    pos_q, stats["clique_edges_unpacked"] = _unpack_positions(overlay, st, pos, qa_g, qt_g)
+    stats["clique_edges"] = int(pos.size)
     # edges into tree nodes (head: the node's state) and out of bucket entries (head: the parent's state)
     fq = _edge_quantities(n_mark & (n_par >= 0), n_state, n_ref, pos, pos_q, qa_s, qt_s)
     e_head = np.where(e_parent >= 0, e_state[np.maximum(e_parent, 0)], 0)
@@ -1061,7 +1155,24 @@ def _along_sums(overlay, st, qs, sa, sf, ta, tf, so, to, same, o_eid, o_xref, o_
 
 
 def _unpack_positions(overlay, st, pos, qa_g, qt_g):
-    """(k, nq) quantities of the clique edges at positions ``pos`` (query topology)."""
+    """``(values, unpacked)``: the (k, nq) quantities of the clique edges at positions ``pos`` (query topology),
+    and how many of them were unpacked here. Those of a cached ``along`` (:func:`_along`) are kept per state
+    (:data:`_clique_items`): a clique edge is unpacked once per customization, at the first table whose paths
+    cross it, not once per table (what OSRM's customizer does for every clique, at customization)."""
+    hit = _clique_items.get(id(qa_g))
+    if hit is None or hit[0] is not qa_g or hit[1] is not st:
+        vals = _unpack_some(overlay, st, pos, qa_g, qt_g)
+        return vals, int(pos.size)
+    _, _, memo, have = hit
+    miss = pos[~have[pos]]
+    if miss.size:
+        memo[miss] = _unpack_some(overlay, st, miss, qa_g, qt_g)
+        have[miss] = True  # after the values: a concurrent table reads a flagged row only once written
+    return memo[pos], int(miss.size)
+
+
+def _unpack_some(overlay, st, pos, qa_g, qt_g):
+    """(k, nq) quantities of the clique edges at positions ``pos`` (query topology), each unpacked."""
     nq = qa_g.shape[0]
     if pos.size == 0:
         return np.zeros((0, nq))

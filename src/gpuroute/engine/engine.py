@@ -480,7 +480,7 @@ class Engine:
     # ------------------------------------------------------------------ route
     def route(self, coords, *, alternatives=False, steps=False, annotations=False, geometries="polyline",
               overview="simplified", radiuses=None, bearings=None, approaches=None, continue_straight=None,
-              exclude=None, avoid_polygons=None, avoid_ways=None, depart_at=None):
+              exclude=None, avoid_polygons=None, avoid_ways=None, depart_at=None, leg_parts="objects"):
         """OSRM ``/route/v1``: the fastest route through the coordinates in order.
 
         Parameters
@@ -521,6 +521,10 @@ class Engine:
             The departure time (ISO 8601, with or without an offset; without one: local time in the time
             profile's zone): the route runs on the metric of the time profile's slot containing it, for the
             whole route (slot-at-departure, :mod:`gpuroute.engine.timeslots`; :meth:`set_time_profile`).
+        leg_parts : {"objects", "json"}
+            Each leg's ``steps`` and ``annotation`` as Python lists and dicts, or (``"json"``, orjson >= 3.10) as
+            ``orjson.Fragment`` of their JSON text, the bytes orjson writes for the objects (a JSON writer's
+            answer without the objects: :func:`gpuroute.engine.services.route.leg_parts`).
 
         Returns
         -------
@@ -546,7 +550,7 @@ class Engine:
             coords, limits=self.limits, alternatives=alternatives, steps=steps, annotations=annotations,
             geometries=geometries, overview=overview, radiuses=radiuses, bearings=bearings, approaches=approaches,
             continue_straight=continue_straight, exclude=exclude, avoid_polygons=avoid_polygons,
-            avoid_ways=avoid_ways, depart_at=depart_at), ex)
+            avoid_ways=avoid_ways, depart_at=depart_at, leg_parts=leg_parts), ex)
 
     def _run_route(self, p, ex):
         """:meth:`route` of a checked :class:`~gpuroute.engine.params.RouteParams` and its resolved exclusion
@@ -558,7 +562,7 @@ class Engine:
         phantoms = self._snap(p, segments=self._snap_index(ex))
         return _route.route(self, phantoms, steps=p.steps, annotations=p.annotations, geometries=p.geometries,
                             overview=p.overview, continue_straight=bool(continue_straight), exclusion=ex,
-                            alternatives=p.alternatives)
+                            alternatives=p.alternatives, leg_parts=p.leg_parts)
 
     # ------------------------------------------------------------------ table
     def table(self, coords, *, sources=None, destinations=None, annotations=("duration",), radiuses=None,
@@ -653,7 +657,8 @@ class Engine:
         time_limit : float, optional
             Seconds the tour search may take past ``config.TOUR_EXACT_MAX_N`` coordinates (default:
             ``config.SERVE_TRIP_TIME_PER_STOP_S`` x n, clamped to [``SERVE_TRIP_TIME_MIN_S``,
-            ``SERVE_TRIP_TIME_MAX_S``]); up to ``TOUR_EXACT_MAX_N`` the order is exact (Held–Karp, about a
+            ``SERVE_TRIP_TIME_MAX_S``], the search stopping sooner once ``SERVE_TRIP_STALL_KICKS_PER_STOP`` x n
+            kicks in a row have not improved the tour); up to ``TOUR_EXACT_MAX_N`` the order is exact (Held–Karp, about a
             millisecond) and no search runs, the limit is only checked.
         depart_at : str or datetime.datetime, optional
             As :meth:`route`'s: the matrix and every leg on the departure slot's metric.

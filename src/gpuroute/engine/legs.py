@@ -440,7 +440,8 @@ def intersections(nodes, prev, nxt, first_out, head, rev_first_out, rev_tail, co
     towards ``nxt``: the distinct neighbours of each node (out-arc heads, in-arc tails), each street's
     bearing ``int(round(degrees(atan2((lon_v - lon) cos(lat), lat_v - lat)))) % 360`` (the C library's
     ``atan2``, as ``math.atan2``), ordered by (bearing, neighbour), whether it may be entered (an out-arc
-    leads there), and the positions of ``prev`` and ``nxt`` in that order.
+    leads there), and the positions of ``prev`` and ``nxt`` in that order. A node's few neighbours are
+    sorted in place (insertion sorts in two scratch rows: no array made per node).
 
     Returns
     -------
@@ -449,44 +450,58 @@ def intersections(nodes, prev, nxt, first_out, head, rev_first_out, rev_tail, co
         ``in_pos``, ``out_pos`` int64 (r,).
     """
     r = nodes.size
-    first = np.zeros(r + 1, np.int64)
+    total = 0
+    most = 0
     for i in range(r):
         x = nodes[i]
-        first[i + 1] = first[i] + (first_out[x + 1] - first_out[x]) + (rev_first_out[x + 1] - rev_first_out[x])
-    bearings = np.empty(first[r], np.int64)
-    entry = np.empty(first[r], np.bool_)
+        d = (first_out[x + 1] - first_out[x]) + (rev_first_out[x + 1] - rev_first_out[x])
+        total += d
+        most = max(most, d)
+    first = np.zeros(r + 1, np.int64)
+    bearings = np.empty(total, np.int64)
+    entry = np.empty(total, np.bool_)
     in_pos = np.full(r, -1, np.int64)
     out_pos = np.full(r, -1, np.int64)
+    nb = np.empty(most, np.int64)  # the node's distinct neighbours, ascending, then by (bearing, neighbour)
+    bs = np.empty(most, np.int64)
     c = 0
     for i in range(r):
         x = nodes[i]
-        no = first_out[x + 1] - first_out[x]
+        o0 = first_out[x]
+        no = first_out[x + 1] - o0
         ni = rev_first_out[x + 1] - rev_first_out[x]
-        nb = np.empty(no + ni, np.int64)
-        for e in range(no):
-            nb[e] = head[first_out[x] + e]
-        for e in range(ni):
-            nb[no + e] = rev_tail[rev_first_out[x] + e]
-        nb = np.unique(nb)
+        cnt = 0
+        for e in range(no + ni):  # insert each neighbour into nb (ascending, once)
+            v = head[o0 + e] if e < no else rev_tail[rev_first_out[x] + e - no]
+            pos = cnt
+            while pos > 0 and nb[pos - 1] > v:
+                pos -= 1
+            if pos > 0 and nb[pos - 1] == v:
+                continue
+            for t in range(cnt, pos, -1):
+                nb[t] = nb[t - 1]
+            nb[pos] = v
+            cnt += 1
         x0 = coords[x, 0]
         y0 = coords[x, 1]
         kk = math.cos(math.radians(y0))
-        key = np.empty(nb.size, np.int64)
-        bs = np.empty(nb.size, np.int64)
-        for e in range(nb.size):
+        for e in range(cnt):  # bearings; a stable insertion sort by bearing keeps equal bearings' neighbours ascending
             v = nb[e]
             b = np.int64(np.rint(math.degrees(math.atan2((coords[v, 0] - x0) * kk, coords[v, 1] - y0)))) % 360
-            bs[e] = b
-            key[e] = b * (nb[nb.size - 1] + 1) + e  # (bearing, neighbour): nb ascending
-        order = np.argsort(key)
+            pos = e
+            while pos > 0 and bs[pos - 1] > b:
+                bs[pos] = bs[pos - 1]
+                nb[pos] = nb[pos - 1]
+                pos -= 1
+            bs[pos] = b
+            nb[pos] = v
         first[i] = c
-        for p in range(nb.size):
-            e = order[p]
-            v = nb[e]
-            bearings[c] = bs[e]
+        for p in range(cnt):
+            v = nb[p]
+            bearings[c] = bs[p]
             ent = False
             for q in range(no):
-                if head[first_out[x] + q] == v:
+                if head[o0 + q] == v:
                     ent = True
                     break
             entry[c] = ent

@@ -6,6 +6,7 @@ Nothing here routes; :mod:`gpuroute.engine.engine` does, and builds its response
 from __future__ import annotations
 
 import base64
+import json
 import math
 import struct
 import threading
@@ -16,7 +17,12 @@ from numba import njit
 
 from ..geo import EARTH_RADIUS_M
 from ..geo.simplify import douglas_peucker_keep, simplify_lonlat
-from .legs import round_floats
+from .legs import MODIFIERS, STEP_TYPES, intersections, maneuvers, round_floats
+
+try:  # the JSON library of the legs' text (optional: the standard library reads and writes the same values)
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson is in the serve extra
+    _orjson = None
 
 #: The error codes of OSRM v5 responses (``docs/http.md``, "Responses"); an HTTP server answers each with
 #: status 400 and ``{"code": code, "message": message}``.
@@ -137,10 +143,17 @@ def _polyline_bytes(pts, factor, buf):
     ``26 k`` bytes); its length. Per value (latitude, then longitude): ``q = copysign(floor(|v| + 0.5), v)``
     of ``v = x * factor``, the difference to the previous point's, zig-zagged, in 5-bit chunks (low first,
     ``0x20`` on all but the last) plus 63."""
-    p = 0
+    return _polyline_write(pts, 0, pts.shape[0], factor, buf, 0, False)
+
+
+@njit(cache=True)
+def _polyline_write(pts, r0, r1, factor, buf, p, escape):
+    """:func:`_polyline_bytes` of rows ``r0:r1`` of ``pts`` into ``buf`` from byte ``p`` (at least ``26 (r1 - r0)``
+    bytes free, twice that with ``escape``); the end. ``escape``: as inside a JSON string (a backslash, the only
+    character of 63..126 JSON escapes, doubled)."""
     prev0 = 0
     prev1 = 0
-    for i in range(pts.shape[0]):
+    for i in range(r0, r1):
         for c in range(2):
             v = pts[i, 1 - c] * factor
             q = np.int64(math.copysign(math.floor(abs(v) + 0.5), v))
@@ -154,10 +167,18 @@ def _polyline_bytes(pts, factor, buf):
             if d < 0:
                 d = ~d
             while d >= 0x20:
-                buf[p] = (0x20 | (d & 0x1F)) + 63
+                ch = (0x20 | (d & 0x1F)) + 63
+                if escape and ch == 92:
+                    buf[p] = 92
+                    p += 1
+                buf[p] = ch
                 p += 1
                 d >>= 5
-            buf[p] = d + 63
+            ch = d + 63
+            if escape and ch == 92:
+                buf[p] = 92
+                p += 1
+            buf[p] = ch
             p += 1
     return p
 
@@ -530,7 +551,585 @@ def finite_or_none(x, digits=1):
     return round(float(x), digits) if math.isfinite(x) else None
 
 
+# ---------------------------------------------------------------------------------- legs' steps and annotation as JSON
+# A leg's ``steps`` and ``annotation`` are written as JSON text by one compiled call (:func:`leg_parts_json`) from
+# the leg's arrays: the HTTP answer splices the text in (``orjson.Fragment``), the Python API reads it back
+# (:func:`leg_parts`), so each field has one rule, here. Numbers are written as orjson writes the values the
+# rules give: ``round(x, 1)`` / ``round(x, 6)`` as Python rounds (exactly, :func:`_round_exact`), ``np.round(x, 6)``
+# for GeoJSON positions (as :func:`encode_geometry`), each the shortest decimal that reads back as it.
+
+#: Annotation bits of :func:`leg_parts_json` by name (:data:`ROUTE_ANNOTATIONS`).
+ANNOTATION_BITS = {name: 1 << i for i, name in enumerate(ROUTE_ANNOTATIONS)}
+#: The bits of :data:`ANNOTATION_BITS` in the order of the annotation's keys.
+_ANN_ORDER = np.array([ANNOTATION_BITS[k] for k in ("distance", "duration", "datasources", "nodes", "weight", "speed")],
+                      dtype=np.int64)
+#: :func:`leg_parts_json`'s geometry codes.
+GEOMETRY_CODES = {"polyline": 0, "polyline6": 1, "geojson": 2}
+#: Room :func:`leg_parts_json` starts with for fixes (values it leaves to Python, :func:`_splice_fixes`).
+_FIXES = 16
+#: 10 ** 15: the decimals :func:`_write_dec` writes have fewer digits (a double reads back every one of them).
+_DEC_MAX = 10 ** 15
+
+
+def _lit(text):
+    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).copy()
+
+
+_J_GEOMETRY = _lit('{"geometry":')
+_J_LINESTRING = _lit('{"type":"LineString","coordinates":[')
+_J_MANEUVER = _lit(',"maneuver":{"bearing_after":')
+_J_BEARING_BEFORE = _lit(',"bearing_before":')
+_J_LOCATION_M = _lit(',"location":')
+_J_TYPE = _lit(',"type":"')
+_J_MODIFIER = _lit(',"modifier":"')
+_J_MODE = _lit('},"mode":"driving","driving_side":"right","name":"')
+_J_INTERSECTIONS = _lit('","intersections":[')
+_J_LOCATION_I = _lit('{"location":')
+_J_BEARINGS = _lit(',"bearings":[')
+_J_ENTRY = _lit('],"entry":[')
+_J_IN = _lit('],"in":')
+_J_OUT = _lit(',"out":')
+_J_OUT0 = _lit('],"out":')
+_J_WEIGHT = _lit('],"weight":')
+_J_DURATION = _lit(',"duration":')
+_J_DISTANCE = _lit(',"distance":')
+_J_TRUE = _lit("true")
+_J_FALSE = _lit("false")
+_J_NULL = _lit("null")
+_J_ARRIVE_END = _lit('],"weight":0.0,"duration":')
+_J_A_DISTANCE = _lit('"distance":[')
+_J_A_DURATION = _lit('"duration":[')
+_J_A_DATASOURCES = _lit('"datasources":[')
+_J_A_NODES = _lit('"nodes":[')
+_J_A_WEIGHT = _lit('"weight":[')
+_J_A_SPEED = _lit('"speed":[')
+_J_A_METADATA = _lit('"metadata":{"datasource_names":["gpuroute"]}')
+#: Step types and modifiers (:data:`gpuroute.engine.legs.STEP_TYPES` + ``arrive``, ``MODIFIERS``) as one byte
+#: string with offsets.
+_STEP_WORDS = STEP_TYPES + ("arrive",)
+_J_WORDS = _lit("".join(_STEP_WORDS + MODIFIERS))
+_J_WORD_OFF = np.cumsum([0] + [len(w) for w in _STEP_WORDS + MODIFIERS]).astype(np.int64)
+
+
+@njit(cache=True)
+def _put(buf, p, lit):
+    for i in range(lit.size):
+        buf[p + i] = lit[i]
+    return p + lit.size
+
+
+@njit(cache=True)
+def _put_word(buf, p, w):
+    for i in range(_J_WORD_OFF[w], _J_WORD_OFF[w + 1]):
+        buf[p] = _J_WORDS[i]
+        p += 1
+    return p
+
+
+#: Powers of ten, int64 and float64 (0 .. 18).
+_P10I = np.array([10 ** i for i in range(19)], dtype=np.int64)
+_P10F = np.array([10.0 ** i for i in range(19)], dtype=np.float64)
+
+
+@njit(cache=True)
+def _put_digits(buf, q, v, n):
+    """The last ``n`` decimal digits of int64 ``v >= 0`` (zero-padded) ending before ``buf[q]``, two at a time."""
+    while n >= 2:
+        r = v % 100
+        v //= 100
+        q -= 2
+        buf[q] = _DIGITS2[2 * r]
+        buf[q + 1] = _DIGITS2[2 * r + 1]
+        n -= 2
+    if n:
+        buf[q - 1] = 48 + v % 10
+
+
+@njit(cache=True)
+def _put_int(buf, p, v):
+    """Decimal of int64 ``v`` (a JSON integer; not -2**63)."""
+    if v < 0:
+        buf[p] = 45
+        p += 1
+        v = -v
+    n = 1
+    while n < 19 and v >= _P10I[n]:
+        n += 1
+    _put_digits(buf, p + n, v, n)
+    return p + n
+
+
+@njit(cache=True)
+def _write_dec(buf, p, k, d, neg):
+    """The JSON orjson writes for the double nearest to ``(-1 if neg else 1) * k / 10**d`` (int64 ``0 <= k <
+    10**15``, ``d`` in 1..6): the shortest decimal that reads back as it, which is ``k / 10**d`` itself (a double
+    reads back every decimal of at most 15 digits): ``int.frac`` without the fraction's trailing zeros (``.0``
+    for none), or ``ke-d`` below 1e-5 (orjson's scientific notation)."""
+    if neg:
+        buf[p] = 45
+        p += 1
+    s = _P10I[d]
+    ip = k // s
+    fr = k - ip * s
+    if ip == 0 and fr != 0 and k < s // 100000:  # below 1e-5: k has one digit (d <= 6)
+        buf[p] = 48 + k
+        buf[p + 1] = 101  # e
+        buf[p + 2] = 45  # -
+        buf[p + 3] = 48 + d
+        return p + 4
+    p = _put_int(buf, p, ip)
+    buf[p] = 46  # .
+    p += 1
+    if fr == 0:
+        buf[p] = 48
+        return p + 1
+    _put_digits(buf, p + d, fr, d)  # d digits, then the trailing zeros dropped (fr > 0: one is not zero)
+    p += d
+    while buf[p - 1] == 48:
+        p -= 1
+    return p
+
+
+@njit(cache=True)
+def _round_exact(x, s):
+    """Python's ``round(x, d)`` of a finite double ``x`` as the integer ``k`` of its value ``k / s`` (``s = 10**d``,
+    ``d`` in 0..6): the exact ``x * s`` (Dekker's product: its rounded value and error) rounded to the nearest
+    integer, halves to even. ``|x * s| < 2**50``."""
+    y = x * s
+    k = np.rint(y)
+    t = y - k  # exact, |t| <= 1/2
+    if abs(t) < 0.25:  # the error of y (<= 1/8 here) cannot carry it past a half
+        return np.int64(k)
+    c = 134217729.0 * x  # Dekker's split of x and s, and the exact error of y
+    xh = c - (c - x)
+    xl = x - xh
+    c = 134217729.0 * s
+    sh = c - (c - s)
+    sl = s - sh
+    err = ((xh * sh - y) + xh * sl + xl * sh) + xl * sl
+    sg = 1.0 if t > 0 else -1.0
+    dd = abs(t) - 0.5  # exact (Sterbenz)
+    e = err * sg
+    if dd > -e:  # past the half: away from k
+        return np.int64(k + sg)
+    if dd < -e:
+        return np.int64(k)
+    k2 = k + sg  # exactly a half: the even one
+    return np.int64(k if k % 2 == 0 else k2)
+
+
+@njit(cache=True)
+def _put_round(buf, p, x, d, numpy_round, fixes, nf):
+    """``round(x, d)`` (``numpy_round``: ``np.round(x, d)``) as orjson writes it, ``null`` where not finite. A value
+    of 15 digits or more is left to Python: nothing written, ``(p, x, d, numpy_round)`` noted in row ``nf`` of
+    ``fixes`` (when it has room). Returns ``(p, nf)``. (The sign is ``x``'s: ``k`` has it, or is 0.)"""
+    s = _P10F[d]
+    y = x * s
+    if abs(y) < 1e15:  # finite, fewer than 15 digits (or 15 after rounding up: checked)
+        if numpy_round:
+            k = np.int64(np.rint(y))
+        else:
+            k = _round_exact(x, s)
+        if k < 0:
+            k = -k
+        if k < 1000000000000000:
+            return _write_dec(buf, p, k, d, math.copysign(1.0, x) < 0), nf
+    if not math.isfinite(x):
+        return _put(buf, p, _J_NULL), nf
+    if nf < fixes.shape[0]:
+        fixes[nf, 0] = p
+        fixes[nf, 1] = x
+        fixes[nf, 2] = d
+        fixes[nf, 3] = 1.0 if numpy_round else 0.0
+    return p, nf + 1
+
+
+@njit(cache=True)
+def _room(buf, p, need):
+    """``buf``, or a copy twice as large (or more) when fewer than ``need`` bytes are free past ``p``."""
+    if p + need <= buf.size:
+        return buf
+    out = np.empty(max(2 * buf.size, p + need), np.uint8)
+    out[:p] = buf[:p]
+    return out
+
+
+@njit(cache=True)
+def _put_geometry(buf, p, pts, r0, r1, geo, fixes, nf):
+    """A step's geometry: rows ``r0:r1`` of ``pts`` (lon/lat) as :func:`encode_geometry` gives them (``geo``:
+    :data:`GEOMETRY_CODES`)."""
+    if geo == 2:
+        p = _put(buf, p, _J_LINESTRING)
+        for i in range(r0, r1):
+            if i > r0:
+                buf[p] = 44
+                p += 1
+            buf[p] = 91
+            p, nf = _put_round(buf, p + 1, pts[i, 0], 6, True, fixes, nf)
+            buf[p] = 44
+            p, nf = _put_round(buf, p + 1, pts[i, 1], 6, True, fixes, nf)
+            buf[p] = 93
+            p += 1
+        buf[p] = 93
+        buf[p + 1] = 125
+        return p + 2, nf
+    buf[p] = 34
+    p = _polyline_write(pts, r0, r1, 1e6 if geo == 1 else 1e5, buf, p + 1, True)
+    buf[p] = 34
+    return p + 1, nf
+
+
+@njit(cache=True)
+def _put_location(buf, p, pts, j, fixes, nf):
+    """``[lon, lat]`` of row ``j`` of ``pts``, each ``round(x, 6)``."""
+    buf[p] = 91
+    p, nf = _put_round(buf, p + 1, pts[j, 0], 6, False, fixes, nf)
+    buf[p] = 44
+    p, nf = _put_round(buf, p + 1, pts[j, 1], 6, False, fixes, nf)
+    buf[p] = 93
+    return p + 1, nf
+
+
+@njit(cache=True)
+def _put_name(buf, p, names, name_off, k):
+    """Name ``k``'s escaped JSON text (``names[name_off[k]:name_off[k + 1]]``; nothing for ``k`` out of range)."""
+    if 0 <= k < name_off.size - 1:
+        for i in range(name_off[k], name_off[k + 1]):
+            buf[p] = names[i]
+            p += 1
+    return p
+
+
+@njit(cache=True)
+def leg_parts_json(arcs, pts, weight, duration, distance, has_dur, steps, ann, geo, amod, w_scale, bearing, name_id,
+                   head, tail, degree, first_out, rev_first_out, rev_tail, coords, names, name_off, node_ids, fixes):
+    """A leg's ``steps`` array and ``annotation`` object as JSON text (UTF-8), as orjson writes OSRM's objects,
+    in one compiled call over the leg's arrays (:class:`gpuroute.engine.services.route._Leg`).
+
+    The steps: :func:`gpuroute.engine.legs.maneuvers` (types, modifiers, sums, intersections' pieces) and
+    :func:`gpuroute.engine.legs.intersections` (their streets), then per step ``geometry`` (its pieces' points,
+    :func:`encode_geometry`'s), ``maneuver`` (``bearing_after``/``bearing_before``: the arcs' bearings rounded
+    half to even, mod 360; ``location``; ``type``; ``modifier``), ``mode``, ``driving_side``, ``name``,
+    ``intersections`` (``depart``'s own first), ``weight`` (``round(w * w_scale, 1)``), ``duration`` (``null``
+    without ``has_dur``), ``distance``; and the ``arrive`` step at the last point (modifier ``amod``). The
+    annotation: per piece ``distance`` (6 decimals), ``duration``, ``datasources`` (0), ``nodes`` (OSM ids of
+    the pieces' nodes), ``weight``, ``speed`` (``distance / duration``, 0 where ``duration`` is not > 0), each
+    as asked by the bits ``ann`` (:data:`ANNOTATION_BITS`), and ``metadata`` with ``datasources``.
+
+    Parameters
+    ----------
+    arcs : int64 (k,)
+        The leg's pieces' arcs; ``pts`` float64 (k + 1, 2) their points (lon/lat, degrees).
+    weight, duration, distance : float64 (k,)
+        Per piece, in the engine's weight unit, seconds (``distance`` where not ``has_dur``) and metres.
+    has_dur, steps : bool
+        Durations known; the steps asked (else ``[]``).
+    ann : int
+        Annotation bits (0: none; then no annotation text).
+    geo : int
+        :data:`GEOMETRY_CODES`.
+    amod : int
+        The arrival's modifier (a code of :data:`gpuroute.engine.legs.MODIFIERS`).
+    w_scale : float
+        The engine's weight unit in OSRM's weight.
+    bearing .. node_ids
+        The engine's arrays: bearing float64 (m,) degrees per arc, name_id int64 (m,), head, tail int64 (m,),
+        degree int64 (n,), the forward and reverse CSR (int64), coords float64 (n, 2), the names' escaped JSON
+        text (uint8) with offsets int64 (names + 1), OSM node ids int64 (n,).
+    fixes : float64 (f, 4)
+        Room for values left to Python (:func:`_put_round`).
+
+    Returns
+    -------
+    (buf uint8 (b,), split int, n_fixes int)
+        The steps' text is ``buf[:split]``, the annotation's ``buf[split:]``; ``n_fixes`` values to splice in
+        (more than ``f``: call again with room for them).
+    """
+    k = arcs.size
+    nf = 0
+    buf = np.empty(4096 + 64 * k, np.uint8)
+    p = 0
+    buf[p] = 91
+    p += 1
+    if steps:
+        starts, kinds, mods, sums, i_first, i_at = maneuvers(arcs, bearing, name_id, head, tail, degree, weight,
+                                                             duration, distance)
+        r = i_at.size
+        inodes = np.empty(r, np.int64)
+        iprev = np.empty(r, np.int64)
+        inext = np.empty(r, np.int64)
+        for q in range(r):
+            j = i_at[q]
+            inodes[q] = tail[arcs[j]]
+            iprev[q] = tail[arcs[j - 1]]
+            inext[q] = head[arcs[j]]
+        first, ibear, entry, in_pos, out_pos = intersections(inodes, iprev, inext, first_out, head, rev_first_out,
+                                                             rev_tail, coords)
+        ns = starts.size
+        for s in range(ns + 1):
+            arrive = s == ns
+            if arrive:
+                j0 = k - 1
+                j1 = k
+                n_int = 1
+                n_str = 1
+                g_rows = 2
+            else:
+                j0 = starts[s]
+                j1 = starts[s + 1] if s + 1 < ns else k
+                n_int = i_first[s + 1] - i_first[s] + (1 if kinds[s] == 0 else 0)
+                n_str = first[i_first[s + 1]] - first[i_first[s]] + 1
+                g_rows = j1 - j0 + 1
+            nm = name_id[arcs[j0]]
+            name_len = name_off[nm + 1] - name_off[nm] if 0 <= nm < name_off.size - 1 else 0
+            buf = _room(buf, p, 1024 + name_len + 112 * g_rows + 160 * n_int + 12 * n_str)
+            if s:
+                buf[p] = 44
+                p += 1
+            p = _put(buf, p, _J_GEOMETRY)
+            if arrive:
+                b_last = bearing[arcs[k - 1]]
+                bb = np.int64(np.rint(b_last)) % 360
+                if geo == 2:
+                    p = _put(buf, p, _J_LINESTRING)
+                    for t in range(2):
+                        if t:
+                            buf[p] = 44
+                            p += 1
+                        buf[p] = 91
+                        p, nf = _put_round(buf, p + 1, pts[k, 0], 6, True, fixes, nf)
+                        buf[p] = 44
+                        p, nf = _put_round(buf, p + 1, pts[k, 1], 6, True, fixes, nf)
+                        buf[p] = 93
+                        p += 1
+                    buf[p] = 93
+                    buf[p + 1] = 125
+                    p += 2
+                else:
+                    two = np.empty((2, 2), np.float64)
+                    for t in range(2):
+                        two[t, 0] = pts[k, 0]
+                        two[t, 1] = pts[k, 1]
+                    buf[p] = 34
+                    p = _polyline_write(two, 0, 2, 1e6 if geo == 1 else 1e5, buf, p + 1, True)
+                    buf[p] = 34
+                    p += 1
+                p = _put(buf, p, _J_MANEUVER)
+                buf[p] = 48
+                p = _put(buf, p + 1, _J_BEARING_BEFORE)
+                p = _put_int(buf, p, bb)
+                p = _put(buf, p, _J_LOCATION_M)
+                p, nf = _put_location(buf, p, pts, k, fixes, nf)
+                p = _put(buf, p, _J_TYPE)
+                p = _put_word(buf, p, 4)
+                buf[p] = 34
+                p = _put(buf, p + 1, _J_MODIFIER)
+                p = _put_word(buf, p, 5 + amod)
+                buf[p] = 34
+                p = _put(buf, p + 1, _J_MODE)
+                p = _put_name(buf, p, names, name_off, name_id[arcs[k - 1]])
+                p = _put(buf, p, _J_INTERSECTIONS)
+                p = _put(buf, p, _J_LOCATION_I)
+                p, nf = _put_location(buf, p, pts, k, fixes, nf)
+                p = _put(buf, p, _J_BEARINGS)
+                p = _put_int(buf, p, (bb + 180) % 360)
+                p = _put(buf, p, _J_ENTRY)
+                p = _put(buf, p, _J_TRUE)
+                p = _put(buf, p, _J_IN)
+                buf[p] = 48
+                buf[p + 1] = 125
+                p = _put(buf, p + 2, _J_ARRIVE_END)
+                if has_dur:
+                    buf[p] = 48
+                    buf[p + 1] = 46
+                    buf[p + 2] = 48
+                    p += 3
+                else:
+                    p = _put(buf, p, _J_NULL)
+                p = _put(buf, p, _J_DISTANCE)
+                buf[p] = 48
+                buf[p + 1] = 46
+                buf[p + 2] = 48
+                buf[p + 3] = 125
+                p += 4
+                continue
+            kind = kinds[s]
+            p, nf = _put_geometry(buf, p, pts, j0, j1 + 1, geo, fixes, nf)
+            b_after = np.int64(np.rint(bearing[arcs[j0]])) % 360
+            p = _put(buf, p, _J_MANEUVER)
+            p = _put_int(buf, p, b_after)
+            p = _put(buf, p, _J_BEARING_BEFORE)
+            p = _put_int(buf, p, 0 if kind == 0 else np.int64(np.rint(bearing[arcs[j0 - 1]])) % 360)
+            p = _put(buf, p, _J_LOCATION_M)
+            p, nf = _put_location(buf, p, pts, j0, fixes, nf)
+            p = _put(buf, p, _J_TYPE)
+            p = _put_word(buf, p, kind)
+            buf[p] = 34
+            p += 1
+            if mods[s] >= 0:
+                p = _put(buf, p, _J_MODIFIER)
+                p = _put_word(buf, p, 5 + mods[s])
+                buf[p] = 34
+                p += 1
+            p = _put(buf, p, _J_MODE)
+            p = _put_name(buf, p, names, name_off, nm)
+            p = _put(buf, p, _J_INTERSECTIONS)
+            if kind == 0:  # depart: the first point, its one street
+                p = _put(buf, p, _J_LOCATION_I)
+                p, nf = _put_location(buf, p, pts, 0, fixes, nf)
+                p = _put(buf, p, _J_BEARINGS)
+                p = _put_int(buf, p, b_after)
+                p = _put(buf, p, _J_ENTRY)
+                p = _put(buf, p, _J_TRUE)
+                p = _put(buf, p, _J_OUT0)
+                buf[p] = 48
+                buf[p + 1] = 125
+                p += 2
+            for q in range(i_first[s], i_first[s + 1]):
+                if q > i_first[s] or kind == 0:
+                    buf[p] = 44
+                    p += 1
+                p = _put(buf, p, _J_LOCATION_I)
+                p, nf = _put_location(buf, p, pts, i_at[q], fixes, nf)
+                p = _put(buf, p, _J_BEARINGS)
+                for c in range(first[q], first[q + 1]):
+                    if c > first[q]:
+                        buf[p] = 44
+                        p += 1
+                    p = _put_int(buf, p, ibear[c])
+                p = _put(buf, p, _J_ENTRY)
+                for c in range(first[q], first[q + 1]):
+                    if c > first[q]:
+                        buf[p] = 44
+                        p += 1
+                    p = _put(buf, p, _J_TRUE if entry[c] else _J_FALSE)
+                p = _put(buf, p, _J_IN)
+                p = _put_int(buf, p, in_pos[q])
+                p = _put(buf, p, _J_OUT)
+                p = _put_int(buf, p, out_pos[q])
+                buf[p] = 125
+                p += 1
+            p = _put(buf, p, _J_WEIGHT)
+            p, nf = _put_round(buf, p, sums[s, 0] * w_scale, 1, False, fixes, nf)
+            p = _put(buf, p, _J_DURATION)
+            if has_dur:
+                p, nf = _put_round(buf, p, sums[s, 1], 1, False, fixes, nf)
+            else:
+                p = _put(buf, p, _J_NULL)
+            p = _put(buf, p, _J_DISTANCE)
+            p, nf = _put_round(buf, p, sums[s, 2], 1, False, fixes, nf)
+            buf[p] = 125
+            p += 1
+    buf[p] = 93
+    p += 1
+    split = p
+    if ann:
+        buf = _room(buf, p, 512 + 6 * 26 * k)
+        first_key = True
+        for part in range(6):  # the annotation's keys in OSRM's order: distance, duration, datasources, nodes,
+            if not ann & _ANN_ORDER[part]:  # weight, speed
+                continue
+            if first_key:
+                buf[p] = 123
+                p += 1
+                first_key = False
+            else:
+                buf[p] = 44
+                p += 1
+            if part == 0:
+                p = _put(buf, p, _J_A_DISTANCE)
+            elif part == 1:
+                p = _put(buf, p, _J_A_DURATION)
+            elif part == 2:
+                p = _put(buf, p, _J_A_DATASOURCES)
+            elif part == 3:
+                p = _put(buf, p, _J_A_NODES)
+            elif part == 4:
+                p = _put(buf, p, _J_A_WEIGHT)
+            else:
+                p = _put(buf, p, _J_A_SPEED)
+            n_val = k + 1 if part == 3 else k
+            for i in range(n_val):
+                if i:
+                    buf[p] = 44
+                    p += 1
+                if part == 0:
+                    p, nf = _put_round(buf, p, distance[i], 6, False, fixes, nf)
+                elif part == 2:
+                    buf[p] = 48
+                    p += 1
+                elif part == 3:
+                    p = _put_int(buf, p, node_ids[tail[arcs[0]] if i == 0 else head[arcs[i - 1]]])
+                elif part == 4:
+                    p, nf = _put_round(buf, p, weight[i] * w_scale, 1, False, fixes, nf)
+                elif not has_dur:
+                    p = _put(buf, p, _J_NULL)
+                elif part == 1:
+                    p, nf = _put_round(buf, p, duration[i], 1, False, fixes, nf)
+                else:
+                    dv = duration[i]
+                    p, nf = _put_round(buf, p, distance[i] / dv if dv > 0 else 0.0, 1, False, fixes, nf)
+            buf[p] = 93
+            p += 1
+        if ann & _ANN_ORDER[2]:
+            buf[p] = 44
+            p = _put(buf, p + 1, _J_A_METADATA)
+        buf[p] = 125
+        p += 1
+    return buf[:p], split, nf
+
+
+def leg_parts_text(*args):
+    """:func:`leg_parts_json` of ``args`` (its arguments but ``fixes``) as ``(steps bytes, annotation bytes)``: the
+    values it leaves to Python (15 digits or more) written by orjson (``json`` without it) and spliced in."""
+    fixes = np.empty((_FIXES, 4), np.float64)
+    buf, split, nf = leg_parts_json(*args, fixes)
+    if nf > fixes.shape[0]:  # room for every fix, and again
+        fixes = np.empty((nf, 4), np.float64)
+        buf, split, nf = leg_parts_json(*args, fixes)
+    raw = buf.tobytes()
+    if not nf:
+        return raw[:split], raw[split:]
+    dumps = _dumps_fn()
+    return _splice_fixes(raw, fixes[:nf], 0, split, dumps), _splice_fixes(raw, fixes[:nf], split, len(raw), dumps)
+
+
+#: ``orjson.loads``, else ``json.loads``: the objects of JSON text (the same objects).
+json_loads = _orjson.loads if _orjson is not None else json.loads
+#: ``orjson.Fragment`` (orjson >= 3.10: JSON text orjson writes as it is), else None.
+json_fragment = getattr(_orjson, "Fragment", None)
+
+
+def _splice_fixes(raw, fixes, lo, hi, dumps):
+    """``raw[lo:hi]`` (bytes) with the values :func:`_put_round` left to Python at its positions in ``[lo, hi)``
+    (rows of ``fixes``) written in by ``dumps``."""
+    out = raw[lo:hi]
+    for pos, x, d, numpy_round in sorted(fixes.tolist(), reverse=True):
+        if lo <= pos < hi:
+            v = float(np.round(x, int(d))) if numpy_round else round(x, int(d))
+            at = int(pos) - lo
+            out = out[:at] + dumps(v) + out[at:]
+    return out
+
+
+def names_json(names):
+    """Names as :func:`leg_parts_json` reads them: the escaped JSON text of each (orjson's, without the quotes;
+    ``json.dumps`` without orjson), concatenated: ``(text uint8, offsets int64 (len(names) + 1))``."""
+    dumps = _dumps_fn()
+    parts = [dumps(str(n))[1:-1] for n in names]
+    off = np.zeros(len(parts) + 1, dtype=np.int64)
+    off[1:] = np.cumsum([len(b) for b in parts])
+    return np.frombuffer(b"".join(parts), dtype=np.uint8).copy(), off
+
+
+def _dumps_fn():
+    """``orjson.dumps``, else ``json.dumps`` to UTF-8 (the same values read back)."""
+    if _orjson is not None:
+        return _orjson.dumps
+    return lambda v: json.dumps(v, ensure_ascii=False).encode("utf-8")
+
+
 __all__ = ["EngineError", "ERROR_CODES", "GEOMETRIES", "OVERVIEWS", "ROUTE_ANNOTATIONS", "TABLE_ANNOTATIONS",
            "encode_geometry", "encode_geometries", "overview_polyline", "simplify", "douglas_peucker_keep", "turn_delta",
            "modifier", "make_hint", "waypoints", "round1", "finite_or_none", "matrix_or_none",
-           "matrix_array", "matrix_json"]
+           "matrix_array", "matrix_json", "leg_parts_json", "leg_parts_text", "json_loads", "json_fragment", "names_json", "ANNOTATION_BITS", "GEOMETRY_CODES"]

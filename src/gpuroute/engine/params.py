@@ -70,6 +70,9 @@ SNAPPINGS = ("default", "any")
 FALLBACK_COORDINATES = ("input", "snapped")
 #: How a table's matrices, and an isochrone's rings, come back (Python lists or NumPy arrays).
 MATRICES = ("lists", "arrays")
+#: How a route's legs' ``steps`` and ``annotation`` come back (Python objects, or their JSON text as
+#: ``orjson.Fragment``: :func:`gpuroute.engine.services.route.leg_parts`).
+LEG_PARTS = ("objects", "json")
 RING_FORMATS = ("lists", "arrays")
 #: Isochrone metrics.
 ISOCHRONE_METRICS = ("duration", "distance")
@@ -556,6 +559,9 @@ class RouteParams(Waypoints):
     depart_at : datetime.datetime or None
         The departure time (:func:`check_depart_at`; the slot of the engine's time profile,
         :mod:`gpuroute.engine.timeslots`); None: the current metric.
+    leg_parts : {"objects", "json"}
+        The legs' ``steps`` and ``annotation`` as Python objects, or as ``orjson.Fragment`` of their JSON text
+        (the same JSON; for a JSON writer, orjson >= 3.10: the HTTP server's answer).
     """
 
     alternatives: int = 0
@@ -565,6 +571,7 @@ class RouteParams(Waypoints):
     overview: str = "simplified"
     continue_straight: bool | None = None
     depart_at: object = None
+    leg_parts: str = "objects"
 
     service = "route"
 
@@ -572,7 +579,7 @@ class RouteParams(Waypoints):
     def from_kwargs(cls, coords, *, limits=None, alternatives=False, steps=False, annotations=False,
                     geometries="polyline", overview="simplified", radiuses=None, bearings=None, approaches=None,
                     continue_straight=None, exclude=None, avoid_polygons=None, avoid_ways=None, snapping="default",
-                    depart_at=None):
+                    depart_at=None, leg_parts="objects"):
         """The checked record (arguments as :meth:`gpuroute.engine.Engine.route`'s); ``limits``:
         ``max_locations_route``, ``max_alternatives``. Raises EngineError (see the module)."""
         c = check_coordinates(coords)
@@ -596,7 +603,7 @@ class RouteParams(Waypoints):
                    annotations=annotation_set(annotations, ROUTE_ANNOTATIONS),
                    geometries=choice(geometries, GEOMETRIES, "geometries"),
                    overview=choice(overview, OVERVIEWS, "overview"), continue_straight=continue_straight,
-                   depart_at=check_depart_at(depart_at))
+                   depart_at=check_depart_at(depart_at), leg_parts=choice(leg_parts, LEG_PARTS, "leg_parts"))
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)

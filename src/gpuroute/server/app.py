@@ -271,6 +271,15 @@ def _matrix_fragments(res):
     return out
 
 
+def _has_fragment():
+    """Whether orjson is there and splices JSON text in (``orjson.Fragment``, orjson >= 3.10)."""
+    try:
+        import orjson
+    except ImportError:
+        return False
+    return hasattr(orjson, "Fragment")
+
+
 def encode(obj):
     """JSON bytes of ``obj`` (orjson; NumPy arrays and scalars; NaN and infinities become ``null``)."""
     import orjson
@@ -669,6 +678,8 @@ class _Server:
         # isochrone rings as arrays (orjson writes the same JSON without a Python float per position)
         iso = self.accepted.get("isochrone") or ()
         self.isochrone_kwargs = {"coordinates": "arrays"} if "coordinates" in iso else {}
+        # a route's steps and annotations as JSON text (orjson splices it in) from an engine that can answer so
+        self.route_json_parts = "leg_parts" in (self.accepted.get("route") or ()) and _has_fragment()
         self._limiter = None
         self._limiter_loop = None
         # hooks of the worker processes (gpuroute.server.workers): ``before()`` runs in the worker thread
@@ -718,6 +729,8 @@ class _Server:
             raise OSRMError("InvalidUrl", "no coordinates: /{service}/v1/{profile}/{lon,lat;lon,lat...}")
         call = parse_request(service, profile, coords, options, self.limits)
         self.refuse_unsupported(call)
+        if self.route_json_parts and service == "route" and (call.params.steps or call.params.annotations):
+            call.params = dataclasses.replace(call.params, leg_parts="json")  # the short parse's templates keep it
         return call
 
     async def handle(self, request):

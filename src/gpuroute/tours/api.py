@@ -180,7 +180,7 @@ def _orient(p, mode, first, last):
     return np.roll(p, -r)
 
 
-def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None, starts=None):
+def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None, starts=None, stall=None):
     """Shortest closed tour or open path through every stop of an asymmetric cost matrix.
 
     Iterated local search. Neighbourhoods: 2-opt with the asymmetric cost of the reversed segment,
@@ -239,6 +239,12 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
         20 % of the time limit is used). None: 1 for the Or-opt search (a random start's descent costs
         more than it brings there), 4 otherwise. Unused on the GPU, whose chains start as
         :func:`gpuroute.tours.gpu.search` says.
+    stall : int or None
+        Stop early once this many ILS kicks (perturbation and repair steps; a random restart below 8 stops)
+        in a row have not improved the best tour (``time_limit`` stays the bound); None: search until
+        ``time_limit``. Counted in steps of at most ``stall // 4`` kicks (a step that improved starts the
+        count again), and per round of chains on the Or-opt search (its kicks a round: the most one chain
+        ran). CPU searches only: with the GPU search it is refused (ValueError).
 
     Returns
     -------
@@ -248,7 +254,8 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
     ------
     ValueError
         Non-square, empty, non-finite or negative matrix (the entry named); start/end out of range; bad
-        device; ``time_limit`` not a finite number > 0.
+        device; ``time_limit`` not a finite number > 0; ``stall`` not an integer >= 1, or given to the GPU
+        search.
     TypeError
         Non-numeric matrix or non-integer stop ids.
     GPUUnavailableError
@@ -257,6 +264,8 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
     if device not in ("auto", "cpu", "gpu"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {device!r}")
     time_limit = check_time_limit(time_limit)
+    if stall is not None and (isinstance(stall, bool) or not isinstance(stall, (int, np.integer)) or stall < 1):
+        raise ValueError(f"stall must be an integer >= 1 (kicks without improvement) or None, got {stall!r}")
     dl = Deadline(time_limit)
     from .warmup import warm_up_tsp
 
@@ -294,6 +303,9 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
         symmetric = _symmetric_paced(C, Pacer(dl))
         if symmetric:
             dev = "cpu"
+    if stall is not None and dev == "gpu" and n > 3:
+        raise ValueError("stall is not implemented by the GPU tour search (device='gpu', or 'auto' from "
+                         f"{config.TOUR_GPU_AUTO_MIN_N} stops with a GPU): pass stall=None there")
     tw = budget.clock()
     on_device = is_cupy_array(c) and dev == "gpu" and n > 3
     warm_up_tsp(dev if n > 3 else "cpu", device_matrix=c.dtype if on_device else None)
@@ -318,16 +330,17 @@ def tsp(costs, *, start=None, end=None, time_limit=1.0, device="auto", seed=None
                  "chains": gst["chains"], "rounds": gst["rounds"], "complete": gst["complete"],
                  "setup_skipped": gst.get("setup_skipped", False), "warmup_seconds": warm}
         return _result(c, best_p, mode, first, last, closed, integral, trace, stats, dl, "gpu")
-    best_p, trace, stats = _search_cpu(C, first, last, dl, rng, eps, max_moves, starts, symmetric)
+    best_p, trace, stats = _search_cpu(C, first, last, dl, rng, eps, max_moves, starts, symmetric, stall)
     stats["warmup_seconds"] = warm
     return _result(c, best_p, mode, first, last, closed, integral, trace, stats, dl, "cpu")
 
 
-def _search_cpu(C, first, last, dl, rng, eps, max_moves, starts, symmetric=None):
+def _search_cpu(C, first, last, dl, rng, eps, max_moves, starts, symmetric=None, stall=None):
     """The CPU iterated local search of :func:`tsp` on the closed-tour matrix ``C`` (float64 (n, n),
-    n >= 4) under the deadline ``dl``; above :data:`FULL_NEIGHBOURHOOD_MAX_N` stops a symmetric ``C`` goes
-    to :func:`_search_or` (``symmetric``: whether it is, None when not checked yet). Returns (tour, trace,
-    stats)."""
+    n >= 4) under the deadline ``dl``, stopping early after ``stall`` kicks without improvement (None: never);
+    above :data:`FULL_NEIGHBOURHOOD_MAX_N` stops a symmetric ``C`` goes to :func:`_search_or` (``symmetric``:
+    whether it is, None when not checked yet). Returns (tour, trace, stats); ``stats["stalled"]``: the search
+    stopped on ``stall``."""
     n = C.shape[0]
     full_hood = n <= FULL_NEIGHBOURHOOD_MAX_N
     K = n - 1 if full_hood else CANDIDATES
@@ -348,7 +361,7 @@ def _search_cpu(C, first, last, dl, rng, eps, max_moves, starts, symmetric=None)
         if sym is None:  # out of time while checking
             return p0, [(dl.elapsed(), ls.tour_cost(C, p0))], stats
         if sym:
-            return _search_or(C, first, dl, pace, rng, eps, nbr, p0, 1 if starts is None else starts, stats)
+            return _search_or(C, first, dl, pace, rng, eps, nbr, p0, 1 if starts is None else starts, stats, stall)
     starts = 4 if starts is None else starts
     ct = np.ascontiguousarray(C.T) if full_hood else C
     everyone = np.arange(n, dtype=np.int64)
@@ -401,27 +414,40 @@ def _search_cpu(C, first, last, dl, rng, eps, max_moves, starts, symmetric=None)
 
     rounds = 0
     reserve = float(config.TOUR_POLISH_RESERVE) * dl.limit if full_hood else 0.0  # for the final polish
+    left = stall  # kicks left without an improvement (None: no bound)
+    chunk = 1 << 30 if stall is None else max(1, stall // 4)
+    stats["stalled"] = False
     while complete and (b := pace.budget("ils_round", reserve)) > 0:
+        if left is not None and left <= 0:
+            stats["stalled"] = True
+            break
         if n < 8:  # too small for a double bridge: random restarts (tiny descents)
             q = random_start()
             qc, mv, done = descend(q, reserve)
             stats["moves"] += mv
             stats["ils_iterations"] += 1
-            if done and qc < best_c - eps:
+            better = done and qc < best_c - eps
+            if better:
                 best_p, best_c = q, qc
                 stats["improvements"] += 1
                 trace.append((dl.elapsed(), qc))
+            if left is not None:
+                left = stall if better else left - 1
             continue
         window = 0 if n <= 100 else min(n - 1, 10 * ILS_WINDOW)
-        q, qc, acc, mv, steps, w = ls.ils_round(C, best_p, best_c, nbr, window, eps, max_moves, 1 << 30,
+        q, qc, acc, mv, steps, w = ls.ils_round(C, best_p, best_c, nbr, window, eps, max_moves,
+                                                chunk if left is None else min(chunk, left),
                                                 int(rng.integers(0, 2**31 - 1)), b)
         pace.spent(w)
         rounds += 1
         stats["ils_iterations"] += steps
         stats["improvements"] += acc
         stats["moves"] += mv
-        if qc < best_c - eps:
+        better = qc < best_c - eps
+        if better:
             trace.append((dl.elapsed(), qc))
+        if left is not None:
+            left = stall if better else left - steps
         best_p, best_c = q, qc
     if full_hood and complete:  # end in a local minimum of the full neighbourhood, time allowing
         _, mv, complete = descend(best_p)
@@ -449,7 +475,7 @@ def _symmetric_paced(C, pace):
     return True
 
 
-def _search_or(C, first, dl, pace, rng, eps, nbr, p0, starts, stats):
+def _search_or(C, first, dl, pace, rng, eps, nbr, p0, starts, stats, stall=None):
     """The CPU search of :func:`tsp` on a symmetric closed-tour matrix ``C`` (float64 (n, n), n > 150):
     :func:`~.local_search.or_descent` (the LK-style depth-4 move :func:`~.local_search.or_step`, don't-look
     bits) from the nearest-neighbour tour ``p0`` (and ``starts - 1`` random tours while under 20 % of the
@@ -507,7 +533,12 @@ def _search_or(C, first, dl, pace, rng, eps, nbr, p0, starts, stats):
     costs = np.empty(m)
     out = np.zeros((m, 4), np.int64)
     rounds = 0
+    left = stall  # kicks left without an improvement (None: no bound), counted per round
+    stats["stalled"] = False
     while complete and (b := pace.budget("or_ils")) > 0:
+        if left is not None and left <= 0:
+            stats["stalled"] = True
+            break
         tours[:] = best_p
         poss[:] = best_pos
         costs[:] = best_c
@@ -523,8 +554,11 @@ def _search_or(C, first, dl, pace, rng, eps, nbr, p0, starts, stats):
         stats["improvements"] += int(out[:, 1].sum())
         stats["moves"] += int(out[:, 2].sum())
         k = int(np.argmin(costs))
-        if costs[k] < best_c - eps:
+        better = costs[k] < best_c - eps
+        if better:
             trace.append((dl.elapsed(), float(costs[k])))
+        if left is not None:
+            left = stall if better else left - int(out[:, 0].max())
         best_p, best_pos, best_c = tours[k].copy(), poss[k].copy(), float(costs[k])
     stats["complete"] = bool(complete)
     stats["rounds"] = rounds

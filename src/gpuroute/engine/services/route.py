@@ -2,7 +2,8 @@
 (:func:`gpuroute.engine.algorithms.route_search`: the overlay's, else the hierarchy's), each leg's pieces,
 turns and summary in one compiled call (:func:`gpuroute.engine.legs.leg_arrays`), the overview simplified and
 encoded in one more (:func:`gpuroute.engine.osrm.overview_polyline`), and the OSRM route object built from their
-arrays.
+arrays: a leg's steps and annotation written as JSON text by one more (:func:`leg_parts`:
+:func:`gpuroute.engine.osrm.leg_parts_json`), which the HTTP answer splices in and the Python API reads back.
 
 Costs of a leg from source option arc ``a`` at fraction ``fa`` to target option arc ``b`` at ``fb``:
 ``(1 - fa) w(a) + d(head a, tail b) + fb w(b)``, or ``(fb - fa) w(a)`` when both sit on the same arc
@@ -23,11 +24,24 @@ import numpy as np
 from ... import config
 from ...geo.segments import local_xy
 from ..algorithms import route_search
-from ..legs import MODIFIERS, STEP_TYPES, intersections, leg_arrays, maneuvers, round_floats
-from ..osrm import encode_geometries, encode_geometry, overview_polyline, round1, simplify, waypoints
+from ..legs import MODIFIERS, leg_arrays
+from ..osrm import (
+    ANNOTATION_BITS,
+    GEOMETRY_CODES,
+    EngineError,
+    encode_geometry,
+    json_fragment,
+    json_loads,
+    leg_parts_text,
+    names_json,
+    overview_polyline,
+    round1,
+    simplify,
+    waypoints,
+)
 from ..traffic import LegPath
 
-__all__ = ["route", "route_object", "plan_alternatives"]
+__all__ = ["route", "route_object", "plan_alternatives", "leg_parts"]
 
 #: Empty arrays the leg kernels take where a leg has no path or the engine no such costs.
 _NO_ARCS = np.zeros(0, dtype=np.int64)
@@ -35,7 +49,7 @@ _NO_COSTS = np.zeros(0, dtype=np.float64)
 
 
 def route(engine, phantoms, *, steps, annotations, geometries, overview, continue_straight, exclusion=None,
-          snap=None, alternatives=0):
+          snap=None, alternatives=0, leg_parts="objects"):
     """The OSRM route answer through the snapped waypoints in order.
 
     Parameters
@@ -58,6 +72,10 @@ def route(engine, phantoms, *, steps, annotations, geometries, overview, continu
         Most alternative routes after the shortest one (>= 0; OSRM's ``number_of_alternatives``): for two
         waypoints, via-node alternatives on the same metric snapshot (:func:`plan_alternatives`); with more
         waypoints only the shortest route, as OSRM's.
+    leg_parts : {"objects", "json"}
+        Each leg's ``steps`` (when asked) and ``annotation`` as Python lists and dicts, or as ``orjson.Fragment``
+        of their JSON text (orjson >= 3.10; the same JSON as orjson writes the objects, :func:`leg_parts`;
+        :data:`gpuroute.engine.params.LEG_PARTS`).
 
     Returns
     -------
@@ -78,20 +96,21 @@ def route(engine, phantoms, *, steps, annotations, geometries, overview, continu
     if alternatives > 0 and phantoms.n_points == 2:
         plans += plan_alternatives(e, phantoms, plan, snap, int(alternatives))
     routes = [route_object(e, phantoms, rows, p, snap, steps=steps, annotations=annotations, geometries=geometries,
-                           overview=overview) for p in plans]
+                           overview=overview, leg_parts=leg_parts) for p in plans]
     return {"code": "Ok", "routes": routes, "waypoints": waypoints(phantoms, e._fingerprint, e._names)}
 
 
-def route_object(e, phantoms, rows, plan, snap, *, steps, annotations, geometries, overview):
+def route_object(e, phantoms, rows, plan, snap, *, steps, annotations, geometries, overview, leg_parts="objects"):
     """One OSRM route object (geometry, legs, weight_name, weight, duration, distance) of one leg plan
     (``[((arc, fraction), (arc, fraction), path)]`` per leg, as :meth:`gpuroute.engine.algorithms.CRP.route`
     gives it) on the metric snapshot ``snap`` (None: the hierarchy's arrays); ``rows`` the :class:`PhantomRows` of
-    ``phantoms``. The shortest route and every alternative are built by this one function."""
+    ``phantoms``; ``leg_parts`` as :func:`route`'s. The shortest route and every alternative are built by this one
+    function."""
     legs, points = [], []
     tot_w = tot_d = tot_l = 0.0
     for i, (dep, arr, path) in enumerate(plan):
         leg = _leg(e, rows, i, dep, arr, path, snap)
-        legs.append(_leg_json(e, leg, phantoms, i + 1, steps, annotations, geometries))
+        legs.append(_leg_json(e, leg, phantoms, i + 1, steps, annotations, geometries, leg_parts))
         tot_w += leg.weight_sum + leg.turn_weight
         tot_d = None if leg.duration is None or tot_d is None else tot_d + leg.duration_sum + leg.turn_duration
         tot_l += leg.distance_sum
@@ -238,100 +257,72 @@ def _summary(e, leg):
     return ", ".join([e._names[i] for i in leg.summary.tolist()])
 
 
-def _leg_json(e, leg, phantoms, end, steps, ann, geometries):
-    """The OSRM leg object of ``leg`` arriving at point ``end`` of ``phantoms``."""
+def _leg_json(e, leg, phantoms, end, steps, ann, geometries, parts="objects"):
+    """The OSRM leg object of ``leg`` arriving at point ``end`` of ``phantoms``: its ``steps`` and ``annotation``
+    from :func:`leg_parts` (objects read back from their JSON text, or the text itself: ``parts``)."""
     tw, td = leg.turn_weight, leg.turn_duration
-    out = {"steps": _steps(e, leg, phantoms, end, geometries) if steps else [], "summary": _summary(e, leg),
-           "weight": round1((leg.weight_sum + tw) * e._w_scale),
+    out = {"steps": [], "summary": _summary(e, leg), "weight": round1((leg.weight_sum + tw) * e._w_scale),
            "duration": None if leg.duration is None else round1(leg.duration_sum + td),
            "distance": round1(leg.distance_sum)}
-    if ann:  # one value per piece, from the leg's arrays (rounded as round() rounds each)
-        a = {}
-        dist, dur = leg.distance, leg.duration
-        if "distance" in ann:
-            a["distance"] = round_floats(dist, 6)
-        if "duration" in ann:
-            a["duration"] = [None] * int(dist.size) if dur is None else round_floats(dur, 1)
-        if "datasources" in ann:
-            a["datasources"] = [0] * int(dist.size)
-        if "nodes" in ann:
-            arcs = leg.arcs
-            nodes = np.concatenate([e._tail[arcs[:1]], e._head[arcs]])
-            a["nodes"] = e._node_ids[nodes].tolist()
-        if "weight" in ann:
-            a["weight"] = round_floats(leg.weight * e._w_scale, 1)
-        if "speed" in ann and dur is None:
-            a["speed"] = [None] * int(dist.size)
-        elif "speed" in ann:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                sp = np.where(dur > 0, dist / np.where(dur > 0, dur, 1.0), 0.0)
-            a["speed"] = round_floats(sp, 1)
-        if "datasources" in ann:
-            a["metadata"] = {"datasource_names": ["gpuroute"]}
-        out["annotation"] = a
+    if steps or ann:
+        st, an = leg_parts(e, leg, phantoms, end, steps, ann, geometries)
+        if parts != "json":
+            wrap = json_loads
+        elif json_fragment is None:
+            raise EngineError("NotImplemented", "leg_parts='json' needs orjson >= 3.10 (orjson.Fragment)")
+        else:
+            wrap = json_fragment
+        if steps:
+            out["steps"] = wrap(st)
+        if ann:
+            out["annotation"] = wrap(an)
     return out
 
 
-def _steps(e, leg, phantoms, end, geometries):
-    """The steps of a leg (OSRM's step objects) from its arrays: the maneuvers, each step's sums and the
-    intersections in compiled passes (:func:`gpuroute.engine.legs.maneuvers`,
-    :func:`gpuroute.engine.legs.intersections`), the values rounded as ``round`` rounds them."""
-    arcs, pts = leg.arcs, leg.points
-    head, tail = e._head, e._tail
+def leg_parts(e, leg, phantoms, end, steps, ann, geometries):
+    """A leg's ``steps`` (OSRM's step objects; when ``steps``) and ``annotation`` (the ``ann`` names, one value per
+    piece; when any) as JSON text, written from its arrays by one compiled call
+    (:func:`gpuroute.engine.osrm.leg_parts_json`: the maneuvers, intersections, geometries and every value's
+    rounding; the arrival's side of the street, :func:`_arrive_modifier`, from here).
+
+    Returns
+    -------
+    (bytes, bytes)
+        The steps' JSON array (``[]`` without ``steps``) and the annotation's object (empty without ``ann``), the
+        bytes orjson writes for those objects.
+    """
+    names, off = _names_table(e)
     dur = leg.duration
-    starts, kinds, mods, sums, i_first, i_at = maneuvers(
-        arcs, e._bearing, e._name_id, head, tail, e._degree, leg.weight,
-        dur if dur is not None else leg.distance, leg.distance)
-    flat = round_floats(pts.ravel(), 6)
-    loc = [flat[i:i + 2] for i in range(0, len(flat), 2)]
-    b_int = (np.rint(e._bearing[arcs]).astype(np.int64) % 360).tolist()
-    # the intersections: at the tail of piece j, arrived from piece j - 1's tail, left to piece j's head
-    first, bearings, entry, in_pos, out_pos = intersections(
-        tail[arcs[i_at]], tail[arcs[i_at - 1]], head[arcs[i_at]], e._fo_all, head, e._rfo, e._rev_tail,
-        e._coords_f64)
-    first, bearings, entry = first.tolist(), bearings.tolist(), entry.tolist()
-    in_pos, out_pos, at = in_pos.tolist(), out_pos.tolist(), i_at.tolist()
-    inter_all = [{"location": loc[j], "bearings": bearings[first[r]:first[r + 1]],
-                  "entry": entry[first[r]:first[r + 1]], "in": in_pos[r], "out": out_pos[r]}
-                 for r, j in enumerate(at)]
-    i_first = i_first.tolist()
-    bounds = starts.tolist() + [int(arcs.size)]
-    w_scale = e._w_scale
-    sums = sums.tolist()
-    geoms = encode_geometries(pts, bounds[:-1], [b + 1 for b in bounds[1:]], geometries)
-    out = []
-    for s, (kind, mod) in enumerate(zip(kinds.tolist(), mods.tolist(), strict=True)):
-        j0 = bounds[s]
-        b_after = b_int[j0]
-        if kind == 0:  # depart
-            b_before = 0
-            inter = [{"location": loc[0], "bearings": [b_after], "entry": [True], "out": 0}]
-        else:
-            b_before = b_int[j0 - 1]
-            inter = []
-        inter += inter_all[i_first[s]:i_first[s + 1]]
-        man = {"bearing_after": b_after, "bearing_before": b_before, "location": loc[j0], "type": STEP_TYPES[kind]}
-        if mod >= 0:
-            man["modifier"] = MODIFIERS[mod]
-        w, d, ln = sums[s]
-        out.append({"geometry": geoms[s], "maneuver": man,
-                    "mode": "driving", "driving_side": "right", "name": _name(e, arcs[j0]),
-                    "intersections": inter, "weight": round1(w * w_scale),
-                    "duration": None if dur is None else round1(d), "distance": round1(ln)})
-    bearing = e._bearing[arcs]
-    # arrive: the side of the street the destination lies on (the waypoint's own segment)
-    b_last = float(bearing[-1])
+    has_dur = dur is not None
+    bits = 0
+    for a in ann:
+        bits |= ANNOTATION_BITS[a]
+    amod = _arrive_modifier(e, leg, phantoms, end) if steps else 0
+    return leg_parts_text(leg.arcs, leg.points, leg.weight, dur if has_dur else leg.distance, leg.distance, has_dur,
+                          bool(steps), bits, GEOMETRY_CODES[geometries], amod, e._w_scale, e._bearing, e._name_id,
+                          e._head, e._tail, e._degree, e._fo_all, e._rfo, e._rev_tail, e._coords_f64, names, off,
+                          e._node_ids)
+
+
+def _names_table(e):
+    """The engine's street names as :func:`gpuroute.engine.osrm.leg_parts_json` reads them (made once)."""
+    t = getattr(e, "_names_json", None)
+    if t is None:
+        t = e._names_json = names_json(e._names)
+    return t
+
+
+def _arrive_modifier(e, leg, phantoms, end):
+    """The arrival's modifier as a code of :data:`gpuroute.engine.legs.MODIFIERS`: the side of the street the
+    destination lies on (from its own segment's bearing, the leg's last), ``straight`` within a metre of it."""
+    b_last = float(e._bearing[leg.arcs[-1]])
     r0 = int(phantoms.point_start[end])
     px, py = local_xy(float(phantoms.input_lon[end]), float(phantoms.input_lat[end]), float(phantoms.lon[r0]),
                       float(phantoms.lat[r0]))
     side = math.sin(math.radians(b_last)) * float(py) - math.cos(math.radians(b_last)) * float(px)
     amod = "straight" if float(phantoms.distance[r0]) < 1.0 else ("right" if side < 0 else "left")
-    bb = int(round(b_last)) % 360
-    out.append({"geometry": encode_geometry(pts[-1:].repeat(2, axis=0), geometries),
-                "maneuver": {"bearing_after": 0, "bearing_before": bb, "location": loc[-1], "type": "arrive",
-                             "modifier": amod},
-                "mode": "driving", "driving_side": "right", "name": _name(e, arcs[-1]),
-                "intersections": [{"location": loc[-1], "bearings": [(bb + 180) % 360], "entry": [True],
-                                   "in": 0}],
-                "weight": 0.0, "duration": None if leg.duration is None else 0.0, "distance": 0.0})
-    return out
+    return _ARRIVE_MODIFIERS[amod]
+
+
+#: The arrival's modifiers as codes of :data:`gpuroute.engine.legs.MODIFIERS`.
+_ARRIVE_MODIFIERS = {m: MODIFIERS.index(m) for m in ("straight", "right", "left")}

@@ -95,7 +95,8 @@ def tour(cost, roundtrip, fixed_start, fixed_end, time_limit=None):
     Up to ``config.TOUR_EXACT_MAX_N`` stops the order is optimal (:func:`gpuroute.tours.tsp_exact`,
     which avoids unreachable legs whenever an order can); past it :func:`gpuroute.tours.tsp` searches
     for ``time_limit`` seconds (None: ``SERVE_TRIP_TIME_PER_STOP_S`` x n, clamped to
-    [``SERVE_TRIP_TIME_MIN_S``, ``SERVE_TRIP_TIME_MAX_S``]).
+    [``SERVE_TRIP_TIME_MIN_S``, ``SERVE_TRIP_TIME_MAX_S``], and on the CPU no longer than until
+    ``SERVE_TRIP_STALL_KICKS_PER_STOP`` x n kicks in a row have not improved the tour: ``tsp``'s ``stall``).
 
     ``cost`` is float64 (n, n), NumPy or CuPy: a CuPy matrix is completed on the device (unreachable cells
     made dear, the diagonal zeroed) and handed to :func:`gpuroute.tours.tsp` there; a few scalars and the
@@ -124,13 +125,16 @@ def tour(cost, roundtrip, fixed_start, fixed_end, time_limit=None):
         return [int(v) for v in res.tour]
     from ...tours import tsp
 
+    stall = None
     if time_limit is None:
         time_limit = min(max(config.SERVE_TRIP_TIME_PER_STOP_S * n, config.SERVE_TRIP_TIME_MIN_S),
                          config.SERVE_TRIP_TIME_MAX_S)
+        if not tour_on_device(n):  # the CPU search: stop once it stalls (the GPU's chains have no such bound)
+            stall = max(1, int(config.SERVE_TRIP_STALL_KICKS_PER_STOP * n))
     big = (float(cost[finite].max()) if bool(finite.any()) else 1.0) * (n + 1) + 1.0
     m = xp.where(finite, cost, big)
     xp.fill_diagonal(m, 0.0)
-    res = tsp(m, start=start, end=end, time_limit=time_limit, seed=0)
+    res = tsp(m, start=start, end=end, time_limit=time_limit, seed=0, stall=stall)
     order = [int(v) for v in np.asarray(res.tour, dtype=np.int64)]
     if sorted(order) != list(range(n)):
         raise RuntimeError(f"the tour search returned {order!r}, not an order of {n} stops")
