@@ -755,6 +755,18 @@ def _room(buf, p, need):
 
 
 @njit(cache=True)
+def _put_position(buf, p, pts, i, fixes, nf):
+    """Row ``i`` of ``pts`` (lon/lat) as a GeoJSON position ``[lon,lat]`` (``np.round`` to 6 decimals, as
+    :func:`encode_geometry` gives it). Returns ``(p, nf)``."""
+    buf[p] = 91
+    p, nf = _put_round(buf, p + 1, pts[i, 0], 6, True, fixes, nf)
+    buf[p] = 44
+    p, nf = _put_round(buf, p + 1, pts[i, 1], 6, True, fixes, nf)
+    buf[p] = 93
+    return p + 1, nf
+
+
+@njit(cache=True)
 def _put_geometry(buf, p, pts, r0, r1, geo, fixes, nf):
     """A step's geometry: rows ``r0:r1`` of ``pts`` (lon/lat) as :func:`encode_geometry` gives them (``geo``:
     :data:`GEOMETRY_CODES`)."""
@@ -764,12 +776,7 @@ def _put_geometry(buf, p, pts, r0, r1, geo, fixes, nf):
             if i > r0:
                 buf[p] = 44
                 p += 1
-            buf[p] = 91
-            p, nf = _put_round(buf, p + 1, pts[i, 0], 6, True, fixes, nf)
-            buf[p] = 44
-            p, nf = _put_round(buf, p + 1, pts[i, 1], 6, True, fixes, nf)
-            buf[p] = 93
-            p += 1
+            p, nf = _put_position(buf, p, pts, i, fixes, nf)
         buf[p] = 93
         buf[p + 1] = 125
         return p + 2, nf
@@ -896,12 +903,7 @@ def leg_parts_json(arcs, pts, weight, duration, distance, has_dur, steps, ann, g
                         if t:
                             buf[p] = 44
                             p += 1
-                        buf[p] = 91
-                        p, nf = _put_round(buf, p + 1, pts[k, 0], 6, True, fixes, nf)
-                        buf[p] = 44
-                        p, nf = _put_round(buf, p + 1, pts[k, 1], 6, True, fixes, nf)
-                        buf[p] = 93
-                        p += 1
+                        p, nf = _put_position(buf, p, pts, k, fixes, nf)
                     buf[p] = 93
                     buf[p + 1] = 125
                     p += 2

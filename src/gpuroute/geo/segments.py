@@ -868,6 +868,21 @@ def _grid_candidates(lon0, lat0, reach, grid, cell_start, cell_segment, geom, ou
 
 
 @njit(cache=True)
+def _put_phantom_row(ints, floats, w, arc, j, name, t, dd, lon, lat, d):
+    """Row ``w`` of a PhantomSet's row arrays: the phantom arc ``arc`` on segment ``j`` (``name`` its name id) in
+    direction ``dd`` (0 forward, 1 reverse), ``t`` the projection's fraction along the segment, ``(lon, lat)``
+    the projected location, ``d`` metres from the coordinate."""
+    ints[0, w] = arc
+    ints[1, w] = j
+    ints[2, w] = name
+    floats[0, w] = t if dd == 0 else 1.0 - t
+    floats[1, w] = t
+    floats[2, w] = lon
+    floats[3, w] = lat
+    floats[4, w] = d
+
+
+@njit(cache=True)
 def _grid_rows(lon0, lat0, limit, bearing, curb, spacing, tie, grid, cell_start, cell_segment, geom, phantom,
                name_id):
     """:meth:`SegmentIndex.snap_checked`'s answer for a whole request, the candidate segments taken from the
@@ -1017,14 +1032,7 @@ def _grid_rows(lon0, lat0, limit, bearing, curb, spacing, tie, grid, cell_start,
             for dd in range(2):
                 if not sel_dir[dd, q]:
                     continue
-                ints[0, w] = phantom[dd, j]
-                ints[1, w] = j
-                ints[2, w] = name_id[j]
-                floats[0, w] = t if dd == 0 else 1.0 - t
-                floats[1, w] = t
-                floats[2, w] = sel_f[1, q]
-                floats[3, w] = sel_f[2, q]
-                floats[4, w] = d
+                _put_phantom_row(ints, floats, w, phantom[dd, j], j, name_id[j], t, dd, sel_f[1, q], sel_f[2, q], d)
                 ties[w] = sel_tie[q]
                 w += 1
     return True, start, ints, floats, ties
@@ -1092,14 +1100,7 @@ def _grid_nearest(lon0, lat0, number, lim, spacing, grid, cell_start, cell_segme
             a = phantom[dd, j]
             if a < 0:
                 continue
-            ints[0, w] = a
-            ints[1, w] = j
-            ints[2, w] = name_id[j]
-            floats[0, w] = t if dd == 0 else 1.0 - t
-            floats[1, w] = t
-            floats[2, w] = proj[2, p]
-            floats[3, w] = proj[3, p]
-            floats[4, w] = d
+            _put_phantom_row(ints, floats, w, a, j, name_id[j], t, dd, proj[2, p], proj[3, p], d)
             w += 1
         start[i + 1] = w
     return True, start, ints, floats, ties
