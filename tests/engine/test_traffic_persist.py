@@ -360,3 +360,70 @@ def test_reset(dataset, capsys, tmp_path):
     assert main(["customize", str(dataset), "--reset", "--metric", "time"]) == 2
     assert "--reset" in capsys.readouterr().err
     assert drop_traffic(dataset) is False
+
+
+def _flip_in_arc_cost(path):
+    """Flip one byte inside the stored ``arc_cost`` member's array data (the ZIP entry keeps its CRC-32)."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo("arc_cost.npy")
+    raw = bytearray(path.read_bytes())
+    # local file header: 30 bytes + name + extra; then the .npy (its own header, then the data)
+    name_len, extra_len = int.from_bytes(raw[info.header_offset + 26:info.header_offset + 28], "little"), \
+        int.from_bytes(raw[info.header_offset + 28:info.header_offset + 30], "little")
+    start = info.header_offset + 30 + name_len + extra_len
+    raw[start + info.file_size - 5] ^= 0x01  # in the last arc cost, past the .npy header
+    path.write_bytes(bytes(raw))
+
+
+def test_saved_file_is_version_3_without_array_hashes(dataset):
+    from gpuroute.engine.dataset import TRAFFIC_VERSION
+
+    _saved(dataset)
+    with np.load(dataset / TRAFFIC, allow_pickle=False) as z:
+        header = json.loads(bytes(z["header"]).decode())
+    assert header["version"] == TRAFFIC_VERSION == 3
+    assert all(set(spec) == {"dtype", "shape"} for spec in header["arrays"].values()), header["arrays"]
+
+
+def test_damaged_array_byte_is_refused_as_damaged(dataset, caplog):
+    """Version 3 keeps no SHA-256: the member's CRC-32 catches a flipped data byte, reported as damage
+    (not as an unreadable file) and naming the file."""
+    reference = Engine.open(dataset).overlay
+    _saved(dataset)
+    path = dataset / TRAFFIC
+    _flip_in_arc_cost(path)
+    with caplog.at_level(logging.WARNING, logger="gpuroute"):
+        e = Engine.open(dataset)
+    refused = e.info["traffic"]["refused"]
+    assert refused and refused.startswith(f"{path}: damaged after saving"), refused  # the file, then why
+    assert "CRC-32" in refused and "unreadable" not in refused, refused
+    _same_overlay(reference, e.overlay)
+
+
+def _as_version_2(header, arrays):
+    header["version"] = 2  # _rewrite writes a SHA-256 per array, as versions 1 and 2 did
+
+
+def test_version_2_file_still_restores_and_its_hashes_are_checked(dataset):
+    e = Engine.open(dataset)
+    e.customize(_doubled_route(e, _pairs(e)[0]))
+    path = dataset / TRAFFIC
+    _rewrite(path, _as_version_2)
+    r = Engine.open(dataset)
+    assert r.info["traffic"]["restored"] is True
+    _same_overlay(e.overlay, r.overlay)
+
+    def wrong_hash(header, arrays):
+        header["version"] = 2
+
+    _rewrite(path, wrong_hash)
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    header = json.loads(bytes(arrays.pop("header")).decode())
+    header["arrays"]["arc_cost"]["sha256"] = "0" * 64
+    with open(path, "wb") as f:
+        np.savez(f, header=np.frombuffer(json.dumps(header).encode(), np.uint8), **arrays)
+    t = Engine.open(dataset).info["traffic"]
+    assert t["restored"] is False and "SHA-256" in t["refused"] and str(path) in t["refused"]
