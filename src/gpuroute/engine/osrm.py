@@ -755,13 +755,14 @@ def _room(buf, p, need):
 
 
 @njit(cache=True)
-def _put_position(buf, p, pts, i, fixes, nf):
-    """Row ``i`` of ``pts`` (lon/lat) as a GeoJSON position ``[lon,lat]`` (``np.round`` to 6 decimals, as
-    :func:`encode_geometry` gives it). Returns ``(p, nf)``."""
+def _put_position(buf, p, pts, i, numpy_round, fixes, nf):
+    """Row ``i`` of ``pts`` (lon/lat) as ``[lon,lat]``, each rounded to 6 decimals: ``np.round`` (``numpy_round``:
+    a GeoJSON geometry's positions, as :func:`encode_geometry` gives them) or Python's ``round`` (a maneuver's or
+    an intersection's location). Returns ``(p, nf)`` (:func:`_put_round`)."""
     buf[p] = 91
-    p, nf = _put_round(buf, p + 1, pts[i, 0], 6, True, fixes, nf)
+    p, nf = _put_round(buf, p + 1, pts[i, 0], 6, numpy_round, fixes, nf)
     buf[p] = 44
-    p, nf = _put_round(buf, p + 1, pts[i, 1], 6, True, fixes, nf)
+    p, nf = _put_round(buf, p + 1, pts[i, 1], 6, numpy_round, fixes, nf)
     buf[p] = 93
     return p + 1, nf
 
@@ -776,24 +777,13 @@ def _put_geometry(buf, p, pts, r0, r1, geo, fixes, nf):
             if i > r0:
                 buf[p] = 44
                 p += 1
-            p, nf = _put_position(buf, p, pts, i, fixes, nf)
+            p, nf = _put_position(buf, p, pts, i, True, fixes, nf)
         buf[p] = 93
         buf[p + 1] = 125
         return p + 2, nf
     buf[p] = 34
     p = _polyline_write(pts, r0, r1, 1e6 if geo == 1 else 1e5, buf, p + 1, True)
     buf[p] = 34
-    return p + 1, nf
-
-
-@njit(cache=True)
-def _put_location(buf, p, pts, j, fixes, nf):
-    """``[lon, lat]`` of row ``j`` of ``pts``, each ``round(x, 6)``."""
-    buf[p] = 91
-    p, nf = _put_round(buf, p + 1, pts[j, 0], 6, False, fixes, nf)
-    buf[p] = 44
-    p, nf = _put_round(buf, p + 1, pts[j, 1], 6, False, fixes, nf)
-    buf[p] = 93
     return p + 1, nf
 
 
@@ -903,7 +893,7 @@ def leg_parts_json(arcs, pts, weight, duration, distance, has_dur, steps, ann, g
                         if t:
                             buf[p] = 44
                             p += 1
-                        p, nf = _put_position(buf, p, pts, k, fixes, nf)
+                        p, nf = _put_position(buf, p, pts, k, True, fixes, nf)
                     buf[p] = 93
                     buf[p + 1] = 125
                     p += 2
@@ -921,7 +911,7 @@ def leg_parts_json(arcs, pts, weight, duration, distance, has_dur, steps, ann, g
                 p = _put(buf, p + 1, _J_BEARING_BEFORE)
                 p = _put_int(buf, p, bb)
                 p = _put(buf, p, _J_LOCATION_M)
-                p, nf = _put_location(buf, p, pts, k, fixes, nf)
+                p, nf = _put_position(buf, p, pts, k, False, fixes, nf)
                 p = _put(buf, p, _J_TYPE)
                 p = _put_word(buf, p, 4)
                 buf[p] = 34
@@ -932,7 +922,7 @@ def leg_parts_json(arcs, pts, weight, duration, distance, has_dur, steps, ann, g
                 p = _put_name(buf, p, names, name_off, name_id[arcs[k - 1]])
                 p = _put(buf, p, _J_INTERSECTIONS)
                 p = _put(buf, p, _J_LOCATION_I)
-                p, nf = _put_location(buf, p, pts, k, fixes, nf)
+                p, nf = _put_position(buf, p, pts, k, False, fixes, nf)
                 p = _put(buf, p, _J_BEARINGS)
                 p = _put_int(buf, p, (bb + 180) % 360)
                 p = _put(buf, p, _J_ENTRY)
@@ -963,7 +953,7 @@ def leg_parts_json(arcs, pts, weight, duration, distance, has_dur, steps, ann, g
             p = _put(buf, p, _J_BEARING_BEFORE)
             p = _put_int(buf, p, 0 if kind == 0 else np.int64(np.rint(bearing[arcs[j0 - 1]])) % 360)
             p = _put(buf, p, _J_LOCATION_M)
-            p, nf = _put_location(buf, p, pts, j0, fixes, nf)
+            p, nf = _put_position(buf, p, pts, j0, False, fixes, nf)
             p = _put(buf, p, _J_TYPE)
             p = _put_word(buf, p, kind)
             buf[p] = 34
@@ -978,7 +968,7 @@ def leg_parts_json(arcs, pts, weight, duration, distance, has_dur, steps, ann, g
             p = _put(buf, p, _J_INTERSECTIONS)
             if kind == 0:  # depart: the first point, its one street
                 p = _put(buf, p, _J_LOCATION_I)
-                p, nf = _put_location(buf, p, pts, 0, fixes, nf)
+                p, nf = _put_position(buf, p, pts, 0, False, fixes, nf)
                 p = _put(buf, p, _J_BEARINGS)
                 p = _put_int(buf, p, b_after)
                 p = _put(buf, p, _J_ENTRY)
@@ -992,7 +982,7 @@ def leg_parts_json(arcs, pts, weight, duration, distance, has_dur, steps, ann, g
                     buf[p] = 44
                     p += 1
                 p = _put(buf, p, _J_LOCATION_I)
-                p, nf = _put_location(buf, p, pts, i_at[q], fixes, nf)
+                p, nf = _put_position(buf, p, pts, i_at[q], False, fixes, nf)
                 p = _put(buf, p, _J_BEARINGS)
                 for c in range(first[q], first[q + 1]):
                     if c > first[q]:
