@@ -364,6 +364,14 @@ SERVE_ALTERNATIVES_CANDIDATES = 12
 #: visible; OSRM picks a zoom-dependent tolerance instead).
 SERVE_SIMPLIFY_TOLERANCE_M = 3.0
 
+# -------------------------------------------------------------------------------- SERVE_DISPATCH
+#: How ``gpuroute serve --workers N`` (N > 1) spreads connections over its workers
+#: (gpuroute.server.workers): "least-connections" (the parent accepts each connection and hands it to the
+#: worker with the fewest open connections, ties in turn: keep-alive clients spread evenly whatever their
+#: number) or "reuseport" (every worker accepts on its own ``SO_REUSEPORT`` socket: the kernel hashes each
+#: connection to one, busy or not).
+SERVE_DISPATCH = "least-connections"
+
 # ------------------------------------------------------------------------------------ SERVE_HTTP_
 #: The HTTP/1.1 server under ``gpuroute serve`` (gpuroute.server.http): "httptools" (uvicorn with the
 #: httptools parser on the uvloop event loop, ``pip install 'gpuroute[serve]'``), "h11" (uvicorn's

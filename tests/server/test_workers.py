@@ -252,6 +252,29 @@ def test_two_workers_answer_as_one_process(server, oracles):
     assert len(workers) == 2 and set(got) == set(workers)
 
 
+def test_keep_alive_connections_spread_evenly_over_the_workers(server, oracles):
+    """The parent hands each new connection to the worker with the fewest open ones (``SERVE_DISPATCH``'s
+    default): four keep-alive connections held open land two on each worker (the kernel's SO_REUSEPORT hash
+    splits them 2:2 in only 6 of 16 draws)."""
+    e, client = oracles["time"]
+    path = f"/route/v1/driving/{_coords(e, [2, e.graph.n_nodes // 2])}?overview=false"
+    want = client.get(path).json()
+    conns = [server.conn() for _ in range(4)]
+    try:
+        pids = []
+        for c in conns:
+            status, pid, _, body = _get(c, path)
+            assert status == 200 and body == want
+            pids.append(pid)
+        for c in conns:  # every connection stays with its worker
+            assert _get(c, path)[1] == pids[conns.index(c)]
+    finally:
+        for c in conns:
+            c.close()
+    assert sorted(pids.count(p) for p in set(pids)) == [2, 2], pids
+    assert set(pids) == set(_children(server.proc.pid))
+
+
 def test_customize_switches_every_worker_and_no_answer_mixes_metrics(server, oracles):
     e, client = oracles["time"]
     n = e.graph.n_nodes
@@ -454,3 +477,79 @@ def test_workers_option_is_checked(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--workers 0" in err[0], err
     assert W.numba_threads(2, cores=16) == 8 and W.numba_threads(32, cores=16) == 1
+
+
+def test_least_loaded_orders_by_open_connections_then_in_turn():
+    assert W.least_loaded([0, 0, 0, 0], 0) == [0, 1, 2, 3]
+    assert W.least_loaded([0, 0, 0, 0], 2) == [2, 3, 0, 1]
+    assert W.least_loaded([1, 0, 2, 0], 0) == [1, 3, 0, 2]
+    assert W.least_loaded([1, 0, 2, 0], 2) == [3, 1, 0, 2]
+
+
+def _take(end):
+    """The connections handed over ``end`` (a worker's end of its socket pair) so far, as sockets."""
+    end.setblocking(False)
+    out = []
+    while True:
+        try:
+            _, fds, _, _ = socket.recv_fds(end, 1, 4)
+        except BlockingIOError:
+            return out
+        out += [socket.socket(fileno=fd) for fd in fds]
+
+
+def test_dispatcher_hands_connections_to_the_least_loaded_live_worker():
+    """The parent's side of the dispatch, in process: three slots with socket pairs, clients connecting."""
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(64)
+    lsock.setblocking(False)
+    d = W.Dispatcher(lsock, 3)
+    ends = [d.channel(i) for i in range(3)]
+    clients, held = [], []
+
+    def connect(k):
+        for _ in range(k):
+            clients.append(socket.create_connection(lsock.getsockname(), timeout=10))
+        got = 0
+        for _ in range(200):  # until the kernel queued them all
+            got += d.pump()
+            if got >= k:
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"{got} of {k} connections accepted")
+
+    try:
+        connect(6)
+        taken = [_take(e) for e in ends]
+        held += sum(taken, [])
+        assert [len(t) for t in taken] == [2, 2, 2] and list(d.open_connections()) == [2, 2, 2]
+        # a handed connection is the client's: bytes cross it
+        clients[0].sendall(b"x")
+        assert any(c.recv(1, socket.MSG_PEEK) == b"x" for c in held if c.getsockname() == clients[0].getpeername())
+        d.closed[1] += 2  # slot 1's worker closed both of its connections
+        connect(2)
+        assert [len(_take(e)) for e in ends] == [0, 2, 0]
+        ends[0].close()  # slot 0's worker died: the next least loaded takes its share
+        connect(3)
+        assert d.chan[0] is None and sorted(len(_take(e)) for e in ends[1:]) == [1, 2]
+        for e in ends[1:]:
+            e.close()
+        connect(1)  # no worker alive: the connection waits
+        assert len(d.pending) == 1
+        ends[2] = d.channel(2)  # a replacement
+        assert d.open_connections()[2] == 0
+        d.hand_pending()
+        assert not d.pending and len(_take(ends[2])) == 1
+    finally:
+        d.close()
+        for c in clients + held:
+            c.close()
+        ends[2].close()
+        lsock.close()
+
+
+def test_dispatch_mode_is_checked():
+    assert W.dispatch_mode() in W.DISPATCH_MODES
+    with pytest.raises(ValueError, match="SERVE_DISPATCH = 'fastest'"):
+        W.dispatch_mode("fastest")

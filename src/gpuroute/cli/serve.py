@@ -15,8 +15,9 @@ lacks kernels it says so first (``gpuroute warmup`` and ``gpuroute build`` fill 
 services side by side, so that a start takes about a second).
 
 ``--workers N`` (default: the cores this process may use) forks N worker processes once the dataset is
-loaded and warmed up, each answering on the same port (``SO_REUSEPORT``), sharing the loaded arrays and
-switching to a new traffic metric together (:mod:`gpuroute.server.workers`); ``--workers 1`` is one
+loaded and warmed up, each connection handed to the worker with the fewest open ones (or, with
+``config.SERVE_DISPATCH = "reuseport"``, each worker on its own ``SO_REUSEPORT`` socket), sharing the loaded
+arrays and switching to a new traffic metric together (:mod:`gpuroute.server.workers`); ``--workers 1`` is one
 process. With more than one worker the server runs on the CPU (forked processes cannot share a CUDA
 context)."""
 from __future__ import annotations
@@ -130,13 +131,17 @@ def run(args):
     from ..server import workers as server_workers
 
     workers = server_workers.available_cores() if value is None else int(value)
-    sock = bind(args.host, args.port, reuse_port=workers > 1)
+    try:
+        shared_port = workers > 1 and server_workers.dispatch_mode() == "reuseport"
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    sock = bind(args.host, args.port, reuse_port=shared_port)
     start_stamp("bound")
     undo = None
     try:
         if workers > 1:
             workers, undo = prepare_workers(workers, value is None)
-            if workers == 1:  # the default fell back to one process: a socket no other may share
+            if workers == 1 and shared_port:  # the default fell back to one process: a socket no other may share
                 address = sock.getsockname()
                 sock.close()
                 sock = bind(args.host, address[1])

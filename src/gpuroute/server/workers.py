@@ -9,10 +9,20 @@ Process model
 The parent process loads the dataset, builds the application and runs the warm-up (every service compiled
 and run once, :mod:`gpuroute.server.warmup`), moves its objects out of the garbage collector's generations
 (``gc.freeze``), then forks the workers: a worker compiles nothing and loads nothing. Each worker runs
-uvicorn (:mod:`gpuroute.server.http`: httptools on uvloop, or h11) on its own listening socket; the sockets
-are all bound to the same address with ``SO_REUSEPORT``, so the kernel spreads new connections over them
-(where the system has no ``SO_REUSEPORT`` every worker accepts on one shared socket). The parent keeps every socket open: connections that reach a dead worker's
-socket wait in its queue for the replacement.
+uvicorn (:mod:`gpuroute.server.http`: httptools on uvloop, or h11). How connections reach the workers is
+``config.SERVE_DISPATCH``:
+
+- ``"least-connections"`` (the default): the parent alone listens; it accepts each new connection and hands
+  it (its file descriptor, over a Unix socket pair per worker) to the worker with the fewest open
+  connections, ties taken in turn (:class:`Dispatcher`). Keep-alive clients thus spread evenly: 8
+  connections over 16 workers land on 8 different workers, 32 on two each, as ``osrm-routed``'s threads
+  take connections from one queue. A worker counts the connections it closed in a shared array; the parent
+  counts what it handed, so a connection costs the parent one ``accept`` and one ``sendmsg``, and a request
+  nothing. A connection is never handed to a dead worker (its socket pair is closed: the next one takes it).
+- ``"reuseport"``: each worker accepts on its own socket bound to the same address with ``SO_REUSEPORT``;
+  the kernel hashes each connection to one, busy or not (8 connections over 16 workers share a worker in
+  about a third of the draws). The parent keeps every socket open: connections that reach a dead worker's
+  socket wait in its queue for the replacement.
 
 The parent supervises (:func:`serve`): a worker that dies (a crash, ``kill -9``) is replaced at once by
 a new fork of the parent (warm, like the first ones); its accepted connections are lost, every other
@@ -65,11 +75,13 @@ A forked process cannot use its parent's CUDA context: with more than one worker
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
 import mmap
 import os
+import select
 import shutil
 import signal
 import socket
@@ -83,8 +95,15 @@ import numpy as np
 
 log = logging.getLogger("gpuroute.server")
 
-__all__ = ["Board", "WorkerApp", "WorkerError", "available_cores", "memory_report", "numba_threads", "prepare",
-           "serve", "FAST_DEATH_S", "MAX_FAST_DEATHS", "STOP_TIMEOUT_S"]
+__all__ = ["Board", "Dispatcher", "WorkerApp", "WorkerError", "available_cores", "memory_report", "numba_threads",
+           "prepare", "serve", "DISPATCH_MODES", "FAST_DEATH_S", "MAX_FAST_DEATHS", "STOP_TIMEOUT_S"]
+
+#: The values of ``config.SERVE_DISPATCH`` (see the module documentation).
+DISPATCH_MODES = ("least-connections", "reuseport")
+#: Seconds between the dispatcher's tries of a connection no worker took (every worker dead or its queue full).
+PENDING_RETRY_S = 0.05
+#: Signals that stop the server (a second one while stopping kills the workers at once).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 #: Seconds the parent waits for its workers to finish their requests after SIGTERM before it kills them.
 STOP_TIMEOUT_S = 60.0
@@ -683,6 +702,217 @@ def sibling(sock):
     return s
 
 
+# ------------------------------------------------------------------------------------------------ dispatch
+def dispatch_mode(value=None):
+    """``value`` (default ``config.SERVE_DISPATCH``), checked against :data:`DISPATCH_MODES`.
+
+    Raises
+    ------
+    ValueError
+        Another value (named).
+    """
+    if value is None:
+        from .. import config
+
+        value = config.SERVE_DISPATCH
+    if value not in DISPATCH_MODES:
+        raise ValueError(f"config.SERVE_DISPATCH = {value!r}: expected one of {', '.join(map(repr, DISPATCH_MODES))}")
+    return value
+
+
+def least_loaded(open_connections, start):
+    """The worker slots in the order :class:`Dispatcher` offers a connection to them: the fewest open
+    connections first, ties in turn from slot ``start`` on (``start``, ``start + 1``, ..., wrapping).
+
+    Parameters
+    ----------
+    open_connections : sequence of int, length n
+        Open connections per worker slot.
+    start : int
+        The slot after the one that took the last connection.
+
+    Returns
+    -------
+    list of int
+        A permutation of ``range(n)``.
+    """
+    n = len(open_connections)
+    return sorted(range(n), key=lambda i: (int(open_connections[i]), (i - start) % n))
+
+
+class Dispatcher:
+    """The parent's side of ``SERVE_DISPATCH = "least-connections"``: it accepts on the listening socket and
+    hands each connection to the worker with the fewest open connections (:func:`least_loaded`).
+
+    Each worker slot has a Unix socket pair (``SOCK_SEQPACKET``): the parent sends the accepted connection's
+    descriptor (``SCM_RIGHTS``, :func:`socket.send_fds`) and closes its copy; the worker adopts it into its
+    event loop. ``handed[i]`` (the parent's count) minus ``closed[i]`` (the worker's count of connections it
+    closed, in memory shared across the fork: one writer a slot) is slot ``i``'s open connections. A slot
+    whose worker died has its pair closed (a send fails: the next slot takes the connection) until
+    :meth:`channel` opens one for the replacement; a connection no worker can take waits in ``pending``.
+
+    Parameters
+    ----------
+    sock : socket.socket
+        Listening, non-blocking.
+    n : int
+        Worker slots.
+    """
+
+    def __init__(self, sock, n):
+        self.sock = sock
+        self.n = int(n)
+        self._mem = mmap.mmap(-1, 8 * self.n)  # anonymous, shared with the forked workers
+        self.closed = np.frombuffer(self._mem, dtype=np.int64)
+        self.handed = np.zeros(self.n, np.int64)
+        self.chan = [None] * self.n
+        self.next = 0
+        self.pending = []
+
+    def open_connections(self):
+        """(n,) int64: open connections per slot, as the parent knows them."""
+        return self.handed - self.closed
+
+    def channel(self, slot):
+        """A new socket pair for the worker about to be forked into ``slot``: the parent keeps one end, the
+        worker's end is returned (the parent closes it once forked). The slot starts with no connection."""
+        self.drop(slot)
+        kind = getattr(socket, "SOCK_SEQPACKET", socket.SOCK_DGRAM)
+        mine, theirs = socket.socketpair(socket.AF_UNIX, kind)
+        mine.setblocking(False)
+        self.chan[slot] = mine
+        self.handed[slot] = self.closed[slot]
+        return theirs
+
+    def drop(self, slot):
+        ch, self.chan[slot] = self.chan[slot], None
+        if ch is not None:
+            ch.close()
+
+    def pump(self):
+        """Accept every waiting connection and hand each over (those no worker takes wait in ``pending``).
+
+        Returns
+        -------
+        int
+            Connections accepted.
+        """
+        k = 0
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as e:
+                if e.errno == errno.ECONNABORTED:  # the client gave up before we took it
+                    continue
+                log.warning("gpuroute serve: accept failed: %s (the connection waits in the queue)", e)
+                break
+            k += 1
+            self.pending.append(conn)
+        if self.pending:
+            self.hand_pending()
+        return k
+
+    def hand_pending(self):
+        waiting, self.pending = self.pending, []
+        for conn in waiting:
+            if not self.hand(conn):
+                self.pending.append(conn)
+
+    def hand(self, conn):
+        """Hand ``conn`` to the least loaded worker that takes it (closing the parent's copy); False where
+        none does (no worker alive, every queue full)."""
+        for slot in least_loaded(self.handed - self.closed, self.next):
+            ch = self.chan[slot]
+            if ch is None:
+                continue
+            try:
+                socket.send_fds(ch, [b"c"], [conn.fileno()])
+            except (BlockingIOError, InterruptedError):
+                continue  # its queue is full: the next one
+            except OSError as e:
+                if e.errno not in (errno.ENOBUFS, errno.ENOMEM):
+                    self.drop(slot)  # the worker's end is closed: it died
+                continue
+            self.handed[slot] += 1
+            self.next = (slot + 1) % self.n
+            conn.close()
+            return True
+        return False
+
+    def close(self):
+        for conn in self.pending:
+            conn.close()
+        self.pending = []
+        for slot in range(self.n):
+            self.drop(slot)
+
+
+def _handed_server(config, chan, on_close):
+    """A ``uvicorn.Server`` that listens on nothing and serves the connections the parent's
+    :class:`Dispatcher` sends over ``chan`` (one descriptor a message); ``on_close()`` is called once for
+    every such connection when it ends."""
+    import asyncio
+
+    import uvicorn
+
+    class HandedServer(uvicorn.Server):
+        async def startup(self, sockets=None):
+            await super().startup(sockets=[])
+            loop = asyncio.get_running_loop()
+            base = self.config.http_protocol_class
+            cfg, server_state, app_state = self.config, self.server_state, self.lifespan.state
+
+            class Counted(base):
+                def connection_lost(self, exc):
+                    try:
+                        super().connection_lost(exc)
+                    finally:
+                        on_close()
+
+            def factory():
+                return Counted(config=cfg, server_state=server_state, app_state=app_state, _loop=loop)
+
+            async def adopt(sock):
+                try:
+                    await loop.connect_accepted_socket(factory, sock)
+                except OSError:
+                    sock.close()
+                    on_close()
+
+            def take():
+                while True:
+                    try:
+                        _, fds, _, _ = socket.recv_fds(chan, 1, 16)
+                    except (BlockingIOError, InterruptedError):
+                        return
+                    except OSError:
+                        fds = None
+                    if not fds:  # the parent closed its end (it is stopping)
+                        self._stop_taking(loop)
+                        return
+                    for fd in fds:
+                        loop.create_task(adopt(socket.socket(fileno=fd)))
+
+            chan.setblocking(False)
+            loop.add_reader(chan.fileno(), take)
+            self._taking = True
+
+        def _stop_taking(self, loop):
+            if getattr(self, "_taking", False):
+                self._taking = False
+                with contextlib.suppress(Exception):
+                    loop.remove_reader(chan.fileno())
+
+        async def shutdown(self, sockets=None):
+            self._stop_taking(asyncio.get_running_loop())
+            chan.close()  # the parent hands this worker nothing more
+            await super().shutdown(sockets=sockets)
+
+    return HandedServer(config)
+
+
 # ------------------------------------------------------------------------------------------------ serve
 def serve(app, sock, workers, *, log_level="warning", backlog=2048, out=None, http=None):
     """Fork ``workers`` worker processes serving ``app`` on ``sock``'s address and supervise them until
@@ -743,27 +973,37 @@ def serve(app, sock, workers, *, log_level="warning", backlog=2048, out=None, ht
     if layer == "workqueue":  # not thread-safe: one engine call at a time per worker
         app.state.limits["workers"] = 1
     sockets = [sock]
+    dispatcher = None
     try:
-        reuse = _reuse_port_available() and sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT)
-        if reuse:
-            sockets += [sibling(sock) for _ in range(int(workers) - 1)]
-        for s in sockets:
-            s.listen(backlog)
+        if dispatch_mode() == "least-connections":
+            sock.listen(backlog)
+            sock.setblocking(False)
+            dispatcher = Dispatcher(sock, int(workers))
+        else:
+            reuse = _reuse_port_available() and sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT)
+            if reuse:
+                sockets += [sibling(sock) for _ in range(int(workers) - 1)]
+            for s in sockets:
+                s.listen(backlog)
         from . import http as server_http
 
         sup = _Supervisor(WorkerApp(app, board), engine, sockets, int(workers), log_level,
-                          sys.stderr if out is None else out, server_http.parser(http))
+                          sys.stderr if out is None else out, server_http.parser(http), dispatcher)
         return sup.run()
     finally:
         for s in sockets[1:]:
             s.close()
+        if dispatcher is not None:
+            dispatcher.close()
         if board is not None:
             board.close()
 
 
 class _Supervisor:
-    def __init__(self, app, engine, sockets, n, log_level, out, http="h11"):
+    def __init__(self, app, engine, sockets, n, log_level, out, http="h11", dispatcher=None):
         self.http = http
+        self.dispatcher = dispatcher
+        self.chan = None  # in a worker forked by a dispatcher: its end of the socket pair
         self.app = app
         self.engine = engine
         self.sockets = sockets
@@ -780,9 +1020,11 @@ class _Supervisor:
             print(f"gpuroute serve: {msg}", file=self.out, flush=True)
 
     def run(self):
-        sigs = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT}
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+        self.pipe = pipe = _SignalPipe(STOP_SIGNALS + (signal.SIGCHLD,))
+        d = self.dispatcher
         try:
+            if d is not None:
+                pipe.watch(d.sock)
             for i in range(self.n):
                 self.spawn(i)
             stopping = False
@@ -790,19 +1032,25 @@ class _Supervisor:
                 self.reap(replace=True)
                 if self.failed:
                     break
-                info = signal.sigtimedwait(sigs, 1.0)
-                if info is not None and info.si_signo in (signal.SIGTERM, signal.SIGINT):
-                    stopping = True
-            self.stop(sigs)
+                got, ready = pipe.wait(PENDING_RETRY_S if d is not None and d.pending else 1.0)
+                if ready:
+                    d.pump()
+                elif d is not None and d.pending:
+                    d.hand_pending()
+                stopping = any(g in STOP_SIGNALS for g in got)
+            self.stop(pipe)
         finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+            pipe.close()
         return not self.failed
 
     def spawn(self, slot):
         sys.stdout.flush()
         sys.stderr.flush()
+        chan = self.dispatcher.channel(slot) if self.dispatcher is not None else None
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, self.pipe.sigs)  # pending in the child until it resets them
         pid = os.fork()
         if pid == 0:  # the worker: never returns into the parent's stack
+            self.chan = chan
             code = 1
             try:
                 code = self.child(slot)
@@ -815,15 +1063,20 @@ class _Supervisor:
                     sys.stdout.flush()
                     sys.stderr.flush()
                 os._exit(code)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        if chan is not None:
+            chan.close()
         self.children[pid] = (slot, time.monotonic())
+        if self.dispatcher is not None and self.dispatcher.pending:
+            self.dispatcher.hand_pending()
         return pid
 
     def child(self, slot):
+        self.pipe.forget()
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
-            signal.signal(s, signal.SIG_DFL)
         _die_with_parent(self.parent)
-        mine = self.sockets[slot % len(self.sockets)]
+        d = self.dispatcher
+        mine = None if d is not None else self.sockets[slot % len(self.sockets)]
         for s in self.sockets:
             if s is not mine:
                 s.close()
@@ -832,8 +1085,23 @@ class _Supervisor:
 
         from . import http as server_http
 
-        server = uvicorn.Server(server_http.config(self.app, log_level=self.log_level, http=self.http))
-        server.run(sockets=[mine])
+        cfg = server_http.config(self.app, log_level=self.log_level, http=self.http)
+        if d is None:
+            server = uvicorn.Server(cfg)
+            server.run(sockets=[mine])
+            return 0 if server.started else 1
+        for other in d.chan:  # the parent's ends: only the parent sends
+            if other is not None:
+                other.close()
+        for conn in d.pending:
+            conn.close()
+        closed = d.closed
+
+        def on_close():
+            closed[slot] += 1
+
+        server = _handed_server(cfg, self.chan, on_close)
+        server.run()
         return 0 if server.started else 1
 
     def reap(self, replace):
@@ -861,9 +1129,13 @@ class _Supervisor:
             new = self.spawn(slot)
             self.say(f"worker {slot} (pid {pid}) {how}; started worker pid {new} in its place")
 
-    def stop(self, sigs):
+    def stop(self, pipe):
+        if self.dispatcher is not None:
+            pipe.unwatch(self.dispatcher.sock)
         for s in self.sockets:  # no new connections once the workers close theirs
             s.close()
+        if self.dispatcher is not None:
+            self.dispatcher.close()
         for pid in list(self.children):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
@@ -872,8 +1144,8 @@ class _Supervisor:
             self.reap(replace=False)
             if not self.children:
                 break
-            info = signal.sigtimedwait(sigs, 0.2)
-            if info is not None and info.si_signo in (signal.SIGTERM, signal.SIGINT):
+            got, _ = pipe.wait(0.2)
+            if any(g in STOP_SIGNALS for g in got):
                 break  # asked twice: stop now
         for pid in list(self.children):
             with contextlib.suppress(ProcessLookupError):
@@ -884,6 +1156,66 @@ class _Supervisor:
             except ChildProcessError:
                 break
             self.children.pop(pid, None)
+
+
+def _ignore(signum, frame):
+    pass
+
+
+class _SignalPipe:
+    """The parent's signals ``sigs`` as bytes on a pipe (``signal.set_wakeup_fd``; the Python handler does
+    nothing), polled with the dispatcher's listening socket. Whichever of the parent's threads the kernel
+    delivers a signal to (numba's and the engine's threads do not block them), its number lands on the pipe."""
+
+    def __init__(self, sigs):
+        self.sigs = tuple(sigs)
+        self.r, self.w = os.pipe()
+        os.set_blocking(self.r, False)
+        os.set_blocking(self.w, False)
+        self.old = {s: signal.signal(s, _ignore) for s in self.sigs}
+        self.old_fd = signal.set_wakeup_fd(self.w, warn_on_full_buffer=False)
+        self.poll = select.poll()
+        self.poll.register(self.r, select.POLLIN)
+
+    def watch(self, sock):
+        self.poll.register(sock.fileno(), select.POLLIN)
+
+    def unwatch(self, sock):
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self.poll.unregister(sock.fileno())
+
+    def wait(self, timeout_s):
+        """``(signals, ready)``: the signal numbers received (a set, empty after ``timeout_s`` seconds without
+        one) and whether a watched socket has a connection waiting."""
+        got, ready = set(), False
+        for fd, _ in self.poll.poll(max(0, int(timeout_s * 1000))):
+            if fd != self.r:
+                ready = True
+                continue
+            while True:
+                try:
+                    data = os.read(self.r, 256)
+                except (BlockingIOError, InterruptedError):
+                    break
+                if not data:
+                    break
+                got.update(data)
+        return got, ready
+
+    def close(self):
+        signal.set_wakeup_fd(self.old_fd)
+        for s, h in self.old.items():
+            signal.signal(s, h)
+        os.close(self.r)
+        os.close(self.w)
+
+    def forget(self):
+        """In a forked worker: the signals back to their default actions, the pipe closed."""
+        signal.set_wakeup_fd(-1)
+        for s in self.sigs:
+            signal.signal(s, signal.SIG_DFL)
+        os.close(self.r)
+        os.close(self.w)
 
 
 def _die_with_parent(parent):
