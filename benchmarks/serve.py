@@ -245,10 +245,49 @@ def _pdeathsig():
         pass
 
 
+#: ``--client-cpus``: the CPUs the servers run on (every other CPU of this process's); None: not pinned.
+SERVER_CPUS = None
+
+
+def _server_preexec():
+    _pdeathsig()
+    if SERVER_CPUS:
+        os.sched_setaffinity(0, SERVER_CPUS)
+
+
+def pin(client_cpus):
+    """``--client-cpus LIST``: this process (the load generator) on ``LIST`` ("15", "14-15", "0,8"), every
+    server started after on the other CPUs this process may use; returns the servers' core count."""
+    global SERVER_CPUS
+    mine = sorted(os.sched_getaffinity(0))
+    want = set()
+    for part in client_cpus.split(","):
+        a, _, b = part.partition("-")
+        try:
+            want |= set(range(int(a), int(b or a) + 1))
+        except ValueError:
+            raise SystemExit(f"--client-cpus {client_cpus}: expected CPU numbers like 15, 14-15 or 0,8") from None
+    if not want <= set(mine) or not set(mine) - want:
+        raise SystemExit(f"--client-cpus {client_cpus}: must be some, not all, of this process's CPUs {mine}")
+    SERVER_CPUS = sorted(set(mine) - want)
+    os.sched_setaffinity(0, want)
+    return len(SERVER_CPUS)
+
+
+def usable_cores():
+    """The cores the servers may use: ``--client-cpus``' rest, else this process's CPU affinity."""
+    if SERVER_CPUS:
+        return len(SERVER_CPUS)
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def start(cmd, log_path, env=None):
     log = open(log_path, "wb")
     p = subprocess.Popen([str(c) for c in cmd], stdout=log, stderr=subprocess.STDOUT, env=env,
-                         preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
+                         preexec_fn=_server_preexec if sys.platform.startswith("linux") else None)
     log.close()
     _PROCS.append(p)
     return p
@@ -1025,7 +1064,7 @@ def main_dataset(args):
     ``gpuroute serve DIR``; OSRM: ``osrm-extract -p car.lua``, ``osrm-partition``, ``osrm-customize``,
     ``osrm-routed --algorithm mld``. ``/route`` (two coordinates, overview=full) at ``--clients`` (default 1 4),
     ``/table`` 100 x 100 at 1 client."""
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     threads = args.threads or cores
     osrm_threads = args.osrm_threads or cores
     graphs = args.graphs or (["Monaco"] if args.quick else DATASET_GRAPHS)
@@ -1055,7 +1094,8 @@ def main_dataset(args):
 
     res = {"benchmark": "serve_dataset", "date": dt.date.today().isoformat(), "commit": commit(),
            "src_changes": dirty(), "label": args.label, "mode": "quick" if args.quick else "dataset",
-           "host": {"hostname": platform.node(), "cpu": cpu_model(), "cores": cores, "platform": platform.platform()},
+           "host": {"hostname": platform.node(), "cpu": cpu_model(), "cores": cores, "platform": platform.platform(),
+                    "server_cpus": SERVER_CPUS, "client_cpus": sorted(os.sched_getaffinity(0)) if SERVER_CPUS else None},
            "versions": versions(), "loadavg_before": loadavg(),
            "config": {"graphs": graphs, "route_clients": levels, "table_clients": table_levels,
                       "routes_per_level": n_routes, "tables_per_level": n_tables, "table_size": args.table_size,
@@ -1286,6 +1326,8 @@ def main():
                          "server CPU and memory are then summed over its processes")
     ap.add_argument("--osrm-threads", type=int, default=None, help="osrm-routed -t (default: cores)")
     ap.add_argument("--client", choices=("raw", "httpx"), default="raw")
+    ap.add_argument("--client-cpus", default=None, metavar="LIST",
+                    help="the load generator on these CPUs (e.g. 15), every server on the others (default: unpinned)")
     ap.add_argument("--time-limit", type=float, default=None, help="seconds per level at most")
     ap.add_argument("--agree", type=int, default=200, help="routes compared between the servers")
     ap.add_argument("--seed", type=int, default=12)
@@ -1293,6 +1335,8 @@ def main():
     ap.add_argument("--osrm-bin", default=None)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = ap.parse_args()
+    if args.client_cpus:
+        pin(args.client_cpus)
     if args.dataset:
         if args.full or args.big_table or args.no_osrm:
             ap.error("--dataset runs its own set (--quick: Monaco only); --full, --big-table and --no-osrm do "
@@ -1310,7 +1354,7 @@ def main():
                  "--dataset")
     args.clients = args.clients or [1, 8, 32]
 
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     threads = args.threads or cores
     osrm_threads = args.osrm_threads or cores
     graphs = args.graphs or (["Monaco", "Andorra"] if args.full else ["Monaco"])
