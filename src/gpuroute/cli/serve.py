@@ -53,7 +53,8 @@ def bind(host, port, *, reuse_port=False):
     """A TCP socket bound to ``host:port``, not yet listening (connections are refused until the server
     starts); the first IPv4 address of a name, else its first address.
 
-    With ``reuse_port`` (``--workers`` > 1) the socket has ``SO_REUSEPORT`` set, so that each worker can
+    With ``reuse_port`` (``--workers`` > 1 with ``config.SERVE_DISPATCH = "reuseport"``) the socket has
+    ``SO_REUSEPORT`` set, so that each worker can
     bind a socket of its own to the same port; the port is first bound without it, so that a port another
     server holds (even one with ``SO_REUSEPORT``, e.g. another ``gpuroute serve``) is refused all the same.
 

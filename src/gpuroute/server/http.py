@@ -301,8 +301,9 @@ def run(app, sock, *, log_level="warning", workers=1, http=None):
         uvicorn's.
     workers : int
         1: this process serves (one event loop; short requests answered on it, the others in worker threads). More: that many worker processes forked
-        from this one once it is warmed up (:func:`gpuroute.server.workers.serve`; ``sock`` bound with
-        ``SO_REUSEPORT`` gives each its own socket).
+        from this one once it is warmed up (:func:`gpuroute.server.workers.serve`: each connection handed to the
+        least loaded worker, or with ``config.SERVE_DISPATCH = "reuseport"`` and ``sock`` bound with
+        ``SO_REUSEPORT`` each worker on its own socket).
 
     Returns
     -------
