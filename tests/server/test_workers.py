@@ -553,3 +553,25 @@ def test_dispatch_mode_is_checked():
     assert W.dispatch_mode() in W.DISPATCH_MODES
     with pytest.raises(ValueError, match="SERVE_DISPATCH = 'fastest'"):
         W.dispatch_mode("fastest")
+
+
+def test_dispatcher_out_of_descriptors_waits_without_spinning(monkeypatch, caplog):
+    """accept failing with EMFILE: the connections stay in the kernel's queue, one warning a second, a pause
+    before the next try (the listening socket stays readable: no busy loop)."""
+    import errno as errno_mod
+
+    class Full:
+        calls = 0
+
+        def accept(self):
+            Full.calls += 1
+            raise OSError(errno_mod.EMFILE, "Too many open files")
+
+    slept = []
+    monkeypatch.setattr(W.time, "sleep", slept.append)
+    d = W.Dispatcher(Full(), 2)
+    with caplog.at_level("WARNING", logger="gpuroute.server"):
+        assert d.pump() == 0 and d.pump() == 0
+    assert Full.calls == 2 and slept == [W.PENDING_RETRY_S] * 2 and not d.pending
+    assert sum("accept failed" in r.getMessage() for r in caplog.records) == 1
+    d.close()

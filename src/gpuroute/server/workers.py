@@ -768,6 +768,7 @@ class Dispatcher:
         self.chan = [None] * self.n
         self.next = 0
         self.pending = []
+        self._warned = -1.0
 
     def open_connections(self):
         """(n,) int64: open connections per slot, as the parent knows them."""
@@ -806,7 +807,11 @@ class Dispatcher:
             except OSError as e:
                 if e.errno == errno.ECONNABORTED:  # the client gave up before we took it
                     continue
-                log.warning("gpuroute serve: accept failed: %s (the connection waits in the queue)", e)
+                now = time.monotonic()
+                if now - self._warned >= 1.0:
+                    self._warned = now
+                    log.warning("gpuroute serve: accept failed: %s (the connections wait in the queue)", e)
+                time.sleep(PENDING_RETRY_S)  # out of descriptors or memory: not a busy loop on the ready socket
                 break
             k += 1
             self.pending.append(conn)
