@@ -301,6 +301,14 @@ CRP_UPDATE_THREADS = 0
 #: ``{256: (32,), 4096: (1024,)}``; a level whose size is not a key gets none. Built by
 #: ``Partition.refine`` (kaffpa on each cell) when an Overlay is built. ``{}``: off.
 CRP_MEZZANINE = {}
+#: The mezzanine levels a build gives the overlay of a graph of at least CRP_MEZZANINE_AUTO_MIN_NODES nodes
+#: where CRP_MEZZANINE is ``{}`` and KaHIP imports (``gpuroute build``, ``gpuroute customize``, the pipeline's
+#: customize stage; gpuroute.crp.customize.build_mezzanine): the paper's 32-node level under the 256-node cells.
+#: They are saved with the overlay (``mezzanine.npy``) and loaded with it. NY (H100, BENCHMARKS.md "CRP
+#: customization with mezzanine levels"): a customization 2.65 -> ~1.0 ms on the device, the trees copied back
+#: 29.5 -> 6.4 MB, the build +2-3 s (kaffpa "fast" on every 256-node cell). ``{}``: off.
+CRP_MEZZANINE_AUTO = {256: (32,)}
+CRP_MEZZANINE_AUTO_MIN_NODES = 100_000
 #: kaffpa's preconfiguration for the mezzanine levels (NY, 32 under 256 on 2 cores: "fast" 3 s and 87,080
 #: mezzanine boundary arcs, "strong" 61 s and 81,174).
 CRP_MEZZANINE_KAHIP_MODE = "fast"
@@ -457,7 +465,9 @@ SERVE_ISOCHRONE_MAX_CELLS = 250000
 SERVE_ISOCHRONE_DIJKSTRA_FRACTION = 0.07
 SERVE_ISOCHRONE_DIJKSTRA_MIN_NODES = 2000
 #: Where isochrone lattices are drawn: "auto" (the GPU when one is usable and the metric has a hierarchy:
-#: a PHAST pass whose rows stay on the device, then marks and field there), "gpu" or "cpu". Checked on the
+#: a PHAST pass whose rows stay on the device, then marks and field there; or, on an engine with an
+#: overlay, the CPU's turn-aware search whose arcs' entry costs are scattered to the device, then extent,
+#: marks and field there), "gpu" or "cpu". Checked on the
 #: H100 (2026-11-23): the GPU drawer equals the CPU twin (tests/engine/test_isochrone.py, gpu marker); NY,
 #: 5 and 10 min: engine p50 11 ms on the GPU against 23.5 ms on the CPU path.
 SERVE_ISOCHRONE_DEVICE = "auto"
@@ -465,6 +475,12 @@ SERVE_ISOCHRONE_DEVICE = "auto"
 SERVE_ISOCHRONE_GPU_THREADS = 256
 #: Worker threads (shared by all requests) that check the contours' nesting beside their validity.
 SERVE_ISOCHRONE_CHECK_THREADS = 4
+#: Parts (threads, the request's own included) of the CPU lattice's extent, marks and field of a large
+#: request (at least SERVE_ISOCHRONE_PARALLEL_WORK pieces' items, or lattice points for the field); the
+#: parts run on the same worker threads (the pool holds max(this - 1, SERVE_ISOCHRONE_CHECK_THREADS)). 1: in
+#: the request's thread. The codes are the same whatever the parts.
+SERVE_ISOCHRONE_LATTICE_THREADS = 4
+SERVE_ISOCHRONE_PARALLEL_WORK = 20000
 
 # ------------------------------------------------------------------------------------ SERVE_TRIP_
 #: Most coordinates of one /trip request (osrm-routed's --max-trip-size default); a roundtrip is routed

@@ -127,18 +127,39 @@ def test_trees_smaller_and_unpacking_through_mezzanine():
 
 
 def test_save_load_tree_layout(tmp_path, monkeypatch):
-    """A saved overlay's trees are read back only into the same layout: loaded without mezzanine levels,
-    its trees are dropped (routes still exact); with the same configuration they are kept."""
+    """A saved overlay carries the mezzanine levels it was customized on (``mezzanine.npy``): loaded under
+    any configuration it has the same plan and keeps its trees, without kaffpa. One saved without them is
+    loaded as before they were saved: the configuration decides, and trees of another layout are dropped
+    (routes still exact)."""
     g, _ = graph(7)
     part = Partition.build(g, cell_sizes=(12, 30, 60), seed=7)
     monkeypatch.setattr(config, "CRP_MEZZANINE", {12: (4,)})
     ov = Overlay.build(g, part)
+    assert not ov._plan.identity
     ov.customize("distance", device="cpu")
     d = ov.save(tmp_path / "ov")
-    same = Overlay.load(d, g)
-    assert same._tree_first[-1] == ov._tree_first[-1] and same._state.tree.size == ov._state.tree.size
     monkeypatch.setattr(config, "CRP_MEZZANINE", {})
-    other = Overlay.load(d, g)
+    from gpuroute.crp import microcode
+
+    monkeypatch.setattr(Partition, "refine", lambda *a, **k: pytest.fail("kaffpa ran on load"))
+    monkeypatch.setattr(microcode, "build_program", lambda *a, **k: pytest.fail("microinstructions built on load"))
+    same = Overlay.load(d, g)
+    assert not same._plan.identity and ov._plan.micro is not None
+    for k, v in ov._plan.micro.arrays().items():
+        np.testing.assert_array_equal(getattr(same._plan.micro, k), v)
+    assert same._plan.micro.scalars() == ov._plan.micro.scalars()
+    np.testing.assert_array_equal(same._plan.partition.cells, ov._plan.partition.cells)
+    assert same._plan.partition.cell_sizes == ov._plan.partition.cell_sizes
+    assert same._tree_first[-1] == ov._tree_first[-1] and same._state.tree.size == ov._state.tree.size
+    np.testing.assert_array_equal(same._state.tree, ov._state.tree)
+    monkeypatch.undo()
+    monkeypatch.setattr(config, "CRP_MEZZANINE", {})
+    plain = Overlay.build(g, part)
+    plain.customize("distance", device="cpu")
+    d2 = plain.save(tmp_path / "plain")
+    monkeypatch.setattr(config, "CRP_MEZZANINE", {12: (4,)})
+    other = Overlay.load(d2, g)
+    assert not other._plan.identity  # the configuration's plan
     assert other._state.tree.size == 0 and other._tree_first[-1] == 0
     np.testing.assert_array_equal(other._state.clique, ov._state.clique)
     for ov_ in (same, other):
@@ -147,6 +168,26 @@ def test_save_load_tree_layout(tmp_path, monkeypatch):
             res = ov_.route(3, t)
             assert res.distance == exp[t]
             assert_path_ok(ov_, 3, t, res)
+
+
+def test_build_gives_large_graphs_the_auto_mezzanine(monkeypatch):
+    """The pipeline's customize stage: ``CRP_MEZZANINE_AUTO`` from ``CRP_MEZZANINE_AUTO_MIN_NODES`` nodes on
+    (where the partition has the size), an explicit ``CRP_MEZZANINE`` always, none below."""
+    pytest.importorskip("kahip")
+    from gpuroute.crp.customize import build_mezzanine
+
+    g, _ = graph(7)
+    part = Partition.build(g, cell_sizes=(12, 30, 60), seed=7)
+    monkeypatch.setattr(config, "CRP_MEZZANINE", {})
+    monkeypatch.setattr(config, "CRP_MEZZANINE_AUTO", {12: (4,)})
+    monkeypatch.setattr(config, "CRP_MEZZANINE_AUTO_MIN_NODES", g.n_nodes + 1)
+    assert build_mezzanine(g, part) is False
+    monkeypatch.setattr(config, "CRP_MEZZANINE_AUTO_MIN_NODES", g.n_nodes)
+    assert build_mezzanine(g, part) == {12: (4,)}
+    monkeypatch.setattr(config, "CRP_MEZZANINE_AUTO", {256: (32,)})  # no such level
+    assert build_mezzanine(g, part) is False
+    monkeypatch.setattr(config, "CRP_MEZZANINE", {30: (15,)})
+    assert build_mezzanine(g, part) == {30: (15,)}
 
 
 def test_monaco_mezzanine(monkeypatch):
@@ -359,3 +400,25 @@ def test_unpack_cache_follows_the_metric():
         assert_path_ok(ov, s, t, r)
         changed += not np.array_equal(r.arcs, first[(s, t)].arcs)
     assert changed > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a CUDA GPU")
+def test_gpu_customizes_a_loaded_overlay_on_its_saved_program(tmp_path, monkeypatch):
+    """The microinstructions loaded with an overlay (not built again) run on the GPU to the CPU's cliques."""
+    from gpuroute.crp import microcode
+
+    g, _ = graph(5)
+    part = Partition.build(g, cell_sizes=(12, 30, 60), seed=5)
+    ov = Overlay.build(g, part, mezzanine={12: (4,)})
+    ov.customize("distance", device="cpu")
+    d = ov.save(tmp_path / "ov")
+    monkeypatch.setattr(microcode, "build_program", lambda *a, **k: pytest.fail("microinstructions built on load"))
+    loaded = Overlay.load(d, g)
+    assert loaded._plan.micro is not None
+    for metric in ((g.weight("travel_time"), PEN), "distance"):
+        ov.customize(metric, device="cpu")
+        info = loaded.customize(metric, device="gpu")
+        assert info["device"] == "gpu"
+        np.testing.assert_array_equal(loaded._state.clique, ov._state.clique)
+        assert_plan_trees_valid(loaded, loaded._state.tree)

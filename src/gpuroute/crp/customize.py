@@ -265,6 +265,32 @@ def unpack(states, refs, tout, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx
 
 
 # ------------------------------------------------------------------------------------------ level driver
+def build_mezzanine(graph, partition):
+    """The mezzanine levels a build gives an overlay (the pipeline's customize stage: ``gpuroute build``,
+    ``gpuroute customize``): :data:`gpuroute.config.CRP_MEZZANINE` where it is set; else
+    :data:`gpuroute.config.CRP_MEZZANINE_AUTO` for a graph of at least
+    :data:`gpuroute.config.CRP_MEZZANINE_AUTO_MIN_NODES` nodes whose partition has one of its cell sizes, where
+    KaHIP imports (the mezzanine cells are cut by kaffpa); else none.
+
+    Returns
+    -------
+    dict or False
+        A :func:`resolve_mezzanine` argument.
+    """
+    if config.CRP_MEZZANINE:
+        return config.CRP_MEZZANINE
+    auto = dict(config.CRP_MEZZANINE_AUTO or {})
+    if graph.n_nodes < int(config.CRP_MEZZANINE_AUTO_MIN_NODES) or not any(s in auto for s in partition.cell_sizes):
+        return False
+    try:
+        from ..partition.multilevel import _import_kahip
+
+        _import_kahip()
+    except ImportError:
+        return False
+    return auto
+
+
 def resolve_mezzanine(graph, partition, mezzanine=None):
     """The partition customization runs on: ``partition`` refined by mezzanine levels, or None for none.
 
@@ -338,9 +364,12 @@ class CustomizationPlan:
     query_topo : dict
         The overlay's topology.
     mezzanine : see :func:`resolve_mezzanine`
+    micro : MicroProgram, optional
+        The lowest mezzanine level's microinstructions as saved with the overlay
+        (:meth:`gpuroute.Overlay.load`); used where its shared-memory size is the configured one, else built.
     """
 
-    def __init__(self, graph, partition, turns, query_topo, mezzanine=None):
+    def __init__(self, graph, partition, turns, query_topo, mezzanine=None, micro=None):
         from . import microcode
         from .metric import RESTRICTED
         from .topology import build_topology
@@ -403,8 +432,11 @@ class CustomizationPlan:
                 raise ValueError(f"config.CRP_MICRO_SMEM_BYTES = {nbytes}: must be in [8, {8 << microcode.MAX_A_BITS}] "
                                  "(int64 positions addressed with at most 14 bits)")
             ent_first, ex_first = topo["level_first"][0]
-            self.micro = microcode.build_program(topo["levels"][0], ent_first, ex_first, cq[cb[0]:cb[1] + 1],
-                                                 nbytes // 8)
+            if micro is not None and micro.smem_items == nbytes // 8 and micro.cell_block.size == topo["n_cells"][0]:
+                self.micro = micro  # saved with the overlay (metric-independent): not built again
+            else:
+                self.micro = microcode.build_program(topo["levels"][0], ent_first, ex_first, cq[cb[0]:cb[1] + 1],
+                                                     nbytes // 8)
             self.micro_seconds = time.perf_counter() - t1
             st = self.micro.stats
             log.info("microinstructions for %d cells of at most %d nodes: %d instructions (%d words), %d blocks, "

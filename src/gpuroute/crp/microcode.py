@@ -438,11 +438,37 @@ class MicroProgram:
     smem_items: int
     stats: dict = field(default_factory=dict)
 
+    #: The per-block arrays the kernel reads (:meth:`arrays`).
+    ARRAYS = ("cell_block", "b_arc_first", "ai_turn", "ai_pos", "b_lay_first", "lay_word", "words", "b_wide", "b_mem",
+              "b_scr", "b_out_first", "o_pos", "o_dst")
+
     def arrays(self):
-        """The per-block arrays the kernel reads, by name (for upload)."""
-        return {k: getattr(self, k) for k in ("cell_block", "b_arc_first", "ai_turn", "ai_pos", "b_lay_first",
-                                              "lay_word", "words", "b_wide", "b_mem", "b_scr", "b_out_first",
-                                              "o_pos", "o_dst")}
+        """The per-block arrays the kernel reads, by name (for upload, and saved with an overlay)."""
+        return {k: getattr(self, k) for k in self.ARRAYS}
+
+    #: The scalar fields :meth:`scalars` and :meth:`from_saved` carry beside :meth:`arrays`.
+    SCALARS = ("n_blocks", "scratch", "a_bits", "db_bits", "smem_items")
+
+    def scalars(self):
+        """The program's scalar fields and its ``stats`` (JSON-able), for saving beside :meth:`arrays`."""
+        return {**{k: int(getattr(self, k)) for k in self.SCALARS},
+                "stats": {k: (v.item() if hasattr(v, "item") else v) for k, v in self.stats.items()}}
+
+    @classmethod
+    def from_saved(cls, arrays, scalars):
+        """The program of :meth:`arrays` and :meth:`scalars` (as saved with an overlay).
+
+        Raises
+        ------
+        ValueError
+            A field missing (named).
+        """
+        names = cls.ARRAYS
+        missing = [k for k in names if k not in arrays] + [k for k in cls.SCALARS if k not in scalars]
+        if missing:
+            raise ValueError(f"a saved microinstruction program lacks {', '.join(missing)}")
+        return cls(**{k: arrays[k] for k in names}, **{k: int(scalars[k]) for k in cls.SCALARS},
+                   stats=dict(scalars.get("stats") or {}))
 
     def blocks_of(self, cells):
         """int32 indices of the blocks holding ``cells`` (level-local ids), sorted and unique."""

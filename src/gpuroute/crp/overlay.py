@@ -36,6 +36,8 @@ __all__ = ["Overlay", "OverlayQuery", "OverlayState", "FORMAT", "FORMAT_VERSION"
 FORMAT = "gpuroute-overlay"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+#: File name prefix of the saved microinstruction program's arrays (``micro_words.npy``, ...).
+MICRO_PREFIX = "micro_"
 #: Manifest formats :meth:`Overlay.load` also reads: an overlay directory (:mod:`gpuroute.pipeline.overlay_dir`) and a
 #: dataset directory (:mod:`gpuroute.engine.dataset`), each holding an ``overlay/`` of :data:`FORMAT`.
 _STAGES_FORMAT = "gpuroute-crp-stages"
@@ -143,7 +145,7 @@ class Overlay:
         The metric customized last (None before :meth:`customize`).
     """
 
-    def __init__(self, graph, partition, turns=None, mezzanine=None):
+    def __init__(self, graph, partition, turns=None, mezzanine=None, _micro=None):
         t0 = time.perf_counter()
         if not isinstance(partition, Partition):
             raise TypeError(f"partition must be a gpuroute.Partition, got {type(partition).__name__}")
@@ -157,7 +159,7 @@ class Overlay:
         self._topo = topo
         self._qg = _query_graph(graph, self.turns, topo)
         # the levels customization runs (mezzanine levels, microinstructions) and the trees' layout
-        self._plan = CustomizationPlan(graph, partition, self.turns, topo, mezzanine)
+        self._plan = CustomizationPlan(graph, partition, self.turns, topo, mezzanine, _micro)
         self._tree_first = self._plan.tree_first.copy()
         self._tree_dtype = self._plan.tree_dtype
         self.n_levels = partition.cells.shape[0]
@@ -715,7 +717,10 @@ class Overlay:
         fingerprints, metric name and fingerprint, SHA-256 of each file) and ``cells.npy``,
         ``arc_cost.npy``, ``turn_cost.npy``, ``clique.npy`` (int32 where every value fits, else int64:
         :func:`gpuroute.store.narrowest`; read back as int64), ``tree.npy`` (the kept shortest-path trees,
-        :data:`gpuroute.config.CRP_KEEP_TREES`). The topology is rebuilt from the graph on load (it is
+        :data:`gpuroute.config.CRP_KEEP_TREES`); where customization runs on mezzanine levels, ``mezzanine.npy``
+        (their partition, every level, finest first) and the lowest one's microinstructions
+        (``micro_<array>.npy``, :class:`gpuroute.crp.microcode.MicroProgram`; its scalars in the manifest's
+        ``mezzanine`` entry), so that :meth:`load` runs neither kaffpa nor the contraction simulation again. The topology is rebuilt from the graph on load (it is
         metric-independent and built in well under a second).
         """
         st = self._need_state()
@@ -723,6 +728,16 @@ class Overlay:
         # the overlay's bytes); the metric's fingerprint below is of the int64 arrays, as before
         arrays = {"cells": self.partition.cells, "arc_cost": store.narrowest(st.arc_cost),
                   "turn_cost": store.narrowest(st.turn_cost), "clique": store.narrowest(st.clique), "tree": st.tree}
+        mezzanine = None
+        if not self._plan.identity:  # the customization's partition: loaded with the overlay, no kaffpa again
+            ext = self._plan.partition
+            arrays["mezzanine"] = ext.cells
+            keep = ("query_levels", "refines", "mezzanine", "kahip_mode", "seed", "imbalance")
+            mezzanine = {"cell_sizes": list(ext.cell_sizes), "method": ext.method,
+                         "meta": {k: ext.meta[k] for k in keep if k in ext.meta}}
+            if self._plan.micro is not None:  # its microinstructions too (metric-independent; seconds to build)
+                mezzanine["micro"] = self._plan.micro.scalars()
+                arrays.update({MICRO_PREFIX + k: v for k, v in self._plan.micro.arrays().items()})
         manifest = {
             "format": FORMAT, "version": FORMAT_VERSION,
             "graph_fingerprint": self.graph.fingerprint(), "n_nodes": int(self.graph.n_nodes),
@@ -733,6 +748,8 @@ class Overlay:
             "turns_fingerprint": arrays_sha(self.turns.out_arc, self.turns.kind),
             # the trees' layout (mezzanine levels and microinstructions change it): load drops other layouts
             "tree_layout": arrays_sha(self._tree_first),
+            # the mezzanine levels customization ran on (mezzanine.npy; None: the query levels alone)
+            "mezzanine": mezzanine,
             "metric": {"name": st.metric.name, "units": st.metric.units,
                        "fingerprint": arrays_sha(st.arc_cost, st.turn_cost)},
             "files": {},
@@ -799,7 +816,15 @@ class Overlay:
             if man.get(key) != have:
                 raise ValueError(f"{directory}: built for another graph ({key} {man.get(key)!r}, this graph {have!r})")
         arrays = {}
-        for name in ("cells", "arc_cost", "turn_cost", "clique", "tree"):
+        mz = man.get("mezzanine")
+        if mz is not None and not (isinstance(mz, dict) and isinstance(mz.get("cell_sizes"), list)):
+            raise ValueError(f"{mpath}: 'mezzanine' is not an entry with cell_sizes")
+        names = ("cells", "arc_cost", "turn_cost", "clique", "tree") + (("mezzanine",) if mz else ())
+        if mz and mz.get("micro"):
+            from .microcode import MicroProgram
+
+            names += tuple(MICRO_PREFIX + k for k in MicroProgram.ARRAYS)
+        for name in names:
             path = os.path.join(directory, name + ".npy")
             entry = man.get("files", {}).get(name)
             if entry is None or not os.path.exists(path):
@@ -809,7 +834,15 @@ class Overlay:
             arrays[name] = np.load(path, allow_pickle=False)
         part = Partition(arrays["cells"].astype(np.int32), tuple(man["cell_sizes"]), man["partition_method"],
                          topology_fingerprint(graph), meta={"loaded_from": directory})
-        ov = cls(graph, part)
+        ext = None  # saved without mezzanine levels: config.CRP_MEZZANINE decides, as before they were saved
+        if mz:
+            ext = Partition(arrays["mezzanine"].astype(np.int32), tuple(mz["cell_sizes"]),
+                            str(mz.get("method") or "mezzanine"), part.fingerprint,
+                            meta={**(mz.get("meta") or {}), "loaded_from": directory})
+        micro = None
+        if mz and mz.get("micro"):
+            micro = MicroProgram.from_saved({k: arrays[MICRO_PREFIX + k] for k in MicroProgram.ARRAYS}, mz["micro"])
+        ov = cls(graph, part, mezzanine=ext, _micro=micro)
         if arrays_sha(ov.turns.out_arc, ov.turns.kind) != man.get("turns_fingerprint"):
             raise ValueError(f"{directory}: the graph's turns (restrictions) differ from the saved overlay's")
         if arrays["clique"].size != int(ov._topo["cq_first"][-1]) or arrays["turn_cost"].size != ov.turns.out_arc.size:

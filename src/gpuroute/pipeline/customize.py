@@ -393,6 +393,7 @@ def run(config):
     FileExistsError
         ``output`` holds something that is not a saved overlay (checked before any work).
     """
+    from ..crp.customize import build_mezzanine
     from ..crp.overlay import Overlay
     from .partition import load as load_partition
 
@@ -411,7 +412,7 @@ def run(config):
     elif not hasattr(met, "arc_cost"):
         met = resolve_metric_spec(met)
     t0 = time.perf_counter()
-    ov = Overlay.build(g, part)
+    ov = Overlay.build(g, part, mezzanine=build_mezzanine(g, part))
     build_s = time.perf_counter() - t0
     info = ov.customize(met, device=config.device)
     upd = None
