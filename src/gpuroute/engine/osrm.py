@@ -429,6 +429,20 @@ _DIGITS2 = np.frombuffer("".join(f"{i:02d}" for i in range(100)).encode("ascii")
 _CELL_BYTES = 19
 _json_pool = None
 _json_pool_lock = threading.Lock()
+#: Scratch of :func:`matrix_json` (per calling thread, its blocks in disjoint slices): kept between tables (a
+#: fresh buffer of megabytes costs its page faults on every table), at most this many bytes a thread.
+JSON_SCRATCH_KEEP_BYTES = 64 << 20
+_json_local = threading.local()
+
+
+def _json_scratch(nbytes):
+    """This thread's uint8 scratch, its first ``nbytes`` (grown as needed; reused between calls)."""
+    buf = getattr(_json_local, "buf", None)
+    if buf is None or buf.size < nbytes:
+        buf = np.empty(max(nbytes, 1 << 16), dtype=np.uint8)
+        if nbytes <= JSON_SCRATCH_KEEP_BYTES:
+            _json_local.buf = buf
+    return buf[:nbytes]
 
 
 @njit(cache=True, nogil=True)
@@ -522,10 +536,13 @@ def matrix_json(m, *, threads=None):
     nb = max(1, min(r, 2 * threads, r * c // 16384 + 1))  # blocks of at least ~16k cells
     bounds = np.linspace(0, r, nb + 1).astype(np.int64).tolist()
 
+    cap = [(bounds[b + 1] - bounds[b]) * (_CELL_BYTES * c + 3) for b in range(nb)]  # [, ] and the comma after
+    first = np.concatenate(([0], np.cumsum(cap))).tolist()
+    scratch = _json_scratch(first[-1])  # the calling thread's: each block writes its own slice
+
     def block(b):
-        r0, r1 = bounds[b], bounds[b + 1]
-        buf = np.empty((r1 - r0) * (_CELL_BYTES * c + 3), dtype=np.uint8)  # [, ] and the comma after
-        n = _rows_json(m, r0, r1, buf, _DIGITS2)
+        buf = scratch[first[b]:first[b + 1]]
+        n = _rows_json(m, bounds[b], bounds[b + 1], buf, _DIGITS2)
         return None if n < 0 else buf[:n]
 
     if nb == 1 or threads == 1:
@@ -543,7 +560,14 @@ def matrix_json(m, *, threads=None):
         orjson = require("orjson", "table matrices as JSON")
 
         return orjson.dumps(m, option=orjson.OPT_SERIALIZE_NUMPY)
-    return b"[" + b",".join(p.tobytes() for p in parts if p.size) + b"]"
+    pieces = [b"["]
+    for p in parts:  # one copy of each block's bytes, straight from its buffer
+        if p.size:
+            if len(pieces) > 1:
+                pieces.append(b",")
+            pieces.append(memoryview(p))
+    pieces.append(b"]")
+    return b"".join(pieces)
 
 
 def finite_or_none(x, digits=1):
