@@ -8,7 +8,15 @@ Douglas-Peucker, checks, GeoJSON), the share drawn by the fast path, the answer'
 bytes (orjson). With a GPU: the GPU's codes against the CPU twin's for every origin (must be equal), and
 the CPU path's times beside. Rows are JSON lines naming device and commit.
 
+With ``--compare DIR`` (a copy of ``src/`` before a change): two worker processes, that tree and this one,
+answer the same requests in turn (interleaved, the order alternating per origin) on the same dataset:
+every answer's JSON bytes (orjson, ``coordinates="arrays"`` as the HTTP layer asks, and lists) must be
+equal; per tree the end-to-end time and the time of every stage (search, extent, lattice, marks, field,
+the GPU drawer's codes, trace, structure, shared runs, simplify, gather, checks, GeoJSON: wall time in
+the request's thread; the nesting check runs beside it in a worker thread), medians over the origins.
+
 Usage: PYTHONPATH=src python3 benchmarks/isochrone_stages.py [--n 20] [--cells N]
+       PYTHONPATH=src python3 benchmarks/isochrone_stages.py --compare /tmp/before/src [--n 30] [--device cpu]
 """
 from __future__ import annotations
 
@@ -22,7 +30,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+# a --compare worker imports the tree it is given
+sys.path.insert(0, sys.argv[sys.argv.index("--src") + 1] if "--src" in sys.argv else str(ROOT / "src"))
 
 import gpuroute.engine.services.isochrone as iso  # noqa: E402
 from gpuroute import config  # noqa: E402
@@ -108,11 +117,145 @@ def run(eng, origins, device):
     return t
 
 
+# ----------------------------------------------------------------------------------- --compare
+#: (module, function, stage) timed in a --compare worker (wall time, the request's thread).
+STAGES = [(lattice, "search_turns", "search"), (lattice, "search_cpu", "search"), (lattice, "extent_cpu", "extent"),
+          (lattice, "lattice", "lattice"), (lattice, "mark_cpu", "marks"), (lattice, "field_cpu", "field"),
+          (polygons, "trace", "trace"), (polygons, "structure", "structure"),
+          (polygons, "drop_outside_larger", "structure"), (polygons, "_shared", "shared"),
+          (polygons, "anchors", "simplify"), (polygons, "simplify", "simplify"), (polygons, "_gather", "gather"),
+          (polygons, "_check", "checks"), (polygons, "_restore", "checks"), (polygons, "geojson_fast", "geojson"),
+          (lattice, "codes_cpu", "codes (all)"), (polygons, "rings_of", "rings (all)")]
+
+
+def worker(args):
+    """Answer requests read as JSON lines on stdin (``{"o": [lon, lat], "c": [s, ...], "kw": {...}}``) with
+    ``{"t": s, "sha": JSON bytes' SHA-256, "stages": {stage: s}, "bytes": n}``."""
+    import hashlib
+    import threading
+
+    import orjson
+
+    if args.device:
+        config.SERVE_ISOCHRONE_DEVICE = args.device
+    if args.cells is not None:
+        config.SERVE_ISOCHRONE_MAX_CELLS = args.cells
+    eng = Engine.open(str(ROOT / "out" / "service_bench" / "ny-time"))
+    main_thread = threading.get_ident()
+    acc = {}
+
+    def wrap(fn, key):
+        def w(*a, **k):
+            if threading.get_ident() != main_thread:
+                return fn(*a, **k)
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                acc[key] = acc.get(key, 0.0) + time.perf_counter() - t0
+        return w
+
+    for mod, name, key in STAGES:
+        if hasattr(mod, name):
+            setattr(mod, name, wrap(getattr(mod, name), key))
+    if hasattr(lattice.IsochroneGPU, "codes"):
+        lattice.IsochroneGPU.codes = wrap(lattice.IsochroneGPU.codes, "gpu codes (all)")
+    print(json.dumps({"ready": True, "device": device_name()}), flush=True)
+    for line in sys.stdin:
+        q = json.loads(line)
+        acc.clear()
+        t0 = time.perf_counter()
+        r = eng.isochrone(q["o"], q["c"], **q.get("kw", {}))
+        t = time.perf_counter() - t0
+        b = orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY)
+        print(json.dumps({"t": t, "sha": hashlib.sha256(b).hexdigest(), "stages": dict(acc), "bytes": len(b)}),
+              flush=True)
+
+
+def compare(args):
+    """The --compare driver (see the module doc)."""
+    import subprocess
+
+    d = ROOT / "out" / "service_bench" / "ny-time"
+    if not is_dataset(d):
+        build_dataset("ny-time", d, method="inertial")
+    eng = Engine.open(str(d))
+    g = eng.graph
+    rng = np.random.default_rng(0)
+    origins = np.asarray(g.coords)[rng.choice(g.n_nodes, args.n, replace=False)]
+    del eng
+    extra = [] if args.device is None else ["--device", args.device]
+    extra += [] if args.cells is None else ["--cells", str(args.cells)]
+    trees = {"before": args.compare, "after": str(ROOT / "src")}
+    procs = {}
+    for name, src in trees.items():
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                                                     if p and Path(p).resolve() != (ROOT / "src").resolve()])
+        procs[name] = subprocess.Popen([sys.executable, __file__, "--worker", "--src", src] + extra, env=env,
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    for name, p in procs.items():
+        hello = json.loads(p.stdout.readline())
+        emit(what=f"isochrone compare worker {name}", src=trees[name], worker_device=hello["device"])
+
+    def ask(name, o, c, kw):
+        p = procs[name]
+        p.stdin.write(json.dumps({"o": o, "c": c, "kw": kw}) + "\n")
+        p.stdin.flush()
+        return json.loads(p.stdout.readline())
+
+    # exactness: every origin, several contour sets and options, both trees
+    sets = [([300, 600], {"coordinates": "arrays"}), ([300, 600], {}), ([120], {"coordinates": "arrays"}),
+            ([60, 180, 420, 900], {"coordinates": "arrays"}), ([300, 900], {"coordinates": "arrays", "generalize": 0.0}),
+            ([300, 600], {"polygons": False, "denoise": 0.0, "generalize": 0.0})]
+    equal = total = 0
+    diff = []
+    for o in origins:
+        for c, kw in sets:
+            a = ask("before", o.tolist(), c, kw)
+            b = ask("after", o.tolist(), c, kw)
+            total += 1
+            equal += a["sha"] == b["sha"]
+            if a["sha"] != b["sha"]:
+                diff.append([o.tolist(), c, kw])
+    emit(what="isochrone compare: equal JSON bytes", equal=equal, total=total, first_diffs=diff[:5])
+    # timing: 5 and 10 min, arrays (the HTTP layer's call), interleaved, the order alternating per origin
+    for o in origins[:2]:
+        for name in trees:
+            ask(name, o.tolist(), [300, 600], {"coordinates": "arrays"})
+    res = {name: [] for name in trees}
+    for rep in range(args.reps):
+        for i, o in enumerate(origins):
+            order = list(trees) if (i + rep) % 2 == 0 else list(trees)[::-1]
+            for name in order:
+                res[name].append(ask(name, o.tolist(), [300, 600], {"coordinates": "arrays"}))
+    for name, rows in res.items():
+        keys = sorted({k for r in rows for k in r["stages"]})
+        st = {k: round(float(np.median([r["stages"].get(k, 0.0) for r in rows])) * 1e3, 3) for k in keys}
+        mean = {k: round(float(np.mean([r["stages"].get(k, 0.0) for r in rows])) * 1e3, 3) for k in keys}
+        emit(what=f"isochrone 5,10 min arrays, {name}", device_setting=args.device or str(config.SERVE_ISOCHRONE_DEVICE),
+             engine=p50([r["t"] for r in rows]), mean_ms=round(float(np.mean([r["t"] for r in rows])) * 1e3, 3),
+             stages_p50_ms=st, stages_mean_ms=mean, n=len(rows))
+    for p in procs.values():
+        p.stdin.close()
+        p.wait()
+    return equal == total
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=20)
     ap.add_argument("--cells", type=int, default=None, help="config.SERVE_ISOCHRONE_MAX_CELLS")
+    ap.add_argument("--compare", default=None, help="a copy of src/ before a change: answers and times against it")
+    ap.add_argument("--device", default=None, help="config.SERVE_ISOCHRONE_DEVICE of --compare's workers")
+    ap.add_argument("--reps", type=int, default=1, help="timing passes over the origins (--compare)")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--src", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.worker:
+        return worker(args)
+    if args.compare:
+        sys.exit(0 if compare(args) else 1)
     if args.cells is not None:
         config.SERVE_ISOCHRONE_MAX_CELLS = args.cells
     d = ROOT / "out" / "service_bench" / "ny-time"
@@ -142,7 +285,7 @@ def main():
             want, lw = lattice.codes_cpu(iso.graph_arrays(eng), met, req)
             want = want.copy()
             t0 = time.perf_counter()
-            got, lg = gpu.codes(req)
+            got, lg = gpu.codes(req, met if met.turns is not None else None)
             t_gpu.append(time.perf_counter() - t0)
             equal += int((lg.W, lg.H, lg.i0, lg.j0) == (lw.W, lw.H, lw.i0, lw.j0) and np.array_equal(got, want))
         emit(what="isochrone GPU codes vs CPU twin", origins=len(origins), equal=equal, gpu_codes=p50(t_gpu))

@@ -69,6 +69,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--out", default="out")
+    ap.add_argument("--only", choices=["isochrone"], default=None, help="measure this service alone")
     args = ap.parse_args()
     rows = []
     d = ROOT / "out" / "service_bench" / "ny-time"
@@ -88,6 +89,9 @@ def main():
     lonlat = np.asarray(g.coords)
     pts = lonlat[rng.choice(g.n_nodes, 1000, replace=False)]
     coords = ";".join(f"{x:.6f},{y:.6f}" for x, y in pts)
+    if args.only == "isochrone":
+        iso_rows(rows, args, client, eng, lonlat, rng)
+        return save(rows, args)
     # table 1000 x 1000
     body = {"coordinates": pts.tolist()}
 
@@ -115,8 +119,22 @@ def main():
          bytes=len(r.content), nulls=n_null, coords_chars=len(coords), snap=stats(t_snap),
          node_table_and_phantoms=stats(t_cm), matrix_array=stats(t_fmt), matrix_json=stats(t_json),
          options_per_phantom=int(ph.padded()[0].shape[1]))
-    # isochrone
-    origins = lonlat[rng.choice(g.n_nodes, args.reps, replace=False)]
+    iso_rows(rows, args, client, eng, lonlat, rng)
+    # customize: a full metric, and 1,000 arc updates
+    cust_rows(rows, args, client, eng, rng)
+    save(rows, args)
+
+
+def save(rows, args):
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, f"service_gpu_{dt.date.today()}.json"), "w") as f:
+        json.dump(rows, f, indent=1, default=str)
+
+
+def iso_rows(rows, args, client, eng, lonlat, rng):
+    """GET /isochrone 5 and 10 min from ``args.reps`` random nodes: HTTP, and the engine's own time (the
+    Python API's lists, and the arrays the HTTP layer asks for)."""
+    origins = lonlat[rng.choice(eng.graph.n_nodes, args.reps, replace=False)]
 
     def iso(o):
         r = client.get(f"/isochrone/v1/driving/{o[0]:.6f},{o[1]:.6f}?contours_minutes=5,10")
@@ -134,8 +152,17 @@ def main():
         t0 = time.perf_counter()
         eng.isochrone(o.tolist(), [300, 600])
         t_iso_e.append(time.perf_counter() - t0)
-    emit(rows, what="isochrone 5,10 min", http=stats(t_iso), engine=stats(t_iso_e))
-    # customize: a full metric, and 1,000 arc updates
+    t_iso_a = []
+    for o in origins:
+        t0 = time.perf_counter()
+        eng.isochrone(o.tolist(), [300, 600], coordinates="arrays")
+        t_iso_a.append(time.perf_counter() - t0)
+    emit(rows, what="isochrone 5,10 min", http=stats(t_iso), engine=stats(t_iso_e), engine_arrays=stats(t_iso_a))
+
+
+def cust_rows(rows, args, client, eng, rng):
+    g = eng.graph
+
     def cust_metric():
         r = client.post("/customize", json={"metric": "time"})
         assert r.status_code == 200, r.text[:300]
@@ -156,9 +183,6 @@ def main():
     res, t_u = timed(cust_updates, args.reps)
     emit(rows, what="customize 1000 arcs", http=stats(t_u), engine_seconds_last=res.get("seconds"),
          cells=res.get("cells"))
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, f"service_gpu_{dt.date.today()}.json"), "w") as f:
-        json.dump(rows, f, indent=1, default=str)
 
 
 if __name__ == "__main__":

@@ -230,12 +230,16 @@ def test_search_bounded_dijkstra_and_phast_fallback(engine, bounded, monkeypatch
         assert dict(zip(nodes.tolist(), cost.tolist(), strict=True)) == want
 
 
-def test_field_codes_are_the_distance_transform_of_the_marks(engine):
+@pytest.mark.parametrize("threads", [1, 3])
+def test_field_codes_are_the_distance_transform_of_the_marks(engine, threads, monkeypatch):
     """The field codes of every contour: the squared lattice distance to the nearest marked point within
     reach (scipy's exact Euclidean distance transform of the contour's window), FAR beyond, raised to
-    the next larger contour's; the marks are the pieces' samples (every reached node's lattice cell)."""
+    the next larger contour's; the marks are the pieces' samples (every reached node's lattice cell).
+    In the request's thread, and in bands of rows on the worker threads (3 parts)."""
     from scipy.ndimage import distance_transform_edt
 
+    monkeypatch.setattr(config, "SERVE_ISOCHRONE_LATTICE_THREADS", threads)
+    monkeypatch.setattr(config, "SERVE_ISOCHRONE_PARALLEL_WORK", 0)
     g = engine.graph
     for coord in ORIGINS[:2]:
         met, req, origin = request(engine, coord, [120, 300])
@@ -258,6 +262,55 @@ def test_field_codes_are_the_distance_transform_of_the_marks(engine):
         ix = np.floor(x / L.cell).astype(int) - L.i0
         iy = np.floor(y / L.cell).astype(int) - L.j0
         assert marked[0][iy, ix].mean() > 0.99  # (a node exactly on a cell border may fall in its neighbour)
+
+
+@pytest.mark.parametrize("threads", [2, 3, 5])
+def test_lattice_parts_on_threads_equal_one_thread(engine, threads, monkeypatch):
+    """The extent, marks and field codes computed in parts on the worker threads equal those of the
+    request's thread alone (1 to 4 contours, a coarse lattice too)."""
+    for cells in (int(config.SERVE_ISOCHRONE_MAX_CELLS), 3000):
+        monkeypatch.setattr(config, "SERVE_ISOCHRONE_MAX_CELLS", cells)
+        for coord, contours in zip(ORIGINS, ([300], [60, 600], [30, 120, 300], [60, 180, 420, 900]), strict=True):
+            met, req, _ = request(engine, coord, contours)
+            monkeypatch.setattr(config, "SERVE_ISOCHRONE_LATTICE_THREADS", 1)
+            args, tail = lattice.piece_args(iso.graph_arrays(engine), met, req)
+            ext1 = lattice.extent_cpu(args, req.cus.size, tail)
+            codes1, marked1, l1 = lattice_and_marks(engine, met, req)
+            want, lw = lattice.codes_cpu(iso.graph_arrays(engine), met, req)
+            want = want.copy()
+            monkeypatch.setattr(config, "SERVE_ISOCHRONE_LATTICE_THREADS", threads)
+            monkeypatch.setattr(config, "SERVE_ISOCHRONE_PARALLEL_WORK", 0)
+            assert lattice._parts(args[0].size + args[7].size, 0) != [(0, args[0].size + args[7].size)]
+            np.testing.assert_array_equal(lattice.extent_cpu(args, req.cus.size, tail), ext1)
+            codes, marked, L = lattice_and_marks(engine, met, req)
+            np.testing.assert_array_equal(marked, marked1)
+            np.testing.assert_array_equal(codes, codes1)
+            got, lg = lattice.codes_cpu(iso.graph_arrays(engine), met, req)
+            assert (lg.W, lg.H, lg.i0, lg.j0, lg.cell) == (lw.W, lw.H, lw.i0, lw.j0, lw.cell)
+            np.testing.assert_array_equal(got, want)
+            monkeypatch.setattr(config, "SERVE_ISOCHRONE_PARALLEL_WORK", 20000)
+
+
+def test_isochrone_in_a_forked_child_after_the_parent_used_the_worker_threads(engine, monkeypatch):
+    """A served worker is a fork of a parent that ran the warm-up (isochrones of two contours: the nesting
+    check on a worker thread). The child must get worker threads of its own: before, the parent's pool
+    (its threads gone in the child) took the check's job and never ran it, and the isochrone hung. On the
+    CPU, as forked workers serve (a forked child cannot use its parent's CUDA context)."""
+    import os
+    import signal
+
+    monkeypatch.setattr(config, "SERVE_ISOCHRONE_DEVICE", "cpu")
+    want = engine.isochrone(ORIGINS[0], [60, 300])  # the parent's pool starts its threads
+    pid = os.fork()
+    if pid == 0:  # the child: answer within 60 s, equal to the parent's answer
+        code = 1
+        try:
+            signal.alarm(60)
+            code = 0 if engine.isochrone(ORIGINS[0], [60, 300]) == want else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"child status {status}"
 
 
 def test_rings_hold_exactly_the_inside_lattice_points(engine, monkeypatch):

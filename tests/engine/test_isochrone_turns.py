@@ -414,10 +414,19 @@ def test_monaco_duration_after_metric_switch_and_distance(monaco):
     assert_same_pieces(got, want)
 
 
-def test_capabilities_say_turn_and_traffic_aware(monaco):
+def test_capabilities_say_turn_and_traffic_aware(monaco, monkeypatch):
+    """Turn- and traffic-aware; the lattice drawn on the GPU where one is usable (the search on the CPU),
+    on the CPU with ``config.SERVE_ISOCHRONE_DEVICE = "cpu"``."""
+    from gpuroute.backend import gpu_available
+
     e = monaco
     row = next(r for r in e.capabilities if r["service"] == "isochrone")
-    assert row["traffic_aware"] is True and row["turn_aware"] is True and row["device"] == "cpu"
+    gpu = bool(gpu_available())
+    assert row["traffic_aware"] is True and row["turn_aware"] is True and row["device"] == ("gpu" if gpu else "cpu")
+    assert ("on the GPU" in row["note"]) is gpu
+    monkeypatch.setattr(config, "SERVE_ISOCHRONE_DEVICE", "cpu")
+    row = next(r for r in e.capabilities if r["service"] == "isochrone")
+    assert row["device"] == "cpu" and "on the GPU" not in row["note"]
     plain = Engine(e.graph, e.ch)
     row = next(r for r in plain.capabilities if r["service"] == "isochrone")
     assert row["traffic_aware"] is False and row["turn_aware"] is False

@@ -528,10 +528,13 @@ def capabilities(engine):
         from .services.isochrone.search import live_quantity
 
         live = live_quantity(engine.graph, engine.overlay)
+        iso_dev = ch_dev if str(config.SERVE_ISOCHRONE_DEVICE) != "cpu" else "cpu"
         out.append({"service": "isochrone",
                     "algorithm": "turn-aware bounded Dijkstra on arcs, lattice field, marching squares",
-                    "device": "cpu", "traffic_aware": True, "turn_aware": True,
-                    "note": "routes as /route drives them, turn restrictions honoured: duration on the "
+                    "device": iso_dev, "traffic_aware": True, "turn_aware": True,
+                    "note": ("the search on the CPU, the lattice's extent, marks and field on the GPU; "
+                             if iso_dev == "gpu" else "") +
+                            "routes as /route drives them, turn restrictions honoured: duration on the "
                             "overlay's current metric when it is a time, else the live travel times (speed "
                             f"updates of /customize) and the graph's turn durations (current metric: {live}); "
                             "distance on the current metric when it is a length, else the graph's lengths"})

@@ -375,7 +375,7 @@ class Engine:
         (:func:`gpuroute.engine.algorithms.table_search`: turn costs, restrictions, the current metric), except while that
         metric is exactly the hierarchy's with every turn free (then the hierarchy's table, the same
         costs, on the GPU where one is usable); without an overlay the hierarchy's. ``nearest``: the
-        segment index (every segment, as OSRM's). ``isochrone``: with an overlay, a turn-aware search on its current metric (CPU), else the
+        segment index (every segment, as OSRM's). ``isochrone``: with an overlay, a turn-aware search on its current metric (CPU; the lattice on the GPU where one is usable), else the
         hierarchy (not turn-aware, the dataset's metric). ``customize``: the overlay's
         customization (cells re-customized bottom-up; on the GPU where one is usable,
         :mod:`gpuroute.crp.customize_gpu`), only with an overlay.
@@ -798,19 +798,22 @@ class Engine:
             then.
         """
         ex = resolve_exclude(self, options.get("exclude"), options.get("avoid_polygons"), options.get("avoid_ways"))
-        records = []
-        for i, tr in enumerate(traces):
+
+        def parse(i, tr):
             if not isinstance(tr, dict) or "coords" not in tr or set(tr) - {"coords", "timestamps", "radiuses",
                                                                              "bearings"}:
                 raise EngineError("InvalidOptions", f"trace {i} must be a dict with coords (and optionally "
                                   "timestamps, radiuses, bearings)")
             try:
-                records.append(MatchParams.from_kwargs(tr["coords"], limits=self.limits,
-                                                       timestamps=tr.get("timestamps"), radiuses=tr.get("radiuses"),
-                                                       bearings=tr.get("bearings"), **options))
+                return MatchParams.from_kwargs(tr["coords"], limits=self.limits, timestamps=tr.get("timestamps"),
+                                               radiuses=tr.get("radiuses"), bearings=tr.get("bearings"), **options)
             except EngineError as e:
                 raise EngineError(e.code, f"trace {i}: {e.message}") from None
-        return _match.match_many(self, records, _match.candidate_index(self, ex), exclusion=ex, device=device)
+
+        # checked in order by the service, batch by batch beside the solving of the first batches
+        traces = traces if isinstance(traces, (list, tuple)) else list(traces)
+        return _match.match_many(self, traces, _match.candidate_index(self, ex), exclusion=ex, device=device,
+                                 parse=parse)
 
     # ------------------------------------------------------------------ customize (live traffic)
     def customize(self, updates=None, *, metric=None):
@@ -1001,7 +1004,8 @@ class Engine:
         of its length from ``u`` (arcs are straight segments, costs linear along them, as in routing),
         and, on the origin's arcs, the piece from the origin to ``min(1, fraction + C / c)``. With an
         overlay the search is a turn-aware bounded Dijkstra on arcs on the CPU
-        (:func:`gpuroute.engine.services.isochrone.search.search_turns`) from the origin's arcs (their rest paid, then their
+        (:func:`gpuroute.engine.services.isochrone.search.search_turns`; the lattice then drawn on the GPU where
+        one is usable) from the origin's arcs (their rest paid, then their
         allowed turns), and ``d(u)`` is replaced by each arc's own entry cost (standing at ``u`` having
         turned into the arc): an arc behind a forbidden turn is cut where the detour leaves it. These
         pieces are drawn in the equirectangular frame centred on the origin (metres,

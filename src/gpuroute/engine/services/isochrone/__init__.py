@@ -13,7 +13,9 @@ Pipeline (one request, ``K`` contours, largest first):
    On an engine with an overlay (a :class:`Metric` with ``turns``): the ENTRY cost of every arc reachable
    within it by routes as ``/route`` drives them (turn costs paid, restrictions honoured, the overlay's
    current metric), a turn-aware bounded Dijkstra on arcs on the CPU
-   (:func:`.search.search_turns`); the pieces are then drawn per arc.
+   (:func:`.search.search_turns`); the pieces are then drawn per arc (on the GPU, where one is used:
+   the arcs' entry costs scattered into a per-arc array on the device, the kernels reading an arc's
+   entry cost where they read its tail's cost).
 2. **Lattice** (:mod:`.lattice`: :func:`~.lattice.lattice`): square cells of ``config.SERVE_ISOCHRONE_CELL_M`` (default half the
    band's half-width ``config.SERVE_ISOCHRONE_BUFFER_M``), coarser where the largest contour's bounding
    box would need more than ``config.SERVE_ISOCHRONE_MAX_CELLS`` cells (then the band is at least one
@@ -27,7 +29,9 @@ Pipeline (one request, ``K`` contours, largest first):
    cells, by two separable passes (the nearest mark along the row, then the minimum over the column
    window of ``dx^2 + dy^2``; Danielsson, "Euclidean distance mapping", CGIP 1980, bounded to the
    reach), stored as the code ``dx^2 + dy^2`` (``FAR`` beyond reach); a contour's codes are raised to
-   the next larger contour's (so contours nest).
+   the next larger contour's (so contours nest). On the CPU, a large request's extent and marks run in
+   parts of the items and its two passes in bands of rows on worker threads
+   (``config.SERVE_ISOCHRONE_LATTICE_THREADS``): the same codes.
 4. **Rings** (:mod:`.polygons`: :func:`~.polygons.trace`): marching squares (Lorensen and Cline, "Marching cubes", SIGGRAPH 1987, in
    two dimensions) at the level ``r + 1e-3`` cell, with linear interpolation along lattice edges,
    saddles resolved by keeping the inside corners apart (parts are 4-connected sets of inside lattice
@@ -105,7 +109,7 @@ def isochrone(engine, origin, met, values, *, metric, polygons=True, denoise=1.0
                          o_lat)
     gpu = gpu_drawer(engine, met)
     if gpu is not None:
-        codes, lat = gpu.codes(req)
+        codes, lat = gpu.codes(req, met if met.turns is not None else None)
     else:
         codes, lat = lattice.codes_cpu(graph_arrays(engine), met, req)
     geoms, _ = geometries(shapely, codes, lat, len(values), denoise, generalize, o_lon, o_lat, polygons,
@@ -185,17 +189,20 @@ def graph_arrays(engine):
 
 
 def gpu_drawer(engine, met):
-    """The GPU drawer of a metric (:class:`.lattice.IsochroneGPU`, built once per engine and metric), or None
-    where isochrones run on the CPU (``config.SERVE_ISOCHRONE_DEVICE``; no hierarchy; no GPU).
+    """The GPU drawer of a metric (:class:`.lattice.IsochroneGPU`, built once per engine and metric name), or
+    None where isochrones run on the CPU (``config.SERVE_ISOCHRONE_DEVICE``; neither a hierarchy nor turns;
+    no GPU). A metric with ``turns`` (an engine with an overlay) draws on the GPU from the CPU's turn-aware
+    search; its drawer takes the request's metric (``/customize`` replaces it).
     :meth:`gpuroute.engine.Engine.close` drops them."""
-    if met.ch is None:
+    if met.ch is None and met.turns is None:
         return None
     if resolve_device(str(config.SERVE_ISOCHRONE_DEVICE)) != "gpu":
         return None
     cache = getattr(engine, "_iso_gpu", None)
     if cache is None:
         cache = engine._iso_gpu = {}
+    key = met.name if met.turns is None else ("turns", met.name)
     with lattice.BUILD_LOCK:
-        if met.name not in cache:
-            cache[met.name] = lattice.IsochroneGPU(graph_arrays(engine), met)
-    return cache[met.name]
+        if key not in cache:
+            cache[key] = lattice.IsochroneGPU(graph_arrays(engine), met)
+    return cache[key]

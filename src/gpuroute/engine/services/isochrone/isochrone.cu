@@ -1,6 +1,7 @@
 #include "gpuroute_common.cuh"
 // Isochrone lattice on the GPU (launcher: gpuroute/engine/services/isochrone/lattice.py, IsochroneGPU; the numba twin is in
-// the same module): node costs from PHAST rows, the reachable pieces' extent, their marks on the lattice,
+// the same module): node costs from PHAST rows (or the arcs' entry costs of the CPU's turn-aware search, by_arc),
+// the reachable pieces' extent, their marks on the lattice,
 // and the field codes of every contour (two separable passes). Every floating-point step is written with
 // explicit round-to-nearest intrinsics (no fused multiply-add), in the twin's order, so that the codes
 // equal the twin's bit for bit.
@@ -53,18 +54,20 @@ extern "C" __global__ void iso_best(int n, int k, const long long* __restrict__ 
 
 // Item i < m: arc i from a reached tail (lo = 0, budget = C - d(tail)); item m + j: the origin's arc
 // o_arc[j] from its fraction o_frac[j] (budget C). Returns false when the item draws nothing for contour q.
+// by_arc: best holds per ARC its entry cost (the turn-aware search's), d(tail) reads best[a] (the twin's
+// _pieces with by_arc); else per node, best[tail[a]].
 __device__ __forceinline__ bool iso_item(long long i, int m, const int* __restrict__ tail, const int* __restrict__ head,
                                          const double* __restrict__ lon, const double* __restrict__ lat,
                                          const double* __restrict__ w, const double* __restrict__ best,
                                          const double* __restrict__ cus, int q, const int* __restrict__ o_arc,
                                          const double* __restrict__ o_frac, double lon0, double lat0, double kx,
-                                         double ky, double* x0, double* y0, double* x1, double* y1) {
+                                         double ky, int by_arc, double* x0, double* y0, double* x1, double* y1) {
     int a, u;
     double lo, budget;
     if (i < m) {
         a = (int)i;
         u = tail[a];
-        double du = best[u];
+        double du = by_arc ? best[a] : best[u];
         if (!(du <= cus[q])) return false;
         lo = 0.0;
         budget = __dsub_rn(cus[q], du);
@@ -89,15 +92,15 @@ extern "C" __global__ void iso_extent(int m, int n_o, int K, const int* __restri
                                       const double* __restrict__ w, const double* __restrict__ best,
                                       const double* __restrict__ cus, const int* __restrict__ o_arc,
                                       const double* __restrict__ o_frac, double lon0, double lat0, double kx, double ky,
-                                      long long* __restrict__ ext) {
+                                      long long* __restrict__ ext, int by_arc) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     bool live = i < (long long)m + n_o;
     const double inf = __longlong_as_double(0x7FF0000000000000LL);
     for (int q = 0; q < K; ++q) {
         double a0 = inf, a1 = inf, a2 = -inf, a3 = -inf;
         double x0, y0, x1, y1;
-        if (live && iso_item(i, m, tail, head, lon, lat, w, best, cus, q, o_arc, o_frac, lon0, lat0, kx, ky, &x0, &y0,
-                             &x1, &y1)) {
+        if (live && iso_item(i, m, tail, head, lon, lat, w, best, cus, q, o_arc, o_frac, lon0, lat0, kx, ky, by_arc, &x0,
+                             &y0, &x1, &y1)) {
             a0 = fmin(x0, x1);
             a1 = fmin(y0, y1);
             a2 = fmax(x0, x1);
@@ -125,13 +128,13 @@ extern "C" __global__ void iso_mark(int m, int n_o, int K, const int* __restrict
                                     const double* __restrict__ cus, const int* __restrict__ o_arc,
                                     const double* __restrict__ o_frac, double lon0, double lat0, double kx, double ky,
                                     double cell, long long i0, long long j0, int W, int H,
-                                    unsigned char* __restrict__ marked) {
+                                    unsigned char* __restrict__ marked, int by_arc) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long long)m + n_o) return;
     for (int q = 0; q < K; ++q) {
         double x0, y0, x1, y1;
-        if (!iso_item(i, m, tail, head, lon, lat, w, best, cus, q, o_arc, o_frac, lon0, lat0, kx, ky, &x0, &y0, &x1,
-                      &y1))
+        if (!iso_item(i, m, tail, head, lon, lat, w, best, cus, q, o_arc, o_frac, lon0, lat0, kx, ky, by_arc, &x0, &y0,
+                      &x1, &y1))
             break;  // contours run largest first
         double p0x = __ddiv_rn(x0, cell), p0y = __ddiv_rn(y0, cell);
         double sx = __dsub_rn(__ddiv_rn(x1, cell), p0x), sy = __dsub_rn(__ddiv_rn(y1, cell), p0y);

@@ -5,6 +5,7 @@ steps 2 and 3 of :mod:`gpuroute.engine.services.isochrone`.
 from __future__ import annotations
 
 import math
+import os
 import threading
 
 import numpy as np
@@ -133,17 +134,26 @@ _POOL = []
 
 
 def thread_pool():
-    """The worker threads of the isochrone checks (created on first use)."""
+    """The worker threads of the isochrone checks and of the CPU lattice's parts (created on first use)."""
     if not _POOL:
         with BUILD_LOCK:
             if not _POOL:
                 from concurrent.futures import ThreadPoolExecutor
 
-                _POOL.append(ThreadPoolExecutor(max_workers=int(config.SERVE_ISOCHRONE_CHECK_THREADS),
-                                                thread_name_prefix="gpuroute-isochrone"))
+                workers = max(int(config.SERVE_ISOCHRONE_CHECK_THREADS), int(config.SERVE_ISOCHRONE_LATTICE_THREADS) - 1, 1)
+                _POOL.append(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuroute-isochrone"))
     return _POOL[0]
 #: Held while a GPU drawer is built (one per engine and metric).
 BUILD_LOCK = threading.Lock()
+
+
+def _forget_pool():
+    """In a forked child (a served worker): the parent's worker threads do not exist there, and its pool
+    would take jobs and never run them; the child's first :func:`thread_pool` starts its own."""
+    _POOL.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 def scratch(name, shape, dtype):
@@ -195,18 +205,20 @@ def _sample_count(x0, y0, x1, y1, cell):
     return p0x, p0y, sx / den, sy / den, n
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _pieces(mode, nodes, dist, first_out, head, lon, lat, w, o_arc, o_frac, o_tail, o_head, cus, lon0, lat0, kx,
-            ky, ext, marked, cell, i0, j0, tail, by_arc):
+            ky, ext, marked, cell, i0, j0, tail, by_arc, i_lo=0, i_hi=-1):
     """Visit every reachable piece of every contour: ``mode`` 0 grows ``ext`` (K, 4) by its end points
     (metres), ``mode`` 1 marks its samples in ``marked`` (K, H, W), ``mode`` 2 lists it as a row ``(q,
     arc, lo, hi)`` of ``ext`` (rows, 4) (fractions of the arc from its tail). ``by_arc``: ``nodes`` are
     arcs and ``dist`` their entry costs (the arc from its tail ``tail[arc]`` on), else nodes and their
-    costs (every arc out of the node). Returns the number of pieces."""
+    costs (every arc out of the node). Items ``i_lo:i_hi`` only (the searched ones, then the origin's
+    arcs; ``i_hi`` -1: to the end). Returns the number of pieces."""
     K = cus.shape[0]
     n = nodes.shape[0]
     count = 0
-    for i in range(n + o_arc.shape[0]):
+    end = n + o_arc.shape[0] if i_hi < 0 else i_hi
+    for i in range(i_lo, end):
         if i < n:
             du = dist[i]
             if by_arc:
@@ -259,50 +271,85 @@ def _pieces(mode, nodes, dist, first_out, head, lon, lat, w, o_arc, o_frac, o_ta
 _NO_TAIL = np.zeros(1, dtype=np.int64)
 
 
+def _parts(n, work):
+    """Item ranges ``[(lo, hi), ...]`` of ``n`` items split for the lattice's threads: one range when the
+    work (items, or lattice points) is below ``config.SERVE_ISOCHRONE_PARALLEL_WORK`` or one thread is
+    configured."""
+    k = int(config.SERVE_ISOCHRONE_LATTICE_THREADS)
+    if k <= 1 or work < int(config.SERVE_ISOCHRONE_PARALLEL_WORK) or n < 2 * k:
+        return [(0, n)]
+    e = np.linspace(0, n, k + 1).astype(np.int64)
+    return [(int(e[i]), int(e[i + 1])) for i in range(k)]
+
+
+def _run(fn, jobs):
+    """``fn(*job)`` for every job: the first in this thread, the others on :func:`thread_pool` (numba code
+    without the GIL), all finished on return."""
+    futs = [thread_pool().submit(fn, *j) for j in jobs[1:]]
+    try:
+        fn(*jobs[0])
+    finally:
+        for f in futs:
+            f.result()
+
+
 def extent_cpu(args, K, tail=None):
     """Per contour ``(xmin, ymin, xmax, ymax)`` (metres) of its pieces' end points: ``ext`` (K, 4).
-    ``args``: what :func:`piece_args` returns first; ``tail`` (int64 (m,)) where its items are arcs."""
-    ext = np.empty((K, 4))
-    ext[:, :2] = np.inf
-    ext[:, 2:] = -np.inf
+    ``args``: what :func:`piece_args` returns first; ``tail`` (int64 (m,)) where its items are arcs.
+    Large requests in parts on the worker threads (minima and maxima: the same result)."""
+    n = args[0].shape[0] + args[7].shape[0]
+    parts = _parts(n, n)
+    ext = np.empty((len(parts), K, 4))
+    ext[:, :, :2] = np.inf
+    ext[:, :, 2:] = -np.inf
     dummy = np.zeros((1, 1, 1), dtype=np.uint8)
-    _pieces(0, *args, ext, dummy, 1.0, 0, 0, _NO_TAIL if tail is None else tail, tail is not None)
-    return ext
+    tl = _NO_TAIL if tail is None else tail
+
+    def job(p, lo, hi):
+        _pieces(0, *args, ext[p], dummy, 1.0, 0, 0, tl, tail is not None, lo, hi)
+
+    _run(job, [(p, lo, hi) for p, (lo, hi) in enumerate(parts)])
+    out = ext[0]
+    if len(parts) > 1:
+        out = np.concatenate([ext[:, :, :2].min(axis=0), ext[:, :, 2:].max(axis=0)], axis=1)
+    return out
 
 
 def mark_cpu(args, lat, marked, tail=None):
     """Mark the samples of every piece in ``marked`` (K, H, W) uint8 (zeroed by the caller); ``args`` and
-    ``tail`` as :func:`extent_cpu`."""
-    _pieces(1, *args, np.zeros((marked.shape[0], 4)), marked, lat.cell, lat.i0, lat.j0,
-            _NO_TAIL if tail is None else tail, tail is not None)
+    ``tail`` as :func:`extent_cpu`. Large requests in parts on the worker threads (every store writes 1:
+    the same marks whichever thread stores first)."""
+    n = args[0].shape[0] + args[7].shape[0]
+    tl = _NO_TAIL if tail is None else tail
+
+    def job(lo, hi):
+        _pieces(1, *args, np.zeros((marked.shape[0], 4)), marked, lat.cell, lat.i0, lat.j0, tl, tail is not None,
+                lo, hi)
+
+    _run(job, _parts(n, n))
 
 
 @njit(cache=True, nogil=True)
-def _field(marked, windows, m, code_of, codes, hsq):
-    """Codes (K, H, W) uint8 of the field of every contour (see the module doc), raised to the next
-    larger contour's; ``hsq`` (H, W) uint16 scratch. Rows of a window with no mark within ``m`` rows are
-    beyond reach (FAR) without a pass; the passes are branch-free (vectorised)."""
-    K, H, W = marked.shape
+def _field_rows(marked, windows, m, hsq, has, y_lo, y_hi):
+    """First pass of :func:`_field` on rows ``y_lo:y_hi`` of every contour: ``has[q, y]`` (a mark in the
+    row) and ``hsq[q, y]`` (the nearest mark along the row, ``dx^2`` within ``m``, else 0x3FFF)."""
+    K = marked.shape[0]
     big = np.uint16(0x3FFF)
-    n_code = code_of.shape[0]
-    acc = np.empty(W, dtype=np.uint16)
-    has = np.zeros(H, dtype=np.bool_)  # a row with a mark
     for q in range(K):
         x0, y0, x1, y1 = windows[q, 0], windows[q, 1], windows[q, 2], windows[q, 3]
-        cq = codes[q]
-        for y in range(H):
-            has[y] = False
+        for y in range(y_lo, y_hi):
+            has[q, y] = False
             if y < y0 or y >= y1:
                 continue
             row = marked[q, y]
             for x in range(x0, x1):
                 if row[x]:
-                    has[y] = True
+                    has[q, y] = True
                     break
-            if not has[y]:
+            if not has[q, y]:
                 continue
             # the nearest mark to the left, then to the right (two sweeps): dx^2 within m, else big
-            h = hsq[y]
+            h = hsq[q, y]
             last = -(1 << 30)
             for x in range(x0, x1):
                 if row[x] != 0:
@@ -314,12 +361,25 @@ def _field(marked, windows, m, code_of, codes, hsq):
                     last = x
                 d = min(int(h[x]), last - x)
                 h[x] = d * d if d <= m else big
-        for y in range(H):
+
+
+@njit(cache=True, nogil=True)
+def _field_cols(windows, m, code_of, codes, hsq, has, y_lo, y_hi):
+    """Second pass of :func:`_field` on rows ``y_lo:y_hi`` of every contour (largest first: a contour's
+    codes are raised to the larger one's of the same point)."""
+    K, H, W = codes.shape
+    big = np.uint16(0x3FFF)
+    n_code = code_of.shape[0]
+    acc = np.empty(W, dtype=np.uint16)
+    for q in range(K):
+        x0, y0, x1, y1 = windows[q, 0], windows[q, 1], windows[q, 2], windows[q, 3]
+        cq = codes[q]
+        for y in range(y_lo, y_hi):
             out = cq[y]
             near = False
             if y0 <= y < y1:
                 for yy in range(max(y - m, y0), min(y + m + 1, y1)):
-                    near |= has[yy]
+                    near |= has[q, yy]
             if not near:
                 out[:] = FAR
                 continue
@@ -327,10 +387,10 @@ def _field(marked, windows, m, code_of, codes, hsq):
                 acc[x] = big
             for dy in range(-m, m + 1):
                 yy = y + dy
-                if yy < y0 or yy >= y1 or not has[yy]:
+                if yy < y0 or yy >= y1 or not has[q, yy]:
                     continue
                 c = np.uint16(dy * dy)
-                hr = hsq[yy]
+                hr = hsq[q, yy]
                 for x in range(x0, x1):
                     acc[x] = min(acc[x], np.uint16(hr[x] + c))
             out[:x0] = FAR
@@ -343,10 +403,25 @@ def _field(marked, windows, m, code_of, codes, hsq):
                 out[x] = code
 
 
+def _field(marked, windows, m, code_of, codes, hsq, has, bands=((0, -1),)):
+    """Codes (K, H, W) uint8 of the field of every contour (see the module doc), raised to the next
+    larger contour's; ``hsq`` (K, H, W) uint16 and ``has`` (K, H) bool scratch. Rows of a window with no
+    mark within ``m`` rows are beyond reach (FAR) without a pass; the passes are branch-free
+    (vectorised). ``bands``: row ranges (``-1``: to the last row), the first pass of every band, then the
+    second (the rows a band reads from its neighbours are complete), on the worker threads when several."""
+    H = marked.shape[1]
+    jobs = [(lo, H if hi < 0 else hi) for lo, hi in bands]
+    _run(lambda lo, hi: _field_rows(marked, windows, m, hsq, has, lo, hi), jobs)
+    _run(lambda lo, hi: _field_cols(windows, m, code_of, codes, hsq, has, lo, hi), jobs)
+
+
 def field_cpu(marked, lat, codes):
-    """Fill ``codes`` (K, H, W) uint8 from ``marked`` (see :func:`_field`)."""
-    hsq = scratch("hsq", (lat.H, lat.W), np.uint16)
-    _field(marked, lat.windows, lat.m, lat.code_of, codes, hsq)
+    """Fill ``codes`` (K, H, W) uint8 from ``marked`` (see :func:`_field`); large lattices in bands of rows
+    on the worker threads."""
+    K = marked.shape[0]
+    hsq = scratch("hsq", (K, lat.H, lat.W), np.uint16)
+    has = scratch("has", (K, lat.H), np.bool_)
+    _field(marked, lat.windows, lat.m, lat.code_of, codes, hsq, has, _parts(lat.H, K * lat.H * lat.W))
 
 
 def piece_args(graph_arrays, metric, req):
@@ -438,13 +513,17 @@ def _unkey(k):
 class IsochroneGPU:
     """The lattice and field codes of isochrones on the GPU (kernels in ``isochrone.cu``), for one graph
     and metric: arcs (tail, head, cost) and node positions on the device; the search is a PHAST pass of
-    the metric's hierarchy over the origin's heads (rows left on the device).
+    the metric's hierarchy over the origin's heads (rows left on the device), or, for a metric with
+    ``turns`` (an engine with an overlay), the CPU's turn-aware search
+    (:func:`gpuroute.engine.services.isochrone.search.search_turns`) whose arcs' entry costs are scattered
+    into a per-arc array on the device (``by_arc``: the kernels read an arc's entry cost where they read its
+    tail's cost; the touched entries are reset to +inf after the request).
 
     Parameters
     ----------
     graph_arrays : as :func:`codes_cpu`
     metric : Metric
-        With a hierarchy.
+        With a hierarchy, or with ``turns``.
 
     Raises
     ------
@@ -468,6 +547,7 @@ class IsochroneGPU:
         self.lon = cp.asarray(np.ascontiguousarray(lon, dtype=np.float64))
         self.lat = cp.asarray(np.ascontiguousarray(lat, dtype=np.float64))
         self.w = cp.asarray(np.ascontiguousarray(metric.w, dtype=np.float64))
+        self.by_arc = metric.turns is not None
         self.head_host = head
         mod = load_module("engine/services/isochrone/isochrone.cu")
         self.k_best = mod.get_function("iso_best")
@@ -475,11 +555,15 @@ class IsochroneGPU:
         self.k_mark = mod.get_function("iso_mark")
         self.k_hpass = mod.get_function("iso_hpass")
         self.k_vpass = mod.get_function("iso_vpass")
-        self.best = cp.empty(self.n, dtype=cp.float64)
+        if self.by_arc:
+            self.best = cp.full(self.m, np.inf, dtype=cp.float64)  # +inf between requests
+        else:
+            self.best = cp.empty(self.n, dtype=cp.float64)
         self.stream = cp.cuda.Stream(non_blocking=True)
         self.lock = threading.Lock()
         self.tpb = int(config.SERVE_ISOCHRONE_GPU_THREADS)
         self._bufs = {}
+        self._scattered = None  # the arcs whose entry costs are in best (by_arc), reset after the request
         cp.cuda.Device().synchronize()
 
     def _buf(self, name, size, dtype):
@@ -490,57 +574,81 @@ class IsochroneGPU:
             self._bufs[name] = a
         return a[:size]
 
-    def codes(self, req):
+    def codes(self, req, metric=None):
         """``(codes (K, H, W) uint8 NumPy (a per-thread buffer), lattice)`` of a request, as
-        :func:`codes_cpu` computes them (bit for bit)."""
+        :func:`codes_cpu` computes them (bit for bit). ``metric``: a metric with ``turns`` of the same
+        graph that replaces the drawer's (``/customize`` built it; its arc costs are uploaded), else the
+        drawer's own."""
         cp = self.cp
-        i32, i64, f64 = np.int32, np.int64, np.float64
         K = int(req.cus.size)
         n, m = self.n, self.m
         rows = None
-        if req.heads:  # PHAST from the heads, rows left on the device (CuPy sources), (k, n) or (n,)
+        met = self.metric if metric is None else metric
+        arcs = entry = None
+        if self.by_arc:
+            arcs, entry = search_turns(met, req)
+        elif req.heads:  # PHAST from the heads, rows left on the device (CuPy sources), (k, n) or (n,)
             rows = self.metric.ch.tree(cp.asarray(np.asarray(req.heads, dtype=np.int64)), device="gpu")
             rows = cp.ascontiguousarray(rows, dtype=cp.int64).reshape(-1)
         with self.lock, self.stream:
-            tpb = self.tpb
-            if rows is not None:
-                self.k_best(((n + tpb - 1) // tpb,), (tpb,),
-                            (i32(n), i32(len(req.heads)), rows, cp.asarray(np.asarray(req.bounds, dtype=np.int64)),
-                             cp.asarray(np.asarray(req.offs, dtype=np.float64)), self.best))
-            else:
-                self.best.fill(np.inf)
-            cus = cp.asarray(req.cus)
-            o_arc = cp.asarray(req.o_arc.astype(np.int32))
-            o_frac = cp.asarray(req.o_frac)
-            items = m + int(req.o_arc.size)
-            ext0 = np.tile(_key([np.inf, np.inf, -np.inf, -np.inf]), K)
-            ext = cp.asarray(ext0)
-            blocks = (items + tpb - 1) // tpb
-            common = (self.tail, self.head, self.lon, self.lat, self.w, self.best, cus, o_arc, o_frac,
-                      f64(req.lon0), f64(req.lat0), f64(req.kx), f64(req.ky))
-            self.k_extent((blocks,), (tpb,), (i32(m), i32(req.o_arc.size), i32(K)) + common + (ext,))
-            ext_host = _unkey(ext.get(stream=self.stream)).reshape(K, 4)
-            lat = lattice(ext_host)
-            H, W = lat.H, lat.W
-            marked = self._buf("marked", K * H * W, cp.uint8)
-            marked.fill(0)
-            self.k_mark((blocks,), (tpb,), (i32(m), i32(req.o_arc.size), i32(K)) + common
-                        + (f64(lat.cell), i64(lat.i0), i64(lat.j0), i32(W), i32(H), marked))
-            hsq = self._buf("hsq", H * W, cp.uint16)
-            dcodes = self._buf("codes", K * H * W, cp.uint8)
-            code_of = cp.asarray(lat.code_of)
-            for q in range(K):
-                x0, y0, x1, y1 = (int(v) for v in lat.windows[q])
-                if x1 > x0 and y1 > y0:
-                    pts = (x1 - x0) * (y1 - y0)
-                    self.k_hpass(((pts + tpb - 1) // tpb,), (tpb,),
-                                 (i32(W), i32(x0), i32(y0), i32(x1), i32(y1), i32(lat.m), marked[q * H * W:], hsq))
-                self.k_vpass(((W * H + tpb - 1) // tpb,), (tpb,),
-                             (i32(q), i32(W), i32(H), i32(x0), i32(y0), i32(x1), i32(y1), i32(lat.m), code_of,
-                              i32(lat.code_of.size), hsq, dcodes))
-            codes = scratch("codes", (K, H, W), np.uint8)
-            dcodes.get(stream=self.stream, out=codes.reshape(-1))
-            self.stream.synchronize()
+            try:
+                return self._codes(req, K, n, m, met, rows, arcs, entry)
+            finally:
+                if self._scattered is not None:
+                    self.best[self._scattered] = np.inf  # +inf again for the next request
+                    self._scattered = None
+
+    def _codes(self, req, K, n, m, met, rows, arcs, entry):
+        """:meth:`codes` under the drawer's lock and on its stream."""
+        cp = self.cp
+        i32, i64, f64 = np.int32, np.int64, np.float64
+        tpb = self.tpb
+        if self.by_arc:
+            if met is not self.metric:
+                if met.w is not self.metric.w:
+                    self.w.set(np.ascontiguousarray(met.w, dtype=np.float64), stream=self.stream)
+                self.metric = met
+            self._scattered = cp.asarray(arcs)
+            self.best[self._scattered] = cp.asarray(entry)
+        elif rows is not None:
+            self.k_best(((n + tpb - 1) // tpb,), (tpb,),
+                        (i32(n), i32(len(req.heads)), rows, cp.asarray(np.asarray(req.bounds, dtype=np.int64)),
+                         cp.asarray(np.asarray(req.offs, dtype=np.float64)), self.best))
+        else:
+            self.best.fill(np.inf)
+        cus = cp.asarray(req.cus)
+        o_arc = cp.asarray(req.o_arc.astype(np.int32))
+        o_frac = cp.asarray(req.o_frac)
+        items = m + int(req.o_arc.size)
+        ext0 = np.tile(_key([np.inf, np.inf, -np.inf, -np.inf]), K)
+        ext = cp.asarray(ext0)
+        blocks = (items + tpb - 1) // tpb
+        common = (self.tail, self.head, self.lon, self.lat, self.w, self.best, cus, o_arc, o_frac,
+                  f64(req.lon0), f64(req.lat0), f64(req.kx), f64(req.ky))
+        by_arc = i32(1 if self.by_arc else 0)
+        self.k_extent((blocks,), (tpb,), (i32(m), i32(req.o_arc.size), i32(K)) + common + (ext, by_arc))
+        ext_host = _unkey(ext.get(stream=self.stream)).reshape(K, 4)
+        lat = lattice(ext_host)
+        H, W = lat.H, lat.W
+        marked = self._buf("marked", K * H * W, cp.uint8)
+        marked.fill(0)
+        self.k_mark((blocks,), (tpb,), (i32(m), i32(req.o_arc.size), i32(K)) + common
+                    + (f64(lat.cell), i64(lat.i0), i64(lat.j0), i32(W), i32(H), marked, by_arc))
+        hsq = self._buf("hsq", H * W, cp.uint16)
+        dcodes = self._buf("codes", K * H * W, cp.uint8)
+        code_of = cp.asarray(lat.code_of)
+        for q in range(K):
+            x0, y0, x1, y1 = (int(v) for v in lat.windows[q])
+            if x1 > x0 and y1 > y0:
+                pts = (x1 - x0) * (y1 - y0)
+                self.k_hpass(((pts + tpb - 1) // tpb,), (tpb,),
+                             (i32(W), i32(x0), i32(y0), i32(x1), i32(y1), i32(lat.m), marked[q * H * W:], hsq))
+            self.k_vpass(((W * H + tpb - 1) // tpb,), (tpb,),
+                         (i32(q), i32(W), i32(H), i32(x0), i32(y0), i32(x1), i32(y1), i32(lat.m), code_of,
+                          i32(lat.code_of.size), hsq, dcodes))
+        codes = scratch("codes", (K, H, W), np.uint8)
+        dcodes.get(stream=self.stream, out=codes.reshape(-1))
+        self.stream.synchronize()
         return codes, lat
 
 
