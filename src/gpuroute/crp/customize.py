@@ -282,11 +282,9 @@ def build_mezzanine(graph, partition):
     auto = dict(config.CRP_MEZZANINE_AUTO or {})
     if graph.n_nodes < int(config.CRP_MEZZANINE_AUTO_MIN_NODES) or not any(s in auto for s in partition.cell_sizes):
         return False
-    try:
-        from ..partition.multilevel import _import_kahip
+    import importlib.util
 
-        _import_kahip()
-    except ImportError:
+    if importlib.util.find_spec("kahip") is None:  # the mezzanine cells are cut by kaffpa
         return False
     return auto
 
