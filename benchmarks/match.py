@@ -111,7 +111,7 @@ def _fmt(coords):
 #: ones say so; the pipeline (:data:`gpuroute.engine.services.match.PIPELINE_TRACES`) runs ``answers`` of one
 #: batch beside the others of the next, so the stages' sum exceeds the wall time where they overlap.
 STAGES = {
-    "parse": ("engine.MatchParams.from_kwargs", "each trace's checks (Python, before the pipeline)"),
+    "parse": ("engine.MatchParams.from_kwargs", "each trace's checks (Python; a pipeline's batch by batch beside the first solves)"),
     "traces": ("match.Traces", "the traces as flat arrays (tidy, dense-trace groups)"),
     "candidates": ("match._candidates", "balls, projections, candidates' rows (compiled, threads) and NumPy"),
     "step_inputs": ("match._step_inputs", "the bounds of the lazy pass's tables"),

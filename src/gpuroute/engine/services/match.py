@@ -65,7 +65,9 @@ and builds its answers in bulk (one :func:`gpuroute.engine.osrm.waypoints` call 
 parallel kernels hand out their traces (the dearest first) and searches through a work queue
 (:func:`gpuroute.engine.match_hmm.next_item`): traces of unequal cost keep every worker busy to the end. A call
 of many traces is a pipeline (:data:`PIPELINE_TRACES`): batches solved ahead on a thread (:data:`PIPELINE_DEPTH`
-at once) while the calling thread builds the answers, Python's cyclic garbage collector paused (:func:`_gc_paused`).
+at once) while the calling thread builds the answers, Python's cyclic garbage collector paused (:func:`_gc_paused`);
+the records' checks (:func:`match_many`'s ``parse``, :meth:`gpuroute.engine.Engine.match_many`'s) run batch by batch
+beside the first batches' solving.
 """
 
 from __future__ import annotations
@@ -397,55 +399,68 @@ def _candidates(index, traces):
     of the returned PhantomSet (rows in point order, a point's by distance), their arrays set on ``traces``
     (``cstart``, ``coff``, ``cpoint``, ``emis``, ``clon``, ``clat``): the segment index's samples in each
     point's ball (the balls of its k-d tree, found through a grid: :func:`_sample_grid`,
-    :func:`gpuroute.engine.match_hmm.ball_samples`) and their segments' exact projections
-    (:func:`gpuroute.engine.match_hmm.candidate_pairs`), compiled, chunks of points on threads."""
+    :func:`gpuroute.engine.match_hmm.ball_samples`), their segments' exact projections
+    (:func:`gpuroute.engine.match_hmm.candidate_pairs`), the directions kept and split and the candidates'
+    rows (:func:`gpuroute.engine.match_hmm.candidate_rows`): compiled, chunks of points on threads, each chunk's
+    candidates whole (a point's candidates depend on that point alone, and the rows are in point order), joined in
+    order."""
     lon, lat, sig = traces.lon, traces.lat, traces.sigma
     radius = RADIUS_MULTIPLIER * sig
-    q = unit_vectors(lon, lat) * EARTH_RADIUS_M
     reach = radius * (1.01 + 5.0 * radius / EARTH_RADIUS_M) + index._slack  # the k-d tree's balls
     xyz, h, grid = _sample_grid(index)
     segs = (index.sample_segment, index.lon_u, index.lat_u, index.lon_v, index.lat_v)
+    uturn = _allow_uturn(lon, lat, traces.ptrace, sig)
+    name_id = np.asarray(index.name_id, dtype=np.int32)
 
-    def one(a, b):  # the balls, projections and distances of points a:b (without the GIL)
-        lens, samples = ball_samples(q[a:b], reach[a:b], xyz, h, *grid)
+    def one(a, b):  # the candidates of points a:b (without the GIL but for a few NumPy passes)
+        q = unit_vectors(lon[a:b], lat[a:b]) * EARTH_RADIUS_M
+        lens, samples = ball_samples(q, reach[a:b], xyz, h, *grid)
         pt, seg, f = candidate_pairs(lon[a:b], lat[a:b], radius[a:b], lens, samples, *segs)
         # each projection's great-circle distance from its point (NumPy's, elementwise: the same numbers as one
         # call over every candidate)
-        return pt, seg, f, haversine_m(lon[a:b][pt], lat[a:b][pt], f[:, 3], f[:, 4])
+        d = haversine_m(lon[a:b][pt], lat[a:b][pt], f[:, 3], f[:, 4])
+        pt = pt + a
+        fwd = index._phantom_fwd[seg]
+        rev = index._phantom_rev[seg]
+        has_b = None
+        if traces.bearings is not None:
+            bb = traces.bearings[pt]
+            has_b = ~np.isnan(bb[:, 0])
+        if has_b is not None and has_b.any():
+            fwd = np.where(has_b & ~(angle_difference(f[:, 2], bb[:, 0]) <= bb[:, 1]), -1, fwd)
+            rev = np.where(has_b & ~(angle_difference(f[:, 2] + 180.0, bb[:, 0]) <= bb[:, 1]), -1, rev)
+        ok = (fwd >= 0) | (rev >= 0)
+        pt, seg, f, fwd, rev, d = pt[ok], seg[ok], f[ok], fwd[ok], rev[ok], d[ok]
+        # OSRM's split: away from sharp turns a two-way segment is two candidates, one per direction
+        both = (fwd >= 0) & (rev >= 0) & ~uturn[pt]
+        # candidates: (point, distance, split copy) order -- the reverse copy after every candidate of its point
+        # at that distance: np.lexsort((np.arange(N), distance, point)), by merges -- and one PhantomSet: a point
+        # per candidate, its options its arcs (forward before reverse)
+        order = split_order(pt, f[:, 1], both)
+        rows = candidate_rows(pt, seg, f, np.asarray(fwd, dtype=np.int64), np.asarray(rev, dtype=np.int64), both,
+                              order, name_id)  # one signature: the warm-up's
+        dist = d[np.concatenate([np.arange(pt.size, dtype=np.int64), np.flatnonzero(both)])[order]]  # its rows'
+        # a candidate that may be left backwards (a U-turn at the point) pays for it
+        uturn_c = (rows[3] >= 0) & (rows[4] >= 0)
+        return rows, dist, emission_log_prob_array(dist, sig[rows[0]]) - UTURN_LOG_PENALTY * uturn_c
 
     n_threads = _threads(traces.T, VITERBI_CHUNK)
-    if n_threads > 1:  # chunks of points on threads
+    if n_threads > 1:  # chunks of points on threads, joined in order
         cut = [lon.size * c // n_threads for c in range(n_threads + 1)]
         parts = list(_pool(n_threads).map(one, cut[:-1], cut[1:]))
-        pt = np.concatenate([x[0] + cut[c] for c, x in enumerate(parts)])
-        seg = np.concatenate([x[1] for x in parts])
-        f = np.concatenate([x[2] for x in parts])
-        d = np.concatenate([x[3] for x in parts])
+        cols = [np.concatenate([x[0][i] for x in parts]) for i in range(14)]
+        n_c = np.cumsum([0] + [x[0][0].size for x in parts[:-1]])  # candidates before each chunk
+        n_r = np.cumsum([0] + [int(x[0][5][-1]) for x in parts[:-1]])  # rows before each chunk
+        cols[5] = np.concatenate([np.zeros(1, dtype=np.int64)] + [x[0][5][1:] + r for x, r in zip(parts, n_r,
+                                                                                                   strict=True)])
+        cols[6] = np.concatenate([x[0][6] + c for x, c in zip(parts, n_c, strict=True)])
+        dist = np.concatenate([x[1] for x in parts])
+        emis = np.concatenate([x[2] for x in parts])
     else:
-        pt, seg, f, d = one(0, lon.size)
-    fwd = index._phantom_fwd[seg]
-    rev = index._phantom_rev[seg]
-    has_b = None
-    if traces.bearings is not None:
-        b = traces.bearings[pt]
-        has_b = ~np.isnan(b[:, 0])
-    if has_b is not None and has_b.any():
-        fwd = np.where(has_b & ~(angle_difference(f[:, 2], b[:, 0]) <= b[:, 1]), -1, fwd)
-        rev = np.where(has_b & ~(angle_difference(f[:, 2] + 180.0, b[:, 0]) <= b[:, 1]), -1, rev)
-    ok = (fwd >= 0) | (rev >= 0)
-    pt, seg, f, fwd, rev, d = pt[ok], seg[ok], f[ok], fwd[ok], rev[ok], d[ok]
-    uturn = _allow_uturn(lon, lat, traces.ptrace, sig)
-    # OSRM's split: away from sharp turns a two-way segment is two candidates, one per direction
-    both = (fwd >= 0) & (rev >= 0) & ~uturn[pt]
-    # candidates: (point, distance, split copy) order -- the reverse copy after every candidate of its point at
-    # that distance: np.lexsort((np.arange(N), distance, point)), by merges -- and one PhantomSet: a point per
-    # candidate, its options its arcs (forward before reverse)
-    order = split_order(pt, f[:, 1], both)
+        cols, dist, emis = one(0, lon.size)
     (c_pt, c_seg, c_f, c_fwd, c_rev, start, row_c, arc, segment, name, fraction, segment_fraction, o_lon,
-     o_lat) = candidate_rows(pt, seg, f, np.asarray(fwd, dtype=np.int64), np.asarray(rev, dtype=np.int64), both, order,
-                             np.asarray(index.name_id, dtype=np.int32))  # one signature: the warm-up's
+     o_lat) = cols
     in_lon, in_lat = lon[c_pt], lat[c_pt]
-    dist = d[np.concatenate([np.arange(pt.size, dtype=np.int64), np.flatnonzero(both)])[order]]  # candidate_rows' rows
     allc = PhantomSet(start, arc, fraction, segment, segment_fraction, o_lon, o_lat, dist[row_c], name,
                       np.zeros(row_c.size, dtype=bool), in_lon, in_lat)
     cnt = np.bincount(c_pt, minlength=lon.size)
@@ -453,9 +468,7 @@ def _candidates(index, traces):
     np.cumsum(cnt, out=traces.cstart[1:])
     traces.coff = traces.cstart[traces.poff]
     traces.cpoint = c_pt
-    # a candidate that may be left backwards (a U-turn at the point) pays for it
-    uturn_c = (c_fwd >= 0) & (c_rev >= 0)
-    traces.emis = np.ascontiguousarray(emission_log_prob_array(dist, sig[c_pt]) - UTURN_LOG_PENALTY * uturn_c)
+    traces.emis = np.ascontiguousarray(emis)
     traces.clon = np.ascontiguousarray(c_f[:, 3])
     traces.clat = np.ascontiguousarray(c_f[:, 4])
     return allc
@@ -1080,24 +1093,35 @@ def match(engine, p, index, *, exclusion=None, device="auto"):
     return match_many(engine, [p], index, exclusion=exclusion, device=device, errors="raise")[0]
 
 
-def match_many(engine, records, index, *, exclusion=None, device="auto", errors="return"):
+def match_many(engine, records, index, *, exclusion=None, device="auto", errors="return", parse=None):
     """The OSRM match answers of many traces, their transition searches gathered (see the module notes).
 
     Parameters
     ----------
     records : sequence of MatchParams
+        Or, with ``parse``, of what ``parse`` takes.
     errors : {"return", "raise"}
         ``"return"``: a trace that cannot be matched gets ``{"code": "NoMatch" or "NoSegment", "message":
         ...}`` in its place; ``"raise"``: the first such EngineError is raised.
+    parse : callable, optional
+        ``parse(i, records[i])`` -> MatchParams, raising EngineError for bad input: the records checked in
+        order, a pipeline's batch by batch, the first batches solved while the later ones are checked (the
+        checks are Python; the solving mostly compiled code on other threads). The first bad record's
+        EngineError is raised and nothing is answered, as where every record is checked first.
 
     Returns
     -------
     list of dict, one per record, in order.
+
+    Raises
+    ------
+    EngineError
+        ``parse``'s (the first bad record's), or with ``errors="raise"`` the first trace's that cannot be matched.
     """
     if not records:
         return []
     with _gc_paused():
-        return _match_many(engine, records, index, exclusion, device, errors)
+        return _match_many(engine, records, index, exclusion, device, errors, parse)
 
 
 #: :func:`match_many` pauses Python's cyclic garbage collector while it runs (:func:`_gc_paused`).
@@ -1121,12 +1145,21 @@ def _gc_paused():
         gc.enable()
 
 
-def _match_many(engine, records, index, exclusion, device, errors):
+def _checked(records, lo, hi, parse):
+    """``records[lo:hi]`` as MatchParams (:func:`match_many`'s ``parse``, in order; None: they are)."""
+    if parse is None:
+        return records[lo:hi]
+    return [parse(i, records[i]) for i in range(lo, hi)]
+
+
+def _match_many(engine, records, index, exclusion, device, errors, parse=None):
     """:func:`match_many` of a non-empty ``records``."""
-    snap = metric_snapshot(engine, exclusion)  # one metric for the transitions and the routes
     size = max(1, int(PIPELINE_TRACES))
     if len(records) < 2 * size:
+        records = _checked(records, 0, len(records), parse)
+        snap = metric_snapshot(engine, exclusion)  # one metric for the transitions and the routes
         return _answers(*_solve(engine, records, index, exclusion, snap, device), errors)
+    snap = metric_snapshot(engine, exclusion)
     # a pipeline: batches i + 1 .. i + PIPELINE_DEPTH solved on threads (compiled passes, mostly without the GIL;
     # one batch's NumPy steps beside another's parallel kernel) while this thread builds batch i's answers (Python)
     from concurrent.futures import ThreadPoolExecutor
@@ -1137,11 +1170,22 @@ def _match_many(engine, records, index, exclusion, device, errors):
         numba.set_num_threads(threads)
         return _solve(engine, part, index, exclusion, snap, device)
 
-    parts = [records[i : i + size] for i in range(0, len(records), size)]
+    cuts = list(range(0, len(records), size)) + [len(records)]
     depth = max(1, int(PIPELINE_DEPTH))
     out = []
     with ThreadPoolExecutor(depth) as pool:
-        futs = [pool.submit(solve, part) for part in parts[:depth]]
+        # the first batches solved as soon as they are checked; the others checked meanwhile (parse: Python on this
+        # thread; the solves mostly compiled, on the pool's); a bad record: the solves started are dropped
+        parts, futs = [], []
+        try:
+            for j in range(len(cuts) - 1):
+                parts.append(_checked(records, cuts[j], cuts[j + 1], parse))
+                if j < depth:
+                    futs.append(pool.submit(solve, parts[j]))
+        except BaseException:
+            for f in futs:
+                f.cancel()
+            raise
         for i in range(len(parts)):
             got = futs[i].result()
             futs[i] = None
