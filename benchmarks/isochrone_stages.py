@@ -172,17 +172,22 @@ def worker(args):
               flush=True)
 
 
-def compare(args):
-    """The --compare driver (see the module doc)."""
-    import subprocess
-
+def ny_time(n):
+    """The NY-time dataset (built once under ``out/service_bench``) opened, and ``n`` random origins (seed 0)."""
     d = ROOT / "out" / "service_bench" / "ny-time"
     if not is_dataset(d):
         build_dataset("ny-time", d, method="inertial")
     eng = Engine.open(str(d))
     g = eng.graph
     rng = np.random.default_rng(0)
-    origins = np.asarray(g.coords)[rng.choice(g.n_nodes, args.n, replace=False)]
+    return eng, np.asarray(g.coords)[rng.choice(g.n_nodes, n, replace=False)]
+
+
+def compare(args):
+    """The --compare driver (see the module doc)."""
+    import subprocess
+
+    eng, origins = ny_time(args.n)
     del eng
     extra = [] if args.device is None else ["--device", args.device]
     extra += [] if args.cells is None else ["--cells", str(args.cells)]
@@ -258,13 +263,7 @@ def main():
         sys.exit(0 if compare(args) else 1)
     if args.cells is not None:
         config.SERVE_ISOCHRONE_MAX_CELLS = args.cells
-    d = ROOT / "out" / "service_bench" / "ny-time"
-    if not is_dataset(d):
-        build_dataset("ny-time", d, method="inertial")
-    eng = Engine.open(str(d))
-    g = eng.graph
-    rng = np.random.default_rng(0)
-    origins = np.asarray(g.coords)[rng.choice(g.n_nodes, args.n, replace=False)]
+    eng, origins = ny_time(args.n)
     has_gpu = device_name() != "cpu only"
     for device in (["gpu", "cpu"] if has_gpu else ["cpu"]):
         t = run(eng, origins, device)
