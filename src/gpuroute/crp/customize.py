@@ -272,6 +272,12 @@ def build_mezzanine(graph, partition):
     :data:`gpuroute.config.CRP_MEZZANINE_AUTO_MIN_NODES` nodes whose partition has one of its cell sizes, where
     KaHIP imports (the mezzanine cells are cut by kaffpa); else none.
 
+    Parameters
+    ----------
+    graph : RoadGraph
+    partition : Partition
+        The overlay's (query) partition; its ``cell_sizes`` select the ``CRP_MEZZANINE_AUTO`` entries.
+
     Returns
     -------
     dict or False

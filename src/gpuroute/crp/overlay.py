@@ -819,10 +819,10 @@ class Overlay:
         mz = man.get("mezzanine")
         if mz is not None and not (isinstance(mz, dict) and isinstance(mz.get("cell_sizes"), list)):
             raise ValueError(f"{mpath}: 'mezzanine' is not an entry with cell_sizes")
+        from .microcode import MicroProgram
+
         names = ("cells", "arc_cost", "turn_cost", "clique", "tree") + (("mezzanine",) if mz else ())
         if mz and mz.get("micro"):
-            from .microcode import MicroProgram
-
             names += tuple(MICRO_PREFIX + k for k in MicroProgram.ARRAYS)
         for name in names:
             path = os.path.join(directory, name + ".npy")

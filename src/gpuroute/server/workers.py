@@ -786,6 +786,7 @@ class Dispatcher:
         return theirs
 
     def drop(self, slot):
+        """Close ``slot``'s socket pair (its worker died or is being replaced): no connection goes there."""
         ch, self.chan[slot] = self.chan[slot], None
         if ch is not None:
             ch.close()
@@ -820,6 +821,7 @@ class Dispatcher:
         return k
 
     def hand_pending(self):
+        """Offer every waiting connection again (after a worker was replaced); those no worker takes wait on."""
         waiting, self.pending = self.pending, []
         for conn in waiting:
             if not self.hand(conn):
@@ -847,6 +849,7 @@ class Dispatcher:
         return False
 
     def close(self):
+        """Close the waiting connections and every socket pair (the server is stopping)."""
         for conn in self.pending:
             conn.close()
         self.pending = []
