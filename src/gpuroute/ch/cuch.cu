@@ -744,7 +744,7 @@ __device__ __forceinline__ void sorted_at(i64 p, const i64* src, const i64* orde
         e = pk == CU_SENT ? -1 : unpack_idx(pk, ib);
     } else {
         e = order[p];
-        k = src[e];
+        k = e < 0 ? CU_SENT : src[e];  // -1: a dropped arc's place (EXTRACT by merging)
     }
 }
 
@@ -782,7 +782,8 @@ __global__ void __launch_bounds__(CU_BLOCK) cuch_seg_scatter(
         i64 T, const i64* __restrict__ ks, const i64* __restrict__ ke, const i64* __restrict__ cw,
         const int* __restrict__ cmid, const int* __restrict__ carc, const i64* __restrict__ bsum, i64 n, int ib,
         i64* __restrict__ info, int* __restrict__ ftail, int* __restrict__ fhead, i64* __restrict__ fw,
-        int* __restrict__ fmid, int* __restrict__ farc, i64* __restrict__ key2) {
+        int* __restrict__ fmid, int* __restrict__ farc, i64* __restrict__ key2, i64 m_old, i64* __restrict__ qof,
+        i64* __restrict__ nk, i64* __restrict__ nq, i64* __restrict__ cnt) {
     const i64 base = (i64)blockIdx.x * SCAN_TILE + (i64)threadIdx.x * SCAN_ITEMS;
     i64 acc[1] = {0}, tot[1];
     for (int i = 0; i < SCAN_ITEMS; ++i) {
@@ -822,11 +823,162 @@ __global__ void __launch_bounds__(CU_BLOCK) cuch_seg_scatter(
         fmid[q] = bm;
         farc[q] = ba;
         key2[q] = pack_key(h * n + t, q, ib);
+        if (m_old >= 0) {  // EXTRACT by merging: an old arc's new place, or a run of new arcs only
+            if (e < m_old) {
+                qof[e] = q;
+            } else {
+                const i64 x = (i64)atomicAdd((unsigned long long*)&cnt[2], 1ULL);
+                nk[x] = key2[q];
+                nq[x] = q;
+            }
+        }
         sumw += bwt;
         ++q;
     }
     const i64 s = block_sum(sumw);
     if (threadIdx.x == 0 && s) atomicAdd((unsigned long long*)&info[I_SUMW], (unsigned long long)s);
+}
+
+// EXTRACT by merging (iterations after G_0): the old arcs' keys ckey[0:m] are already in order (the
+// previous overlay's forward CSR) but for CU_SENT holes, so only the new shortcuts' keys are sorted (apart)
+// and the two sequences merged (merge path: an element's place is its rank in its own sequence plus the
+// number of the other's keys before it; on equal keys the old arc first, as a stable sort puts it). The
+// result is what the full sort gives: with ib >= 0 the sorted packed keys, else the sorting permutation
+// (-1 at the dropped arcs' places, which sort last). The backward order likewise: the old arcs in the
+// previous backward CSR's order, the runs of new arcs only sorted apart, merged.
+__device__ __forceinline__ i64 lb_i64(const i64* a, i64 n, i64 x) {  // first i with a[i] >= x
+    i64 lo = 0, hi = n;
+    while (lo < hi) {
+        const i64 mid = (lo + hi) >> 1;
+        if (a[mid] < x) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+__device__ __forceinline__ i64 ub_i64(const i64* a, i64 n, i64 x) {  // first i with a[i] > x
+    i64 lo = 0, hi = n;
+    while (lo < hi) {
+        const i64 mid = (lo + hi) >> 1;
+        if (a[mid] <= x) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+// cnt[1] = the new keys before CU_SENT (bkey sorted, n_new of them); cnt[0], cnt[2], cnt[3] = 0.
+__global__ void cuch_mg_count(const i64* __restrict__ bkey, i64 n_new, i64* __restrict__ cnt) {
+    cnt[1] = lb_i64(bkey, n_new, CU_SENT);
+    cnt[0] = cnt[2] = cnt[3] = 0;
+}
+
+// Phase 1 of a compaction: bsum[block * 4] = the kept elements of the block's tile (with use_perm, element p
+// is key[perm[p]]).
+__global__ void __launch_bounds__(CU_BLOCK) cuch_mg_keep_reduce(i64 m, const i64* __restrict__ key,
+                                                                const int* __restrict__ perm, int use_perm,
+                                                                i64* __restrict__ bsum) {
+    const i64 base = (i64)blockIdx.x * SCAN_TILE + (i64)threadIdx.x * SCAN_ITEMS;
+    i64 acc[1] = {0}, tot[1];
+    for (int i = 0; i < SCAN_ITEMS; ++i) {
+        const i64 p = base + i;
+        if (p >= m) break;
+        acc[0] += key[use_perm ? perm[p] : p] != CU_SENT;
+    }
+    block_scan<1>(acc, tot);
+    if (threadIdx.x == 0) {
+        bsum[blockIdx.x * 4] = tot[0];
+        bsum[blockIdx.x * 4 + 1] = bsum[blockIdx.x * 4 + 2] = bsum[blockIdx.x * 4 + 3] = 0;
+    }
+}
+
+// The forward merge, old side: old key p (p < m, kept) of rank r goes to akey[r] and to its place
+// r + (new keys below it); cnt[0] = the kept old keys. bkey: the new keys sorted, cnt[1] of them real.
+__global__ void __launch_bounds__(CU_BLOCK) cuch_mg_old(i64 m, const i64* __restrict__ ckey,
+                                                        const i64* __restrict__ bsum, const i64* __restrict__ bkey,
+                                                        int ib, i64* __restrict__ akey, i64* __restrict__ out,
+                                                        i64* __restrict__ cnt) {
+    const i64 base = (i64)blockIdx.x * SCAN_TILE + (i64)threadIdx.x * SCAN_ITEMS;
+    const i64 nb = cnt[1];
+    i64 acc[1] = {0}, tot[1];
+    for (int i = 0; i < SCAN_ITEMS; ++i) {
+        const i64 p = base + i;
+        if (p >= m) break;
+        acc[0] += ckey[p] != CU_SENT;
+    }
+    block_scan<1>(acc, tot);
+    i64 pre[1];
+    block_prefix<1>(bsum, pre);
+    if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) cnt[0] = pre[0] + tot[0];
+    i64 r = acc[0] + pre[0];
+    for (int i = 0; i < SCAN_ITEMS; ++i) {
+        const i64 p = base + i;
+        if (p >= m) break;
+        const i64 k = ckey[p];
+        if (k == CU_SENT) continue;
+        akey[r] = k;
+        out[r + lb_i64(bkey, nb, k)] = ib >= 0 ? k : p;
+        ++r;
+    }
+}
+
+// The forward merge, new side (one thread per place p < T): new key p (p < cnt[1]) to its place p + (old
+// keys at or below it); the places from cnt[0] + cnt[1] on get the dropped arcs (CU_SENT, or -1).
+// bord (ib < 0): the new keys' sorting permutation, indices from m.
+__global__ void cuch_mg_new(i64 T, i64 m, const i64* __restrict__ bkey, const i64* __restrict__ bord, int ib,
+                            const i64* __restrict__ akey, const i64* __restrict__ cnt, i64* __restrict__ out) {
+    const i64 p = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= T) return;
+    const i64 ca = cnt[0], nb = cnt[1];
+    if (p < nb) {
+        const i64 k = bkey[p];
+        out[p + ub_i64(akey, ca, k)] = ib >= 0 ? k : m + bord[p];
+    }
+    if (p >= ca + nb) out[p] = ib >= 0 ? CU_SENT : -1;
+}
+
+// The backward merge, old side: the previous overlay's backward arcs b < m_old (forward arc bperm[b]) that
+// are kept, in their order, with their new forward index q = qof[bperm[b]] and key (head, tail, q); nk:
+// the runs of new arcs' keys sorted (cnt[2] of them). cnt[3] = the kept old arcs.
+__global__ void __launch_bounds__(CU_BLOCK) cuch_mg_bold(i64 m_old, const int* __restrict__ bperm,
+                                                         const i64* __restrict__ ckey, const i64* __restrict__ qof,
+                                                         const int* __restrict__ ftail, const int* __restrict__ fhead,
+                                                         i64 n, const i64* __restrict__ bsum, const i64* __restrict__ nk,
+                                                         int ib, i64* __restrict__ akey, i64* __restrict__ out,
+                                                         i64* __restrict__ cnt) {
+    const i64 base = (i64)blockIdx.x * SCAN_TILE + (i64)threadIdx.x * SCAN_ITEMS;
+    const i64 nn = cnt[2];
+    i64 acc[1] = {0}, tot[1];
+    for (int i = 0; i < SCAN_ITEMS; ++i) {
+        const i64 b = base + i;
+        if (b >= m_old) break;
+        acc[0] += ckey[bperm[b]] != CU_SENT;
+    }
+    block_scan<1>(acc, tot);
+    i64 pre[1];
+    block_prefix<1>(bsum, pre);
+    if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) cnt[3] = pre[0] + tot[0];
+    i64 r = acc[0] + pre[0];
+    for (int i = 0; i < SCAN_ITEMS; ++i) {
+        const i64 b = base + i;
+        if (b >= m_old) break;
+        const i64 e = bperm[b];
+        if (ckey[e] == CU_SENT) continue;
+        const i64 q = qof[e];
+        const i64 k = pack_key((i64)fhead[q] * n + ftail[q], q, ib);
+        akey[r] = k;
+        out[r + lb_i64(nk, nn, k)] = ib >= 0 ? k : q;
+        ++r;
+    }
+}
+
+// The backward merge, new side: run key p (p < cnt[2]) to its place; nq (ib < 0): its forward index.
+__global__ void cuch_mg_bnew(i64 T, const i64* __restrict__ nk, const i64* __restrict__ nq, int ib,
+                             const i64* __restrict__ akey, const i64* __restrict__ cnt, i64* __restrict__ out) {
+    const i64 p = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= T) return;
+    const i64 ca = cnt[3], nn = cnt[2];
+    if (p < nn) {
+        const i64 k = nk[p];
+        out[p + ub_i64(akey, ca, k)] = ib >= 0 ? k : nq[p];
+    }
+    if (p >= ca + nn) out[p] = ib >= 0 ? CU_SENT : -1;
 }
 
 // The backward CSR: arc q (q < M) in (head, tail) order is forward arc j: with ib >= 0 the index in the
