@@ -576,3 +576,16 @@ def test_dispatcher_out_of_descriptors_waits_without_spinning(monkeypatch, caplo
     assert Full.calls == 2 and slept == [W.PENDING_RETRY_S] * 2 and not d.pending
     assert sum("accept failed" in r.getMessage() for r in caplog.records) == 1
     d.close()
+
+
+@pytest.mark.parametrize("cores,workers,configured,want", [(16, 16, 4, 1), (16, 2, 4, 4), (16, 8, 4, 2), (2, 2, 1, 1)])
+def test_a_worker_draws_the_isochrone_lattice_on_its_share_of_the_cores(monkeypatch, cores, workers, configured,
+                                                                      want):
+    """Each forked worker caps the CPU lattice's parts (threads of their own) at its share of the cores, as
+    numba's threads are capped: 16 workers on 16 cores draw in one part each, not 4 threads each."""
+    from gpuroute import config
+
+    monkeypatch.setattr(config, "SERVE_ISOCHRONE_LATTICE_THREADS", configured)
+    monkeypatch.setattr(W, "available_cores", lambda: cores)
+    W._share_cores(workers)
+    assert config.SERVE_ISOCHRONE_LATTICE_THREADS == want

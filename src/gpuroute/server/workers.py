@@ -573,6 +573,16 @@ def _thread_cap(n):
     return before
 
 
+def _share_cores(workers):
+    """In a worker: the CPU isochrone lattice's parts (threads of their own, not numba's) at most this
+    worker's share of the cores, as :func:`_thread_cap` does for numba's threads (16 workers on 16 cores:
+    one part, not ``config.SERVE_ISOCHRONE_LATTICE_THREADS`` threads each). The parts never change an
+    answer (the codes are the same whatever the parts)."""
+    from .. import config
+
+    config.SERVE_ISOCHRONE_LATTICE_THREADS = min(int(config.SERVE_ISOCHRONE_LATTICE_THREADS), numba_threads(workers))
+
+
 @contextlib.contextmanager
 def _all_threads():
     """numba's every thread for the calling thread meanwhile (a customization: rare, and every worker waits
@@ -1083,6 +1093,7 @@ class _Supervisor:
         self.pipe.forget()
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         _die_with_parent(self.parent)
+        _share_cores(self.n)
         d = self.dispatcher
         mine = None if d is not None else self.sockets[slot % len(self.sockets)]
         for s in self.sockets:
