@@ -43,7 +43,7 @@ lint: $(VENV)/.installed-dev
 
 test: $(VENV)/.installed-dev cu-check osrm-bin web-assets chromium
 	$(VENV)/bin/ruff check src tests benchmarks
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info
