@@ -467,7 +467,7 @@ def compare_plans(rows, args, g, part, metrics):
         for k, v in defaults.items():
             setattr(config, k, v)
         for k, v in over.items():
-            setattr(config, k, v if defaults[k] is None else type(defaults[k])(v))
+            setattr(config, k, v if defaults[k] is None or isinstance(defaults[k], str) else type(defaults[k])(v))
         ext, cached, part_s = (None, True, 0.0) if mz is False else mezzanine_partition(g, part, mz)
         t0 = time.perf_counter()
         ov = Overlay.build(g, part, mezzanine=False if ext is None else ext)
@@ -544,7 +544,7 @@ def compare_push(rows, args, g, part, metrics):
         for k, v in defaults.items():
             setattr(config, k, v)
         for k, v in push_way(spec).items():  # (a None default -- CRP_GPU_PUSH_MAX_CELLS -- takes the int)
-            setattr(config, k, v if defaults[k] is None else type(defaults[k])(v))
+            setattr(config, k, v if defaults[k] is None or isinstance(defaults[k], str) else type(defaults[k])(v))
 
     rng = np.random.default_rng(0)
     ids = rng.integers(0, g.n_arcs, 1000)
