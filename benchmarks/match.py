@@ -21,6 +21,12 @@ the GPU twin -- where a GPU is usable; ``--transitions`` picks):
   single ones (matched lengths and tracepoints);
 * ``stages``: one more run of each (``batched``, ``one_at_a_time``) with each stage of :data:`STAGES` timed
   (:func:`stage_breakdown`), its CPU seconds over wall seconds, numba's threads and threading layer;
+* ``gpu`` (with ``--gpu-transitions on``: the key ``<mode>+gpu``; ``both`` times the CPU's and the GPU's): the
+  batched run's transition searches on the GPU (``config.SERVE_MATCH_TRANSITIONS_DEVICE = "gpu"``,
+  :mod:`gpuroute.engine.match_gpu`), its kernel's own time (CUDA events around each launch) and work (searches,
+  launches, heap pops, turns relaxed; an estimate of the memory traffic: 32-byte sectors touched, 4 a pop and 5 a
+  turn, against the H100's ~2.9 TB/s), and ``same_as_cpu``: its answers byte for byte (JSON) those of the CPU's
+  batched run;
 * ``osrm`` (where the osrm-bindings wheel's binaries are, ``make osrm-bin``): osrm-routed ``--algorithm mld``
   on the same extract with car.lua, the 100-point trace over loopback HTTP (median of ``--repeat``) and the
   batch one request after the other; both engines' matched-length error against the truth.
@@ -29,6 +35,7 @@ Prints one JSON object (also written to ``--json``), naming device, commit and d
 
 Usage (from the repo root; on the H100 in one call):
     .venv/bin/python benchmarks/match.py [--traces 1000] [--repeat 50] [--device auto] [--json OUT.json]
+    [--gpu-transitions off|on|both]
     [--src DIR]  (gpuroute imported from DIR: another tree, e.g. the "before" of a change, timed the same way)
 """
 from __future__ import annotations
@@ -116,6 +123,7 @@ STAGES = {
     "candidates": ("match._candidates", "balls, projections, candidates' rows (compiled, threads) and NumPy"),
     "step_inputs": ("match._step_inputs", "the bounds of the lazy pass's tables"),
     "viterbi_searches": ("match._viterbi", "the Viterbi pass with its bounded transition searches (parallel)"),
+    "tables": ("match._Tables._search", "the tables searched up front (one trace; the GPU's: every batch's)"),
     "legs": ("match._leg_plans", "the matched legs' searches rerun with parents (threads)"),
     "leg_sums": ("match._Legs.sums", "the legs' weights, durations, lengths and points (threads)"),
     "answers": ("match._answers", "the OSRM answers (Python; waypoints and route objects inside)"),
@@ -178,8 +186,16 @@ def stage_breakdown(run):
             "stages_s": got, "calls": calls, "stages": {k: v[1] for k, v in STAGES.items()}}
 
 
-def run_mode(eng, a, c100, kw100, batch, items, matched_length):
-    """The timings of one ``config.SERVE_MATCH_TRANSITIONS`` mode (see the module notes)."""
+#: The H100's memory bandwidth (bytes/s) the GPU transition kernel's traffic estimate is set against.
+H100_BYTES_S = 2.9e12
+#: The estimate's sectors (32 bytes) touched per heap pop (heap root, record, key, turn range) and per turn relaxed
+#: (turn and its cost, the arc's cost and length, the hash probe's key, target row and record).
+SECTORS_PER_POP, SECTORS_PER_TURN = 4, 5
+
+
+def run_mode(eng, a, c100, kw100, batch, items, matched_length, gpu=False):
+    """The timings of one ``config.SERVE_MATCH_TRANSITIONS`` mode (see the module notes); ``gpu``: the batched
+    run's searches on the GPU twin (the key ``_answers`` holds the batched answers for the comparison)."""
     eng.match(c100, device=a.device, **kw100)  # warm-up (numba kernels loaded)
     times = []
     for _ in range(a.repeat):
@@ -223,22 +239,44 @@ def run_mode(eng, a, c100, kw100, batch, items, matched_length):
     def batched():
         return eng.match_many(items, device=a.device, overview="false")
 
+    totals = None
+    if gpu:
+        from gpuroute.engine import match_gpu
+
+        config.SERVE_MATCH_TRANSITIONS_DEVICE = "gpu"
+        batched()  # warm-up: the kernel compiled, the network uploaded
+        match_gpu.totals(reset=True)
     t = time.perf_counter()
     one = one_by_one()
     t_one = time.perf_counter() - t
     t = time.perf_counter()
     many = batched()
     t_many = time.perf_counter() - t
+    if gpu:
+        totals = match_gpu.totals(reset=True)
     same = all(x.get("code") == y.get("code") and abs(matched_length(x) - matched_length(y)) < 0.05
                and [tp is None for tp in x.get("tracepoints", [])] == [tp is None for tp in y.get("tracepoints", [])]
                for x, y in zip(one, many, strict=True))
     err = [abs(matched_length(r) / L - 1.0) for r, (_, _, L) in zip(many, batch, strict=True)]
     stages = {"batched": stage_breakdown(batched), "one_at_a_time": stage_breakdown(one_by_one)}
-    return {"single_100": single, "stages": stages,
-            "batch": {"traces": len(batch), "points": int(sum(len(c) for c, _, _ in batch)),
-                      "one_at_a_time_s": t_one, "batched_s": t_many, "speedup": t_one / t_many,
-                      "same_answers": bool(same), "within_2pct": float(np.mean(np.asarray(err) <= 0.02)),
-                      "mean_error": float(np.mean(err))}}
+    res = {"single_100": single, "stages": stages,
+           "batch": {"traces": len(batch), "points": int(sum(len(c) for c, _, _ in batch)),
+                     "one_at_a_time_s": t_one, "batched_s": t_many, "speedup": t_one / t_many,
+                     "same_answers": bool(same), "within_2pct": float(np.mean(np.asarray(err) <= 0.02)),
+                     "mean_error": float(np.mean(err))}, "_answers": json.dumps(many, sort_keys=True)}
+    if gpu:
+        config.SERVE_MATCH_TRANSITIONS_DEVICE = "cpu"
+        sectors = SECTORS_PER_POP * totals.get("pops", 0) + SECTORS_PER_TURN * totals.get("turns", 0)
+        k = totals.get("kernel_s", 0.0)
+        res["gpu"] = {"totals": totals, "kernel_s": k,
+                      "kernel_share_of_batched": k / t_many,
+                      "method": {"bytes_est": 32 * sectors, "bytes_per_s_est": 32 * sectors / k if k else None,
+                                 "of_h100_bandwidth": (32 * sectors / k) / H100_BYTES_S if k else None,
+                                 "launches": totals.get("launches"), "searches": totals.get("jobs"),
+                                 "calls": totals.get("calls"),
+                                 "note": "sectors touched estimated: 4 a heap pop, 5 a turn relaxed (32 B each); "
+                                         "one thread a search: latency-bound, not bandwidth-bound"}}
+    return res
 
 
 def main(argv=None):
@@ -254,6 +292,9 @@ def main(argv=None):
                     help="comma-separated config.SERVE_MATCH_TRANSITIONS modes to time (default: search, and table "
                          "too where a GPU is usable)")
     ap.add_argument("--no-osrm", action="store_true", help="skip the osrm-routed peer")
+    ap.add_argument("--gpu-transitions", default="off", choices=("off", "on", "both"),
+                    help="the batched run's transition searches on the GPU twin (on), the CPU's (off), or both timed "
+                         "and their answers compared (key <mode>+gpu; default off)")
     ap.add_argument("--json", default=None, help="also write the result here")
     ap.add_argument("--src", default=SRC, help="import gpuroute from this directory (default: the repo's src)")
     a = ap.parse_args(argv)
@@ -290,9 +331,26 @@ def main(argv=None):
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "dataset": str(d), "graph": {"nodes": int(eng.graph.n_nodes), "arcs": int(eng.graph.n_arcs)},
            "targets": {"single_100_s": 0.005, "batch_speedup": 10.0}, "transitions": {}}
+    keep_dev = getattr(config, "SERVE_MATCH_TRANSITIONS_DEVICE", None)
     for mode in modes:
         config.SERVE_MATCH_TRANSITIONS = mode
-        out["transitions"][mode] = run_mode(eng, a, c100, kw100, batch, items, matched_length)
+        cpu_answers = None
+        if a.gpu_transitions in ("off", "both"):
+            if keep_dev is not None:
+                config.SERVE_MATCH_TRANSITIONS_DEVICE = "cpu"
+            r = run_mode(eng, a, c100, kw100, batch, items, matched_length)
+            cpu_answers = r.pop("_answers")
+            out["transitions"][mode] = r
+        if a.gpu_transitions in ("on", "both"):
+            r = run_mode(eng, a, c100, kw100, batch, items, matched_length, gpu=True)
+            got = r.pop("_answers")
+            if cpu_answers is not None:
+                r["gpu"]["same_as_cpu"] = got == cpu_answers
+                r["gpu"]["batched_speedup_over_cpu"] = out["transitions"][mode]["batch"]["batched_s"] / \
+                    r["batch"]["batched_s"]
+            out["transitions"][mode + "+gpu"] = r
+    if keep_dev is not None:
+        config.SERVE_MATCH_TRANSITIONS_DEVICE = keep_dev
 
     if bindir is not None and not a.no_osrm:
         from osrm_peer import OSRMRouted, build_mld

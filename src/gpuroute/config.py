@@ -511,6 +511,31 @@ SERVE_MATCH_TRANSITIONS = "auto"
 #: points (852) 3.6 and 2.9 ms (the workers' scratch is kept between calls; allocated per call, it ate the gain:
 #: 4.2 and 4.1 ms, and the threshold was 4,000).
 SERVE_MATCH_PARALLEL_JOBS = 64
+#: /match: where a batch's bounded transition searches run (gpuroute.engine.match_gpu, the GPU twin of
+#: match_hmm.transitions: one GPU thread per search, the same tables bit for bit): "auto" (the GPU where CuPy and a
+#: CUDA device are usable), "cpu" or "gpu". Only the batched pipeline's batches (the Viterbi pass that would search
+#: its own tables: services.match._lazy) take it: every step's table of the batch on the GPU, then the Viterbi over
+#: them; a single trace stays on the CPU. A request's device="cpu" keeps the CPU's. "cpu" by default: on the H100
+#: host (16 cores) 1,000 Monaco traces batched took 0.561 s with the GPU's tables against 0.569 s with the CPU's
+#: lazy pass, the same bytes (the kernel 115 ms for 461,235 searches; copies and the host's table plumbing the
+#: rest; BENCHMARKS.md, "Map matching: the transition searches on the GPU").
+SERVE_MATCH_TRANSITIONS_DEVICE = "cpu"
+#: ... only for a batch of at least this many traces (with candidates); fewer stay on the CPU (a lone trace's searches
+#: on the GPU are a launch and copies for ~1 ms of CPU work: not measured; with one numba thread every call's pass
+#: would otherwise qualify).
+SERVE_MATCH_GPU_MIN_TRACES = 32
+#: The GPU transition searches: threads per block.
+SERVE_MATCH_GPU_THREADS = 64
+#: ... hash-table slots of one search's records in the first round (a power of two, 36 bytes each with its heap; at
+#: most half used); a search whose table or heap fills runs again with four times as many, up to
+#: SERVE_MATCH_GPU_MAX_HASH_SLOTS, past which it runs on the CPU twin. Monaco with car.lua, 7,939 searches of 12
+#: traces (sigma 5-20 m, 1-10 s; 195 heap pops a search on average): 15 % of them fill 1,024 slots, 0.3 % 2,048,
+#: none 4,096 (tests/engine/test_match_gpu.py's traces, 2026-11-27).
+SERVE_MATCH_GPU_HASH_SLOTS = 1 << 11
+SERVE_MATCH_GPU_MAX_HASH_SLOTS = 1 << 16
+#: ... most bytes of per-search scratch of one launch (the searches of a batch run in launches that fit: 4 GiB is
+#: 58,000 searches at 2,048 slots, a batch of 128 traces of Monaco's benchmark in one launch).
+SERVE_MATCH_GPU_SCRATCH_BYTES = 4 << 30
 #: Up to TOUR_EXACT_MAX_N stops a /trip order is exact (gpuroute.tours.tsp_exact, no time limit); past it
 #: the tour search (gpuroute.tours.tsp) of a request that gives no time limit may take
 #: SERVE_TRIP_TIME_PER_STOP_S x n seconds, clamped to [SERVE_TRIP_TIME_MIN_S, SERVE_TRIP_TIME_MAX_S] (a

@@ -223,6 +223,9 @@ class Engine:
         if self.overlay is not None:
             self.overlay.release()
         self._iso_gpu = {}
+        mg = sys.modules.get("gpuroute.engine.match_gpu")
+        if mg is not None:  # /match's GPU transition searches: the networks' device copies
+            mg.release()
         cp = sys.modules.get("cupy")
         if cp is not None:  # only where CuPy was imported: closing never starts CUDA
             cp.get_default_memory_pool().free_all_blocks()

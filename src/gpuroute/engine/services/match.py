@@ -46,7 +46,10 @@ Per trace:
    searches each step's table as it reaches it (:func:`gpuroute.engine.match_hmm.viterbi_search_many`), only the
    rows of the sources the Viterbi has not pruned (a third fewer searches on Monaco's traces; the rows it reads
    are the same searches', so the same answers), the asks after a breakage too (up to
-   :data:`LAZY_ASK_POINTS` back): one compiled pass of every trace, no round trip.
+   :data:`LAZY_ASK_POINTS` back): one compiled pass of every trace, no round trip. Where the GPU twin of the
+   searches runs (``config.SERVE_MATCH_TRANSITIONS_DEVICE``, :func:`_gpu_backend`), such a batch's tables are
+   instead all searched up front on the GPU (:func:`gpuroute.engine.match_gpu.transitions`, one thread per
+   search, the CPU's tables bit for bit) and the Viterbi runs over them: the same answers.
 5. **Routes.** Each matching's route is the route service's through its matched candidates in order
    (``continue_straight=False`` as OSRM's match: the candidates' own directions say where a U-turn is
    allowed), on the same snapshot, one leg per pair of consecutive matched points -- but its legs are not
@@ -628,6 +631,7 @@ class _Tables:
         self.device = device
         self.w_scale = engine._w_scale
         self.calls = 0
+        self.gpu = None  # the GPU twin's backend where the searches run there (:func:`_gpu_backend`)
         how = str(config.SERVE_MATCH_TRANSITIONS)
         if how not in TRANSITIONS:
             raise ValueError(f"config.SERVE_MATCH_TRANSITIONS must be one of {TRANSITIONS}, got {how!r}")
@@ -689,7 +693,11 @@ class _Tables:
                 off[:-1].copy(), np.ascontiguousarray(s0))
         threads = numba.get_num_threads()
         m = net[3].size
-        if threads > 1 and job_s.size >= int(config.SERVE_MATCH_PARALLEL_JOBS):
+        if self.gpu is not None and job_s.size:  # the GPU twin (gpuroute.engine.match_gpu): the same out and ok
+            from .. import match_gpu
+
+            match_gpu.transitions(jobs, opts, net, out, ok, backend=self.gpu)
+        elif threads > 1 and job_s.size >= int(config.SERVE_MATCH_PARALLEL_JOBS):
             sc = _SCRATCH.get(m, min(threads, job_s.size))
             try:
                 with self.engine._table_lock:  # numba's workqueue layer: one parallel call at a time per engine
@@ -1056,13 +1064,38 @@ def _prepare(engine, traces, index, ex, snap, device):
         return allc, None, None, None
     tables = _Tables(engine, allc, ex, snap, device)
     if _lazy(tables, traces):
-        return allc, tables, None, None
+        busy = int(np.count_nonzero(traces.coff[1:] > traces.coff[:-1]))
+        tables.gpu = _gpu_backend(device) if busy >= int(config.SERVE_MATCH_GPU_MIN_TRACES) else None
+        if tables.gpu is None:
+            return allc, tables, None, None
     pt = traces.ptrace
     p = np.flatnonzero(pt[:-1] == pt[1:])
     tdist, off = tables.run_arrays(_pairs(traces, p, p + 1, _max_speed(engine)))
     toff = np.zeros(traces.n, dtype=np.int64)
     toff[p + 1] = off[:-1]
     return allc, tables, toff, tdist
+
+
+def _gpu_backend(device):
+    """The GPU twin of the transition searches (:mod:`gpuroute.engine.match_gpu`'s backend) where a batch's searches
+    run there: ``device`` (the request's) not ``"cpu"`` and ``config.SERVE_MATCH_TRANSITIONS_DEVICE`` ``"gpu"``, or
+    ``"auto"`` with a usable GPU; else None (the CPU's searches). Only a batch of at least
+    ``config.SERVE_MATCH_GPU_MIN_TRACES`` traces with candidates asks (:func:`_prepare`).
+
+    Raises
+    ------
+    ValueError
+        A bad ``config.SERVE_MATCH_TRANSITIONS_DEVICE``.
+    GPUUnavailableError
+        ``"gpu"`` without a usable GPU.
+    """
+    if device == "cpu":
+        return None
+    from .. import match_gpu
+
+    if not match_gpu.usable(str(config.SERVE_MATCH_TRANSITIONS_DEVICE)):
+        return None
+    return match_gpu.gpu_backend()
 
 
 def match(engine, p, index, *, exclusion=None, device="auto"):
