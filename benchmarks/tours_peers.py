@@ -40,7 +40,10 @@ gap <= PyVRP's; at 60 s up to 401 stops: <= 1 %); ``--report FILE`` prints it ag
 ``--variant NAME:KEY=VALUE,...`` (repeatable) adds the CVRP solver ``gpuroute-cpu-NAME``: gpuroute's CPU
 search with those ``SISR_*`` constants of ``gpuroute.tours.vrp_sisr`` (``POP_*``: of ``gpuroute.tours.vrp_pop``)
 set for its runs (``--variant pen:PEN=1``, ``--variant chain:POP_SIZE=1``), its own column and target verdict,
-to compare settings in the same run.
+to compare settings in the same run (``--variant indep:CHAINS_SYNC=0``: independent SISR chains). ``--chains K``:
+gpuroute's CPU CVRP search (and its variants) with ``cvrp(..., chains=K)`` (default: one chain a numba thread;
+``--jobs`` runs give each worker one thread, so one chain). ``--report a.json,b.json`` merges several results
+into one table (PyVRP's runs from one, ours from another).
 
 ``--instances X:1001`` names every X instance up to 1,001 stops found in --data-dir / --cvrp-dir
 (``X:167-401``: a size range). ``--jobs J`` deals the instances to J child processes (each one after the
@@ -240,7 +243,7 @@ def prepare(names, a):
 # solvers: each returns a dict with at least "solution" (routes or tour) and "objective" (the solver's own
 # cost, or None) and may add solver-specific fields
 
-def _gpuroute(inst, T, device, seed):
+def _gpuroute(inst, T, device, seed, chains=None):
     if inst.kind == "tsp":
         from gpuroute.tours import tsp
 
@@ -249,7 +252,9 @@ def _gpuroute(inst, T, device, seed):
     else:
         from gpuroute.tours import cvrp
 
-        r = cvrp(inst.costs, inst.demands, inst.capacity, depot=inst.depot, time_limit=T, seed=seed, device=device)
+        kw = {"chains": chains} if chains else {}  # --chains: the CPU search's SISR chains
+        r = cvrp(inst.costs, inst.demands, inst.capacity, depot=inst.depot, time_limit=T, seed=seed, device=device,
+                 **kw)
         sol = [x.tolist() for x in r.routes]
     keep = ("routes", "starts", "iterations", "ils_iterations", "improvements", "moves", "chains", "rounds",
             "complete", "neighbourhood", "warmup_seconds", "seconds")
@@ -415,14 +420,14 @@ def parse_variants(specs):
     return out
 
 
-def _variant(sets):
+def _variant(sets, chains=None):
     """gpuroute-cpu with the constants ``sets`` of vrp_sisr / vrp_pop set during the call (restored after)."""
     def run(inst, T, seed):
         old = {k: getattr(_variant_module(k), k) for k in sets}
         try:
             for k, v in sets.items():
                 setattr(_variant_module(k), k, v)
-            return _gpuroute(inst, T, "cpu", seed)
+            return _gpuroute(inst, T, "cpu", seed, **({"chains": chains} if chains else {}))
         finally:
             for k, v in old.items():
                 setattr(_variant_module(k), k, v)
@@ -431,12 +436,13 @@ def _variant(sets):
 
 def solver_fn(name, a):
     variants = parse_variants(getattr(a, "variant", None) or [])
+    chains = getattr(a, "chains", 0) or None
     if name in variants:
-        return _variant(variants[name])
+        return _variant(variants[name], chains)
     if name == "gpuroute-gpu":
         return lambda inst, T, seed: _gpuroute(inst, T, "gpu", seed)
     if name == "gpuroute-cpu":
-        return lambda inst, T, seed: _gpuroute(inst, T, "cpu", seed)
+        return lambda inst, T, seed: _gpuroute(inst, T, "cpu", seed, **({"chains": chains} if chains else {}))
     if name == "pyvrp":
         return _pyvrp
     if name == "ortools":
@@ -644,6 +650,21 @@ def expand(name, a):
     return [nm for size, nm in sized if low <= size <= top]
 
 
+def merge(docs):
+    """One result document of several (``--report a.json,b.json``): the first one's meta with the solvers of
+    all (in order of appearance), instances by name (first record kept), every run, every skipped solver."""
+    doc = json.loads(json.dumps(docs[0]))
+    for d in docs[1:]:
+        for kind, ss in d["meta"]["solvers"].items():
+            have = doc["meta"]["solvers"].setdefault(kind, [])
+            have += [x for x in ss if x not in have]
+        names = {r["name"] for r in doc["instances"]}
+        doc["instances"] += [r for r in d["instances"] if r["name"] not in names]
+        doc["runs"] += d["runs"]
+        doc["skipped"].update(d["skipped"])
+    return doc
+
+
 def run_jobs(names, limits, a, argv):
     """--jobs J: the instances dealt to J child processes of this script (largest first, round robin), each
     writing its own JSON; merged into one (meta of the first child, every child's runs, meta.jobs)."""
@@ -707,6 +728,9 @@ def main(argv=None):
                          "gpuroute.tours.vrp_sisr (e.g. pen:PEN=1,NEAR=10); repeatable")
     ap.add_argument("--lkh-runs", type=int, default=0,
                     help="LKH: K runs with no time limit (elkai's mode) instead of RUNS=1 + TIME_LIMIT=T")
+    ap.add_argument("--chains", type=int, default=0,
+                    help="CVRP: SISR chains of gpuroute's CPU search (cvrp's chains=; default 0: its own default, "
+                         "one a numba thread)")
     ap.add_argument("--numba-threads", type=int, default=0,
                     help="threads of gpuroute's CPU twin (numba; default: all cores; the peers use one)")
     ap.add_argument("--lkh-timeout", type=float, default=600.0, help="LKH: kill its child process after this")
@@ -719,13 +743,16 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=1,
                     help="instances in this many worker processes at once (each: its instances one after the other, "
                          "every solver on one thread; numba threads 1 unless --numba-threads); one merged JSON")
-    ap.add_argument("--report", default=None, help="print the tables of this result JSON, then exit")
+    ap.add_argument("--report", default=None,
+                    help="print the tables of this result JSON (several, comma-separated: merged), then exit")
     ap.add_argument("--prepare", action="store_true",
                     help="write --data-dir/<name>.npz of the default, quick and --instances sets, then exit")
     a = ap.parse_args(argv)
     # --quick changes the defaults only: an explicit --instances / --limits still applies
+    if a.chains < 0:
+        ap.error(f"--chains must be >= 0 (0: gpuroute's default), got {a.chains}")
     if a.report:
-        print(table(json.loads(Path(a.report).read_text())))
+        print(table(merge([json.loads(Path(f).read_text()) for f in a.report.split(",")])))
         return
     names = a.instances.split(",") if a.instances else list(QUICK if a.quick else DEFAULT_CVRP + DEFAULT_TSP)
     names = [x for nm in names for x in expand(nm, a)]

@@ -629,6 +629,12 @@ TOUR_POLISH_RESERVE = 0.02
 TOUR_CPU_CHAINS = 0
 #: ... and the most stops of each of the two stretches a segment kick swaps (a local double bridge).
 TOUR_OR_SEGMENT = 30
+#: CPU CVRP (gpuroute.tours.cvrp, device="cpu"): SISR chains run at once, one a numba thread, the best
+#: solution kept (0: numba.get_num_threads(); cvrp(chains=K) overrides it; 1: one chain on one thread) ...
+TOUR_CVRP_CPU_CHAINS = 0
+#: ... fewer when their state (about 24 R W bytes a chain: the padded routes, R ~ customers, W the longest
+#: route that fits) would take more than this many bytes in all.
+TOUR_CVRP_CPU_CHAINS_BYTES = 1 << 30
 #: GPU CVRP (gpuroute.tours.vrp_gpu, vrp.cu): threads per block of the neighbourhood evaluation, the
 #: reduce-and-apply block and the one-block-per-chain ruin-and-recreate kernel (power of two, 64..1024).
 TOUR_VRP_GPU_THREADS = 256

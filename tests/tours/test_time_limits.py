@@ -76,6 +76,7 @@ def instrument(monkeypatch, events, family):
                         ("vrp_round", last)):
             wrap(monkeypatch, cv, name, events, w)
         wrap(monkeypatch, sisr, "sisr_steps", events, last)
+        wrap(monkeypatch, sisr, "sisr_chains", events, ident)  # the most work of a chain (one a thread)
         wrap(monkeypatch, pop, "srex", events, last)
     clk = FakeClock(events)
     monkeypatch.setattr(budget, "clock", clk)

@@ -10,7 +10,8 @@ customer and its nearest customers and reinserts them by cheapest feasible inser
 :func:`vrp_steps` is the CPU twin of one chain), accepted when not worse, until the time limit. On the CPU
 (:func:`cvrp` with ``device="cpu"``) the search is SISR (:mod:`.vrp_sisr`: string removals, greedy
 insertion with blinks, simulated annealing), which measured better than those chains at equal time
-(BENCHMARKS.md), then the descent on the best solution. Every step that grows with n runs under a work
+(BENCHMARKS.md), ``chains`` of them at once on numba's threads (:func:`~.vrp_sisr.sisr_chains`), then the
+descent on the best solution. Every step that grows with n runs under a work
 budget (units of about one delta; :func:`vrp_eval_work`) and the host checks the deadline between calls
 (:mod:`gpuroute.tours.budget`).
 
@@ -42,6 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -84,8 +86,9 @@ class VRPResult:
         n, routes, iterations (ruin & recreate steps completed: SISR steps on the CPU), improvements (new
         best solutions on the CPU, improving steps on the GPU), moves applied (descents), complete (False
         when the time limit cut the start short, or on the GPU its descent), warmup_seconds (first-call
-        compilation, outside the time limit), seconds (of the time limit used); on the GPU also chains
-        and rounds (:func:`gpuroute.tours.vrp_gpu.search`).
+        compilation, outside the time limit), seconds (of the time limit used), chains (on the CPU: SISR
+        chains run at once, ``chains`` of :func:`cvrp`); on the GPU chains and rounds
+        (:func:`gpuroute.tours.vrp_gpu.search`).
     """
 
     routes: list
@@ -1092,12 +1095,13 @@ SAVINGS_FULL_MAX_N = 3000
 SAVINGS_K = 100
 
 
-def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", seed=None):
+def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", seed=None, chains=None):
     """Capacitated vehicle routing: routes from the depot covering every customer once, each route's
     demand within ``capacity``, minimising the total cost. The number of vehicles is free.
 
     Clarke-Wright savings start (over each customer's :data:`NEAR_K` nearest customers). On the CPU:
-    SISR (Christiaens and Vanden Berghe 2020, :mod:`gpuroute.tours.vrp_sisr`): strings of customers
+    ``chains`` SISR chains at once, one a numba thread, under the same deadline, the best solution kept
+    (Christiaens and Vanden Berghe 2020, :mod:`gpuroute.tours.vrp_sisr`): strings of customers
     removed around a random customer, greedy reinsertion with blinks, simulated annealing from
     ``SISR_T0`` to ``SISR_TF`` times the start's mean arc cost (twice that where the start's routes hold 12
     customers or more on average: ``SISR_LONG_ROUTE``, ``SISR_LONG_HEAT``) over the time limit, the best
@@ -1140,7 +1144,18 @@ def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", se
         search became SISR, see the config), else the CPU.
         Under 2 customers there is nothing to search: the CPU answers whatever the device.
     seed : int or None
-        Seed of the perturbations.
+        Seed of the perturbations. With ``chains`` K > 1, chain 0 runs on ``seed`` itself (what one chain
+        does) and chain k on a seed derived from (``seed``, k) (:func:`chain_seeds`): the answer is
+        deterministic for a given seed and K (under the same work budgets; real time sizes the budgets).
+    chains : int or None
+        SISR chains of the CPU search, run at once on numba's threads (``numba.get_num_threads()``; more
+        chains than threads take turns): None: ``config.TOUR_CVRP_CPU_CHAINS`` (0 there: one a numba
+        thread); fewer when their state (about ``24 R W`` bytes a chain, ``R`` ~ customers, ``W`` the
+        longest route that fits) would pass ``config.TOUR_CVRP_CPU_CHAINS_BYTES`` (``stats["chains"]``
+        says how many ran). 1: one chain on one thread (the search before chains). Every
+        ``vrp_sisr.SISR_CHAINS_SYNC`` of the annealing time, every chain goes on from the best solution
+        so far (0: independent chains, the best of them returned). The GPU search has its own chains
+        (``config.TOUR_VRP_GPU_CHAINS_PER_SM``): ``chains`` is refused there.
 
     Returns
     -------
@@ -1152,7 +1167,8 @@ def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", se
         A non-square matrix (its shape), a non-finite or negative cost or demand (its position and
         value), ``demands`` of the wrong shape, ``demands[depot] != 0``, a demand above ``capacity``
         (the customer and both values), a depot out of range, a capacity that is not a finite number > 0,
-        a bad device, ``time_limit`` not a finite number > 0.
+        a bad device, ``time_limit`` not a finite number > 0, ``chains`` not an integer >= 1 (or None),
+        ``chains`` given to the GPU search.
     TypeError
         A non-numeric matrix or demands; a non-integer depot; a non-numeric capacity.
     GPUUnavailableError
@@ -1161,6 +1177,7 @@ def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", se
     if device not in ("auto", "cpu", "gpu"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {device!r}")
     time_limit = check_time_limit(time_limit)
+    K = _check_chains(chains)
     dl = Deadline(time_limit)
     c, dem, cap, depot = _validate(costs, demands, capacity, depot)
     n = c.shape[0]
@@ -1171,6 +1188,9 @@ def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", se
     dev = resolve_device(device, gpu_implemented=config.TOUR_CVRP_GPU_AUTO_MIN_N <= n <= config.TOUR_CVRP_GPU_AUTO_MAX_N)
     if N < 2:
         dev = "cpu"  # nothing to search
+    if dev == "gpu" and chains is not None:
+        raise ValueError(f"chains={chains!r} is the CPU search's; the GPU search runs "
+                         "config.TOUR_VRP_GPU_CHAINS_PER_SM chains a multiprocessor (pass chains=None)")
     warm_up_cvrp(dev)
     warm = budget.clock() - tw
     dl.extend(warm)
@@ -1214,7 +1234,9 @@ def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", se
                                                  eps=eps, max_moves=max_moves)
         stats.update(gst)
     else:
-        E, lens, nr, trace = _search_cpu(C, dem, cap, depot, E, lens, nr, near, dl, pace, rng, eps, max_moves,
+        K = min(K, max(1, int(config.TOUR_CVRP_CPU_CHAINS_BYTES) // (24 * E.size)))
+        rngs = [rng] + [np.random.default_rng(v) for v in chain_seeds(seed, K)[1:]]
+        E, lens, nr, trace = _search_cpu(C, dem, cap, depot, E, lens, nr, near, dl, pace, rngs, eps, max_moves,
                                          stats)
     routes = [E[r, 1:lens[r] + 1].astype(np.int64) for r in range(nr) if lens[r] > 0]
     cost = vrp_cost(c, routes, depot)
@@ -1226,8 +1248,41 @@ def cvrp(costs, demands, capacity, *, depot=0, time_limit=1.0, device="auto", se
     return VRPResult(routes=routes, cost=cost, trace=trace, device=dev, stats=stats)
 
 
-def _search_cpu(C, dem, cap, depot, E, lens, nr, near, dl, pace, rng, eps, max_moves, stats):
-    """The CPU search of :func:`cvrp` from the packed start (E, lens, nr): SISR steps
+def _check_chains(chains):
+    """``chains`` of :func:`cvrp` as the number of chains to run (None: ``config.TOUR_CVRP_CPU_CHAINS``, 0
+    there: ``numba.get_num_threads()``). Raises ValueError for anything but None or an integer >= 1 (a bool
+    too), and for a negative or non-integer ``config.TOUR_CVRP_CPU_CHAINS``."""
+    if chains is None:
+        v = config.TOUR_CVRP_CPU_CHAINS
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"config.TOUR_CVRP_CPU_CHAINS must be an integer >= 0 (0: one chain a numba "
+                             f"thread), got {v!r}")
+        return int(v) or numba.get_num_threads()
+    if isinstance(chains, bool) or not isinstance(chains, (int, np.integer)) or chains < 1:
+        raise ValueError(f"chains must be an integer >= 1 (SISR chains of the CPU search) or None "
+                         f"(config.TOUR_CVRP_CPU_CHAINS), got {chains!r}")
+    return int(chains)
+
+
+def chain_seeds(seed, chains):
+    """The seeds of :func:`cvrp`'s ``chains`` SISR chains for the call's ``seed``: chain 0's is ``seed``
+    itself (so one chain is the search of a call with ``chains=1``), chain k's (k >= 1) an int in [0, 2^63)
+    drawn from ``numpy.random.SeedSequence([seed, k])`` (fresh entropy when ``seed`` is None). A call with
+    ``chains=1`` and ``seed=chain_seeds(s, K)[k]`` runs chain k's search alone."""
+    out = [seed]
+    for k in range(1, chains):
+        ss = np.random.SeedSequence() if seed is None else np.random.SeedSequence([int(seed), k])
+        out.append(int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1)))
+    return out
+
+
+def _search_cpu(C, dem, cap, depot, E, lens, nr, near, dl, pace, rngs, eps, max_moves, stats):
+    """The CPU search of :func:`cvrp` from the packed start (E, lens, nr), ``len(rngs)`` chains at once
+    (``rngs``: each chain's numpy Generator; one chain: the SISR steps below on this thread; more:
+    :func:`~.vrp_sisr.sisr_chains`, one a numba thread, each with its own solution, best solution and
+    random stream, every one under the same temperature and the same work budget a call; every
+    ``SISR_CHAINS_SYNC`` of the annealing time each chain goes on from the best solution of all, and what
+    a phase returns is the best of all chains). A chain: SISR steps
     (:func:`~.vrp_sisr.sisr_steps`: string removals, greedy insertion with blinks, simulated annealing
     from ``SISR_T0`` to ``SISR_TF`` times :func:`~.vrp_sisr.temperature_unit` (by default the start's mean
     arc cost, doubled where its routes hold 12 customers or more on average), geometric in the time used;
@@ -1237,6 +1292,9 @@ def _search_cpu(C, dem, cap, depot, E, lens, nr, near, dl, pace, rng, eps, max_m
     (:mod:`.vrp_pop`). Then the best solution's best-improvement descent (:func:`vrp_descent`); time left
     after that goes to SISR steps at the final temperature from the descent's local minimum. Fills
     ``stats``. Returns (E, lens, nr, trace)."""
+    rng = rngs[0]
+    K = len(rngs)
+    stats["chains"] = K
     R, W = E.shape
     n = C.shape[0]
     load, rcost = np.empty(R), np.empty(R)
@@ -1248,10 +1306,16 @@ def _search_cpu(C, dem, cap, depot, E, lens, nr, near, dl, pace, rng, eps, max_m
     unit = sisr.temperature_unit(C, depot, cur, arcs, used)
     t0, tf = sisr.SISR_T0 * unit, sisr.SISR_TF * unit
     pen = [sisr.overload_penalty(cur / arcs, dem, depot)]
+    pens = np.full(K, pen[0])  # each chain's (K > 1)
     reserve = float(config.TOUR_POLISH_RESERVE) * dl.limit
     span = max(1e-9, dl.limit - reserve)
 
     def anneal(E, lens, nr, start, end, ta, tb, stall=0.0):
+        if K > 1:
+            return anneal_chains(E, lens, nr, start, end, ta, tb, stall)
+        return anneal_one(E, lens, nr, start, end, ta, tb, stall)
+
+    def anneal_one(E, lens, nr, start, end, ta, tb, stall=0.0):
         """SISR steps from (E, lens, nr) until ``end`` seconds of the limit are used, cooling from ``ta``
         (at ``start`` seconds) to ``tb`` (at ``end``), or (``stall > 0``) until ``stall`` seconds passed
         without a new best (counted from ``VRP_POP_STALL_FROM`` of ``span`` on at the earliest); returns the best solution (normalised), its cost, and whether it stopped
@@ -1288,6 +1352,64 @@ def _search_cpu(C, dem, cap, depot, E, lens, nr, near, dl, pace, rng, eps, max_m
             if cost[1] < trace[-1][1] - eps:
                 trace.append((dl.elapsed(), float(cost[1])))
         return bestE, bestl, normalize(bestE, bestl, int(st[1]), depot), float(cost[1]), stalled
+
+    def anneal_chains(E, lens, nr, start, end, ta, tb, stall=0.0):
+        """:func:`anneal_one` with ``K`` chains from (E, lens, nr) (:func:`~.vrp_sisr.sisr_chains`: each
+        call gives every chain the same budget and temperature, chain k its seed from ``rngs[k]``); the
+        stall counts new bests of all chains; every ``SISR_CHAINS_SYNC * span`` seconds every chain's
+        current and best solution become the best of all (0: never). Returns the best chain's best."""
+        cur = sisr.sisr_init(C, dem, E, lens, nr, load, rcost, rt, ps)
+        Es, Ls = np.repeat(E[None], K, 0), np.repeat(lens[None], K, 0)
+        loads, rcosts = np.repeat(load[None], K, 0), np.repeat(rcost[None], K, 0)
+        rts, pss = np.repeat(rt[None], K, 0), np.repeat(ps[None], K, 0)
+        sts = np.full((K, 2), nr, np.int64)
+        costs = np.full((K, 2), cur)
+        bestEs, bestls = Es.copy(), Ls.copy()
+        out = np.zeros((K, 5), np.int64)
+        width = max(1e-9, end - start)
+        stall_from = float(pop.VRP_POP_STALL_FROM) * span
+        t_best, stalled = max(dl.elapsed(), stall_from), False
+        timed = stall > 0 or ta != tb
+        sync = float(sisr.SISR_CHAINS_SYNC) * span
+        next_sync = start + sync
+        while True:
+            now = dl.elapsed() if timed or sync > 0 else end  # read before the budget
+            if stall > 0 and now - t_best > stall:
+                stalled = True
+                break
+            if (b := pace.budget("sisr_chains", dl.limit - end)) <= 0:
+                break
+            frac = min(1.0, max(0.0, (now - start) / width))
+            temp = ta * (tb / ta) ** frac if ta > 0 else 0.0
+            before = float(costs[:, 1].min())
+            seeds = np.array([r.integers(0, 2**31 - 1) for r in rngs], np.int64)
+            pace.spent(sisr.sisr_chains(C, dem, cap, depot, Es, Ls, loads, rcosts, rts, pss, sts, costs, bestEs,
+                                        bestls, near, temp, 1 << 30, b, seeds, sisr.SISR_CBAR, sisr.SISR_LMAX,
+                                        sisr.SISR_BLINK, sisr.SISR_SPLIT, sisr.SISR_NEAR, pens, out))
+            for k in range(K):
+                pens[k] = sisr.adapt_penalty(pens[k], int(out[k, 3]), int(out[k, 0]))
+            stats["iterations"] += int(out[:, 0].sum())
+            stats["improvements"] += int(out[:, 2].sum())
+            kb = int(np.argmin(costs[:, 1]))
+            best = float(costs[kb, 1])
+            if best < before - eps:
+                t_best = max(now, stall_from)
+            if best < trace[-1][1] - eps:
+                trace.append((dl.elapsed(), best))
+            if sync > 0 and now >= next_sync:
+                next_sync = now + sync
+                m = int(sts[kb, 1])
+                for k in range(K):  # every chain from the best of all (its current and its best)
+                    if k != kb:
+                        bestEs[k, :m], bestls[k, :m] = bestEs[kb, :m], bestls[kb, :m]
+                        costs[k, 1] = best
+                        sts[k, 1] = m
+                    Es[k, :m], Ls[k, :m] = bestEs[kb, :m], bestls[kb, :m]
+                    sts[k, 0] = m
+                    costs[k, 0] = sisr.sisr_init(C, dem, Es[k], Ls[k], m, loads[k], rcosts[k], rts[k], pss[k])
+        kb = int(np.argmin(costs[:, 1]))
+        bestE, bestl = bestEs[kb].copy(), bestls[kb].copy()
+        return bestE, bestl, normalize(bestE, bestl, int(sts[kb, 1]), depot), float(costs[kb, 1]), stalled
 
     if pop.pop_applies(int(lens[:nr].sum()), used):
         first = None
@@ -1393,6 +1515,13 @@ def warm_up_kernels():
     sisr.sisr_steps(C, dem, cap, 0, E, lens, load, np.empty(R), rt, ps, np.array([nr, nr], np.int64),
                     np.array([cur, cur]), E.copy(), lens.copy(), near, 1.0, 0, 1, 1, sisr.SISR_CBAR,
                     sisr.SISR_LMAX, sisr.SISR_BLINK, sisr.SISR_SPLIT, sisr.SISR_NEAR, 1.0)
+    K = 2
+    sisr.sisr_chains(C, dem, cap, 0, np.repeat(E[None], K, 0), np.repeat(lens[None], K, 0), np.empty((K, R)),
+                     np.empty((K, R)), np.empty((K, n), np.int64), np.empty((K, n), np.int64),
+                     np.full((K, 2), nr, np.int64), np.full((K, 2), cur), np.repeat(E[None], K, 0),
+                     np.repeat(lens[None], K, 0), near, 1.0, 0, 1, np.arange(K, dtype=np.int64), sisr.SISR_CBAR,
+                     sisr.SISR_LMAX, sisr.SISR_BLINK, sisr.SISR_SPLIT, sisr.SISR_NEAR, np.ones(K),
+                     np.zeros((K, 5), np.int64))
     pop.srex(C, dem, cap, 0, E, lens, nr, E, lens, nr, near, 1, True, 1, np.empty_like(E), np.empty_like(lens))
 
 

@@ -12,6 +12,9 @@ a step costs what it touches, not what the solution holds. Options off by defaul
 issue 23's 10-s misses; BENCHMARKS.md): reinsertion into the routes of the nearest customers only
 (``SISR_NEAR``), routes above capacity at an adaptive cost a unit (``SISR_PEN``; the best stays within).
 
+:func:`sisr_chains` runs several such chains at once, one a numba thread (``cvrp(..., chains=K)``); every
+``SISR_CHAINS_SYNC`` of the annealing time the caller restarts them all from the best solution of all.
+
 State (as :mod:`gpuroute.tours.cvrp`'s): routes in a padded array ``E`` (int64 (R, W)): route ``r`` has
 ``lens[r]`` customers at ``E[r, 1..lens[r]]`` and the depot at ``E[r, 0]`` and ``E[r, lens[r] + 1]``;
 routes ``0..nr-1`` are in use (some may be empty here; :func:`gpuroute.tours.cvrp.normalize` compacts
@@ -21,11 +24,12 @@ per stop ``rt`` and ``ps`` (int64 (n,)): its route and position (-1 for the depo
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
-__all__ = ["sisr_init", "sisr_steps", "overload_penalty", "adapt_penalty", "temperature_unit", "SISR_CBAR",
+__all__ = ["sisr_init", "sisr_steps", "sisr_chains", "overload_penalty", "adapt_penalty", "temperature_unit", "SISR_CBAR",
            "SISR_LMAX", "SISR_BLINK", "SISR_SPLIT", "SISR_NEAR", "SISR_PEN", "SISR_FEASIBLE", "SISR_PEN_STEP",
-           "SISR_T0", "SISR_TF", "SISR_TSCALE", "SISR_LONG_ROUTE", "SISR_LONG_HEAT"]
+           "SISR_T0", "SISR_TF", "SISR_TSCALE", "SISR_LONG_ROUTE", "SISR_LONG_HEAT",
+           "SISR_CHAINS_SYNC"]
 
 #: average number of customers a ruin removes (the paper's c-bar)
 SISR_CBAR = 10.0
@@ -64,6 +68,14 @@ SISR_TSCALE = 0
 #: against 1.98 / 2.84 %; 1: off
 SISR_LONG_ROUTE = 12.0
 SISR_LONG_HEAT = 2.0
+#: several chains (gpuroute.tours.cvrp's ``chains``, :func:`sisr_chains`): every this share of the annealing
+#: time every chain goes on from the best solution of all; 0: independent chains (the best of them returned).
+#: Measured on the 2-core VM under a virtual clock (the 16-core host's steps a second, one core a chain; 8 of
+#: issue 23's 10-s misses, 2026-11-27, BENCHMARKS.md), mean gap: 2 chains (4 seeds) 0.488 % at 0.1, 0.517 %
+#: independent, 0.579 % at 0.03 and 0.647 % at 0.2 (2 seeds); 4 chains (4 seeds) 0.336 % at 0.1, 0.372 %
+#: independent; 8 chains (2 seeds) 0.291 % at 0.1, 0.292 % independent; one chain 0.617 %: within the seeds'
+#: spread, 0.1 by its small lead at 2 and 4 chains
+SISR_CHAINS_SYNC = 0.1
 
 
 def temperature_unit(C, depot, cost, arcs, routes):
@@ -472,3 +484,28 @@ def sisr_steps(C, dem, cap, depot, E, lens, load, rcost, rt, ps, st, cost, bestE
             ruined[ids[s]] = False
         work += nt
     return steps, acc, imp, feas, work
+
+
+@njit(cache=True, parallel=True)
+def sisr_chains(C, dem, cap, depot, E, lens, load, rcost, rt, ps, st, cost, bestE, bestl, adj, temp, iters, budget,
+                seeds, cbar, lmax, blink, split, near_routes, pen, out):
+    """:func:`sisr_steps` on ``K`` independent chains at once, one numba thread a chain (a ``prange`` over
+    the chains; each chain's numba random state is its thread's, seeded by the call). Every state array has
+    one more leading axis of length ``K`` (``E``, ``bestE`` int64 (K, R, W); ``lens``, ``bestl`` int64
+    (K, R); ``load``, ``rcost`` float64 (K, R); ``rt``, ``ps`` int64 (K, n); ``st`` int64 (K, 2);
+    ``cost`` float64 (K, 2)); ``seeds`` int64 (K,) and ``pen`` float64 (K,) are per chain; ``temp``,
+    ``iters``, ``budget`` (work units of each chain) and the rest are shared. Chain ``k`` does exactly what
+    :func:`sisr_steps` does on its slices with ``seeds[k]`` and ``pen[k]``. ``out`` int64 (K, 5) gets each
+    chain's (steps, accepted, improvements, feasible, work). Returns the most work of a chain (the call's
+    length). Called from Python only (as :func:`gpuroute.tours.local_search.or_ils_chains`)."""
+    K = E.shape[0]
+    for k in prange(K):
+        s, a, i, f, w = sisr_steps(C, dem, cap, depot, E[k], lens[k], load[k], rcost[k], rt[k], ps[k], st[k],
+                                   cost[k], bestE[k], bestl[k], adj, temp, iters, budget, seeds[k], cbar, lmax,
+                                   blink, split, near_routes, pen[k])
+        out[k, 0] = s
+        out[k, 1] = a
+        out[k, 2] = i
+        out[k, 3] = f
+        out[k, 4] = w
+    return out[:, 4].max()
