@@ -3,7 +3,9 @@
 :func:`gpuroute.engine.legs.leg_arrays` (``leg_pieces``, ``turn_sums``, ``summary_ids``) and
 :func:`gpuroute.engine.osrm.overview_polyline` (``simplify_lonlat``, ``encode_geometry``): kernel by kernel on
 random inputs, and end to end -- every answer of random ``/route`` requests (options and errors included) over
-the overlay and over the hierarchy is byte for byte the answer with the unfused calls patched in; and
+the overlay and over the hierarchy is byte for byte the answer with the unfused calls patched in (two-point
+routes' :func:`~gpuroute.crp.phantom_search.search_one_leg` and one-leg route objects'
+:func:`~gpuroute.engine.osrm.leg_overview` against the general legs, with the same search counts); and
 :func:`gpuroute.engine.legs.summary_ids` against ``np.unique`` and ``np.bincount``."""
 from __future__ import annotations
 
@@ -226,17 +228,42 @@ def test_route_answers_are_the_unfused_calls(overlay_engine, monkeypatch, kind):
 
     eng = _engines(overlay_engine)[kind]
     urls = _requests(eng, 260, seed=3 if kind == "overlay" else 4)
-    fused = _answers(create_app(eng), urls)
+    with ps.SEARCHES.counting() as c_fused:
+        fused = _answers(create_app(eng), urls)
+    monkeypatch.setattr(ps, "search_one_leg", lambda *a, **k: None)  # two points: search_leg, then the unpacking
     monkeypatch.setattr(ps, "search_leg", unfused_search_leg)
     monkeypatch.setattr(route_service, "leg_arrays", unfused_leg_arrays)
+    monkeypatch.setattr(route_service, "_one_leg_route", lambda e, rows, leg, snap, consts, geometries, overview:
+                        route_service._route_of_legs(e, None, rows, [leg], snap, consts, False, (), geometries,
+                                                     overview, "objects"))  # no steps: the points are not read
     monkeypatch.setattr(route_service, "overview_polyline", unfused_overview)
-    unfused = _answers(create_app(eng), urls)
+    with ps.SEARCHES.counting() as c_unfused:
+        unfused = _answers(create_app(eng), urls)
+    assert c_fused == c_unfused
     codes = {}
     for url, (s1, b1), (s0, b0) in zip(urls, fused, unfused, strict=True):
         assert (s1, b1) == (s0, b0), url
         code = json.loads(b1)["code"]
         codes[code] = codes.get(code, 0) + 1
     assert codes.get("Ok", 0) >= 200 and codes.get("InvalidValue", 0) >= 5 and codes.get("InvalidOptions", 0) >= 10
+
+
+def test_edge_tails_are_edge_tail(overlay_engine):
+    """:func:`gpuroute.crp.customize.edge_tails` (what the path unpacking reads) is :func:`edge_tail`'s binary search
+    for every edge: a random CSR with empty ranges, and every cell of the overlay's flattened level graphs."""
+    from gpuroute.crp.customize import edge_tail, edge_tails
+
+    rng = np.random.default_rng(5)
+    ef = np.concatenate([[0], np.cumsum(rng.choice([0, 0, 1, 3], 300))]).astype(np.int64)
+    tails = edge_tails(ef)
+    assert tails.size == ef[-1] and all(edge_tail(ef, 0, ef.size - 1, e) == tails[e] for e in range(ef[-1]))
+    fl = overlay_engine._traffic.overlay._topo["flat"]
+    ef, vf = np.asarray(fl["ef"], np.int64), np.asarray(fl["vf"], np.int64)
+    tails = edge_tails(ef)
+    for g in range(vf.size - 1):
+        lo, hi = int(vf[g]), int(vf[g + 1])
+        for e in range(int(ef[lo]), int(ef[hi])):
+            assert edge_tail(ef, lo, hi, e) == tails[e]
 
 
 def test_summary_ids_are_the_two_longest_names():

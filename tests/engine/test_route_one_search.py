@@ -303,6 +303,18 @@ def test_one_search_per_leg_overlay(engines, monkeypatch, k):
         calls["unpack"] += 1
         return unpack_chain(*a)
 
+    leg_path, one_leg = ps._unpack_leg_path, ps._one_leg
+
+    def count_leg_path(*a):
+        calls["unpack"] += 1
+        return leg_path(*a)
+
+    def count_one_leg(*a):  # a two-point route's search and (unless a same-arc leg) unpacking
+        got = one_leg(*a)
+        calls["targets"] += 1
+        calls["unpack"] += int(got[0] == 0 and got[1] and not got[4])
+        return got
+
     def forbidden(*a, **kw):
         raise AssertionError("a point-to-point overlay search ran on the route path")
 
@@ -310,6 +322,8 @@ def test_one_search_per_leg_overlay(engines, monkeypatch, k):
     monkeypatch.setattr(ps, "_leg_search", count_leg_search)
     monkeypatch.setattr(overlay_module.OverlayQuery, "_unpacked", count_unpack)
     monkeypatch.setattr(ps, "_unpack_chain", count_unpack_chain)
+    monkeypatch.setattr(ps, "_unpack_leg_path", count_leg_path)
+    monkeypatch.setattr(ps, "_one_leg", count_one_leg)
     monkeypatch.setattr(overlay_module.OverlayQuery, "route_arcs", forbidden)
     monkeypatch.setattr(crp_search, "bidir_states", forbidden)
     monkeypatch.setattr(crp_search, "bidir", forbidden)

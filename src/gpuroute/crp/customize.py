@@ -151,6 +151,13 @@ def customize_level(cells, vert_first, e_first, e_to, e_ref, ent_first, ent_vert
                     tree[tb + v] = 0 if par[v] < 0 else par[v] - e0 + 1
 
 
+def edge_tails(e_first):
+    """Each edge's tail in a CSR of ``e_first`` (int64 (n + 1,)): int32 (e_first[-1],), the vertex whose range holds the
+    edge (:func:`edge_tail`'s answer over any range of vertices that holds it)."""
+    e_first = np.asarray(e_first, np.int64)
+    return np.repeat(np.arange(e_first.size - 1, dtype=np.int32), np.diff(e_first))
+
+
 @njit(cache=True)
 def cell_path(v0, v1, lo, hi, e_first, e_to, e_ref, turn_cost, clique_below):
     """Edge references of one shortest path from vertex ``v0`` to ``v1`` inside one cell (in path order);
@@ -181,12 +188,13 @@ def cell_path(v0, v1, lo, hi, e_first, e_to, e_ref, turn_cost, clique_below):
 
 
 @njit(cache=True)
-def unpack(states, refs, tout, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx, ef, eto, eref, turn_cost, clique,
-           tree_first, tree, ent_first, mc_first, mc_tree, mc_have, dist, par, hk, hv, stack, tmp, out):
+def unpack(states, refs, tout, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx, ef, eto, eref, etail, turn_cost,
+           clique, tree_first, tree, ent_first, mc_first, mc_tree, mc_have, dist, par, hk, hv, stack, tmp, out):
     """The arcs of a search-graph path, every clique arc unpacked down to turns (one call per route).
 
     ``states``/``refs`` come from :func:`gpuroute.crp.search.chain`; ``vf``/``vh``/``vx``/``ef``/``eto``/
-    ``eref`` are the level graphs flattened by :func:`gpuroute.crp.topology.build_topology`. A clique arc
+    ``eref`` are the level graphs flattened by :func:`gpuroute.crp.topology.build_topology`, ``etail`` each
+    edge's tail (:func:`edge_tails` of ``ef``: the vertex :func:`edge_tail` finds, read). A clique arc
     is replaced by a shortest path inside its cell on the level below, recursively, with an explicit
     stack: read from the shortest-path tree the customization kept (``tree_first``/``tree``, global cell
     numbering), or found by a Dijkstra where no tree was kept: stopped at the exit, or, in a cell with a
@@ -233,7 +241,7 @@ def unpack(states, refs, tout, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx
                 e = np.int64(tree[tb + v]) - 1 + e0
                 tmp[k] = eref[e]
                 k += 1
-                v = edge_tail(ef, lo, hi, e)
+                v = etail[e]
         elif mc_first[g + 1] > mc_first[g] and mc_have[ent_first[g] + i] != 0:
             # the caller's cache holds entry i's tree: read as a kept tree
             tb = mc_first[g] + i * nv - lo
@@ -241,7 +249,7 @@ def unpack(states, refs, tout, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx
                 e = np.int64(mc_tree[tb + v]) - 1 + e0
                 tmp[k] = eref[e]
                 k += 1
-                v = edge_tail(ef, lo, hi, e)
+                v = etail[e]
         else:
             if mc_first[g + 1] > mc_first[g]:
                 # the caller's cache: entry i's tree, searched once (to the end) and kept
@@ -256,7 +264,7 @@ def unpack(states, refs, tout, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx
                 e = par[v - lo]
                 tmp[k] = eref[e]
                 k += 1
-                v = edge_tail(ef, lo, hi, e)
+                v = etail[e]
         # tmp holds the path backwards: push it so that its first edge is popped first
         for j in range(k):
             stack[top] = tmp[j]
@@ -567,7 +575,7 @@ class CustomizationPlan:
     # --------------------------------------------------------------------------------------- unpacking
     def unpack_arrays(self, tree_first, tree, clique, turn_cost, refs, cache=None):
         """What :func:`unpack` reads for one path: ``(refs, args)`` with ``args`` its arguments from
-        ``cq_first`` to ``mc_have``.
+        ``cq_first`` to ``mc_have`` (``etail``: :func:`edge_tails`, made once per topology).
 
         With mezzanine levels and trees, the plan's topology (its trees; the query path's clique references
         moved to the plan's positions; no clique value is read, so ``clique`` is not needed): the cells of a
@@ -607,8 +615,13 @@ class CustomizationPlan:
                     cache["tree"] = tree
                 mc_tree, mc_have = cache["mc_tree"], cache["mc_have"]
         fl = t["flat"]
+        tails = self.__dict__.setdefault("_edge_tails", {})  # per topology, made once (its edges' tails)
+        hit = tails.get(id(fl))
+        if hit is None or hit[0] is not fl["ef"]:
+            hit = tails[id(fl)] = (fl["ef"], edge_tails(fl["ef"]))
         return refs, (t["cq_first"], t["cell_base"], t["ex_first"], t["ex_arc"], fl["vf"], fl["vh"], fl["vx"], fl["ef"],
-                      fl["eto"], fl["eref"], turn_cost, clique, tf, tree, t["ent_first"], mc_first, mc_tree, mc_have)
+                      fl["eto"], fl["eref"], hit[1], turn_cost, clique, tf, tree, t["ent_first"], mc_first, mc_tree,
+                      mc_have)
 
     def unpack_buffer_sizes(self):
         """(most vertices, most edges, levels) of a cell over both topologies: :func:`unpack`'s buffers."""

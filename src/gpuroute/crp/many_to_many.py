@@ -664,8 +664,8 @@ def _accumulate(parent, edge_q, need):
 
 @njit(cache=True)
 def _clique_quantities(ent_arcs, refs, first, out_arc, qa, qt, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx, ef,
-                       eto, eref, turn_cost, clique, tree_first, tree, ent_first, mc_first, mc_tree, mc_have, dist, par,
-                       hk, hv, stack, tmp, outbuf):
+                       eto, eref, etail, turn_cost, clique, tree_first, tree, ent_first, mc_first, mc_tree, mc_have, dist,
+                       par, hk, hv, stack, tmp, outbuf):
     """Quantities of clique edges (graph order ``qa`` (nq, m), ``qt`` (nq, T)): each unpacked once into its
     graph arcs (:func:`gpuroute.crp.customize.unpack`), the sum over the arcs after the entry arc of the
     turn into the arc and the arc."""
@@ -676,8 +676,8 @@ def _clique_quantities(ent_arcs, refs, first, out_arc, qa, qt, cq_first, cell_ba
     for i in range(refs.size):
         st[0] = ent_arcs[i]
         rf[0] = refs[i]
-        k = unpack(st, rf, out_arc, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx, ef, eto, eref, turn_cost, clique,
-                   tree_first, tree, ent_first, mc_first, mc_tree, mc_have, dist, par, hk, hv, stack, tmp, outbuf)
+        k = unpack(st, rf, out_arc, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx, ef, eto, eref, etail, turn_cost,
+                   clique, tree_first, tree, ent_first, mc_first, mc_tree, mc_have, dist, par, hk, hv, stack, tmp, outbuf)
         for j in range(1, k):
             x = outbuf[j - 1]
             y = outbuf[j]

@@ -42,7 +42,7 @@ from ..graph.constants import INF
 from .customize import unpack
 from .search import LABEL_LIMIT, ih_pop, ih_update, reset, state_level
 
-__all__ = ["search", "search_leg", "TargetCosts", "SEARCHES", "SearchCounter", "SCALE", "LABEL_LIMIT"]
+__all__ = ["search", "search_leg", "search_one_leg", "TargetCosts", "SEARCHES", "SearchCounter", "SCALE", "LABEL_LIMIT"]
 
 #: Labels per unit of the metric that :func:`search` callers use by default (1024: a fraction-weighted start
 #: cost is rounded to 1/1024 of a unit, e.g. 0.1 ms for deciseconds).
@@ -305,6 +305,26 @@ class TargetCosts:
         arcs = q._unpacked(st, *tree_numbering(states, refs, qg["order"], qg["torder"]))
         return arcs.astype(np.int64)
 
+    def leg_path(self, q, st, j, head):
+        """:meth:`unpack` of target ``j`` as a route leg's path: ``(mid, nodes)``, the arcs strictly between the
+        seed's arc ``a`` and the target's arc ``b`` (int64 (k,)) and the nodes from ``a``'s head to ``b``'s tail
+        (int64 (k + 1,), ``head`` the graph's arc heads), in one compiled call with the unpacking on the overlay's
+        own topology. Counts one ``"overlay_unpack"``; ValueError as :meth:`unpack`'s."""
+        args = _unpack_args(q, st)
+        if args is None:
+            arcs = self.unpack(q, st, j)
+            mid = arcs[1:-1]
+            nodes = np.empty(mid.size + 1, np.int64)
+            nodes[0] = head[arcs[0]]
+            nodes[1:] = head[mid]
+            return mid, nodes
+        ch = self.chain(j)
+        if ch is None:
+            raise ValueError(f"target {j} was not reached")
+        qg = q.overlay._qg
+        SEARCHES.add("overlay_unpack")
+        return _unpack_leg_path(ch[0], ch[1], qg["order"], qg["torder"], head, *args)
+
 
 def _unpack_args(q, st):
     """The arguments of :func:`gpuroute.crp.customize.unpack` after the path (``tout`` .. ``out``: the query
@@ -331,16 +351,34 @@ _NO_REFS = np.zeros(0, np.int64)
 
 @njit(cache=True)
 def _unpack_chain(states, refs, order, torder, tout, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx, ef, eto, eref,
-                  turn_cost, clique, tree_first, tree, ent_first, mc_first, mc_tree, mc_have, dist, par, hk, hv, stack,
-                  tmp, out):
+                  etail, turn_cost, clique, tree_first, tree, ent_first, mc_first, mc_tree, mc_have, dist, par, hk, hv,
+                  stack, tmp, out):
     """:func:`tree_numbering` and :func:`gpuroute.crp.customize.unpack` of one chain: its graph arcs (int64)."""
     s, r = tree_numbering(states, refs, order, torder)
-    k = unpack(s, r, tout, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx, ef, eto, eref, turn_cost, clique,
+    k = unpack(s, r, tout, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx, ef, eto, eref, etail, turn_cost, clique,
                tree_first, tree, ent_first, mc_first, mc_tree, mc_have, dist, par, hk, hv, stack, tmp, out)
     arcs = np.empty(k, np.int64)
     for i in range(k):
         arcs[i] = out[i]
     return arcs
+
+
+@njit(cache=True)
+def _unpack_leg_path(states, refs, order, torder, head, tout, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx, ef, eto,
+                     eref, etail, turn_cost, clique, tree_first, tree, ent_first, mc_first, mc_tree, mc_have, dist, par,
+                     hk, hv, stack, tmp, out):
+    """:func:`_unpack_chain` as :meth:`TargetCosts.leg_path`'s ``(mid, nodes)``: the arcs between the first and the
+    last, and the nodes from the first's head to the last's tail (the heads of all but the last)."""
+    s, r = tree_numbering(states, refs, order, torder)
+    k = unpack(s, r, tout, cq_first, cell_base, ex_first, ex_arc, vf, vh, vx, ef, eto, eref, etail, turn_cost, clique,
+               tree_first, tree, ent_first, mc_first, mc_tree, mc_have, dist, par, hk, hv, stack, tmp, out)
+    mid = np.empty(max(k - 2, 0), np.int64)
+    nodes = np.empty(mid.size + 1, np.int64)
+    nodes[0] = head[out[0]]
+    for i in range(1, k - 1):
+        mid[i - 1] = out[i]
+        nodes[i] = head[out[i]]
+    return mid, nodes
 
 
 @njit(cache=True)
@@ -473,6 +511,76 @@ def _leg_search(dep, a, fa, b, fb, cost, scale, every, m, head, cells, perm, tfi
         cost_t[j] = tbest[j] + off[j] if tbest[j] < INF else INF
     best, leaves, use_same, reached = leg_choice(s_best, s_arg, idx, cost_t, tseed)
     return 0, cost_t, tbest, tseed, s_costs, cfirst, cstates, crefs, settled, best, leaves, use_same, reached
+
+
+def search_one_leg(q, st, a, fa, cost, b, fb, *, scale=SCALE):
+    """A two-point route's one leg in one compiled call (:func:`_one_leg`): :func:`search_leg` from every departure
+    option ``a`` (int64 (s,)) at ``fa`` (float64 (s,)) reached at 0 to the arrival options ``b``, ``fb`` (k,), the
+    least-cost arrival option (the first of equal ones) and its departure option, and :meth:`TargetCosts.leg_path`
+    of the winner when it is no same-arc target -- the values of those calls, in one. Counts one
+    ``"overlay_search"`` and, with a path, one ``"overlay_unpack"`` in :data:`SEARCHES`. None when the unpacking
+    arguments are not those of the overlay's own topology (:func:`_unpack_args`: then the calls one by one).
+
+    Returns
+    -------
+    (status, reached, o, d, path) or None
+        ``status`` 0, or as :func:`_leg_search`'s (1, 2: search again with ``scale=1``; nothing else then); ``reached`` whether any arrival option is; ``o`` the arrival option and ``d`` the departure option
+        of the least cost; ``path`` ``(mid, nodes, paid)`` (:meth:`TargetCosts.leg_path`, :meth:`TargetCosts.paid`)
+        or None for a same-arc target.
+    """
+    args = _unpack_args(q, st)
+    if args is None:
+        return None
+    ov = q.overlay
+    qg = ov._qg
+    topo = ov._topo
+    g = ov.graph
+    status, reached, o, d, same, paid, mid, nodes = _one_leg(
+        a, fa, b, fb, cost, np.int64(scale), g.n_arcs, g.head, ov.partition.cells, qg["perm"], qg["tfirst"],
+        qg["tout"], st.q_turn_cost, qg["hc"], qg["entry_idx"], topo["cell_base"], topo["ex_first"], qg["ex_st"],
+        topo["cq_first"], st.clique, q._R, q._touched, q._h[0], q._h[1], qg["order"], qg["torder"], *args)
+    if status != 1:  # 1: a start cost overflows, nothing searched
+        SEARCHES.add("overlay_search")
+    if status != 0 or not reached:
+        return status, reached, -1, -1, None
+    if same:
+        return status, True, o, d, None
+    SEARCHES.add("overlay_unpack")
+    return status, True, o, d, (mid, nodes, paid)
+
+
+@njit(cache=True)
+def _one_leg(a, fa, b, fb, cost, scale, m, head, cells, perm, tfirst, tout, tcost, hc, entry_idx, cell_base, ex_first,
+             ex_arc, cq_first, clique, R, touched, hk, hv, order, torder, u_tout, u_cq_first, u_cell_base, u_ex_first,
+             u_ex_arc, vf, vh, vx, ef, eto, eref, etail, u_turn_cost, u_clique, tree_first, tree, ent_first, mc_first, mc_tree,
+             mc_have, dist, par, u_hk, u_hv, stack, tmp, out):
+    """:func:`search_one_leg`'s compiled call: ``(status, reached, o, d, same, paid, mid, nodes)``; :func:`_leg_search`
+    (``a`` .. ``hv``, departures at 0, the least cost only), the choice of the route's last leg, and
+    :func:`_unpack_leg_path` (``order`` .. ``out``: :func:`_unpack_args`) of its path unless ``same``."""
+    e64 = np.empty(0, np.int64)
+    dep = np.zeros(a.size, np.int64)
+    status, cost_t, tbest, tseed, sc, cfirst, cstates, crefs, settled, best, leaves, use_same, reached = _leg_search(
+        dep, a, fa, b, fb, cost, scale, False, m, head, cells, perm, tfirst, tout, tcost, hc, entry_idx, cell_base,
+        ex_first, ex_arc, cq_first, clique, R, touched, hk, hv)
+    if status != 0 or not reached:
+        return status, reached, -1, -1, False, 0, e64, e64
+    o = 0
+    for j in range(1, best.size):  # np.argmin: the first least
+        if best[j] < best[o]:
+            o = j
+    d = leaves[o]
+    if use_same[o]:
+        return status, True, o, d, True, 0, e64, e64
+    paid = (tbest[o] - sc[tseed[o]]) // scale
+    lo = cfirst[o]
+    hi = cfirst[o + 1]
+    if hi == lo:  # reached with a search cost: never
+        raise ValueError("the least-cost target was not reached")
+    mid, nodes = _unpack_leg_path(cstates[lo:hi], crefs[lo + 1:hi], order, torder, head, u_tout, u_cq_first,
+                                  u_cell_base, u_ex_first, u_ex_arc, vf, vh, vx, ef, eto, eref, etail, u_turn_cost, u_clique,
+                                  tree_first, tree, ent_first, mc_first, mc_tree, mc_have, dist, par, u_hk, u_hv,
+                                  stack, tmp, out)
+    return status, True, o, d, False, paid, mid, nodes
 
 
 def seed_arrays(seed_arcs, seed_costs, target_arcs, target_offsets):

@@ -59,6 +59,11 @@ from .traffic import TrafficRouter
 OSM_ENDINGS = (".pbf", ".osm", ".osm.bz2", ".osm.gz", ".o5m")
 
 
+#: :meth:`Engine.run`'s method per parameter record type.
+_RUNNERS = {RouteParams: "_run_route", TableParams: "_run_table", TripParams: "_run_trip", NearestParams: "_run_nearest",
+            IsochroneParams: "_run_isochrone", CustomizeParams: "_run_customize", MatchParams: "_run_match"}
+
+
 class Engine:
     """Answers OSRM v5 ``route``, ``table`` and ``nearest`` requests, and isochrones, on one road graph.
 
@@ -467,9 +472,8 @@ class Engine:
             ``InvalidValue`` for ``snapping="any"`` or ``fallback_coordinate="snapped"`` (not supported), and
             the service's own errors (see its method).
         """
-        fn = {RouteParams: self._run_route, TableParams: self._run_table, TripParams: self._run_trip,
-              NearestParams: self._run_nearest, IsochroneParams: self._run_isochrone,
-              CustomizeParams: self._run_customize, MatchParams: self._run_match}.get(type(p))
+        name = _RUNNERS.get(type(p))  # one dict per process, not per request
+        fn = None if name is None else getattr(self, name)
         if fn is None:
             raise TypeError(f"Engine.run takes a parameter record of gpuroute.engine.params, not {type(p).__name__}")
         if getattr(p, "snapping", "default") != "default":

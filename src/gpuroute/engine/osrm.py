@@ -6,6 +6,7 @@ Nothing here routes; :mod:`gpuroute.engine.engine` does, and builds its response
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import math
 import struct
@@ -17,7 +18,7 @@ from numba import njit
 
 from ..geo import EARTH_RADIUS_M
 from ..geo.simplify import douglas_peucker_keep, simplify_lonlat
-from .legs import MODIFIERS, STEP_TYPES, intersections, maneuvers, round_floats
+from .legs import MODIFIERS, STEP_TYPES, intersections, leg_arrays, maneuvers, round_floats
 
 try:  # the JSON library of the legs' text (optional: the standard library reads and writes the same values)
     import orjson as _orjson
@@ -215,13 +216,50 @@ def overview_polyline(points, simplified, tolerance_m, precision):
     ValueError
         ``tolerance_m`` negative or not finite (with ``simplified``).
     """
+    points = np.ascontiguousarray(points, dtype=np.float64)
+    buf = _overview_polyline(points, bool(simplified), *polyline_args(float(points[0, 1]), simplified, tolerance_m,
+                                                                      precision))
+    return buf.tobytes().decode("ascii")
+
+
+def polyline_args(first_lat, simplified, tolerance_m, precision):
+    """The arguments of :func:`_overview_polyline` after ``simplified`` for a line whose first point lies at
+    latitude ``first_lat`` (degrees): ``(kx, ky, tolerance, factor)`` (local_xy's metres per degree east and
+    north, the tolerance in metres, ``10 ** precision``). ValueError as :func:`overview_polyline`'s."""
     tol = float(tolerance_m)
     if simplified and not (tol >= 0.0 and math.isfinite(tol)):
         raise ValueError(f"simplification tolerance must be a finite number of metres >= 0, got {tolerance_m!r}")
-    points = np.ascontiguousarray(points, dtype=np.float64)
-    kx = _DEG * EARTH_RADIUS_M * math.cos(float(points[0, 1]) * _DEG)  # local_xy's metres per degree east
-    buf = _overview_polyline(points, bool(simplified), kx, _M_PER_DEG, tol, float(10 ** precision))
-    return buf.tobytes().decode("ascii")
+    kx = _DEG * EARTH_RADIUS_M * math.cos(float(first_lat) * _DEG)  # local_xy's metres per degree east
+    return kx, _M_PER_DEG, tol, float(10 ** precision)
+
+
+@njit(cache=True)
+def leg_overview(a, fa, b, fb, mid, nodes, has_path, start_lon, start_lat, end_lon, end_lat, coords, wcost, wf, dcost,
+                 df, has_dur, length, turns, t_first, fo, head, from_snapshot, is_time, turn_cost, cost, twf, tscale,
+                 tc_dur, tc_w, name_id, overview, simplified, kx, ky, tol, factor):
+    """A one-leg route without steps or annotations in one compiled call: :func:`gpuroute.engine.legs.leg_arrays`
+    (its arguments up to ``name_id``) and, with ``overview``, :func:`_overview_polyline` of the leg's points
+    (``simplified``, ``kx`` .. ``factor``: :func:`polyline_args` of ``start_lat``), the same values; only the
+    overview's bytes come back as an array.
+
+    Returns
+    -------
+    (polyline uint8 (p,), weight_sum, duration_sum, distance_sum, turn_duration, turn_weight, n_summary, summary0,
+    summary1)
+        The overview's bytes (empty without ``overview``), ``leg_arrays``'s sums and turns, and its summary's name
+        ids (``n_summary`` of them, 0 to 2; -1 past them).
+    """
+    arcs, frac, pts, w, d, ln, w_sum, d_sum, l_sum, td, tw, summary = leg_arrays(
+        a, fa, b, fb, mid, nodes, has_path, start_lon, start_lat, end_lon, end_lat, coords, wcost, wf, dcost, df,
+        has_dur, length, turns, t_first, fo, head, from_snapshot, is_time, turn_cost, cost, twf, tscale, tc_dur,
+        tc_w, name_id)
+    s0 = summary[0] if summary.size > 0 else -1
+    s1 = summary[1] if summary.size > 1 else -1
+    if overview:
+        buf = _overview_polyline(pts, simplified, kx, ky, tol, factor)
+    else:
+        buf = np.empty(0, np.uint8)
+    return buf, w_sum, d_sum, l_sum, td, tw, summary.size, s0, s1
 
 
 @njit(cache=True)
@@ -298,6 +336,8 @@ def make_hint(segment, fraction, fingerprint):
 
 
 _HINT = struct.Struct("<id")
+#: base64's alphabet to base64url's (``base64.urlsafe_b64encode``'s translation).
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
 _FP_BYTES = {}
 
 
@@ -367,10 +407,11 @@ def waypoints(phantoms, fingerprint, names, points=None, *, nodes=None):
     n_names = len(names)
     if k <= _FEW_WAYPOINTS and nodes is None and phantoms.distance.size <= 4 * _FEW_WAYPOINTS:  # a route's few
         fp = _fingerprint_bytes(fingerprint)
-        pack, b64 = _HINT.pack, base64.urlsafe_b64encode
+        pack, b64, url = _HINT.pack, binascii.b2a_base64, _URLSAFE  # base64.urlsafe_b64encode's bytes, inline
         seg, frac, nid = phantoms.segment.tolist(), phantoms.segment_fraction.tolist(), phantoms.name_id.tolist()
         dist, lon, lat = phantoms.distance.tolist(), phantoms.lon.tolist(), phantoms.lat.tolist()
-        return [{"hint": b64(pack(seg[r], frac[r]) + fp).decode("ascii"), "distance": round(dist[r], 6),
+        return [{"hint": b64(pack(seg[r], frac[r]) + fp, newline=False).translate(url).decode("ascii"),
+                 "distance": round(dist[r], 6),
                  "name": names[nid[r]] if 0 <= nid[r] < n_names else "", "location": [round(lon[r], 6), round(lat[r], 6)]}
                 for r in rows.tolist()]
     vals = round_floats([v for t in zip(phantoms.distance[rows].tolist(), phantoms.lon[rows].tolist(),
@@ -1146,6 +1187,6 @@ def _dumps_fn():
 
 
 __all__ = ["EngineError", "ERROR_CODES", "GEOMETRIES", "OVERVIEWS", "ROUTE_ANNOTATIONS", "TABLE_ANNOTATIONS",
-           "encode_geometry", "encode_geometries", "overview_polyline", "simplify", "douglas_peucker_keep", "turn_delta",
+           "encode_geometry", "encode_geometries", "overview_polyline", "polyline_args", "leg_overview", "simplify", "douglas_peucker_keep", "turn_delta",
            "modifier", "make_hint", "waypoints", "round1", "finite_or_none", "matrix_or_none",
            "matrix_array", "matrix_json", "leg_parts_json", "leg_parts_text", "json_loads", "json_fragment", "names_json", "ANNOTATION_BITS", "GEOMETRY_CODES"]

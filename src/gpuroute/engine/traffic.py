@@ -217,10 +217,37 @@ class TrafficRouter:
         """
         # per waypoint: its options' arcs (int64) and fractions (float64), ties included
         opts = [phantoms.options(i) for i in range(phantoms.n_points)]
+        if len(opts) == 2:  # one leg: search, choice and unpacking in one compiled call
+            plan = self._one_leg(opts, snap, st)
+            if plan is not None:
+                return plan
         for scale in (ps.SCALE, 1):
             legs = self._search_legs(opts, continue_straight, snap, st, scale)
             if legs is not None:
                 return self._unpack_legs(opts, continue_straight, snap, st, legs)
+        raise EngineError("NoRoute", "Impossible route between points (costs too large to add up)")
+
+    def _one_leg(self, opts, snap, st):
+        """:meth:`_plan` of two waypoints by :func:`gpuroute.crp.phantom_search.search_one_leg` (the same plan as
+        :meth:`_search_legs` and :meth:`_unpack_legs` make); None where it does not apply (nothing searched)."""
+        (a, fa), (b, fb) = opts
+        c = snap.cost
+        q = self.query()
+        for scale in (ps.SCALE, 1):
+            got = ps.search_one_leg(q, st, a, fa, c, b, fb, scale=scale)
+            if got is None:
+                return None
+            status, reached, o, d, path = got
+            if status != 0:
+                continue
+            if not reached:
+                raise EngineError("NoRoute", "Impossible route between points")
+            a0, f0, b0, f1 = int(a[d]), float(fa[d]), int(b[o]), float(fb[o])
+            leg = None
+            if path is not None:
+                mid, nodes, paid = path
+                leg = LegPath(mid, nodes, (1.0 - f0) * c[a0] + float(paid) - (1.0 - f1) * c[b0])
+            return [((a0, f0), (b0, f1), leg)]
         raise EngineError("NoRoute", "Impossible route between points (costs too large to add up)")
 
     def _search_legs(self, opts, continue_straight, snap, st, scale):
@@ -259,7 +286,7 @@ class TrafficRouter:
         q = self.query()
         free = not continue_straight
         plan = []
-        o = int(np.argmin(legs[-1][0]))  # the option the last leg arrives by
+        o = int(legs[-1][0].argmin())  # the option the last leg arrives by
         for i in range(len(legs) - 2, -1, -1):
             arrived, res, leaves, use_same = legs[i]
             d = int(leaves[o])
@@ -267,15 +294,11 @@ class TrafficRouter:
             b, fb = int(opts[i + 1][0][o]), float(opts[i + 1][1][o])
             path = None
             if not use_same[o]:
-                arcs = res.unpack(q, st, o)  # a ... b, both included
-                mid = arcs[1:-1]
-                nodes = np.empty(mid.size + 1, np.int64)
-                nodes[0] = self._head[a]
-                nodes[1:] = self._head[mid]
+                mid, nodes = res.leg_path(q, st, o, self._head)  # the arcs between a and b, the nodes
                 cost = (1.0 - fa) * c[a] + float(res.paid(o)) - (1.0 - fb) * c[b]
                 path = LegPath(mid, nodes, cost)
             plan.append(((a, fa), (b, fb), path))
-            o = int(np.argmin(arrived)) if (free and i > 0) else d  # the option leg i - 1 arrives by
+            o = int(arrived.argmin()) if (free and i > 0) else d  # the option leg i - 1 arrives by
         plan.reverse()
         return plan
 

@@ -32,9 +32,11 @@ from ..osrm import (
     encode_geometry,
     json_fragment,
     json_loads,
+    leg_overview,
     leg_parts_text,
     names_json,
     overview_polyline,
+    polyline_args,
     round1,
     simplify,
     waypoints,
@@ -105,11 +107,20 @@ def route_object(e, phantoms, rows, plan, snap, *, steps, annotations, geometrie
     (``[((arc, fraction), (arc, fraction), path)]`` per leg, as :meth:`gpuroute.engine.algorithms.CRP.route`
     gives it) on the metric snapshot ``snap`` (None: the hierarchy's arrays); ``rows`` the :class:`PhantomRows` of
     ``phantoms``; ``leg_parts`` as :func:`route`'s. The shortest route and every alternative are built by this one
-    function."""
+    function. A one-leg plan without steps or annotations and with a polyline overview (or none) in one compiled
+    call (:func:`_one_leg_route`), else leg by leg (:func:`_route_of_legs`): the same object."""
+    consts = _leg_consts(e, snap)
+    if not steps and not annotations and len(plan) == 1 and (overview == "false" or geometries != "geojson"):
+        return _one_leg_route(e, rows, plan[0], snap, consts, geometries, overview)
+    return _route_of_legs(e, phantoms, rows, plan, snap, consts, steps, annotations, geometries, overview, leg_parts)
+
+
+def _route_of_legs(e, phantoms, rows, plan, snap, consts, steps, annotations, geometries, overview, leg_parts):
+    """:func:`route_object` leg by leg (:func:`_leg`, :func:`_leg_json`), ``consts`` :func:`_leg_consts`'s."""
     legs, points = [], []
     tot_w = tot_d = tot_l = 0.0
     for i, (dep, arr, path) in enumerate(plan):
-        leg = _leg(e, rows, i, dep, arr, path, snap)
+        leg = _leg(e, rows, i, dep, arr, path, snap, consts)
         legs.append(_leg_json(e, leg, phantoms, i + 1, steps, annotations, geometries, leg_parts))
         tot_w += leg.weight_sum + leg.turn_weight
         tot_d = None if leg.duration is None or tot_d is None else tot_d + leg.duration_sum + leg.turn_duration
@@ -128,6 +139,39 @@ def route_object(e, phantoms, rows, plan, snap, *, steps, annotations, geometrie
     weight_name = e.weight_name if snap is None or snap.name == "time" else snap.name
     out.update(legs=legs, weight_name=weight_name, weight=round1(tot_w * e._w_scale),
                duration=None if tot_d is None else round1(tot_d), distance=round1(tot_l))
+    return out
+
+
+def _one_leg_route(e, rows, leg_plan, snap, consts, geometries, overview):
+    """:func:`route_object` of a one-leg plan without steps or annotations, its overview (if any) an encoded
+    polyline: the leg's sums, summary and overview in one compiled call (:func:`gpuroute.engine.osrm.leg_overview`),
+    the same values and the same object as the general path's."""
+    (a, fa), (b, fb), path = leg_plan
+    ra, rb = rows.row(0, a), rows.row(1, b)  # the phantom's or a tie's segment
+    if path is None:
+        mid = nodes = _NO_ARCS
+    else:
+        mid = np.ascontiguousarray(path.arcs, dtype=np.int64)
+        nodes = np.ascontiguousarray(path.nodes, dtype=np.int64)
+    want = overview != "false"
+    simplified = overview == "simplified"
+    slat = rows.lat[ra]
+    buf, w_sum, d_sum, l_sum, td, tw, ns, s0, s1 = leg_overview(
+        int(a), float(fa), int(b), float(fb), mid, nodes, path is not None, rows.lon[ra], slat, rows.lon[rb],
+        rows.lat[rb], *consts, want, simplified,
+        *polyline_args(slat, simplified, config.SERVE_SIMPLIFY_TOLERANCE_M, 6 if geometries == "polyline6" else 5))
+    names = e._names
+    summary = "" if ns == 0 else names[s0] if ns == 1 else names[s0] + ", " + names[s1]
+    ws = e._w_scale
+    has_dur = consts[5]
+    tot_w = 0.0 + (w_sum + tw)  # route_object's running sums, from 0.0, in its order
+    # round1's values (the kernel's are Python floats already)
+    leg = {"steps": [], "summary": summary, "weight": round((w_sum + tw) * ws, 1),
+           "duration": round(d_sum + td, 1) if has_dur else None, "distance": round(l_sum, 1)}
+    out = {"geometry": buf.tobytes().decode("ascii")} if want else {}
+    weight_name = e.weight_name if snap is None or snap.name == "time" else snap.name
+    out.update(legs=[leg], weight_name=weight_name, weight=round(tot_w * ws, 1),
+               duration=round(0.0 + d_sum + td, 1) if has_dur else None, distance=round(0.0 + l_sum, 1))
     return out
 
 
@@ -209,17 +253,14 @@ class _Leg:
         self.turn_duration, self.turn_weight, self.summary = turn_duration, turn_weight, summary
 
 
-def _leg(e, rows, i, dep, arr, path, snap=None):
+def _leg(e, rows, i, dep, arr, path, snap=None, consts=None):
     """The :class:`_Leg` of leg ``i`` in one compiled call (:func:`gpuroute.engine.legs.leg_arrays`: the pieces
     of :func:`~gpuroute.engine.legs.leg_pieces`, the turns of :func:`~gpuroute.engine.legs.turn_sums`, the
-    summary of :func:`~gpuroute.engine.legs.summary_ids`). Zero-length partial pieces are dropped.
-
-    Over the overlay (``snap``, the route's metric snapshot) weights come from the snapshot's
-    fraction-weighted arc costs, and durations too when its metric is a time; else from the engine's
-    arrays. Turns: those between the departure arc, the path's arcs and the arrival arc (none when the
-    leg stays on one arc), from the snapshot (its decoded turn cost less the out-arc's cost) when the
-    route ran over the overlay, else from the graph's turn costs; durations from the snapshot when its
-    metric is a time, else from the graph's turn costs (deciseconds)."""
+    summary of :func:`~gpuroute.engine.legs.summary_ids`) on the metric snapshot ``snap``, ``consts`` its
+    arguments after the end points (:func:`_leg_consts` of ``snap``; made when None). Zero-length partial pieces
+    are dropped."""
+    if consts is None:
+        consts = _leg_consts(e, snap)
     (a, fa), (b, fb) = dep, arr
     ra, rb = rows.row(i, a), rows.row(i + 1, b)  # the phantom's or a tie's segment
     if path is None:
@@ -227,6 +268,26 @@ def _leg(e, rows, i, dep, arr, path, snap=None):
     else:
         mid = np.ascontiguousarray(path.arcs, dtype=np.int64)
         nodes = np.ascontiguousarray(path.nodes, dtype=np.int64)
+    has_dur = consts[5]
+    arcs, frac, pts, w, d, ln, w_sum, d_sum, l_sum, td, tw, summary = leg_arrays(
+        int(a), float(fa), int(b), float(fb), mid, nodes, path is not None, rows.lon[ra], rows.lat[ra], rows.lon[rb],
+        rows.lat[rb], *consts)
+    return _Leg(arcs, frac, pts, w, d if has_dur else None, ln, w_sum, d_sum, l_sum, float(td), float(tw), summary)
+
+
+def _leg_consts(e, snap=None):
+    """:func:`gpuroute.engine.legs.leg_arrays`'s arguments after the end points (``coords`` .. ``name_id``) on the
+    metric snapshot ``snap`` (None: the hierarchy's arrays), made once per engine and snapshot.
+
+    Over the overlay (``snap``, the route's metric snapshot) weights come from the snapshot's
+    fraction-weighted arc costs, and durations too when its metric is a time; else from the engine's
+    arrays. Turns: those between the departure arc, the path's arcs and the arrival arc (none when the
+    leg stays on one arc), from the snapshot (its decoded turn cost less the out-arc's cost) when the
+    route ran over the overlay, else from the graph's turn costs; durations from the snapshot when its
+    metric is a time, else from the graph's turn costs (deciseconds)."""
+    memo = getattr(e, "_leg_consts_memo", None)
+    if memo is not None and memo[0] is snap:
+        return memo[1]
     tc = e._tc
     if snap is not None:
         wcost, wf = snap.cost, snap.scale / e._w_scale
@@ -239,12 +300,12 @@ def _leg(e, rows, i, dep, arr, path, snap=None):
         dcost, df = e._dur, 1.0
         turns = (False, False, _NO_ARCS, _NO_COSTS, 1.0, 1.0)
     has_dur = dcost is not None
-    arcs, frac, pts, w, d, ln, w_sum, d_sum, l_sum, td, tw, summary = leg_arrays(
-        int(a), float(fa), int(b), float(fb), mid, nodes, path is not None, rows.lon[ra], rows.lat[ra], rows.lon[rb],
-        rows.lat[rb], e._coords_f64, wcost, float(wf), dcost if has_dur else _NO_COSTS, float(df), has_dur, e._len,
-        tc is not None, e._t_first if tc is not None else _NO_ARCS, e._fo if tc is not None else _NO_ARCS, e._head,
-        *turns, tc.duration if tc is not None else _NO_ARCS, tc.weight if tc is not None else _NO_ARCS, e._name_id)
-    return _Leg(arcs, frac, pts, w, d if has_dur else None, ln, w_sum, d_sum, l_sum, float(td), float(tw), summary)
+    consts = (e._coords_f64, wcost, float(wf), dcost if has_dur else _NO_COSTS, float(df), has_dur, e._len,
+              tc is not None, e._t_first if tc is not None else _NO_ARCS, e._fo if tc is not None else _NO_ARCS,
+              e._head, *turns, tc.duration if tc is not None else _NO_ARCS, tc.weight if tc is not None else _NO_ARCS,
+              e._name_id)
+    e._leg_consts_memo = (snap, consts)
+    return consts
 
 
 def _name(e, arc):
