@@ -60,7 +60,7 @@ from . import many_to_many as mm
 from .many_to_many import join, level_edge, level_edges, put_entry
 from .search import ih_pop, ih_update
 
-__all__ = ["table", "release"]
+__all__ = ["table", "release", "hash_find"]
 
 #: Kernel file (relative to the package root).
 KERNELS = "crp/many_to_many.cu"
@@ -90,8 +90,11 @@ _NODE_BYTES = 16
 # level_edges, level_edge, join, put_entry (m2m_level_edges, m2m_level_edge, m2m_join, m2m_put_entry); its heap
 # is the CPU twin's (gpuroute.crp.search.ih_update / ih_pop over the search's H slots; m2m_heap_update / _pop).
 @njit(cache=True, inline="always")
-def _find(hkey, base, H, s):
-    """Record index (global) of state ``s`` in the table ``[base, base + H)``, or ``-1 - free slot``."""
+def hash_find(hkey, base, H, s):
+    """Record index (global) of key ``s`` (a state; /match's twin: an arc) in the open-addressing table
+    ``[base, base + H)`` of ``hkey`` (int32, -1 free; ``H`` a power of two; linear probing from Knuth's
+    multiplicative hash, as the kernels' own), or ``-1 - free slot``. Shared by the GPU twins' emulations
+    (this module's and :mod:`gpuroute.engine.match_gpu`'s)."""
     i = (s * _HASH_MUL) & (H - 1)
     while True:
         k = hkey[base + i]
@@ -109,7 +112,7 @@ def _relax(hkey, R, R32, hk, hv, base, H, lim, used, size, s, d, root, prev, ref
     (``hk``, ``hv``: the search's own ``H`` slots, records by local index) keyed to match. Returns
     ``(x, used, size)``: ``x`` the record (global) whose label was lowered, :data:`_NOT_LOWER`, or
     :data:`_TABLE_FULL` where ``s`` needs a new record and the table holds ``lim`` already."""
-    x = _find(hkey, base, H, s)
+    x = hash_find(hkey, base, H, s)
     cur = INF if x < 0 else R[4 * x]
     if d >= cur:
         return _NOT_LOWER, used, size

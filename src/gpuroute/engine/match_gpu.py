@@ -40,6 +40,7 @@ import numpy as np
 from numba import njit
 
 from .. import config
+from ..crp.many_to_many_gpu import hash_find
 from ..graph.heap import heap_pop, heap_push
 from .match_hmm import transition_chunk
 
@@ -51,8 +52,6 @@ KERNELS = "engine/match_search.cu"
 DEVICES = ("auto", "cpu", "gpu")
 #: Search status: done; the hash table was full; the heap was full.
 _OK, _HASH_FULL, _HEAP_FULL = 0, 1, 2
-#: Multiplier of the hash tables' hash (Knuth's multiplicative hashing).
-_HASH_MUL = 2654435761
 #: Bytes per hash slot: key 4, record 16 (label, length), target row 4, heap 12 (key 8, record 4).
 _SLOT_BYTES = 36
 #: Device copies of the last few networks kept (one per metric snapshot).
@@ -61,17 +60,6 @@ _KEEP = 4
 
 # ------------------------------------------------------------------------------------------ emulation
 # match_search.cu's kernel, statement for statement, over the same flat arrays; one "thread" (job) after another.
-@njit(cache=True, inline="always")
-def _find(hkey, base, H, a):
-    """Record index (global) of arc ``a`` in the table ``[base, base + H)``, or ``-1 - free slot``."""
-    i = (a * _HASH_MUL) & (H - 1)
-    while True:
-        k = hkey[base + i]
-        if k == a:
-            return base + i
-        if k < 0:
-            return -1 - (base + i)
-        i = (i + 1) & (H - 1)
 
 
 @njit(cache=True, inline="always")
@@ -125,7 +113,7 @@ def _emu_search(items, H, job_s, job_pair, pair_t0, pair_t1, pair_bound, pair_lm
         r1 = ostart[t1]
         for r in range(r0, r1):
             a = oarc[r]
-            x = _find(hkey, base, H, a)
+            x = hash_find(hkey, base, H, a)
             if x < 0:
                 if used >= lim:
                     stat = _HASH_FULL
@@ -137,7 +125,7 @@ def _emu_search(items, H, job_s, job_pair, pair_t0, pair_t1, pair_bound, pair_lm
             for q in range(ostart[s], ostart[s + 1]):
                 a = oarc[q]
                 fa = ofrac[q]
-                x = _find(hkey, base, H, a)
+                x = hash_find(hkey, base, H, a)
                 r = rtm[x] if x >= 0 else -1
                 while r >= 0:
                     if ofrac[r] >= fa:
@@ -152,7 +140,7 @@ def _emu_search(items, H, job_s, job_pair, pair_t0, pair_t1, pair_bound, pair_lm
             for q in range(ostart[s], ostart[s + 1]):
                 a = oarc[q]
                 d = (1.0 - ofrac[q]) * cost[a]
-                x = _find(hkey, base, H, a)
+                x = hash_find(hkey, base, H, a)
                 cur = rec[2 * x] if x >= 0 else np.inf
                 if d < cur:
                     if x < 0:
@@ -195,7 +183,7 @@ def _emu_search(items, H, job_s, job_pair, pair_t0, pair_t1, pair_bound, pair_lm
                 turns += 1
                 y = out_arc[e]
                 nd = d + tc
-                z = _find(hkey, base, H, y)
+                z = hash_find(hkey, base, H, y)
                 r = rtm[z] if z >= 0 else -1
                 while r >= 0:
                     j = ocand[r] - t0
