@@ -387,6 +387,7 @@ class CustomizationPlan:
         from .topology import build_topology
 
         t0 = time.perf_counter()
+        self._edge_tails = {}  # id(topology's flat arrays) -> (its ef, edge_tails(ef)): made once per topology
         ext = resolve_mezzanine(graph, partition, mezzanine)
         L = partition.n_levels
         self.query_topo = query_topo
@@ -615,7 +616,7 @@ class CustomizationPlan:
                     cache["tree"] = tree
                 mc_tree, mc_have = cache["mc_tree"], cache["mc_have"]
         fl = t["flat"]
-        tails = self.__dict__.setdefault("_edge_tails", {})  # per topology, made once (its edges' tails)
+        tails = self._edge_tails
         hit = tails.get(id(fl))
         if hit is None or hit[0] is not fl["ef"]:
             hit = tails[id(fl)] = (fl["ef"], edge_tails(fl["ef"]))
